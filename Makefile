@@ -1,0 +1,47 @@
+# tensord — the two commands in the README, and a few more.
+#   make demo   install deps, build, run the k-NN example and the meta-mode example
+#   make test   install deps, build, run every C++ and Python test
+PY      := /usr/bin/python3
+BUILD   ?= build
+JOBS    ?= 2
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build install-dev demo test test-cpp test-python sanitize tsan clean
+
+all: build
+
+deps:
+	scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	scripts/install-dev.sh $(abspath $(BUILD))
+
+install-dev: build
+
+demo: build
+	$(PY) examples/digits_knn.py
+	$(PY) examples/infer_shapes.py
+
+test-cpp: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-python: build
+	TENSORD_BIN=$(abspath $(BUILD))/bin/tensord $(PY) -m pytest tests/python -q -p no:cacheprovider
+
+test: test-cpp test-python
+
+# Address + undefined behaviour sanitizers over the C++ tests.
+sanitize: deps
+	cmake -S . -B build-asan -G Ninja -DTENSORD_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-asan -j $(JOBS)
+	ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DTENSORD_SANITIZE=thread -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-tsan -j $(JOBS)
+	ctest --test-dir build-tsan --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

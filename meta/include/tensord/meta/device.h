@@ -1,0 +1,44 @@
+// tensord/meta/device.h — where a tensor lives: "cpu", "cuda:N" or "meta".
+//
+//   Device d = *ParseDevice("cuda:1");  d.type == DeviceType::kCUDA, d.index == 1
+//   d.ToString() == "cuda:1"
+#ifndef TENSORD_META_DEVICE_H_
+#define TENSORD_META_DEVICE_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace tensord {
+
+// Numeric values are part of the wire contract: append only.
+enum class DeviceType : int32_t { kCPU = 0, kCUDA = 1, kMeta = 2 };
+inline constexpr int kNumDeviceTypes = 3;
+
+struct Device {
+  DeviceType type = DeviceType::kCPU;
+  int32_t index = 0;  // only meaningful for CUDA; 0 for cpu and meta
+
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  bool is_meta() const { return type == DeviceType::kMeta; }
+  bool is_cpu() const { return type == DeviceType::kCPU; }
+  bool is_cuda() const { return type == DeviceType::kCUDA; }
+  // "cpu", "cuda:0", "meta" (PyTorch spelling).
+  std::string ToString() const;
+};
+
+inline constexpr Device kCPU{DeviceType::kCPU, 0};
+inline constexpr Device kMetaDevice{DeviceType::kMeta, 0};
+
+bool IsValidDeviceType(int64_t v);
+
+// Parses "cpu", "meta", "cuda" (index 0) and "cuda:N" (N >= 0).
+// InvalidArgument naming the text otherwise.
+absl::StatusOr<Device> ParseDevice(absl::string_view text);
+
+}  // namespace tensord
+
+#endif  // TENSORD_META_DEVICE_H_

@@ -1,0 +1,116 @@
+// tensord/meta/op_table.h — the one table of ops. Each entry has the op's
+// schema, its meta function (the only code that decides output dtype, sizes,
+// strides, storage_offset and aliasing) and flags. Kernels, the wire, the
+// Python surface and (later) derivatives are keyed by the entry's full name
+// ("add.Tensor") and checked against this table.
+//
+// To add an op: add one `OpDef` line in meta/src/ops.cc with its schema and a
+// meta function, a CPU kernel in kernels/cpu/, and samples in
+// tests/python/opinfo.py. The completeness tests fail until all three exist.
+#ifndef TENSORD_META_OP_TABLE_H_
+#define TENSORD_META_OP_TABLE_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tensord/meta/schema.h"
+#include "tensord/meta/tensor_meta.h"
+#include "tensord/meta/value.h"
+
+namespace tensord {
+
+// What a meta function returns: one TensorMeta per schema return, and for
+// each output the index of the *argument* it aliases (a view), or -1 when it
+// needs fresh storage. Composite ops (reshape, contiguous, to) decide aliasing
+// from metadata alone, so both sides always agree.
+struct MetaResult {
+  std::vector<TensorMeta> outputs;
+  std::vector<int> alias_of;
+};
+
+// `op` is the base name ("sum", "add") for error messages and for functions
+// shared by several ops; `args` are bound in schema order, defaults filled,
+// kinds validated.
+using MetaFn = absl::StatusOr<MetaResult> (*)(absl::string_view op, absl::Span<const Value> args);
+
+enum OpFlags : uint32_t {
+  kNone = 0,
+  kFactory = 1u << 0,        // creates a tensor from no tensor input; device= decides
+  kRandom = 1u << 1,         // draws from the session's generator
+  kDataDependent = 1u << 2,  // output shape depends on values: no meta, the
+                             // kernel allocates its output (nonzero, masked_select)
+  kMethod = 1u << 3,         // Python/C++ Tensor method variant exists
+  kFunction = 1u << 4,       // tensord.<name> function variant exists
+  kNotDifferentiable = 1u << 5,
+};
+
+struct OpDef {
+  const char* schema_text;
+  MetaFn meta;
+  uint32_t flags;
+};
+
+struct OpEntry {
+  uint32_t id;               // position in the table; the wire's op id
+  FunctionSchema schema;
+  std::string schema_text;   // canonical
+  MetaFn meta;
+  uint32_t flags;
+  std::vector<int> return_aliases;  // from the schema's alias annotations
+
+  const std::string& name() const { return schema.name; }
+  std::string full_name() const { return schema.full_name(); }
+  bool is_view() const;  // some return aliases an input per the schema
+  bool has(OpFlags f) const { return (flags & f) != 0; }
+};
+
+class OpTable {
+ public:
+  // The process-wide table, built (and its schemas parsed) on first use. A
+  // schema that fails to parse is a build bug: it aborts at startup with the
+  // text, caught by every test.
+  static const OpTable& Get();
+
+  size_t size() const { return entries_.size(); }
+  const OpEntry& at(uint32_t id) const { return entries_[id]; }
+  const std::vector<OpEntry>& entries() const { return entries_; }
+  // By full name ("add.Tensor"); nullptr when absent.
+  const OpEntry* Find(absl::string_view full_name) const;
+  // All overloads of a base name ("add" -> add.Tensor, add.Scalar) in table order.
+  const std::vector<const OpEntry*>& Overloads(absl::string_view name) const;
+
+  // 64-bit FNV-1a over every canonical schema text in order: equal digests
+  // mean identical tables (ids, names, argument lists).
+  uint64_t digest() const { return digest_; }
+  // One line per op: "<id> <schema>" (what the handshake exchanges).
+  std::vector<std::string> Describe() const;
+
+  // Runs the entry's meta function on bound `args`, after ValidateArgs.
+  absl::StatusOr<MetaResult> RunMeta(const OpEntry& op, absl::Span<const Value> args) const;
+
+  explicit OpTable(absl::Span<const OpDef> defs);
+
+ private:
+  std::vector<OpEntry> entries_;
+  absl::flat_hash_map<std::string, uint32_t> by_name_;
+  absl::flat_hash_map<std::string, std::vector<const OpEntry*>> overloads_;
+  uint64_t digest_ = 0;
+};
+
+// Compares a peer's Describe() lines with ours; returns "" when equal or a
+// human-readable list of differences ("op 12: client has 'x(...)', daemon has
+// 'y(...)'; daemon lacks 'z'").
+std::string DiffOpTables(absl::Span<const std::string> ours, absl::Span<const std::string> theirs,
+                         absl::string_view our_name, absl::string_view their_name);
+
+// Defined in ops.cc: the op definitions in table order.
+absl::Span<const OpDef> BuiltinOpDefs();
+
+}  // namespace tensord
+
+#endif  // TENSORD_META_OP_TABLE_H_

@@ -1,0 +1,80 @@
+// tensord/meta/tensor_meta.h — the metadata of one tensor without its data:
+// sizes, strides (in elements), storage_offset (in elements), dtype, device.
+//
+// It is what meta functions compute, what the client keeps for every handle,
+// and what the daemon checks against the storage it allocates.
+//
+//   TensorMeta m = TensorMeta::Contiguous({2, 3}, ScalarType::kFloat32, kCPU);
+//   m.strides == {3, 1}; m.numel() == 6; m.StorageBytesNeeded() == 24
+#ifndef TENSORD_META_TENSOR_META_H_
+#define TENSORD_META_TENSOR_META_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tensord/meta/device.h"
+#include "tensord/meta/dtype.h"
+
+namespace tensord {
+
+using Shape = std::vector<int64_t>;
+
+// Row-major (C-contiguous) strides for `sizes`; size-0 and size-1 dims get
+// the strides PyTorch gives them (the product of the sizes to their right,
+// counting 0-sized dims as 1).
+Shape ContiguousStrides(absl::Span<const int64_t> sizes);
+
+// Product of sizes; InvalidArgument if negative or if the product overflows
+// int64.
+absl::StatusOr<int64_t> CheckedNumel(absl::Span<const int64_t> sizes);
+
+struct TensorMeta {
+  Shape sizes;
+  Shape strides;
+  int64_t storage_offset = 0;
+  ScalarType dtype = ScalarType::kFloat32;
+  Device device = kCPU;
+
+  static TensorMeta Contiguous(Shape sizes, ScalarType dtype, Device device);
+
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  int64_t numel() const;  // product of sizes (1 for a 0-dim tensor)
+  int64_t itemsize() const { return ItemSize(dtype); }
+  // PyTorch's is_contiguous(): strides of size-1 dims are ignored.
+  bool is_contiguous() const;
+  // True when the elements occupy exactly numel() consecutive slots in some
+  // order (a permutation of a contiguous tensor), ignoring offset.
+  bool is_non_overlapping_and_dense() const;
+
+  // Bytes the storage must hold for this view: (storage_offset + 1 +
+  // sum((size-1)*stride)) * itemsize, or storage_offset*itemsize when numel is
+  // 0. InvalidArgument on negative sizes/strides/offset or overflow.
+  absl::StatusOr<int64_t> StorageBytesNeeded() const;
+
+  // Checks the invariants a hostile peer could break: rank <= 64, sizes >= 0,
+  // strides >= 0, offset >= 0, matching ranks, valid dtype/device, and no
+  // int64 overflow in StorageBytesNeeded. `what` names the tensor in errors.
+  absl::Status Validate(absl::string_view what) const;
+
+  bool operator==(const TensorMeta& o) const;
+  bool operator!=(const TensorMeta& o) const { return !(*this == o); }
+
+  // "TensorMeta(sizes=[2, 3], strides=[3, 1], storage_offset=0, dtype=float32, device=cpu)"
+  std::string ToString() const;
+};
+
+// "[2, 3]"
+std::string ShapeToString(absl::Span<const int64_t> s);
+
+// Wraps a possibly negative dim into [0, rank). `rank` 0 accepts -1 and 0 as
+// PyTorch does. Error text follows PyTorch: "{op}: Dimension out of range
+// (expected to be in range of [-2, 1], but got 2)".
+absl::StatusOr<int64_t> WrapDim(absl::string_view op, int64_t dim, int64_t rank);
+
+}  // namespace tensord
+
+#endif  // TENSORD_META_TENSOR_META_H_

@@ -1,0 +1,168 @@
+// The op table, in order. The position of a line is the op's wire id, so the
+// table's digest changes whenever a line is added, removed or edited, and the
+// handshake refuses a client built from a different table.
+//
+// To add an op: one line here (schema in PyTorch's syntax, its meta function,
+// flags), a CPU kernel registered in kernels/cpu/ under the same full name,
+// and samples in tests/python/opinfo.py.
+#include "meta_functions.h"
+#include "tensord/meta/op_table.h"
+
+namespace tensord {
+namespace {
+
+constexpr uint32_t F = kFunction;
+constexpr uint32_t M = kMethod;
+constexpr uint32_t FM = kFunction | kMethod;
+constexpr uint32_t ND = kNotDifferentiable;
+
+#define FACTORY_KW "*, ScalarType? dtype=None, Device? device=None"
+
+const OpDef kOps[] = {
+    // ---- factories -------------------------------------------------------
+    {"empty(int[] size, " FACTORY_KW ") -> Tensor", meta::Empty, F | kFactory | ND},
+    {"zeros(int[] size, " FACTORY_KW ") -> Tensor", meta::Empty, F | kFactory | ND},
+    {"ones(int[] size, " FACTORY_KW ") -> Tensor", meta::Empty, F | kFactory | ND},
+    {"full(int[] size, Scalar fill_value, " FACTORY_KW ") -> Tensor", meta::Full, F | kFactory | ND},
+    {"arange(Scalar end, " FACTORY_KW ") -> Tensor", meta::Arange, F | kFactory | ND},
+    {"arange.start(Scalar start, Scalar end, Scalar step=1, " FACTORY_KW ") -> Tensor", meta::ArangeStart, F | kFactory | ND},
+    {"rand(int[] size, " FACTORY_KW ") -> Tensor", meta::Empty, F | kFactory | kRandom | ND},
+    {"randn(int[] size, " FACTORY_KW ") -> Tensor", meta::Empty, F | kFactory | kRandom | ND},
+    {"eye(int n, int? m=None, " FACTORY_KW ") -> Tensor", meta::Eye, F | kFactory | ND},
+    {"empty_like(Tensor self, " FACTORY_KW ") -> Tensor", meta::EmptyLike, F | ND},
+    {"zeros_like(Tensor self, " FACTORY_KW ") -> Tensor", meta::EmptyLike, F | ND},
+    {"ones_like(Tensor self, " FACTORY_KW ") -> Tensor", meta::EmptyLike, F | ND},
+    {"full_like(Tensor self, Scalar fill_value, " FACTORY_KW ") -> Tensor", meta::EmptyLike, F | ND},
+    {"rand_like(Tensor self, " FACTORY_KW ") -> Tensor", meta::EmptyLike, F | kRandom | ND},
+    {"randn_like(Tensor self, " FACTORY_KW ") -> Tensor", meta::EmptyLike, F | kRandom | ND},
+
+    // ---- unary elementwise ----------------------------------------------
+    // Same dtype as the input:
+    {"neg(Tensor self) -> Tensor", meta::UnaryNeg, FM},
+    {"abs(Tensor self) -> Tensor", meta::UnarySame, FM},
+    {"sign(Tensor self) -> Tensor", meta::UnarySame, FM},
+    {"floor(Tensor self) -> Tensor", meta::UnarySame, FM},
+    {"ceil(Tensor self) -> Tensor", meta::UnarySame, FM},
+    {"round(Tensor self) -> Tensor", meta::UnarySame, FM},
+    {"trunc(Tensor self) -> Tensor", meta::UnarySame, FM},
+    {"relu(Tensor self) -> Tensor", meta::UnarySame, FM},
+    {"bitwise_not(Tensor self) -> Tensor", meta::UnaryIntegral, FM | ND},
+    // Integers and bool become the default float dtype (PyTorch int_to_float):
+    {"exp(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"log(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"sqrt(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"rsqrt(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"sin(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"cos(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"tanh(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"sigmoid(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"reciprocal(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    // bool results:
+    {"logical_not(Tensor self) -> Tensor", meta::UnaryBool, FM | ND},
+    {"isnan(Tensor self) -> Tensor", meta::UnaryBool, FM | ND},
+    {"isinf(Tensor self) -> Tensor", meta::UnaryBool, FM | ND},
+    {"isfinite(Tensor self) -> Tensor", meta::UnaryBool, FM | ND},
+
+    // ---- binary elementwise (PyTorch type promotion, broadcasting) -------
+    {"add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", meta::BinaryArith, FM},
+    {"add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", meta::BinaryArithScalar, FM},
+    {"sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor", meta::BinarySub, FM},
+    {"sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", meta::BinarySubScalar, FM},
+    {"rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor", meta::BinarySubScalar, FM},
+    {"mul.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryArith, FM},
+    {"mul.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryArithScalar, FM},
+    {"div.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryTrueDiv, FM},
+    {"div.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryTrueDivScalar, FM},
+    {"remainder.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryArith, FM},
+    {"remainder.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryArithScalar, FM},
+    {"pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor", meta::BinaryArith, FM},
+    {"pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor", meta::BinaryArithScalar, FM},
+    {"pow.Scalar(Scalar self, Tensor exponent) -> Tensor", meta::PowScalarSelf, F},
+    {"maximum(Tensor self, Tensor other) -> Tensor", meta::BinaryArith, FM},
+    {"minimum(Tensor self, Tensor other) -> Tensor", meta::BinaryArith, FM},
+    {"eq.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"eq.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryCompareScalar, FM | ND},
+    {"ne.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"ne.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryCompareScalar, FM | ND},
+    {"lt.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"lt.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryCompareScalar, FM | ND},
+    {"le.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"le.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryCompareScalar, FM | ND},
+    {"gt.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"gt.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryCompareScalar, FM | ND},
+    {"ge.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"ge.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryCompareScalar, FM | ND},
+    {"logical_and(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"logical_or(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"logical_xor(Tensor self, Tensor other) -> Tensor", meta::BinaryCompare, FM | ND},
+    {"bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryBitwise, FM | ND},
+    {"bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryBitwiseScalar, FM | ND},
+    {"bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryBitwise, FM | ND},
+    {"bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryBitwiseScalar, FM | ND},
+    {"bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor", meta::BinaryBitwise, FM | ND},
+    {"bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor", meta::BinaryBitwiseScalar, FM | ND},
+    {"where.self(Tensor condition, Tensor self, Tensor other) -> Tensor", meta::Where, FM},
+    {"where.ScalarOther(Tensor condition, Tensor self, Scalar other) -> Tensor", meta::Where, FM},
+    {"where.ScalarSelf(Tensor condition, Scalar self, Tensor other) -> Tensor", meta::Where, F},
+    {"where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor", meta::Where, F},
+    {"clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", meta::Clamp, FM},
+    {"masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", meta::MaskedFill, FM},
+
+    // ---- reductions (contiguous outputs) ---------------------------------
+    {"sum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::SumMean, FM},
+    {"mean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::SumMean, FM},
+    {"amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", meta::AmaxAmin, FM},
+    {"amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor", meta::AmaxAmin, FM},
+    {"argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", meta::ArgMaxMin, FM | ND},
+    {"argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor", meta::ArgMaxMin, FM | ND},
+    {"max(Tensor self) -> Tensor", meta::MaxMinAll, FM},
+    {"max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", meta::MaxMinDim, FM},
+    {"min(Tensor self) -> Tensor", meta::MaxMinAll, FM},
+    {"min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)", meta::MaxMinDim, FM},
+
+    // ---- matmul family ---------------------------------------------------
+    {"matmul(Tensor self, Tensor other) -> Tensor", meta::Matmul, FM},
+    {"mm(Tensor self, Tensor mat2) -> Tensor", meta::Mm, FM},
+    {"bmm(Tensor self, Tensor mat2) -> Tensor", meta::Bmm, FM},
+
+    // ---- views (no kernel; the meta function gives strides and offset) ---
+    {"view(Tensor(a) self, SymInt[] size) -> Tensor(a)", meta::View, M},
+    {"reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", meta::Reshape, FM},
+    {"transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", meta::Transpose, FM},
+    {"permute(Tensor(a) self, int[] dims) -> Tensor(a)", meta::Permute, FM},
+    {"t(Tensor(a) self) -> Tensor(a)", meta::T, FM},
+    {"slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)", meta::Slice, F},
+    {"select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", meta::Select, FM},
+    {"narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)", meta::Narrow, FM},
+    {"expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", meta::Expand, M},
+    {"squeeze(Tensor(a) self) -> Tensor(a)", meta::Squeeze, FM},
+    {"squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", meta::SqueezeDim, FM},
+    {"unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", meta::Unsqueeze, FM},
+    {"flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", meta::Flatten, FM},
+
+    // ---- copies ----------------------------------------------------------
+    {"contiguous(Tensor(a) self) -> Tensor(a)", meta::Contiguous, M},
+    {"clone(Tensor self) -> Tensor", meta::Clone, FM},
+    {"to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)", meta::ToDtype, M},
+    {"to.device(Tensor(a) self, Device device, ScalarType? dtype=None, bool non_blocking=False, bool copy=False) -> Tensor(a)", meta::ToDevice, M},
+
+    // ---- selection, joining ----------------------------------------------
+    {"topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)", meta::Topk, FM},
+    {"gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor", meta::Gather, FM},
+    {"index_select(Tensor self, int dim, Tensor index) -> Tensor", meta::IndexSelect, FM},
+    {"index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", meta::Index, F},
+    {"cat(Tensor[] tensors, int dim=0) -> Tensor", meta::Cat, F},
+    {"stack(Tensor[] tensors, int dim=0) -> Tensor", meta::Stack, F},
+
+    // ---- data-dependent output shapes (no meta; the daemon reports shapes)
+    {"nonzero(Tensor self) -> Tensor", meta::DataDependent, FM | kDataDependent | ND},
+    {"masked_select(Tensor self, Tensor mask) -> Tensor", meta::DataDependent, FM | kDataDependent},
+};
+
+#undef FACTORY_KW
+
+}  // namespace
+
+absl::Span<const OpDef> BuiltinOpDefs() { return kOps; }
+
+}  // namespace tensord

@@ -1,0 +1,49 @@
+// tensord/wire/wire.h — conversions between the wire messages
+// (tensord/v1/tensord.proto) and meta's types, shared by server/ and client/
+// so that both sides encode and validate identically.
+//
+// Layering: `wire` depends on `proto` and `meta`; server/ and client/ depend
+// on it. proto/ itself still depends on nothing.
+#ifndef TENSORD_WIRE_WIRE_H_
+#define TENSORD_WIRE_WIRE_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tensord/meta/errors.h"
+#include "tensord/meta/schema.h"
+#include "tensord/meta/tensor_meta.h"
+#include "tensord/meta/value.h"
+#include "tensord/v1/tensord.pb.h"
+
+namespace tensord::wire {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+void ToProto(const TensorMeta& m, v1::TensorMetaProto* out);
+// Decodes and validates (TensorMeta::Validate) a peer's metadata.
+absl::StatusOr<TensorMeta> FromProto(const v1::TensorMetaProto& p, absl::string_view what);
+
+// Encodes one bound argument. `handle_of` maps a tensor argument's meta
+// pointer to its handle (0 for None inside Tensor?[]).
+absl::Status EncodeValue(const Value& v, const std::function<uint64_t(const TensorMeta*)>& handle_of,
+                         v1::Value* out);
+
+// Decodes one argument according to its schema entry (a `Scalar` argument
+// becomes Value(Scalar), `int[N]` accepts one int, ...). Tensor handles are
+// resolved by `lookup`, whose error is returned as is. Wrong kinds are
+// TypeErr naming the op and argument; an out-of-range dtype is RuntimeErr.
+absl::StatusOr<Value> DecodeValue(absl::string_view op, const Argument& arg, const v1::Value& v,
+                                  const std::function<absl::StatusOr<const TensorMeta*>(uint64_t)>& lookup);
+
+void ToProto(const absl::Status& s, absl::string_view op, uint64_t call_id, absl::string_view call_site,
+             v1::Error* out);
+// Rebuilds the Status (same ErrorKind), message prefixed by op/call site when
+// present: "add.Tensor (call 12 at knn.py:30): <message>".
+absl::Status FromProto(const v1::Error& e);
+
+}  // namespace tensord::wire
+
+#endif  // TENSORD_WIRE_WIRE_H_
