@@ -41,11 +41,16 @@ absl::StatusOr<ScalarType> ResultType(absl::string_view op, absl::Span<const Pro
 // from `inputs`, following PyTorch: if all inputs (of the output's shape) are
 // non-overlapping and dense with the same permutation, the output takes that
 // permutation; ties and broadcast dims resolve as TensorIterator does.
+// `inputs` are in PyTorch's operand order (the first one that orders two dims
+// decides); a Python scalar is passed as a 0-dim tensor (it takes no part in
+// the order but disables the same-shape shortcut, as in PyTorch).
 Shape ElementwiseOutputStrides(absl::Span<const int64_t> sizes, absl::Span<const TensorMeta* const> inputs);
 
 // Strides that keep `t`'s memory format for a same-shape fresh tensor
 // (PyTorch's empty_like with preserve_format): t's strides when t is
-// non-overlapping and dense, else contiguous strides.
+// non-overlapping and dense, else dense strides in t's stride order
+// (at::infer_dense_strides; an expanded or plain sliced tensor gets
+// contiguous strides).
 Shape PreserveFormatStrides(const TensorMeta& t);
 
 // Reduction dims: dim=None or [] means all dims; wraps negatives; errors on

@@ -1,0 +1,395 @@
+// Meta functions of elementwise ops: unary, binary (with Python-scalar
+// operands), comparisons, bitwise ops, where, clamp and masked_fill.
+//
+// Output dtype follows PyTorch's result_type; output sizes follow
+// broadcasting; output strides follow PyTorch's TensorIterator on CPU,
+// including its habit of first copying inputs whose dtype differs from the
+// common dtype (`.to()` keeps dense layouts but re-densifies expanded or
+// sliced inputs, which changes which input decides the output's layout).
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "meta_common.h"
+#include "meta_functions.h"
+#include "tensord/meta/shape_rules.h"
+
+namespace tensord::meta {
+namespace {
+
+// The 0-dim cpu tensor PyTorch wraps a Python scalar in.
+TensorMeta WrappedScalar(const Scalar& s) { return MakeMeta({}, {}, 0, s.dtype(), kCPU); }
+
+// A TensorIterator op over `inputs` (in PyTorch's operand order). When
+// `promote_to` is set, inputs of another dtype are first copied to it, as
+// TensorIterator does on CPU. The output is a fresh tensor of `out_dtype`.
+absl::StatusOr<TensorMeta> IteratorOutput(absl::string_view op, absl::Span<const TensorMeta* const> inputs,
+                                          std::optional<ScalarType> promote_to, ScalarType out_dtype,
+                                          Device device) {
+  std::vector<Shape> shapes;
+  shapes.reserve(inputs.size());
+  for (const TensorMeta* t : inputs) shapes.push_back(t->sizes);
+  TD_ASSIGN_OR_RETURN(Shape sizes, BroadcastShapes(op, shapes));
+  TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, out_dtype));
+
+  std::vector<TensorMeta> converted;
+  converted.reserve(inputs.size());
+  std::vector<const TensorMeta*> operands;
+  operands.reserve(inputs.size());
+  for (const TensorMeta* t : inputs) {
+    if (promote_to && t->dtype != *promote_to) {
+      converted.push_back(PreserveFormatCopy(*t, *promote_to, t->device));
+      operands.push_back(&converted.back());
+    } else {
+      operands.push_back(t);
+    }
+  }
+  Shape strides = ElementwiseOutputStrides(sizes, operands);
+  return MakeMeta(std::move(sizes), std::move(strides), 0, out_dtype, device);
+}
+
+// A same-device unary TensorIterator op.
+absl::StatusOr<MetaResult> UnaryResult(absl::string_view op, const TensorMeta& self, std::optional<ScalarType> promote_to,
+                                       ScalarType out_dtype) {
+  const TensorMeta* in[] = {&self};
+  TD_ASSIGN_OR_RETURN(TensorMeta out, IteratorOutput(op, in, promote_to, out_dtype, self.device));
+  return OneOutput(std::move(out));
+}
+
+// The tensor operand of a `Tensor op Scalar` call plus its wrapped scalar.
+struct TensorAndScalar {
+  const TensorMeta* self;
+  Scalar other;
+  TensorMeta wrapped;
+};
+
+absl::StatusOr<TensorAndScalar> ReadTensorScalar(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(Scalar other, ScalarArg(op, args, 1));
+  return TensorAndScalar{self, other, WrappedScalar(other)};
+}
+
+// PyTorch's alpha_check for add/sub/rsub.
+absl::Status AlphaCheck(absl::string_view op, ScalarType dtype, const Scalar& alpha) {
+  if (alpha.is_bool() && dtype != ScalarType::kBool) {
+    return RuntimeErr(absl::StrCat(op, ": Boolean alpha only supported for Boolean results."));
+  }
+  if (!IsFloating(dtype) && alpha.is_float()) {
+    return RuntimeErr(absl::StrCat(op, ": For integral input tensors, argument alpha must not be a floating point number."));
+  }
+  return absl::OkStatus();
+}
+
+// PyTorch's sub_check.
+absl::Status SubCheck(absl::string_view op, ScalarType a, ScalarType b) {
+  if (a == ScalarType::kBool && b == ScalarType::kBool) {
+    return RuntimeErr(absl::StrCat(op, ": Subtraction, the `-` operator, with two bool tensors is not supported. "
+                                       "Use the `^` or `logical_xor()` operator instead."));
+  }
+  if (a == ScalarType::kBool || b == ScalarType::kBool) {
+    return RuntimeErr(absl::StrCat(op, ": Subtraction, the `-` operator, with a bool tensor is not supported. "
+                                       "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."));
+  }
+  return absl::OkStatus();
+}
+
+// Kernels that PyTorch does not provide for a result dtype.
+absl::Status CheckArithDtype(absl::string_view op, ScalarType dtype) {
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, dtype));
+  if (dtype == ScalarType::kBool && (op == "remainder" || op == "pow")) return NotImplementedForDtype(op, dtype);
+  return absl::OkStatus();
+}
+
+// The shared body of binary ops: `other` is a tensor, or the wrapped scalar.
+// `kind` selects the result dtype rule.
+enum class BinaryKind { kArith, kSub, kTrueDiv, kCompare, kBitwise };
+
+absl::StatusOr<MetaResult> Binary(absl::string_view op, const TensorMeta& self, const TensorMeta& other,
+                                  const Scalar* other_scalar, std::optional<Scalar> alpha, BinaryKind kind) {
+  const TensorMeta* tensors[] = {&self, other_scalar ? nullptr : &other};
+  TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/true));
+  if (kind == BinaryKind::kSub) TD_RETURN_IF_ERROR(SubCheck(op, self.dtype, other.dtype));
+
+  PromotionOperand operands[2] = {{&self, nullptr}, {other_scalar ? nullptr : &other, other_scalar}};
+  TD_ASSIGN_OR_RETURN(ScalarType common, ResultType(op, operands));
+  ScalarType out = common;
+  switch (kind) {
+    case BinaryKind::kArith:
+    case BinaryKind::kSub:
+      TD_RETURN_IF_ERROR(CheckArithDtype(op, common));
+      break;
+    case BinaryKind::kTrueDiv:
+      // Integer inputs are promoted to the default float dtype.
+      if (IsIntegral(common, /*include_bool=*/true)) common = kDefaultFloat;
+      out = common;
+      TD_RETURN_IF_ERROR(CheckComputeDtype(op, common));
+      break;
+    case BinaryKind::kCompare:
+      TD_RETURN_IF_ERROR(CheckComputeDtype(op, common));
+      out = ScalarType::kBool;
+      break;
+    case BinaryKind::kBitwise:
+      if (!IsIntegral(common, /*include_bool=*/true)) return NotImplementedForDtype(op, common);
+      break;
+  }
+  if (alpha) TD_RETURN_IF_ERROR(AlphaCheck(op, common, *alpha));
+
+  const TensorMeta* inputs[] = {&self, &other};
+  TD_ASSIGN_OR_RETURN(TensorMeta result, IteratorOutput(op, inputs, common, out, device));
+  return OneOutput(std::move(result));
+}
+
+absl::StatusOr<std::optional<Scalar>> AlphaArg(absl::string_view op, absl::Span<const Value> args) {
+  if (args.size() < 3) return std::optional<Scalar>();
+  return OptScalarArg(op, args, 2);
+}
+
+absl::StatusOr<MetaResult> BinaryTensorTensor(absl::string_view op, absl::Span<const Value> args, BinaryKind kind) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* other, TensorArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(std::optional<Scalar> alpha, AlphaArg(op, args));
+  return Binary(op, *self, *other, nullptr, alpha, kind);
+}
+
+absl::StatusOr<MetaResult> BinaryTensorScalar(absl::string_view op, absl::Span<const Value> args, BinaryKind kind) {
+  TD_ASSIGN_OR_RETURN(TensorAndScalar ts, ReadTensorScalar(op, args));
+  TD_ASSIGN_OR_RETURN(std::optional<Scalar> alpha, AlphaArg(op, args));
+  return Binary(op, *ts.self, ts.wrapped, &ts.other, alpha, kind);
+}
+
+// isinf/isfinite of a floating tensor, as PyTorch composes them:
+// isinf = abs(self) == inf; isfinite = (self == self) * (abs(self) != inf).
+absl::StatusOr<TensorMeta> AbsCompareInf(absl::string_view op, const TensorMeta& self) {
+  const TensorMeta* in[] = {&self};
+  TD_ASSIGN_OR_RETURN(TensorMeta abs, IteratorOutput(op, in, std::nullopt, self.dtype, self.device));
+  const TensorMeta inf = WrappedScalar(Scalar::Float(0.0));
+  const TensorMeta* cmp[] = {&abs, &inf};
+  return IteratorOutput(op, cmp, self.dtype, ScalarType::kBool, self.device);
+}
+
+}  // namespace
+
+// ---- unary -----------------------------------------------------------------
+
+absl::StatusOr<MetaResult> UnarySame(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  if (self->dtype == ScalarType::kBool) {
+    if (op == "relu") return RuntimeErr("relu: Boolean inputs not supported for relu");
+    if (op != "sign") return NotImplementedForDtype(op, self->dtype);
+  }
+  return UnaryResult(op, *self, std::nullopt, self->dtype);
+}
+
+absl::StatusOr<MetaResult> UnaryNeg(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  if (self->dtype == ScalarType::kBool) {
+    return RuntimeErr(absl::StrCat(op, ": Negation, the `-` operator, on a bool tensor is not supported. "
+                                       "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."));
+  }
+  return UnaryResult(op, *self, std::nullopt, self->dtype);
+}
+
+absl::StatusOr<MetaResult> UnaryFloat(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  const ScalarType out = IsFloating(self->dtype) ? self->dtype : kDefaultFloat;
+  return UnaryResult(op, *self, out, out);
+}
+
+absl::StatusOr<MetaResult> UnaryBool(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  if ((op == "isinf" || op == "isfinite") && IsIntegral(self->dtype, /*include_bool=*/true)) {
+    // PyTorch answers zeros_like / ones_like(self, bool) for integers.
+    return OneOutput(PreserveFormatCopy(*self, ScalarType::kBool, self->device));
+  }
+  if (op == "isinf") {
+    TD_ASSIGN_OR_RETURN(TensorMeta out, AbsCompareInf(op, *self));
+    return OneOutput(std::move(out));
+  }
+  if (op == "isfinite") {
+    const TensorMeta* eq_in[] = {self, self};
+    TD_ASSIGN_OR_RETURN(TensorMeta not_nan, IteratorOutput(op, eq_in, std::nullopt, ScalarType::kBool, self->device));
+    TD_ASSIGN_OR_RETURN(TensorMeta not_inf, AbsCompareInf(op, *self));
+    const TensorMeta* mul_in[] = {&not_nan, &not_inf};
+    TD_ASSIGN_OR_RETURN(TensorMeta out, IteratorOutput(op, mul_in, std::nullopt, ScalarType::kBool, self->device));
+    return OneOutput(std::move(out));
+  }
+  if (op == "isnan") {
+    // self != self
+    const TensorMeta* in[] = {self, self};
+    TD_ASSIGN_OR_RETURN(TensorMeta out, IteratorOutput(op, in, std::nullopt, ScalarType::kBool, self->device));
+    return OneOutput(std::move(out));
+  }
+  return UnaryResult(op, *self, std::nullopt, ScalarType::kBool);
+}
+
+absl::StatusOr<MetaResult> UnaryIntegral(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  if (!IsIntegral(self->dtype, /*include_bool=*/true)) return NotImplementedForDtype(op, self->dtype);
+  return UnaryResult(op, *self, std::nullopt, self->dtype);
+}
+
+// ---- binary ----------------------------------------------------------------
+
+absl::StatusOr<MetaResult> BinaryArith(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorTensor(op, args, BinaryKind::kArith);
+}
+
+absl::StatusOr<MetaResult> BinaryArithScalar(absl::string_view op, absl::Span<const Value> args) {
+  if (op != "pow") return BinaryTensorScalar(op, args, BinaryKind::kArith);
+  // pow.Tensor_Scalar is a unary op on self converted to the common dtype.
+  TD_ASSIGN_OR_RETURN(TensorAndScalar ts, ReadTensorScalar(op, args));
+  if (IsIntegral(ts.self->dtype, /*include_bool=*/true) && !ts.other.is_float() && ts.other.to_int() < 0) {
+    return RuntimeErr(absl::StrCat(op, ": Integers to negative integer powers are not allowed."));
+  }
+  PromotionOperand operands[2] = {{ts.self, nullptr}, {nullptr, &ts.other}};
+  TD_ASSIGN_OR_RETURN(ScalarType common, ResultType(op, operands));
+  TD_RETURN_IF_ERROR(CheckArithDtype(op, common));
+  return UnaryResult(op, *ts.self, common, common);
+}
+
+absl::StatusOr<MetaResult> BinarySub(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorTensor(op, args, BinaryKind::kSub);
+}
+
+absl::StatusOr<MetaResult> BinarySubScalar(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorScalar(op, args, BinaryKind::kSub);
+}
+
+absl::StatusOr<MetaResult> BinaryTrueDiv(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorTensor(op, args, BinaryKind::kTrueDiv);
+}
+
+absl::StatusOr<MetaResult> BinaryTrueDivScalar(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorScalar(op, args, BinaryKind::kTrueDiv);
+}
+
+absl::StatusOr<MetaResult> BinaryCompare(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorTensor(op, args, BinaryKind::kCompare);
+}
+
+absl::StatusOr<MetaResult> BinaryCompareScalar(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorScalar(op, args, BinaryKind::kCompare);
+}
+
+absl::StatusOr<MetaResult> BinaryBitwise(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorTensor(op, args, BinaryKind::kBitwise);
+}
+
+absl::StatusOr<MetaResult> BinaryBitwiseScalar(absl::string_view op, absl::Span<const Value> args) {
+  return BinaryTensorScalar(op, args, BinaryKind::kBitwise);
+}
+
+absl::StatusOr<MetaResult> PowScalarSelf(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(Scalar base, ScalarArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* exponent, TensorArg(op, args, 1));
+  PromotionOperand operands[2] = {{nullptr, &base}, {exponent, nullptr}};
+  TD_ASSIGN_OR_RETURN(ScalarType dtype, ResultType(op, operands));
+  TD_RETURN_IF_ERROR(CheckArithDtype(op, dtype));
+  // PyTorch allocates this output directly: contiguous, exponent's sizes.
+  return OneOutput(TensorMeta::Contiguous(exponent->sizes, dtype, exponent->device));
+}
+
+// ---- where, clamp, masked_fill -------------------------------------------
+
+absl::StatusOr<MetaResult> Where(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* cond, TensorArg(op, args, 0));
+  TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 3));
+  const bool self_is_tensor = args[1].is_tensor();
+  const bool other_is_tensor = args[2].is_tensor();
+  const TensorMeta* self = nullptr;
+  const TensorMeta* other = nullptr;
+  std::optional<Scalar> self_scalar, other_scalar;
+  if (self_is_tensor) {
+    TD_ASSIGN_OR_RETURN(self, TensorArg(op, args, 1));
+  } else {
+    TD_ASSIGN_OR_RETURN(self_scalar, ScalarArg(op, args, 1));
+  }
+  if (other_is_tensor) {
+    TD_ASSIGN_OR_RETURN(other, TensorArg(op, args, 2));
+  } else {
+    TD_ASSIGN_OR_RETURN(other_scalar, ScalarArg(op, args, 2));
+  }
+  const TensorMeta* tensors[] = {cond, self, other};
+  TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/true));
+
+  // result_type(self, other); Python scalars are wrapped numbers.
+  PromotionOperand operands[2] = {{self, self_scalar ? &*self_scalar : nullptr},
+                                  {other, other_scalar ? &*other_scalar : nullptr}};
+  TD_ASSIGN_OR_RETURN(ScalarType dtype, ResultType(op, operands));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, dtype));
+
+  // Scalars become 0-dim tensors of the result dtype (a checked conversion);
+  // tensors of another dtype are copied with .to(dtype).
+  std::vector<TensorMeta> storage;
+  storage.reserve(3);
+  auto operand = [&](const TensorMeta* t, const std::optional<Scalar>& s) -> absl::StatusOr<const TensorMeta*> {
+    if (t == nullptr) {
+      TD_RETURN_IF_ERROR(CheckFillValue(op, *s, dtype));
+      storage.push_back(MakeMeta({}, {}, 0, dtype, device));
+      return &storage.back();
+    }
+    if (t->dtype == dtype) return t;
+    storage.push_back(PreserveFormatCopy(*t, dtype, t->device));
+    return &storage.back();
+  };
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self_c, operand(self, self_scalar));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* other_c, operand(other, other_scalar));
+
+  const TensorMeta* cond_c = cond;
+  if (cond->dtype == ScalarType::kUInt8) {
+    // Deprecated in PyTorch but accepted: converted to bool first.
+    storage.push_back(PreserveFormatCopy(*cond, ScalarType::kBool, cond->device));
+    cond_c = &storage.back();
+  } else if (cond->dtype != ScalarType::kBool) {
+    return RuntimeErr(absl::StrCat("where expected condition to be a boolean tensor, but got a tensor with dtype ",
+                                   DtypeC10Name(cond->dtype)));
+  }
+  const TensorMeta* inputs[] = {cond_c, self_c, other_c};
+  TD_ASSIGN_OR_RETURN(TensorMeta out, IteratorOutput(op, inputs, std::nullopt, dtype, device));
+  return OneOutput(std::move(out));
+}
+
+absl::StatusOr<MetaResult> Clamp(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(std::optional<Scalar> min, OptScalarArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(std::optional<Scalar> max, OptScalarArg(op, args, 2));
+  if (!min && !max) return RuntimeErr(absl::StrCat(op, ": At least one of 'min' or 'max' must not be None"));
+  ScalarType dtype = self->dtype;
+  if (!IsFloating(dtype)) {
+    std::vector<PromotionOperand> operands = {{self, nullptr}};
+    if (min) operands.push_back({nullptr, &*min});
+    if (max) operands.push_back({nullptr, &*max});
+    TD_ASSIGN_OR_RETURN(dtype, ResultType(op, operands));
+  }
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, dtype));
+  if (dtype == ScalarType::kBool) return NotImplementedForDtype(op, dtype);
+  if (min) TD_RETURN_IF_ERROR(CheckFillValue(op, *min, dtype));
+  if (max) TD_RETURN_IF_ERROR(CheckFillValue(op, *max, dtype));
+  // A unary op on self.to(dtype).
+  return UnaryResult(op, *self, dtype, dtype);
+}
+
+absl::StatusOr<MetaResult> MaskedFill(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* mask, TensorArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Scalar value, ScalarArg(op, args, 2));
+  const TensorMeta* tensors[] = {self, mask};
+  TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/true));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  // PyTorch: expand_outplace(mask, self), then a contiguous clone of self.
+  const Shape shapes[] = {mask->sizes, self->sizes};
+  TD_ASSIGN_OR_RETURN(Shape sizes, BroadcastShapes(op, shapes));
+  if (mask->dtype != ScalarType::kBool && mask->dtype != ScalarType::kUInt8) {
+    return RuntimeErr(absl::StrCat(op, ": masked_fill_ only supports boolean masks, but got mask with dtype ",
+                                   DtypeName(mask->dtype)));
+  }
+  TD_RETURN_IF_ERROR(CheckFillValue(op, value, self->dtype));
+  TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, self->dtype));
+  return OneOutput(TensorMeta::Contiguous(std::move(sizes), self->dtype, device));
+}
+
+}  // namespace tensord::meta
