@@ -1,0 +1,178 @@
+// tensord/client/ops.h — calling ops from the op table (meta/src/ops.cc).
+// Every call binds its arguments against the op's overloads, runs the meta
+// function locally (shape and dtype errors are raised here, at the call site),
+// and then either returns meta tensors (no daemon involved) or streams the call
+// to the session and returns handles at once.
+//
+//   Tensor a = *Call1("randn", {Shape{8, 4}});
+//   Tensor b = *Call1("sum", {a}, {{"dim", 0}}, CallMode::kMethod);
+//   Tensor c = *Matmul(a, *T(a));                 // typed helpers for common ops
+#ifndef TENSORD_CLIENT_OPS_H_
+#define TENSORD_CLIENT_OPS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tensord/client/tensor.h"
+#include "tensord/meta/device.h"
+#include "tensord/meta/dtype.h"
+#include "tensord/meta/value.h"
+
+namespace tensord::client {
+
+// One argument of an op call as a user writes it: a Tensor, a list of
+// (optional) Tensors, or any plain Value (int, float, bool, Scalar, int list,
+// string, dtype, device, None).
+class Arg {
+ public:
+  Arg() = default;  // None
+  Arg(const Tensor& t) : tensors_{t}, kind_(kTensor) {}                       // NOLINT
+  Arg(std::vector<Tensor> ts) : kind_(kTensorList) {                          // NOLINT
+    for (auto& t : ts) tensors_.emplace_back(std::move(t));
+  }
+  // A Tensor?[] argument (index.Tensor's indices); nullopt items are None.
+  struct OptionalTensors {
+    std::vector<std::optional<Tensor>> items;
+  };
+  Arg(OptionalTensors ts) : tensors_(std::move(ts.items)), kind_(kOptionalTensorList) {}  // NOLINT
+  Arg(Value v) : value_(std::move(v)) {}                                      // NOLINT
+  Arg(std::nullopt_t) {}                                                      // NOLINT
+  Arg(Scalar s) : value_(s) {}                                                // NOLINT
+  Arg(bool b) : value_(b) {}                                                  // NOLINT
+  Arg(double d) : value_(d) {}                                                // NOLINT
+  Arg(float d) : value_(static_cast<double>(d)) {}                            // NOLINT
+  template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  Arg(I i) : value_(static_cast<int64_t>(i)) {}                               // NOLINT
+  Arg(std::vector<int64_t> l) : value_(std::move(l)) {}                       // NOLINT
+  Arg(std::initializer_list<int64_t> l) : value_(std::vector<int64_t>(l)) {}  // NOLINT
+  Arg(const char* s) : value_(std::string(s)) {}                              // NOLINT
+  Arg(std::string s) : value_(std::move(s)) {}                                // NOLINT
+  Arg(ScalarType t) : value_(t) {}                                            // NOLINT
+  Arg(Device d) : value_(d) {}                                                // NOLINT
+
+  enum Kind { kValue, kTensor, kTensorList, kOptionalTensorList };
+  Kind kind() const { return kind_; }
+  const Value& value() const { return value_; }
+  const std::vector<std::optional<Tensor>>& tensors() const { return tensors_; }
+
+ private:
+  Value value_;
+  std::vector<std::optional<Tensor>> tensors_;
+  Kind kind_ = kValue;
+};
+
+using Kwargs = std::vector<std::pair<std::string, Arg>>;
+
+// Which overloads a call may pick: Python/C++ functions (kFunction flag),
+// Tensor methods (kMethod flag; args[0] is bound to the argument named
+// "self", wherever the schema puts it), or any overload (internal calls).
+enum class CallMode { kFunction, kMethod, kAny };
+
+// Calls op `name` — a base name ("add": its overloads are tried in table
+// order, the first that binds and validates wins, so a Python number picks a
+// Scalar overload) or a full name ("add.Scalar"). Returns one Tensor per
+// schema return.
+//
+// Argument binding follows PyTorch's parser: keywords by name, defaults
+// filled, int -> int[N], strings -> device/dtype, and a method/function whose
+// only positional argument is an int list accepts varargs ints
+// (`zeros(3, 4)`, `x.view(2, -1)`).
+//
+// Factories without device= use the innermost DeviceGuard's device (else
+// cpu). When every output is on meta, no session is involved. Otherwise the
+// call goes to the session of the tensor inputs (or the current/default
+// session for factories, spawning an embedded daemon on first use).
+//
+// Errors: TypeError when no overload accepts the arguments; the meta
+// function's error (RuntimeError, IndexError, NotImplementedError) for shape
+// and dtype problems; RuntimeError for tensors of different sessions or a
+// closed session. Kernel failures surface later, at a sync point.
+absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg> args, Kwargs kwargs = {},
+                                         CallMode mode = CallMode::kAny, CallSite site = CallSite::Current());
+// Same, for ops with exactly one return.
+absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwargs kwargs = {},
+                             CallMode mode = CallMode::kAny, CallSite site = CallSite::Current());
+
+// ---- devices -----------------------------------------------------------
+// While alive, factories called on this thread without device= create their
+// tensors on `device` (PyTorch's `with torch.device("meta"):`). Nests.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+};
+void PushDefaultDevice(Device device);
+void PopDefaultDevice();
+// The innermost DeviceGuard's device on this thread, or nullopt.
+std::optional<Device> DefaultDevice();
+
+// ---- host data ----------------------------------------------------------
+// A tensor holding a copy of `nbytes` bytes at `data`, read as a contiguous
+// tensor of `sizes` and `dtype`. `device` nullopt means the DeviceGuard's
+// device, else cpu; meta gives a meta tensor (the data is not read). Data up
+// to 64 KiB travels inline in the session's next message; more is streamed
+// in 1 MiB chunks. RuntimeError when nbytes != numel * itemsize.
+absl::StatusOr<Tensor> FromBlob(const void* data, size_t nbytes, Shape sizes, ScalarType dtype,
+                                std::optional<Device> device = std::nullopt, CallSite site = CallSite::Current());
+// Convenience: float32 / int64 vectors.
+absl::StatusOr<Tensor> FromVector(const std::vector<float>& v, Shape sizes, std::optional<Device> device = std::nullopt,
+                                  CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> FromVector(const std::vector<int64_t>& v, Shape sizes,
+                                  std::optional<Device> device = std::nullopt, CallSite site = CallSite::Current());
+
+// ---- indexing (PyTorch's x[...]) -----------------------------------------
+struct Slice {
+  std::optional<int64_t> start, stop, step;
+};
+struct NoneIndex {};
+struct EllipsisIndex {};
+// One item of an index expression: an int (select), a Slice, None (new axis),
+// Ellipsis, a bool (True: new axis; False: new empty axis), or a Tensor
+// (integer: advanced indexing via index.Tensor; bool: a mask, via
+// masked_select or nonzero, which are data-dependent and raise
+// NotImplementedError on meta).
+using TensorIndex = std::variant<int64_t, Slice, NoneIndex, EllipsisIndex, bool, Tensor>;
+
+// x[indices...]. IndexError for too many indices ("too many indices for
+// tensor of dimension 2") and the meta functions' errors for out-of-range
+// ints and slices.
+absl::StatusOr<Tensor> Index(const Tensor& self, absl::Span<const TensorIndex> indices,
+                             CallSite site = CallSite::Current());
+
+// ---- typed helpers over Call (all follow the op table's schemas) ----------
+absl::StatusOr<Tensor> Zeros(Shape sizes, ScalarType dtype = kDefaultFloat, std::optional<Device> device = std::nullopt,
+                             CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Ones(Shape sizes, ScalarType dtype = kDefaultFloat, std::optional<Device> device = std::nullopt,
+                            CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Randn(Shape sizes, ScalarType dtype = kDefaultFloat, std::optional<Device> device = std::nullopt,
+                             CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Arange(Scalar end, std::optional<ScalarType> dtype = std::nullopt,
+                              std::optional<Device> device = std::nullopt, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> T(const Tensor& a, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Sum(const Tensor& a, std::optional<std::vector<int64_t>> dim = std::nullopt,
+                           bool keepdim = false, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> Reshape(const Tensor& a, Shape shape, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> To(const Tensor& a, ScalarType dtype, CallSite site = CallSite::Current());
+absl::StatusOr<Tensor> To(const Tensor& a, Device device, CallSite site = CallSite::Current());
+
+// a // b with PyTorch's floor_divide semantics (rounds toward negative
+// infinity; the result dtype is the promotion of a and b), composed from
+// table ops: div in float64 for integers, floor, cast back.
+absl::StatusOr<Tensor> FloorDivide(const Tensor& a, const Arg& b, CallSite site = CallSite::Current());
+
+}  // namespace tensord::client
+
+#endif  // TENSORD_CLIENT_OPS_H_

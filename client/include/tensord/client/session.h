@@ -1,0 +1,164 @@
+// tensord/client/session.h — a client's session with a tensord daemon: the
+// handshake, the session's bidirectional stream, the batch of pending
+// requests, sync points, releases and counters; and the embedded daemon a
+// client spawns when it has no address.
+//
+//   auto s = *Session::Connect("unix:/run/tensord.sock");   // or SpawnEmbedded()
+//   SessionGuard use(s);                // factories on this thread use `s`
+//   Tensor x = *Zeros({3});  ...;  s->Synchronize();
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef TENSORD_CLIENT_SESSION_H_
+#define TENSORD_CLIENT_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tensord/client/tensor.h"
+#include "tensord/meta/op_table.h"
+#include "tensord/meta/tensor_meta.h"
+#include "tensord/meta/value.h"
+
+namespace tensord::client {
+
+struct SessionOptions {
+  // Requests per message: the pending batch is sent when it holds this many
+  // (or at a sync point).
+  int batch_limit = 128;
+  // Uploads up to this size travel inline in the batch; larger ones are
+  // streamed in chunks of `chunk_bytes`.
+  size_t inline_upload_limit = 64 * 1024;
+  size_t chunk_bytes = 1024 * 1024;
+  // How long Connect waits for the handshake and an embedded daemon for its
+  // ready line.
+  int connect_timeout_ms = 10000;
+  int spawn_timeout_ms = 30000;
+  std::string client_name = "tensord-client";
+  // Embedded daemon: the binary (empty: $TENSORD_BIN, else the build's bin/
+  // directory, else `tensord` on PATH).
+  std::string daemon_binary;
+};
+
+// Client counters (PyTorch users compare them with the op count to see how
+// much a sync point cost).
+struct Stats {
+  int64_t ops_issued = 0;     // op calls streamed to the daemon
+  int64_t uploads = 0;        // tensors uploaded from host data
+  int64_t messages_sent = 0;  // ClientMessages written on the stream
+  int64_t round_trips = 0;    // blocking waits for the daemon
+  int64_t releases = 0;       // handles released
+};
+
+// What the daemon said about itself in the handshake.
+struct DaemonInfo {
+  std::string server_version;
+  std::vector<std::string> devices;  // "cpu", "cuda:0"
+  uint64_t session_memory_limit_bytes = 0;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  // Connects to a running daemon: "unix:/path/to.sock" or "host:port".
+  // Handshakes (protocol version and op-table digest; a mismatch is refused
+  // with the daemon's explanation of what differs), opens a session and
+  // attaches its stream. RuntimeError when the daemon is unreachable.
+  static absl::StatusOr<std::shared_ptr<Session>> Connect(absl::string_view address, SessionOptions options = {});
+  // Starts a private daemon (`tensord serve --listen unix:<tmp dir>/sock`),
+  // waits for its "tensord: listening on ..." line and connects. The daemon
+  // is stopped (SIGTERM, then waited for) when the session closes or the
+  // process exits.
+  static absl::StatusOr<std::shared_ptr<Session>> SpawnEmbedded(SessionOptions options = {});
+
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Ends the session: the daemon frees everything it owned. Idempotent.
+  // Later calls on this session's tensors fail with RuntimeError.
+  absl::Status Close();
+  bool closed() const;
+
+  // Waits until the daemon has executed every request sent so far. Returns
+  // the first error not reported before (naming the failed op, its call id
+  // and call site).
+  absl::Status Synchronize();
+
+  Stats stats() const;
+  uint64_t session_id() const { return session_id_; }
+  const std::string& address() const { return address_; }
+  const DaemonInfo& daemon_info() const { return daemon_info_; }
+  // Process id of the embedded daemon, or 0 when connected to an external one.
+  int daemon_pid() const;
+
+  // ---- used by Tensor and ops (not needed by applications) ---------------
+  // Appends a call of `op` with bound `args` to the pending batch; outputs get
+  // fresh handles and the metas in `outputs`. `tensor_args` maps each tensor
+  // Value (by meta pointer) to its Tensor; all must belong to this session.
+  absl::StatusOr<std::vector<Tensor>> EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
+                                                  absl::Span<const Tensor> tensor_args,
+                                                  std::vector<TensorMeta> outputs, const CallSite& site);
+  // A call of a data-dependent op: streams it with a Describe of its outputs
+  // and waits for their metadata (one round trip).
+  absl::StatusOr<std::vector<Tensor>> CallDataDependent(const OpEntry& op, absl::Span<const Value> args,
+                                                        absl::Span<const Tensor> tensor_args, const CallSite& site);
+  // Uploads `nbytes` at `data` as a new contiguous tensor of `meta`.
+  absl::StatusOr<Tensor> Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site);
+  absl::StatusOr<HostData> Fetch(uint64_t handle);
+  // The daemon's metadata for `handle` (error if it failed).
+  absl::StatusOr<TensorMeta> Describe(uint64_t handle);
+  // Queues a handle for release with the next message (called from
+  // ~TensorImpl on any thread).
+  void QueueRelease(uint64_t handle);
+
+ private:
+  struct Impl;
+  Session(SessionOptions options, std::string address);
+  absl::Status Start();
+
+  SessionOptions options_;
+  std::string address_;
+  uint64_t session_id_ = 0;
+  DaemonInfo daemon_info_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- the current session -----------------------------------------------
+// Factories use, in order: the innermost SessionGuard on this thread, the
+// default session, or a new default session (from $TENSORD_ADDRESS, else an
+// embedded daemon) created on first use.
+absl::StatusOr<std::shared_ptr<Session>> CurrentSession();
+// The default session if one exists (never creates one).
+std::shared_ptr<Session> DefaultSessionIfAny();
+void SetDefaultSession(std::shared_ptr<Session> session);
+
+class SessionGuard {
+ public:
+  explicit SessionGuard(std::shared_ptr<Session> session);
+  ~SessionGuard();
+  SessionGuard(const SessionGuard&) = delete;
+  SessionGuard& operator=(const SessionGuard&) = delete;
+
+ private:
+  std::shared_ptr<Session> previous_;
+};
+// Non-RAII form (for bindings): replaces this thread's current session and
+// returns the previous one.
+std::shared_ptr<Session> ExchangeThreadSession(std::shared_ptr<Session> session);
+
+// Closes every open session (and stops embedded daemons). Registered with
+// atexit when the first session is created; bindings may call it earlier.
+void ShutdownAll();
+
+// Counters of ops that ran in meta mode (no session), process-wide.
+int64_t MetaOpsRun();
+
+}  // namespace tensord::client
+
+#endif  // TENSORD_CLIENT_SESSION_H_

@@ -1,0 +1,531 @@
+// Op calls: overload resolution and binding against the op table, the meta
+// function run locally, then meta tensors or a call streamed to the session.
+#include "tensord/client/ops.h"
+
+#include <algorithm>
+#include <atomic>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tensord/client/session.h"
+#include "tensord/meta/errors.h"
+#include "tensord/meta/op_table.h"
+#include "tensord/meta/schema.h"
+
+namespace tensord::client {
+
+void CountMetaOp();  // session.cc
+
+namespace {
+
+thread_local std::vector<Device> t_device_stack;
+
+// The Values of a call plus the Tensors they point into (kept alive for the
+// duration of the call; Value tensor pointers are &impl->meta).
+struct Converted {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> kwargs;
+  std::vector<Tensor> tensors;
+  std::vector<std::string> kinds;  // for error messages: "Tensor", "int", ...
+};
+
+std::string KindText(const Arg& a) {
+  switch (a.kind()) {
+    case Arg::kTensor: return "Tensor";
+    case Arg::kTensorList:
+    case Arg::kOptionalTensorList: return "list of Tensors";
+    case Arg::kValue: break;
+  }
+  switch (a.value().kind()) {
+    case Value::Kind::kNone: return "None";
+    case Value::Kind::kScalar: return "Number";
+    case Value::Kind::kInt: return "int";
+    case Value::Kind::kFloat: return "float";
+    case Value::Kind::kBool: return "bool";
+    case Value::Kind::kIntList: return "tuple of ints";
+    case Value::Kind::kFloatList: return "tuple of floats";
+    case Value::Kind::kString: return "str";
+    case Value::Kind::kDtype: return "dtype";
+    case Value::Kind::kDevice: return "device";
+    default: return std::string(ValueKindName(a.value().kind()));
+  }
+}
+
+absl::StatusOr<Value> ToValue(absl::string_view op, const Arg& a, std::vector<Tensor>* keep) {
+  switch (a.kind()) {
+    case Arg::kValue:
+      if (a.value().kind() == Value::Kind::kTensor || a.value().kind() == Value::Kind::kTensorList) {
+        return InternalErr(absl::StrCat(op, ": a tensor passed as a raw Value (pass the Tensor itself)"));
+      }
+      return a.value();
+    case Arg::kTensor: {
+      const std::optional<Tensor>& t = a.tensors()[0];
+      if (!t || !t->defined()) return TypeErr(absl::StrCat(op, "(): an undefined Tensor was passed"));
+      keep->push_back(*t);
+      return Value(&t->impl()->meta);
+    }
+    case Arg::kTensorList:
+    case Arg::kOptionalTensorList: {
+      TensorList list;
+      for (const std::optional<Tensor>& t : a.tensors()) {
+        if (!t.has_value()) {
+          if (a.kind() == Arg::kTensorList) return TypeErr(absl::StrCat(op, "(): None in a list of Tensors"));
+          list.push_back(nullptr);
+          continue;
+        }
+        if (!t->defined()) return TypeErr(absl::StrCat(op, "(): an undefined Tensor was passed"));
+        keep->push_back(*t);
+        list.push_back(&t->impl()->meta);
+      }
+      return Value(std::move(list));
+    }
+  }
+  return InternalErr("unknown Arg kind");
+}
+
+bool IsIntValue(const Value& v) { return v.kind() == Value::Kind::kInt; }
+
+// Arranges the call's positional values for one overload: a method's self
+// goes to the argument named "self"; varargs ints become the int list when
+// that list is the overload's only positional argument (PyTorch's parser).
+// Returns false when the overload cannot take a method call.
+bool Arrange(const OpEntry& op, CallMode mode, std::vector<Value>& positional,
+             std::vector<std::pair<std::string, Value>>& kwargs) {
+  const FunctionSchema& s = op.schema;
+  int self_idx = -1;
+  std::optional<Value> self;
+  if (mode == CallMode::kMethod) {
+    self_idx = s.ArgIndex("self");
+    if (self_idx < 0 || s.arguments[self_idx].type != ArgType::kTensor || positional.empty()) return false;
+    self = std::move(positional[0]);
+    positional.erase(positional.begin());
+  }
+  // Varargs int lists.
+  std::vector<int> positional_args;
+  for (int i = 0; i < static_cast<int>(s.arguments.size()); ++i) {
+    if (!s.arguments[i].kwarg_only && i != self_idx) positional_args.push_back(i);
+  }
+  if (positional_args.size() == 1 && s.arguments[positional_args[0]].type == ArgType::kIntList &&
+      positional.size() >= 2 && std::all_of(positional.begin(), positional.end(), IsIntValue)) {
+    std::vector<int64_t> ints;
+    for (const Value& v : positional) ints.push_back(v.to_int());
+    positional.clear();
+    positional.emplace_back(std::move(ints));
+  }
+  if (self.has_value()) {
+    if (static_cast<size_t>(self_idx) <= positional.size()) {
+      positional.insert(positional.begin() + self_idx, std::move(*self));
+    } else {
+      kwargs.emplace_back("self", std::move(*self));
+    }
+  }
+  return true;
+}
+
+struct Bound {
+  const OpEntry* op = nullptr;
+  std::vector<Value> values;
+};
+
+absl::StatusOr<Bound> Resolve(absl::string_view name, const Converted& c, CallMode mode) {
+  const OpTable& table = OpTable::Get();
+  std::vector<const OpEntry*> candidates;
+  if (const OpEntry* exact = table.Find(name); exact != nullptr && name.find('.') != absl::string_view::npos) {
+    candidates.push_back(exact);
+  } else {
+    for (const OpEntry* e : table.Overloads(name)) {
+      if (mode == CallMode::kMethod && !e->has(kMethod)) continue;
+      if (mode == CallMode::kFunction && !e->has(kFunction)) continue;
+      candidates.push_back(e);
+    }
+  }
+  if (candidates.empty()) {
+    if (table.Overloads(name).empty() && table.Find(name) == nullptr) {
+      return TypeErr(absl::StrCat("unknown op '", name, "': it is not in the op table"));
+    }
+    return TypeErr(absl::StrCat("'", name, "' is not available as a ",
+                                mode == CallMode::kMethod ? "Tensor method" : "function"));
+  }
+  std::vector<absl::Status> errors;
+  for (const OpEntry* e : candidates) {
+    std::vector<Value> positional = c.positional;
+    std::vector<std::pair<std::string, Value>> kwargs = c.kwargs;
+    if (!Arrange(*e, mode, positional, kwargs)) {
+      errors.push_back(TypeErr(absl::StrCat(e->full_name(), " cannot be called as a method")));
+      continue;
+    }
+    absl::StatusOr<std::vector<Value>> b = BindArgs(e->schema, std::move(positional), std::move(kwargs));
+    if (b.ok()) return Bound{e, *std::move(b)};
+    errors.push_back(b.status());
+  }
+  if (errors.size() == 1) return errors[0];
+  std::string got = absl::StrJoin(c.kinds, ", ");
+  std::string expected;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    absl::StrAppend(&expected, "\n * ", candidates[i]->schema_text, "\n     (", errors[i].message(), ")");
+  }
+  return TypeErr(absl::StrCat(name, "() received an invalid combination of arguments - got (", got,
+                              "), but expected one of:", expected));
+}
+
+absl::StatusOr<Converted> Convert(absl::string_view name, std::vector<Arg>& args, Kwargs& kwargs) {
+  Converted c;
+  c.positional.reserve(args.size());
+  for (const Arg& a : args) {
+    TD_ASSIGN_OR_RETURN(Value v, ToValue(name, a, &c.tensors));
+    c.positional.push_back(std::move(v));
+    c.kinds.push_back(KindText(a));
+  }
+  for (auto& [k, a] : kwargs) {
+    TD_ASSIGN_OR_RETURN(Value v, ToValue(name, a, &c.tensors));
+    c.kwargs.emplace_back(k, std::move(v));
+    c.kinds.push_back(absl::StrCat(k, "=", KindText(a)));
+  }
+  return c;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> SessionFor(const OpEntry& op, const std::vector<Tensor>& tensors) {
+  std::shared_ptr<Session> s;
+  for (const Tensor& t : tensors) {
+    if (t.is_meta()) continue;
+    if (s == nullptr) {
+      s = t.session();
+    } else if (t.session() != s) {
+      return RuntimeErr(absl::StrCat(op.full_name(), ": tensors belong to different sessions (session ",
+                                     s->session_id(), " and session ", t.session()->session_id(),
+                                     "); a tensor can only be used in the session that created it"));
+    }
+  }
+  if (s != nullptr) {
+    if (s->closed()) {
+      return RuntimeErr(absl::StrCat(op.full_name(), ": tensord session ", s->session_id(),
+                                     " is closed; its tensors can no longer be used"));
+    }
+    return s;
+  }
+  return CurrentSession();
+}
+
+std::vector<Tensor> MakeMetaTensors(std::vector<TensorMeta> metas) {
+  std::vector<Tensor> out;
+  out.reserve(metas.size());
+  for (TensorMeta& m : metas) out.emplace_back(std::make_shared<TensorImpl>(nullptr, 0, std::move(m)));
+  CountMetaOp();
+  return out;
+}
+
+// A real tensor on `device` with `t`'s sizes, dtype and (when t is dense)
+// strides: empty() of the sizes in memory order, permuted back.
+absl::StatusOr<Tensor> Placeholder(const Tensor& t, Device device, const CallSite& site) {
+  std::vector<int64_t> perm(t.dim());
+  std::iota(perm.begin(), perm.end(), 0);
+  if (t.meta().is_non_overlapping_and_dense()) {
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return t.strides()[a] > t.strides()[b]; });
+  }
+  Shape sizes;
+  for (int64_t p : perm) sizes.push_back(t.sizes()[p]);
+  TD_ASSIGN_OR_RETURN(Tensor e, Call1("empty", {sizes}, {{"dtype", t.dtype()}, {"device", device}},
+                                      CallMode::kFunction, site));
+  std::vector<int64_t> pos(t.dim());
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    pos[perm[i]] = static_cast<int64_t>(i);
+    identity &= perm[i] == static_cast<int64_t>(i);
+  }
+  if (identity) return e;
+  return Call1("permute", {e, pos}, {}, CallMode::kAny, site);
+}
+
+absl::StatusOr<Arg> MaterializeMeta(const Arg& a, Device device, const CallSite& site) {
+  if (a.kind() == Arg::kTensor && a.tensors()[0].has_value() && a.tensors()[0]->defined() &&
+      a.tensors()[0]->is_meta()) {
+    TD_ASSIGN_OR_RETURN(Tensor p, Placeholder(*a.tensors()[0], device, site));
+    return Arg(p);
+  }
+  return a;
+}
+
+// Runs the meta function of a resolved call (no streaming). Used by Call
+// and by compositions that need a prediction (FloorDivide's dtype).
+absl::StatusOr<MetaResult> PredictMeta(const Bound& b) { return OpTable::Get().RunMeta(*b.op, b.values); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- devices
+
+DeviceGuard::DeviceGuard(Device device) { PushDefaultDevice(device); }
+DeviceGuard::~DeviceGuard() { PopDefaultDevice(); }
+void PushDefaultDevice(Device device) { t_device_stack.push_back(device); }
+void PopDefaultDevice() {
+  if (!t_device_stack.empty()) t_device_stack.pop_back();
+}
+std::optional<Device> DefaultDevice() {
+  if (t_device_stack.empty()) return std::nullopt;
+  return t_device_stack.back();
+}
+
+// ---------------------------------------------------------------- Call
+
+absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg> args, Kwargs kwargs, CallMode mode,
+                                         CallSite site) {
+  TD_ASSIGN_OR_RETURN(Converted c, Convert(name, args, kwargs));
+  TD_ASSIGN_OR_RETURN(Bound b, Resolve(name, c, mode));
+  const OpEntry& op = *b.op;
+
+  // Factories without device= follow the innermost DeviceGuard.
+  if (op.has(kFactory)) {
+    const int d = op.schema.ArgIndex("device");
+    if (d >= 0 && b.values[d].is_none()) {
+      if (std::optional<Device> dev = DefaultDevice()) b.values[d] = Value(*dev);
+    }
+  }
+  bool any_meta_input = false, any_real_input = false;
+  for (const Tensor& t : c.tensors) (t.is_meta() ? any_meta_input : any_real_input) = true;
+
+  if (op.has(kDataDependent) && any_real_input && !any_meta_input) {
+    // Output shapes depend on values: validate, then let the daemon say.
+    TD_RETURN_IF_ERROR(ValidateArgs(op.schema, b.values));
+    TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
+    return s->CallDataDependent(op, b.values, c.tensors, site);
+  }
+
+  TD_ASSIGN_OR_RETURN(MetaResult r, PredictMeta(b));
+  const bool all_meta_outputs =
+      std::all_of(r.outputs.begin(), r.outputs.end(), [](const TensorMeta& m) { return m.device.is_meta(); });
+  if (all_meta_outputs) return MakeMetaTensors(std::move(r.outputs));
+  if (any_meta_input) {
+    const TensorMeta& real = *std::find_if(r.outputs.begin(), r.outputs.end(),
+                                           [](const TensorMeta& m) { return !m.device.is_meta(); });
+    if (!op.has(kFactory) && op.schema.ArgIndex("device") >= 0) {
+      // A *_like op reads only its input's metadata (empty_like(t,
+      // device="cpu") of a meta t): the daemon gets a real placeholder with
+      // the same sizes, strides and dtype, made without data.
+      for (Arg& a : args) {
+        TD_ASSIGN_OR_RETURN(a, MaterializeMeta(a, real.device, site));
+      }
+      for (auto& kv : kwargs) {
+        TD_ASSIGN_OR_RETURN(kv.second, MaterializeMeta(kv.second, real.device, site));
+      }
+      return Call(name, std::move(args), std::move(kwargs), mode, std::move(site));
+    }
+    return RuntimeErr(absl::StrCat(op.full_name(), ": Expected all tensors to be on the same device, but found at least ",
+                                   "two devices, meta and ", real.device.ToString(), "!"));
+  }
+  TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
+  return s->EnqueueCall(op, b.values, c.tensors, std::move(r.outputs), site);
+}
+
+absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwargs kwargs, CallMode mode,
+                             CallSite site) {
+  TD_ASSIGN_OR_RETURN(std::vector<Tensor> out, Call(name, std::move(args), std::move(kwargs), mode, std::move(site)));
+  if (out.size() != 1) {
+    return InternalErr(absl::StrCat(name, " returned ", out.size(), " tensors; Call1 expects exactly one"));
+  }
+  return std::move(out[0]);
+}
+
+// ---------------------------------------------------------------- host data
+
+absl::StatusOr<Tensor> FromBlob(const void* data, size_t nbytes, Shape sizes, ScalarType dtype,
+                                std::optional<Device> device, CallSite site) {
+  TD_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(sizes));
+  const int64_t expect = numel * ItemSize(dtype);
+  if (numel > (int64_t{1} << 62) / 8 || static_cast<int64_t>(nbytes) != expect) {
+    return RuntimeErr(absl::StrCat("from_blob: ", nbytes, " bytes given for a tensor of sizes ", ShapeToString(sizes),
+                                   " and dtype ", DtypeName(dtype), " (", expect, " bytes expected)"));
+  }
+  const Device dev = device ? *device : DefaultDevice().value_or(kCPU);
+  TensorMeta meta = TensorMeta::Contiguous(std::move(sizes), dtype, dev);
+  if (dev.is_meta()) {
+    std::vector<TensorMeta> m;
+    m.push_back(std::move(meta));
+    return std::move(MakeMetaTensors(std::move(m))[0]);
+  }
+  TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, CurrentSession());
+  return s->Upload(data, nbytes, meta, site);
+}
+
+absl::StatusOr<Tensor> FromVector(const std::vector<float>& v, Shape sizes, std::optional<Device> device,
+                                  CallSite site) {
+  return FromBlob(v.data(), v.size() * sizeof(float), std::move(sizes), ScalarType::kFloat32, device, std::move(site));
+}
+
+absl::StatusOr<Tensor> FromVector(const std::vector<int64_t>& v, Shape sizes, std::optional<Device> device,
+                                  CallSite site) {
+  return FromBlob(v.data(), v.size() * sizeof(int64_t), std::move(sizes), ScalarType::kInt64, device,
+                  std::move(site));
+}
+
+// ---------------------------------------------------------------- indexing
+
+absl::StatusOr<Tensor> Index(const Tensor& self, absl::Span<const TensorIndex> indices, CallSite site) {
+  if (!self.defined()) return TypeErr("index: the tensor is undefined");
+  // Dims the index expression consumes (PyTorch's count_specified_dimensions).
+  int64_t specified = 0;
+  int ellipses = 0;
+  for (const TensorIndex& idx : indices) {
+    if (std::holds_alternative<int64_t>(idx) || std::holds_alternative<Slice>(idx)) {
+      ++specified;
+    } else if (const Tensor* t = std::get_if<Tensor>(&idx)) {
+      if (!t->defined()) return TypeErr("index: an undefined Tensor was used as an index");
+      specified += t->dtype() == ScalarType::kBool ? std::max<int64_t>(t->dim(), 1) : 1;
+    } else if (std::holds_alternative<EllipsisIndex>(idx)) {
+      if (++ellipses > 1) return IndexErr("an index can only have a single ellipsis ('...')");
+    }
+  }
+  if (specified > self.dim()) {
+    return IndexErr(absl::StrCat("too many indices for tensor of dimension ", self.dim()));
+  }
+  Tensor result = self;
+  int64_t dim = 0;
+  // Advanced indices by result dim (as PyTorch records them).
+  std::vector<std::optional<Tensor>> advanced;
+  auto record = [&](int64_t d, const Tensor& t) {
+    if (static_cast<int64_t>(advanced.size()) <= d) advanced.resize(d + 1);
+    advanced[d] = t;
+  };
+  bool has_mask = false;
+  for (const TensorIndex& idx : indices) {
+    if (const int64_t* i = std::get_if<int64_t>(&idx)) {
+      TD_ASSIGN_OR_RETURN(result, Call1("select.int", {result, dim, *i}, {}, CallMode::kAny, site));
+    } else if (const Slice* sl = std::get_if<Slice>(&idx)) {
+      const bool trivial = !sl->start && !sl->stop && (!sl->step || *sl->step == 1);
+      if (!trivial) {
+        Arg start = sl->start ? Arg(*sl->start) : Arg();
+        Arg stop = sl->stop ? Arg(*sl->stop) : Arg();
+        TD_ASSIGN_OR_RETURN(result, Call1("slice.Tensor", {result, dim, start, stop, sl->step.value_or(1)}, {},
+                                          CallMode::kAny, site));
+      }
+      ++dim;
+    } else if (std::holds_alternative<NoneIndex>(idx)) {
+      TD_ASSIGN_OR_RETURN(result, Call1("unsqueeze", {result, dim}, {}, CallMode::kAny, site));
+      ++dim;
+    } else if (std::holds_alternative<EllipsisIndex>(idx)) {
+      dim += self.dim() - specified;
+    } else if (const bool* b = std::get_if<bool>(&idx)) {
+      TD_ASSIGN_OR_RETURN(result, Call1("unsqueeze", {result, dim}, {}, CallMode::kAny, site));
+      if (!*b) {
+        TD_ASSIGN_OR_RETURN(result, Call1("narrow", {result, dim, 0, 0}, {}, CallMode::kAny, site));
+      }
+      ++dim;
+    } else if (const Tensor* t = std::get_if<Tensor>(&idx)) {
+      if (t->dtype() == ScalarType::kBool) {
+        // A mask covers t.dim() dims, which must match the indexed sizes.
+        const int64_t nd = std::max<int64_t>(t->dim(), 1);
+        for (int64_t j = 0; j < t->dim(); ++j) {
+          if (dim + j >= result.dim() || t->sizes()[j] != result.sizes()[dim + j]) {
+            return IndexErr(absl::StrCat("The shape of the mask ", ShapeToString(t->sizes()), " at index ", j,
+                                         " does not match the shape of the indexed tensor ",
+                                         ShapeToString(result.sizes()), " at index ", dim + j));
+          }
+        }
+        record(dim, *t);
+        has_mask = true;
+        dim += nd;
+      } else {
+        record(dim, *t);
+        ++dim;
+      }
+    }
+  }
+  if (advanced.empty()) {
+    if (result.impl() == self.impl()) {
+      // x[...], x[:] or x[()] — PyTorch returns a view (an alias), not self;
+      // a view of the same sizes is always valid, whatever the strides.
+      TD_ASSIGN_OR_RETURN(result, Call1("view", {result, result.sizes()}, {}, CallMode::kAny, site));
+    }
+    return result;
+  }
+  if (has_mask) {
+    int n_adv = 0;
+    for (const auto& a : advanced) n_adv += a.has_value();
+    // The common case x[mask] with a mask over every dim: masked_select.
+    if (n_adv == 1 && advanced.size() == 1 && advanced[0]->dim() == result.dim() && result.dim() > 0) {
+      return Call1("masked_select", {result, *advanced[0]}, {}, CallMode::kAny, site);
+    }
+    // General case: each mask becomes its nonzero() coordinates.
+    std::vector<std::optional<Tensor>> expanded;
+    for (size_t d = 0; d < advanced.size(); ++d) {
+      if (!advanced[d].has_value() || advanced[d]->dtype() != ScalarType::kBool) {
+        expanded.push_back(advanced[d]);
+        continue;
+      }
+      const Tensor& mask = *advanced[d];
+      TD_ASSIGN_OR_RETURN(Tensor nz, Call1("nonzero", {mask}, {}, CallMode::kAny, site));
+      for (int64_t j = 0; j < std::max<int64_t>(mask.dim(), 1); ++j) {
+        TD_ASSIGN_OR_RETURN(Tensor col, Call1("select.int", {nz, 1, j}, {}, CallMode::kAny, site));
+        expanded.push_back(col);
+      }
+    }
+    advanced = std::move(expanded);
+  }
+  return Call1("index.Tensor", {result, Arg::OptionalTensors{std::move(advanced)}}, {}, CallMode::kAny, site);
+}
+
+// ---------------------------------------------------------------- helpers
+
+absl::StatusOr<Tensor> Zeros(Shape sizes, ScalarType dtype, std::optional<Device> device, CallSite site) {
+  return Call1("zeros", {std::move(sizes)}, {{"dtype", dtype}, {"device", device ? Arg(*device) : Arg()}},
+               CallMode::kFunction, std::move(site));
+}
+absl::StatusOr<Tensor> Ones(Shape sizes, ScalarType dtype, std::optional<Device> device, CallSite site) {
+  return Call1("ones", {std::move(sizes)}, {{"dtype", dtype}, {"device", device ? Arg(*device) : Arg()}},
+               CallMode::kFunction, std::move(site));
+}
+absl::StatusOr<Tensor> Randn(Shape sizes, ScalarType dtype, std::optional<Device> device, CallSite site) {
+  return Call1("randn", {std::move(sizes)}, {{"dtype", dtype}, {"device", device ? Arg(*device) : Arg()}},
+               CallMode::kFunction, std::move(site));
+}
+absl::StatusOr<Tensor> Arange(Scalar end, std::optional<ScalarType> dtype, std::optional<Device> device,
+                              CallSite site) {
+  return Call1("arange", {end}, {{"dtype", dtype ? Arg(*dtype) : Arg()}, {"device", device ? Arg(*device) : Arg()}},
+               CallMode::kFunction, std::move(site));
+}
+absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b, CallSite site) {
+  return Call1("add.Tensor", {a, b}, {}, CallMode::kAny, std::move(site));
+}
+absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b, CallSite site) {
+  return Call1("mul.Tensor", {a, b}, {}, CallMode::kAny, std::move(site));
+}
+absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b, CallSite site) {
+  return Call1("matmul", {a, b}, {}, CallMode::kAny, std::move(site));
+}
+absl::StatusOr<Tensor> T(const Tensor& a, CallSite site) { return Call1("t", {a}, {}, CallMode::kAny, std::move(site)); }
+absl::StatusOr<Tensor> Sum(const Tensor& a, std::optional<std::vector<int64_t>> dim, bool keepdim, CallSite site) {
+  return Call1("sum", {a, dim ? Arg(*dim) : Arg(), keepdim}, {}, CallMode::kAny, std::move(site));
+}
+absl::StatusOr<Tensor> Reshape(const Tensor& a, Shape shape, CallSite site) {
+  return Call1("reshape", {a, std::move(shape)}, {}, CallMode::kAny, std::move(site));
+}
+absl::StatusOr<Tensor> To(const Tensor& a, ScalarType dtype, CallSite site) {
+  return Call1("to.dtype", {a, dtype}, {}, CallMode::kAny, std::move(site));
+}
+absl::StatusOr<Tensor> To(const Tensor& a, Device device, CallSite site) {
+  return Call1("to.device", {a, device}, {}, CallMode::kAny, std::move(site));
+}
+
+absl::StatusOr<Tensor> FloorDivide(const Tensor& a, const Arg& b, CallSite site) {
+  // The result dtype is the promotion of a and b: predict it from mul's meta
+  // (same promotion rule) without issuing anything.
+  std::vector<Arg> args = {a, b};
+  Kwargs none;
+  TD_ASSIGN_OR_RETURN(Converted c, Convert("floor_divide", args, none));
+  TD_ASSIGN_OR_RETURN(Bound mb, Resolve("mul", c, CallMode::kAny));
+  TD_ASSIGN_OR_RETURN(MetaResult pred, PredictMeta(mb));
+  const ScalarType out = pred.outputs[0].dtype;
+  if (out == ScalarType::kBool) {
+    return RuntimeErr("floor_divide: \"div_floor_cpu\" not implemented for 'Bool'");
+  }
+  if (IsFloating(out)) {
+    TD_ASSIGN_OR_RETURN(Tensor q, Call1("div", {a, b}, {}, CallMode::kAny, site));
+    return Call1("floor", {q}, {}, CallMode::kAny, site);
+  }
+  // Integers: divide in float64 (exact for |values| < 2^53), floor, cast back.
+  TD_ASSIGN_OR_RETURN(Tensor a64, Call1("to.dtype", {a, ScalarType::kFloat64}, {}, CallMode::kAny, site));
+  TD_ASSIGN_OR_RETURN(Tensor q, Call1("div", {a64, b}, {}, CallMode::kAny, site));
+  TD_ASSIGN_OR_RETURN(Tensor f, Call1("floor", {q}, {}, CallMode::kAny, site));
+  return Call1("to.dtype", {f, out}, {}, CallMode::kAny, site);
+}
+
+}  // namespace tensord::client

@@ -1,0 +1,729 @@
+// Session: handshake, the session stream (a writer batching requests, a
+// reader thread completing waits), sync points, releases and counters.
+#include "tensord/client/session.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "embedded_daemon.h"
+#include "tensord/meta/errors.h"
+#include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/wire.h"
+
+namespace tensord::client {
+namespace {
+
+constexpr char kClientVersion[] = "0.1.0";
+
+// One blocking request: completed by the reader thread.
+struct Waiter {
+  bool done = false;
+  absl::Status status;
+  // Fetch
+  bool have_meta = false;
+  TensorMeta meta;
+  uint64_t total_bytes = 0;
+  std::string data;
+  // Sync / Describe
+  v1::Ack ack;
+};
+
+absl::Status GrpcError(absl::string_view what, const std::string& address, const grpc::Status& s) {
+  return RuntimeErr(absl::StrCat(what, " (tensord daemon at ", address, "): ", s.error_message(), " (gRPC code ",
+                                 static_cast<int>(s.error_code()), ")"));
+}
+
+std::chrono::system_clock::time_point DeadlineIn(int ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+}  // namespace
+
+struct Session::Impl {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Tensord::Stub> stub;
+  std::unique_ptr<grpc::ClientContext> stream_ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>> stream;
+  std::thread reader;
+  std::string token;
+  internal::EmbeddedDaemon daemon;
+  std::atomic<bool> closed{false};
+
+  // Writer side: the pending batch, ids and counters.
+  absl::Mutex mu;
+  v1::ClientMessage pending ABSL_GUARDED_BY(mu);
+  uint64_t next_handle ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_call_id ABSL_GUARDED_BY(mu) = 1;
+  uint64_t next_request_id ABSL_GUARDED_BY(mu) = 1;
+  Stats stats ABSL_GUARDED_BY(mu);
+  absl::Status write_error ABSL_GUARDED_BY(mu);
+
+  // Releases queued by ~TensorImpl (any thread).
+  absl::Mutex release_mu;
+  std::vector<uint64_t> releases ABSL_GUARDED_BY(release_mu);
+
+  // Reader side: waits in flight and what the stream's end said.
+  absl::Mutex wmu;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters ABSL_GUARDED_BY(wmu);
+  std::vector<v1::Error> unclaimed_errors ABSL_GUARDED_BY(wmu);
+  bool reader_done ABSL_GUARDED_BY(wmu) = false;
+  absl::Status stream_status ABSL_GUARDED_BY(wmu);
+
+  std::string address;
+  uint64_t session_id = 0;
+
+  absl::Status Usable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (closed.load()) return RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
+    if (!write_error.ok()) return write_error;
+    return absl::OkStatus();
+  }
+
+  absl::Status StreamLost() {
+    absl::MutexLock l(&wmu);
+    if (reader_done && !stream_status.ok()) return stream_status;
+    return RuntimeErr(absl::StrCat("tensord session ", session_id, ": the connection to the daemon at ", address,
+                                   " was lost"));
+  }
+
+  // Sends the pending batch (with queued releases) as one message.
+  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    TD_RETURN_IF_ERROR(Usable());
+    {
+      absl::MutexLock rl(&release_mu);
+      if (!releases.empty()) {
+        v1::Release* r = pending.add_requests()->mutable_release();
+        r->mutable_handles()->Add(releases.begin(), releases.end());
+        stats.releases += static_cast<int64_t>(releases.size());
+        releases.clear();
+      }
+    }
+    if (pending.requests_size() == 0) return absl::OkStatus();
+    const bool ok = stream->Write(pending);
+    ++stats.messages_sent;
+    pending.Clear();
+    if (!ok) {
+      write_error = StreamLost();
+      return write_error;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MaybeFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (pending.requests_size() >= batch_limit) return FlushLocked();
+    return absl::OkStatus();
+  }
+
+  // Registers a waiter for a new request id (call with mu held, before the
+  // request is flushed).
+  std::shared_ptr<Waiter> AddWaiterLocked(uint64_t* id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    *id = next_request_id++;
+    auto w = std::make_shared<Waiter>();
+    absl::MutexLock wl(&wmu);
+    if (reader_done) {
+      w->done = true;
+      w->status = stream_status.ok() ? RuntimeErr("the daemon ended the session stream") : stream_status;
+    }
+    waiters[*id] = w;
+    return w;
+  }
+
+  // Blocks until `w` completes (or the stream ends).
+  absl::Status Wait(uint64_t id, const std::shared_ptr<Waiter>& w) {
+    absl::MutexLock wl(&wmu);
+    wmu.Await(absl::Condition(
+        +[](Waiter* w) { return w->done; }, w.get()));
+    waiters.erase(id);
+    return w->status;
+  }
+
+  void ReaderLoop() {
+    v1::ServerMessage msg;
+    while (stream->Read(&msg)) HandleMessage(msg);
+    grpc::Status st = stream->Finish();
+    absl::MutexLock wl(&wmu);
+    reader_done = true;
+    if (closed.load()) {
+      stream_status = RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
+    } else if (st.ok()) {
+      stream_status = RuntimeErr(absl::StrCat("tensord session ", session_id, ": the daemon at ", address,
+                                              " ended the session stream"));
+    } else {
+      stream_status = GrpcError(absl::StrCat("tensord session ", session_id, ": the session stream failed"), address, st);
+    }
+    for (auto& [id, w] : waiters) {
+      if (!w->done) {
+        w->done = true;
+        w->status = stream_status;
+      }
+    }
+  }
+
+  void HandleMessage(const v1::ServerMessage& msg) {
+    absl::MutexLock wl(&wmu);
+    switch (msg.kind_case()) {
+      case v1::ServerMessage::kData: {
+        const v1::FetchData& d = msg.data();
+        auto it = waiters.find(d.request_id());
+        if (it == waiters.end() || it->second->done) return;
+        Waiter& w = *it->second;
+        if (!w.have_meta) {
+          absl::StatusOr<TensorMeta> m = wire::FromProto(d.meta(), "fetched tensor");
+          if (!m.ok()) {
+            w.done = true;
+            w.status = m.status();
+            return;
+          }
+          absl::StatusOr<int64_t> n = CheckedNumel(m->sizes);
+          const uint64_t expect = n.ok() ? static_cast<uint64_t>(*n) * ItemSize(m->dtype) : 0;
+          if (!n.ok() || d.total_bytes() != expect) {
+            w.done = true;
+            w.status = InternalErr(absl::StrCat("daemon sent ", d.total_bytes(), " bytes for ", m->ToString(),
+                                                " (expected ", expect, ")"));
+            return;
+          }
+          w.meta = *std::move(m);
+          w.have_meta = true;
+          w.total_bytes = d.total_bytes();
+          w.data.reserve(w.total_bytes);
+        }
+        if (d.offset() != w.data.size() || w.data.size() + d.data().size() > w.total_bytes) {
+          w.done = true;
+          w.status = InternalErr(absl::StrCat("daemon sent a data chunk at offset ", d.offset(), " of ",
+                                              d.data().size(), " bytes; expected offset ", w.data.size(), " of ",
+                                              w.total_bytes));
+          return;
+        }
+        w.data.append(d.data());
+        if (d.last()) {
+          w.done = true;
+          if (w.data.size() != w.total_bytes) {
+            w.status = InternalErr(absl::StrCat("daemon's fetch data ended at ", w.data.size(), " of ",
+                                                w.total_bytes, " bytes"));
+          }
+        }
+        return;
+      }
+      case v1::ServerMessage::kAck: {
+        auto it = waiters.find(msg.ack().request_id());
+        if (it == waiters.end() || it->second->done) {
+          for (const v1::Error& e : msg.ack().errors()) unclaimed_errors.push_back(e);
+          return;
+        }
+        it->second->ack = msg.ack();
+        it->second->done = true;
+        return;
+      }
+      case v1::ServerMessage::kError: {
+        auto it = waiters.find(msg.error().request_id());
+        if (it == waiters.end() || it->second->done) {
+          unclaimed_errors.push_back(msg.error().error());
+          return;
+        }
+        it->second->status = wire::FromProto(msg.error().error());
+        it->second->done = true;
+        return;
+      }
+      case v1::ServerMessage::KIND_NOT_SET:
+        return;
+    }
+  }
+
+  int batch_limit = 128;
+};
+
+// ---------------------------------------------------------------- globals
+
+namespace {
+
+struct Globals {
+  absl::Mutex mu;
+  std::shared_ptr<Session> default_session ABSL_GUARDED_BY(mu);
+  std::vector<std::weak_ptr<Session>> all ABSL_GUARDED_BY(mu);
+  bool atexit_registered ABSL_GUARDED_BY(mu) = false;
+};
+
+Globals& G() {
+  static Globals* g = new Globals();  // never destroyed: used from atexit
+  return *g;
+}
+
+thread_local std::shared_ptr<Session> t_session;
+std::atomic<int64_t> g_meta_ops{0};
+
+void RegisterSession(const std::shared_ptr<Session>& s) {
+  Globals& g = G();
+  absl::MutexLock l(&g.mu);
+  g.all.erase(std::remove_if(g.all.begin(), g.all.end(), [](const std::weak_ptr<Session>& w) { return w.expired(); }),
+              g.all.end());
+  g.all.push_back(s);
+  if (!g.atexit_registered) {
+    g.atexit_registered = true;
+    std::atexit([] { ShutdownAll(); });
+  }
+}
+
+}  // namespace
+
+void CountMetaOp() { g_meta_ops.fetch_add(1, std::memory_order_relaxed); }
+int64_t MetaOpsRun() { return g_meta_ops.load(); }
+
+void ShutdownAll() {
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    Globals& g = G();
+    absl::MutexLock l(&g.mu);
+    for (auto& w : g.all) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    g.all.clear();
+  }
+  for (auto& s : live) s->Close().IgnoreError();
+}
+
+std::shared_ptr<Session> DefaultSessionIfAny() {
+  Globals& g = G();
+  absl::MutexLock l(&g.mu);
+  return g.default_session;
+}
+
+void SetDefaultSession(std::shared_ptr<Session> session) {
+  Globals& g = G();
+  absl::MutexLock l(&g.mu);
+  g.default_session = std::move(session);
+}
+
+absl::StatusOr<std::shared_ptr<Session>> CurrentSession() {
+  if (t_session != nullptr && !t_session->closed()) return t_session;
+  if (std::shared_ptr<Session> d = DefaultSessionIfAny(); d != nullptr && !d->closed()) return d;
+  // Create one (outside the lock: Connect/SpawnEmbedded take it to register).
+  static absl::Mutex create_mu(absl::kConstInit);
+  absl::MutexLock create(&create_mu);  // one creation at a time
+  if (std::shared_ptr<Session> d = DefaultSessionIfAny(); d != nullptr && !d->closed()) return d;
+  absl::StatusOr<std::shared_ptr<Session>> s;
+  if (const char* addr = std::getenv("TENSORD_ADDRESS"); addr != nullptr && *addr != '\0') {
+    s = Session::Connect(addr);
+  } else {
+    s = Session::SpawnEmbedded();
+  }
+  if (!s.ok()) return s.status();
+  SetDefaultSession(*s);
+  return *s;
+}
+
+std::shared_ptr<Session> ExchangeThreadSession(std::shared_ptr<Session> session) {
+  std::shared_ptr<Session> prev = std::move(t_session);
+  t_session = std::move(session);
+  return prev;
+}
+
+SessionGuard::SessionGuard(std::shared_ptr<Session> session) : previous_(ExchangeThreadSession(std::move(session))) {}
+SessionGuard::~SessionGuard() { ExchangeThreadSession(std::move(previous_)); }
+
+// ---------------------------------------------------------------- Session
+
+Session::Session(SessionOptions options, std::string address)
+    : options_(std::move(options)), address_(std::move(address)), impl_(std::make_unique<Impl>()) {
+  impl_->address = address_;
+  impl_->batch_limit = options_.batch_limit > 0 ? options_.batch_limit : 1;
+}
+
+Session::~Session() { Close().IgnoreError(); }
+
+absl::StatusOr<std::shared_ptr<Session>> Session::Connect(absl::string_view address, SessionOptions options) {
+  if (address.empty()) return RuntimeErr("Connect: empty daemon address (expected unix:/path or host:port)");
+  std::shared_ptr<Session> s(new Session(std::move(options), std::string(address)));
+  TD_RETURN_IF_ERROR(s->Start());
+  RegisterSession(s);
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> Session::SpawnEmbedded(SessionOptions options) {
+  TD_ASSIGN_OR_RETURN(std::string binary, internal::FindDaemonBinary(options.daemon_binary));
+  TD_ASSIGN_OR_RETURN(internal::EmbeddedDaemon d, internal::StartEmbeddedDaemon(binary, options.spawn_timeout_ms));
+  std::shared_ptr<Session> s(new Session(std::move(options), d.address));
+  s->impl_->daemon = d;
+  absl::Status st = s->Start();
+  if (!st.ok()) {
+    internal::StopEmbeddedDaemon(s->impl_->daemon);
+    return st;
+  }
+  RegisterSession(s);
+  return s;
+}
+
+absl::Status Session::Start() {
+  Impl& im = *impl_;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  im.channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  im.stub = v1::Tensord::NewStub(im.channel);
+
+  const OpTable& table = OpTable::Get();
+  {
+    v1::HandshakeRequest req;
+    req.set_protocol_version(wire::kProtocolVersion);
+    req.set_client_version(kClientVersion);
+    req.set_op_table_digest(table.digest());
+    for (std::string& line : table.Describe()) req.add_op_table(std::move(line));
+    v1::HandshakeResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(options_.connect_timeout_ms));
+    grpc::Status st = im.stub->Handshake(&ctx, req, &resp);
+    if (!st.ok()) return GrpcError("cannot connect: the handshake failed", address_, st);
+    if (!resp.accepted()) {
+      return RuntimeErr(absl::StrCat("the tensord daemon at ", address_, " refused this client: ", resp.refusal()));
+    }
+    if (resp.protocol_version() != wire::kProtocolVersion) {
+      return RuntimeErr(absl::StrCat("the tensord daemon at ", address_, " speaks protocol version ",
+                                     resp.protocol_version(), ", this client speaks ", wire::kProtocolVersion));
+    }
+    if (resp.op_table_digest() != table.digest()) {
+      return RuntimeErr(absl::StrCat("the tensord daemon at ", address_, " has a different op table (digest ",
+                                     absl::Hex(resp.op_table_digest()), ", this client has ",
+                                     absl::Hex(table.digest()), "); rebuild the client and the daemon together"));
+    }
+    daemon_info_.server_version = resp.server_version();
+    daemon_info_.session_memory_limit_bytes = resp.session_memory_limit_bytes();
+    for (const v1::DeviceInfo& d : resp.devices()) daemon_info_.devices.push_back(d.name());
+  }
+  {
+    v1::OpenSessionRequest req;
+    req.set_client_name(options_.client_name);
+    req.set_op_table_digest(table.digest());
+    v1::OpenSessionResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(options_.connect_timeout_ms));
+    grpc::Status st = im.stub->OpenSession(&ctx, req, &resp);
+    if (!st.ok()) return GrpcError("cannot open a session", address_, st);
+    session_id_ = resp.session_id();
+    im.session_id = session_id_;
+    im.token = resp.token();
+  }
+  im.stream_ctx = std::make_unique<grpc::ClientContext>();
+  im.stream = im.stub->Stream(im.stream_ctx.get());
+  v1::ClientMessage attach;
+  attach.mutable_attach()->set_session_id(session_id_);
+  attach.mutable_attach()->set_token(im.token);
+  const bool ok = im.stream->Write(attach);
+  {
+    absl::MutexLock l(&im.mu);
+    ++im.stats.messages_sent;
+  }
+  im.reader = std::thread([&im] { im.ReaderLoop(); });
+  if (!ok) {
+    absl::Status lost = RuntimeErr(absl::StrCat("cannot attach the session stream to the daemon at ", address_));
+    Close().IgnoreError();
+    return lost;
+  }
+  return absl::OkStatus();
+}
+
+bool Session::closed() const { return impl_->closed.load(); }
+
+int Session::daemon_pid() const { return impl_->daemon.pid; }
+
+absl::Status Session::Close() {
+  Impl& im = *impl_;
+  {
+    absl::MutexLock l(&im.mu);
+    if (im.closed.exchange(true)) return absl::OkStatus();
+  }
+  // CloseSession first (the stream is still attached), then end the stream.
+  // A daemon that already dropped the session (NOT_FOUND) or went away
+  // (UNAVAILABLE) has nothing left to free.
+  absl::Status result;
+  if (im.stub != nullptr && session_id_ != 0) {
+    v1::CloseSessionRequest req;
+    req.set_session_id(session_id_);
+    req.set_token(im.token);
+    v1::CloseSessionResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(DeadlineIn(5000));
+    grpc::Status st = im.stub->CloseSession(&ctx, req, &resp);
+    if (!st.ok() && st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        st.error_code() != grpc::StatusCode::NOT_FOUND) {
+      result = GrpcError("closing the session failed", address_, st);
+    }
+  }
+  {
+    absl::MutexLock l(&im.mu);
+    if (im.stream != nullptr && im.write_error.ok()) im.stream->WritesDone();
+  }
+  if (im.reader.joinable()) {
+    {
+      absl::MutexLock wl(&im.wmu);
+      im.wmu.AwaitWithTimeout(absl::Condition(&im.reader_done), absl::Seconds(3));
+      if (!im.reader_done) im.stream_ctx->TryCancel();
+    }
+    im.reader.join();
+  }
+  {
+    // Fail any wait still in flight (another thread may block on it).
+    absl::MutexLock wl(&im.wmu);
+    for (auto& [id, w] : im.waiters) {
+      if (!w->done) {
+        w->done = true;
+        w->status = RuntimeErr(absl::StrCat("tensord session ", session_id_, " is closed"));
+      }
+    }
+  }
+  {
+    absl::MutexLock l(&im.mu);
+    im.stream.reset();
+    im.stream_ctx.reset();
+    im.stub.reset();
+    im.channel.reset();
+  }
+  internal::StopEmbeddedDaemon(im.daemon);
+  {
+    absl::MutexLock rl(&im.release_mu);
+    im.releases.clear();
+  }
+  return result;
+}
+
+Stats Session::stats() const {
+  absl::MutexLock l(&impl_->mu);
+  return impl_->stats;
+}
+
+void Session::QueueRelease(uint64_t handle) {
+  if (impl_->closed.load()) return;
+  absl::MutexLock rl(&impl_->release_mu);
+  impl_->releases.push_back(handle);
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
+                                                         absl::Span<const Tensor> tensor_args,
+                                                         std::vector<TensorMeta> outputs, const CallSite& site) {
+  v1::Request req;
+  v1::OpCall* call = req.mutable_call();
+  bool unknown_tensor = false;
+  auto handle_of = [&](const TensorMeta* m) -> uint64_t {
+    if (m == nullptr) return 0;
+    for (const Tensor& t : tensor_args) {
+      if (&t.meta() == m) return t.handle();
+    }
+    unknown_tensor = true;
+    return 0;
+  };
+  for (const Value& v : args) TD_RETURN_IF_ERROR(wire::EncodeValue(v, handle_of, call->add_args()));
+  TD_INTERNAL_CHECK(!unknown_tensor, op.full_name(), ": a tensor argument without a handle");
+  call->set_op_id(op.id);
+  call->set_call_site(site.text);
+
+  Impl& im = *impl_;
+  std::vector<uint64_t> handles(outputs.size());
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    call->set_call_id(im.next_call_id++);
+    for (uint64_t& h : handles) {
+      h = im.next_handle++;
+      call->add_outputs(h);
+    }
+    *im.pending.add_requests() = std::move(req);
+    ++im.stats.ops_issued;
+    TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
+  }
+  std::vector<Tensor> result;
+  result.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    result.emplace_back(std::make_shared<TensorImpl>(shared_from_this(), handles[i], std::move(outputs[i])));
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::CallDataDependent(const OpEntry& op, absl::Span<const Value> args,
+                                                               absl::Span<const Tensor> tensor_args,
+                                                               const CallSite& site) {
+  // Stream the call with placeholder metas, then ask for the real ones.
+  std::vector<TensorMeta> placeholders(op.schema.returns.size());
+  for (TensorMeta& m : placeholders) m.device = tensor_args.empty() ? kCPU : tensor_args[0].device();
+  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, EnqueueCall(op, args, tensor_args, placeholders, site));
+  Impl& im = *impl_;
+  uint64_t id = 0;
+  std::shared_ptr<Waiter> w;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    w = im.AddWaiterLocked(&id);
+    v1::Describe* d = im.pending.add_requests()->mutable_describe();
+    d->set_request_id(id);
+    for (const Tensor& t : outs) d->add_handles(t.handle());
+    ++im.stats.round_trips;
+    absl::Status st = im.FlushLocked();
+    if (!st.ok()) {
+      absl::MutexLock wl(&im.wmu);
+      im.waiters.erase(id);
+      return st;
+    }
+  }
+  TD_RETURN_IF_ERROR(im.Wait(id, w));
+  const v1::Ack& ack = w->ack;
+  for (int i = 0; i < static_cast<int>(outs.size()); ++i) {
+    if (i < ack.failed_size() && ack.failed(i)) {
+      // The daemon holds the op's error; a fetch of the output returns it.
+      absl::StatusOr<HostData> f = Fetch(outs[i].handle());
+      if (!f.ok()) return f.status();
+      return RuntimeErr(absl::StrCat(op.full_name(), " failed in the daemon (call at ", site.text, ")"));
+    }
+  }
+  if (ack.metas_size() != static_cast<int>(outs.size())) {
+    return InternalErr(absl::StrCat(op.full_name(), ": the daemon described ", ack.metas_size(), " outputs, expected ",
+                                    outs.size()));
+  }
+  std::vector<Tensor> result;
+  for (int i = 0; i < ack.metas_size(); ++i) {
+    TD_ASSIGN_OR_RETURN(TensorMeta m, wire::FromProto(ack.metas(i), absl::StrCat(op.full_name(), " output")));
+    outs[i].impl()->meta = std::move(m);
+    result.push_back(outs[i]);
+  }
+  return result;
+}
+
+absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site) {
+  Impl& im = *impl_;
+  uint64_t handle = 0;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    handle = im.next_handle++;
+    const uint64_t call_id = im.next_call_id++;
+    ++im.stats.uploads;
+    const char* bytes = static_cast<const char*>(data);
+    if (nbytes <= options_.inline_upload_limit) {
+      v1::Upload* u = im.pending.add_requests()->mutable_upload();
+      u->set_handle(handle);
+      wire::ToProto(meta, u->mutable_meta());
+      u->set_total_bytes(nbytes);
+      u->set_offset(0);
+      u->set_data(bytes, nbytes);
+      u->set_last(true);
+      u->set_call_id(call_id);
+      TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
+    } else {
+      const size_t chunk = options_.chunk_bytes > 0 ? options_.chunk_bytes : (1u << 20);
+      for (size_t off = 0; off < nbytes; off += chunk) {
+        const size_t n = std::min(chunk, nbytes - off);
+        v1::Upload* u = im.pending.add_requests()->mutable_upload();
+        u->set_handle(handle);
+        if (off == 0) {
+          wire::ToProto(meta, u->mutable_meta());
+          u->set_total_bytes(nbytes);
+        }
+        u->set_offset(off);
+        u->set_data(bytes + off, n);
+        u->set_last(off + n == nbytes);
+        u->set_call_id(call_id);
+        // Each chunk travels in its own message: never one giant message.
+        TD_RETURN_IF_ERROR(im.FlushLocked());
+      }
+    }
+  }
+  (void)site;
+  return Tensor(std::make_shared<TensorImpl>(shared_from_this(), handle, meta));
+}
+
+absl::StatusOr<HostData> Session::Fetch(uint64_t handle) {
+  Impl& im = *impl_;
+  uint64_t id = 0;
+  std::shared_ptr<Waiter> w;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    w = im.AddWaiterLocked(&id);
+    v1::Fetch* f = im.pending.add_requests()->mutable_fetch();
+    f->set_request_id(id);
+    f->set_handle(handle);
+    ++im.stats.round_trips;
+    absl::Status st = im.FlushLocked();
+    if (!st.ok()) {
+      absl::MutexLock wl(&im.wmu);
+      im.waiters.erase(id);
+      return st;
+    }
+  }
+  TD_RETURN_IF_ERROR(im.Wait(id, w));
+  if (!w->have_meta) return InternalErr("the daemon completed a fetch without data");
+  HostData out;
+  out.meta = std::move(w->meta);
+  out.bytes = std::move(w->data);
+  return out;
+}
+
+absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle) {
+  Impl& im = *impl_;
+  uint64_t id = 0;
+  std::shared_ptr<Waiter> w;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    w = im.AddWaiterLocked(&id);
+    v1::Describe* d = im.pending.add_requests()->mutable_describe();
+    d->set_request_id(id);
+    d->add_handles(handle);
+    ++im.stats.round_trips;
+    absl::Status st = im.FlushLocked();
+    if (!st.ok()) {
+      absl::MutexLock wl(&im.wmu);
+      im.waiters.erase(id);
+      return st;
+    }
+  }
+  TD_RETURN_IF_ERROR(im.Wait(id, w));
+  if (w->ack.failed_size() > 0 && w->ack.failed(0)) {
+    absl::StatusOr<HostData> f = Fetch(handle);
+    if (!f.ok()) return f.status();
+    return RuntimeErr(absl::StrCat("tensor handle ", handle, " failed in the daemon"));
+  }
+  if (w->ack.metas_size() != 1) {
+    return InternalErr(absl::StrCat("the daemon described ", w->ack.metas_size(), " tensors, expected 1"));
+  }
+  return wire::FromProto(w->ack.metas(0), absl::StrCat("handle ", handle));
+}
+
+absl::Status Session::Synchronize() {
+  Impl& im = *impl_;
+  uint64_t id = 0;
+  std::shared_ptr<Waiter> w;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    w = im.AddWaiterLocked(&id);
+    im.pending.add_requests()->mutable_sync()->set_request_id(id);
+    ++im.stats.round_trips;
+    absl::Status st = im.FlushLocked();
+    if (!st.ok()) {
+      absl::MutexLock wl(&im.wmu);
+      im.waiters.erase(id);
+      return st;
+    }
+  }
+  TD_RETURN_IF_ERROR(im.Wait(id, w));
+  std::vector<v1::Error> errors;
+  {
+    absl::MutexLock wl(&im.wmu);
+    errors.swap(im.unclaimed_errors);
+  }
+  for (const v1::Error& e : w->ack.errors()) errors.push_back(e);
+  if (errors.empty()) return absl::OkStatus();
+  absl::Status first = wire::FromProto(errors[0]);
+  if (errors.size() > 1) {
+    first = MakeError(KindOf(first), absl::StrCat(first.message(), " (and ", errors.size() - 1, " more error",
+                                                  errors.size() > 2 ? "s" : "", " since the last sync)"));
+  }
+  return first;
+}
+
+}  // namespace tensord::client

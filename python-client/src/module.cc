@@ -1,0 +1,621 @@
+// tensord._C — the pybind11 binding of the C++ client (client/). Python
+// objects are converted to argument Values here (int, float, bool, int lists,
+// Tensors, dtype and device objects, strings, None) and every op goes
+// through client::Call, which resolves overloads, binds, runs meta and
+// streams. Nothing about op semantics is decided in this file or in Python.
+#include <Python.h>
+#include <frameobject.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tensord/client/client.h"
+#include "tensord/meta/errors.h"
+#include "tensord/meta/op_table.h"
+
+namespace py = pybind11;
+namespace tc = tensord::client;
+using tensord::Device;
+using tensord::ScalarType;
+using tensord::Value;
+
+namespace {
+
+// ---------------------------------------------------------------- errors
+
+[[noreturn]] void Raise(const absl::Status& s) {
+  PyObject* type = PyExc_RuntimeError;
+  switch (tensord::KindOf(s)) {
+    case tensord::ErrorKind::kType: type = PyExc_TypeError; break;
+    case tensord::ErrorKind::kIndex: type = PyExc_IndexError; break;
+    case tensord::ErrorKind::kNotImplemented: type = PyExc_NotImplementedError; break;
+    case tensord::ErrorKind::kOutOfMemory: type = PyExc_MemoryError; break;
+    case tensord::ErrorKind::kRuntime:
+    case tensord::ErrorKind::kInternal: type = PyExc_RuntimeError; break;
+  }
+  PyErr_SetString(type, std::string(s.message()).c_str());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T Unwrap(absl::StatusOr<T> s) {
+  if (!s.ok()) Raise(s.status());
+  return *std::move(s);
+}
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) Raise(s);
+}
+
+// ---------------------------------------------------------------- registry
+
+// Python classes the package registers at import (tensord.dtype,
+// tensord.device), and the package directory (frames inside it are skipped
+// when naming a call site).
+struct PyTypes {
+  py::object dtype_cls;
+  py::object device_cls;
+  py::object dtype_by_code;  // list: code -> tensord.dtype object
+  std::string package_dir;
+};
+PyTypes& Types() {
+  static PyTypes* t = new PyTypes();  // leaked: outlives interpreter teardown order
+  return *t;
+}
+
+// "file.py:42" of the innermost frame outside the tensord package.
+tc::CallSite PyCallSite() {
+  PyFrameObject* f = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(f);
+  const std::string& pkg = Types().package_dir;
+  std::string site = "<python>";
+  while (f != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(f);  // new reference
+    const char* fn = PyUnicode_AsUTF8(code->co_filename);
+    Py_DECREF(code);
+    if (fn == nullptr) {
+      PyErr_Clear();
+      fn = "?";
+    }
+    const bool inside = !pkg.empty() && std::strncmp(fn, pkg.c_str(), pkg.size()) == 0;
+    if (!inside) {
+      const char* base = std::strrchr(fn, '/');
+      site = absl::StrCat(base ? base + 1 : fn, ":", PyFrame_GetLineNumber(f));
+      Py_DECREF(f);
+      return tc::CallSite{site};
+    }
+    PyFrameObject* back = PyFrame_GetBack(f);  // new reference
+    Py_DECREF(f);
+    f = back;
+  }
+  return tc::CallSite{site};
+}
+
+// ---------------------------------------------------------------- conversion
+
+bool IsNumpyScalar(py::handle o) {
+  py::handle type = py::type::handle_of(o);
+  py::object mod = type.attr("__module__");
+  return py::isinstance<py::str>(mod) && mod.cast<std::string>() == "numpy" && py::hasattr(o, "dtype");
+}
+
+ScalarType DtypeOf(py::handle o) {
+  const int code = o.attr("_code").cast<int>();
+  if (!tensord::IsValidScalarType(code)) {
+    Raise(tensord::TypeErr(absl::StrCat("invalid dtype object with code ", code)));
+  }
+  return static_cast<ScalarType>(code);
+}
+
+Device DeviceOf(py::handle o) {
+  return Unwrap(tensord::ParseDevice(py::str(o).cast<std::string>()));
+}
+
+tc::Arg ToArg(py::handle o);
+
+tc::Arg SequenceToArg(py::handle seq) {
+  py::sequence s = py::reinterpret_borrow<py::sequence>(seq);
+  const size_t n = s.size();
+  if (n == 0) return tc::Arg(std::vector<int64_t>{});
+  bool all_int = true, all_num = true, all_tensor = true, tensor_or_none = true;
+  for (size_t i = 0; i < n; ++i) {
+    py::handle item = s[i];
+    const bool is_bool = PyBool_Check(item.ptr());
+    const bool is_int = !is_bool && (PyLong_Check(item.ptr()) ||
+                                     (IsNumpyScalar(item) && py::str(item.attr("dtype").attr("kind"))
+                                                                     .cast<std::string>()
+                                                                     .find_first_of("iu") == 0));
+    const bool is_float = PyFloat_Check(item.ptr());
+    const bool is_tensor = py::isinstance<tc::Tensor>(item);
+    all_int &= is_int;
+    all_num &= is_int || is_float;
+    all_tensor &= is_tensor;
+    tensor_or_none &= is_tensor || item.is_none();
+  }
+  if (all_int) {
+    std::vector<int64_t> v;
+    v.reserve(n);
+    for (size_t i = 0; i < n; ++i) v.push_back(py::int_(s[i]).cast<int64_t>());
+    return tc::Arg(std::move(v));
+  }
+  if (all_tensor) {
+    std::vector<tc::Tensor> v;
+    for (size_t i = 0; i < n; ++i) v.push_back(s[i].cast<tc::Tensor>());
+    return tc::Arg(std::move(v));
+  }
+  if (tensor_or_none) {
+    tc::Arg::OptionalTensors v;
+    for (size_t i = 0; i < n; ++i) {
+      if (s[i].is_none()) {
+        v.items.emplace_back(std::nullopt);
+      } else {
+        v.items.emplace_back(s[i].cast<tc::Tensor>());
+      }
+    }
+    return tc::Arg(std::move(v));
+  }
+  if (all_num) {
+    std::vector<double> v;
+    for (size_t i = 0; i < n; ++i) v.push_back(py::float_(s[i]).cast<double>());
+    return tc::Arg(Value(std::move(v)));
+  }
+  Raise(tensord::TypeErr(absl::StrCat("a sequence argument must hold only ints, only floats or only Tensors; got ",
+                                      py::str(py::repr(seq)).cast<std::string>())));
+}
+
+tc::Arg ToArg(py::handle o) {
+  PyObject* p = o.ptr();
+  if (p == Py_None) return tc::Arg();
+  if (PyBool_Check(p)) return tc::Arg(p == Py_True);
+  if (PyLong_Check(p)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(p, &overflow);
+    if (overflow != 0) {
+      Raise(tensord::RuntimeErr(absl::StrCat("value ", py::str(o).cast<std::string>(),
+                                             " cannot be converted to int64 without overflow")));
+    }
+    return tc::Arg(static_cast<int64_t>(v));
+  }
+  if (PyFloat_Check(p)) return tc::Arg(PyFloat_AS_DOUBLE(p));
+  if (py::isinstance<tc::Tensor>(o)) return tc::Arg(o.cast<tc::Tensor>());
+  if (PyUnicode_Check(p)) return tc::Arg(o.cast<std::string>());
+  const PyTypes& t = Types();
+  if (t.dtype_cls && PyObject_IsInstance(p, t.dtype_cls.ptr()) == 1) return tc::Arg(DtypeOf(o));
+  if (t.device_cls && PyObject_IsInstance(p, t.device_cls.ptr()) == 1) return tc::Arg(DeviceOf(o));
+  if (PyList_Check(p) || PyTuple_Check(p)) return SequenceToArg(o);
+  if (IsNumpyScalar(o)) {
+    const std::string kind = py::str(o.attr("dtype").attr("kind"));
+    if (kind == "b") return tc::Arg(o.attr("item")().cast<bool>());
+    if (kind == "i" || kind == "u") return tc::Arg(o.attr("item")().cast<int64_t>());
+    if (kind == "f") return tc::Arg(o.attr("item")().cast<double>());
+  }
+  Raise(tensord::TypeErr(absl::StrCat("cannot pass an object of type ",
+                                      py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(),
+                                      " to a tensord op (expected a Tensor, a number, a bool, a sequence of ints, a "
+                                      "dtype, a device, a string or None)")));
+}
+
+py::object Wrap(std::vector<tc::Tensor> out) {
+  if (out.size() == 1) return py::cast(std::move(out[0]));
+  py::tuple t(out.size());
+  for (size_t i = 0; i < out.size(); ++i) t[i] = py::cast(std::move(out[i]));
+  return std::move(t);
+}
+
+py::object CallOp(const std::string& name, py::args args, py::dict kwargs, tc::CallMode mode) {
+  std::vector<tc::Arg> a;
+  a.reserve(args.size());
+  for (py::handle h : args) a.push_back(ToArg(h));
+  tc::Kwargs k;
+  for (auto item : kwargs) k.emplace_back(item.first.cast<std::string>(), ToArg(item.second));
+  tc::CallSite site = PyCallSite();
+  absl::StatusOr<std::vector<tc::Tensor>> r;
+  {
+    py::gil_scoped_release nogil;
+    r = tc::Call(name, std::move(a), std::move(k), mode, std::move(site));
+  }
+  return Wrap(Unwrap(std::move(r)));
+}
+
+// ---------------------------------------------------------------- host data
+
+py::object ScalarToPy(const tensord::Scalar& s) {
+  if (s.is_bool()) return py::bool_(s.to_bool());
+  if (s.is_int()) return py::int_(s.to_int());
+  return py::float_(s.to_double());
+}
+
+tc::HostData FetchNoGil(const tc::Tensor& t) {
+  absl::StatusOr<tc::HostData> d;
+  {
+    py::gil_scoped_release nogil;
+    d = t.Fetch();
+  }
+  return Unwrap(std::move(d));
+}
+
+py::object BuildList(const tc::HostData& d, size_t dim, int64_t* flat) {
+  const auto& sizes = d.meta.sizes;
+  if (dim == sizes.size()) return ScalarToPy(Unwrap(d.At((*flat)++)));
+  py::list l(sizes[dim]);
+  for (int64_t i = 0; i < sizes[dim]; ++i) l[i] = BuildList(d, dim + 1, flat);
+  return std::move(l);
+}
+
+const char* NumpyName(ScalarType t) {
+  switch (t) {
+    case ScalarType::kBool: return "bool";
+    case ScalarType::kUInt8: return "uint8";
+    case ScalarType::kInt8: return "int8";
+    case ScalarType::kInt16: return "int16";
+    case ScalarType::kInt32: return "int32";
+    case ScalarType::kInt64: return "int64";
+    case ScalarType::kFloat16: return "float16";
+    case ScalarType::kFloat32: return "float32";
+    case ScalarType::kFloat64: return "float64";
+    default: return nullptr;
+  }
+}
+
+// The data as a NumPy array (owning a copy). `decode` converts dtypes NumPy
+// lacks (bfloat16, float8) to float32 instead of raising.
+py::array ToNumpy(const tc::Tensor& t, bool decode) {
+  if (!t.is_meta() && !NumpyName(t.dtype()) && !decode) {
+    Raise(tensord::TypeErr(absl::StrCat("Got unsupported ScalarType ", tensord::DtypeC10Name(t.dtype()),
+                                        ": NumPy has no ", tensord::DtypeName(t.dtype()),
+                                        " dtype; convert first, e.g. t.float().numpy()")));
+  }
+  auto d = std::make_unique<tc::HostData>(FetchNoGil(t));
+  std::vector<py::ssize_t> shape(d->meta.sizes.begin(), d->meta.sizes.end());
+  const char* np = NumpyName(d->meta.dtype);
+  if (np == nullptr) {
+    std::vector<double> v = d->ToDoubles();
+    py::array_t<float> out(shape);
+    float* p = out.mutable_data();
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+    return std::move(out);
+  }
+  const int64_t item = d->meta.itemsize();
+  std::vector<py::ssize_t> strides;
+  for (int64_t s : d->meta.strides) strides.push_back(s * item);
+  void* ptr = d->bytes.data();
+  py::capsule owner(d.get(), [](void* p) { delete static_cast<tc::HostData*>(p); });
+  d.release();
+  return py::array(py::dtype(np), shape, strides, ptr, owner);
+}
+
+py::dict MetaDict(const tensord::TensorMeta& m) {
+  py::dict d;
+  d["sizes"] = py::tuple(py::cast(m.sizes));
+  d["strides"] = py::tuple(py::cast(m.strides));
+  d["storage_offset"] = m.storage_offset;
+  d["dtype"] = static_cast<int>(m.dtype);
+  d["device"] = m.device.ToString();
+  return d;
+}
+
+py::dict StatsDict(const tc::Stats& s) {
+  py::dict d;
+  d["ops_issued"] = s.ops_issued;
+  d["messages_sent"] = s.messages_sent;
+  d["round_trips"] = s.round_trips;
+  d["uploads"] = s.uploads;
+  d["releases"] = s.releases;
+  return d;
+}
+
+// Python index key -> TensorIndex list. Lists and nested sequences were
+// turned into Tensors by the package (tensord.tensor) before this call.
+std::vector<tc::TensorIndex> ToIndices(py::handle key) {
+  std::vector<tc::TensorIndex> out;
+  auto one = [&](py::handle k) {
+    PyObject* p = k.ptr();
+    if (p == Py_None) {
+      out.emplace_back(tc::NoneIndex{});
+    } else if (p == Py_Ellipsis) {
+      out.emplace_back(tc::EllipsisIndex{});
+    } else if (PyBool_Check(p)) {
+      out.emplace_back(p == Py_True);
+    } else if (PySlice_Check(p)) {
+      py::slice sl = py::reinterpret_borrow<py::slice>(k);
+      tc::Slice s;
+      auto get = [](py::object v) -> std::optional<int64_t> {
+        if (v.is_none()) return std::nullopt;
+        return py::int_(v).cast<int64_t>();
+      };
+      s.start = get(sl.attr("start"));
+      s.stop = get(sl.attr("stop"));
+      s.step = get(sl.attr("step"));
+      out.emplace_back(s);
+    } else if (py::isinstance<tc::Tensor>(k)) {
+      out.emplace_back(k.cast<tc::Tensor>());
+    } else if (PyLong_Check(p) || PyIndex_Check(p)) {
+      out.emplace_back(static_cast<int64_t>(py::int_(py::reinterpret_borrow<py::object>(k)).cast<int64_t>()));
+    } else {
+      Raise(tensord::IndexErr(absl::StrCat(
+          "only integers, slices (`:`), ellipsis (`...`), None and long or bool tensors are valid indices (got ",
+          py::str(py::type::handle_of(k).attr("__name__")).cast<std::string>(), ")")));
+    }
+  };
+  if (PyTuple_Check(key.ptr())) {
+    for (py::handle k : py::reinterpret_borrow<py::tuple>(key)) one(k);
+  } else {
+    one(key);
+  }
+  return out;
+}
+
+std::shared_ptr<tc::Session> SessionOrNone() { return tc::DefaultSessionIfAny(); }
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "tensord._C: the compiled binding of the tensord C++ client (use the tensord package instead).";
+
+  // ---- Tensor ---------------------------------------------------------------
+  py::class_<tc::Tensor>(m, "Tensor", R"doc(A tensor: a handle to data in a tensord daemon, or a meta tensor.
+
+Its metadata (shape, strides, dtype, device) is known locally at once; reading
+values (numpy(), item(), tolist(), printing) is a sync point that waits for
+the daemon. Create tensors with tensord.tensor, tensord.from_numpy or the
+factories (tensord.zeros, tensord.randn, ...), never with Tensor() itself.)doc")
+      .def("_sizes", [](const tc::Tensor& t) { return py::tuple(py::cast(t.sizes())); })
+      .def("_strides", [](const tc::Tensor& t) { return py::tuple(py::cast(t.strides())); })
+      .def("_size_of", [](const tc::Tensor& t, int64_t d) { return Unwrap(t.size(d)); })
+      .def("_stride_of", [](const tc::Tensor& t, int64_t d) { return Unwrap(t.stride(d)); })
+      .def_property_readonly("_dtype_code", [](const tc::Tensor& t) { return static_cast<int>(t.dtype()); })
+      .def_property_readonly("_device_str", [](const tc::Tensor& t) { return t.device().ToString(); })
+      .def_property_readonly("_handle", &tc::Tensor::handle)
+      .def_property_readonly("_session_id",
+                             [](const tc::Tensor& t) -> py::object {
+                               if (t.session() == nullptr) return py::none();
+                               return py::int_(t.session()->session_id());
+                             })
+      .def_property_readonly("is_meta", &tc::Tensor::is_meta, "True when the tensor lives on the meta device (no data).")
+      .def("storage_offset", &tc::Tensor::storage_offset,
+           "The offset (in elements) of the first element in the tensor's storage.")
+      .def("numel", &tc::Tensor::numel, "The number of elements (the product of the sizes; 1 for a 0-dim tensor).")
+      .def("dim", &tc::Tensor::dim, "The number of dimensions.")
+      .def("is_contiguous", &tc::Tensor::is_contiguous,
+           "True when the strides are row-major contiguous (strides of size-1 dims ignored, as PyTorch).")
+      .def(
+          "item",
+          [](const tc::Tensor& t) {
+            absl::StatusOr<tensord::Scalar> s;
+            {
+              py::gil_scoped_release nogil;
+              s = t.Item();
+            }
+            return ScalarToPy(Unwrap(std::move(s)));
+          },
+          R"doc(The value of a one-element tensor as a Python number (a sync point).
+
+Raises RuntimeError when numel() != 1, NotImplementedError on a meta tensor
+(its value depends on data), or the error of the op that produced the tensor
+if it failed in the daemon.)doc")
+      .def(
+          "tolist",
+          [](const tc::Tensor& t) {
+            tc::HostData d = FetchNoGil(t);
+            int64_t flat = 0;
+            return BuildList(d, 0, &flat);
+          },
+          "The data as nested Python lists (a number for a 0-dim tensor). A sync point.")
+      .def(
+          "numpy", [](const tc::Tensor& t) { return ToNumpy(t, false); },
+          R"doc(A NumPy array holding a copy of the data (a sync point).
+
+dtypes map by name (float32 -> numpy.float32, bool -> numpy.bool_); bfloat16
+and float8 raise TypeError (NumPy has no such types); meta tensors raise
+NotImplementedError.)doc")
+      .def("_host_array", [](const tc::Tensor& t) { return ToNumpy(t, true); })
+      .def("_cpp_repr", &tc::Tensor::ToString);
+
+  // ---- ops --------------------------------------------------------------------
+  m.def(
+      "call", [](const std::string& name, py::args args, py::kwargs kwargs) {
+        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kFunction);
+      },
+      "call(name, *args, **kwargs): calls op `name` as a function (overloads resolved in C++).");
+  m.def(
+      "call_method", [](const std::string& name, py::args args, py::kwargs kwargs) {
+        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kMethod);
+      },
+      "call_method(name, self, *args, **kwargs): calls op `name` as a Tensor method.");
+  m.def(
+      "call_any", [](const std::string& name, py::args args, py::kwargs kwargs) {
+        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kAny);
+      },
+      "call_any(name, *args, **kwargs): calls op `name` (base or full name) with any overload.");
+  m.def(
+      "index",
+      [](const tc::Tensor& self, py::handle key) {
+        std::vector<tc::TensorIndex> idx = ToIndices(key);
+        tc::CallSite site = PyCallSite();
+        absl::StatusOr<tc::Tensor> r;
+        {
+          py::gil_scoped_release nogil;
+          r = tc::Index(self, idx, std::move(site));
+        }
+        return Unwrap(std::move(r));
+      },
+      "index(tensor, key): tensor[key] (ints, slices, None, Ellipsis, bools, integer and bool tensors).");
+  m.def(
+      "floor_divide",
+      [](const tc::Tensor& a, py::handle b) {
+        tc::Arg arg = ToArg(b);
+        tc::CallSite site = PyCallSite();
+        absl::StatusOr<tc::Tensor> r;
+        {
+          py::gil_scoped_release nogil;
+          r = tc::FloorDivide(a, arg, std::move(site));
+        }
+        return Unwrap(std::move(r));
+      },
+      "floor_divide(a, b): a // b, rounding toward negative infinity (PyTorch floor_divide).");
+  m.def(
+      "from_buffer",
+      [](py::buffer buf, std::vector<int64_t> sizes, int dtype_code, py::object device) {
+        if (!tensord::IsValidScalarType(dtype_code)) Raise(tensord::TypeErr("from_buffer: invalid dtype code"));
+        py::buffer_info info = buf.request();
+        std::optional<Device> dev;
+        if (!device.is_none()) dev = DeviceOf(device);
+        const size_t nbytes = static_cast<size_t>(info.size) * static_cast<size_t>(info.itemsize);
+        tc::CallSite site = PyCallSite();
+        absl::StatusOr<tc::Tensor> r;
+        {
+          py::gil_scoped_release nogil;
+          r = tc::FromBlob(info.ptr, nbytes, std::move(sizes), static_cast<ScalarType>(dtype_code), dev,
+                           std::move(site));
+        }
+        return Unwrap(std::move(r));
+      },
+      py::arg("buffer"), py::arg("sizes"), py::arg("dtype"), py::arg("device") = py::none(),
+      "from_buffer(buffer, sizes, dtype_code, device=None): a tensor holding a copy of a C-contiguous buffer.");
+
+  m.def(
+      "op_table",
+      []() {
+        py::list out;
+        for (const tensord::OpEntry& e : tensord::OpTable::Get().entries()) {
+          py::dict d;
+          d["id"] = e.id;
+          d["name"] = e.schema.name;
+          d["overload"] = e.schema.overload;
+          d["full_name"] = e.full_name();
+          d["schema"] = e.schema_text;
+          d["is_method"] = e.has(tensord::kMethod);
+          d["is_function"] = e.has(tensord::kFunction);
+          d["is_factory"] = e.has(tensord::kFactory);
+          d["is_random"] = e.has(tensord::kRandom);
+          d["data_dependent"] = e.has(tensord::kDataDependent);
+          d["is_view"] = e.is_view();
+          py::list args, rets;
+          for (const tensord::Argument& a : e.schema.arguments) args.append(a.name);
+          for (const tensord::Return& r : e.schema.returns) rets.append(r.name);
+          d["arguments"] = args;
+          d["returns"] = rets;
+          out.append(d);
+        }
+        return out;
+      },
+      "The op table: one dict per op (name, overload, schema, flags, argument and return names).");
+  m.def("op_table_digest", []() { return tensord::OpTable::Get().digest(); });
+
+  // ---- dtypes and devices -----------------------------------------------------
+  m.def(
+      "dtypes",
+      []() {
+        py::list out;
+        for (int c = 0; c < tensord::kNumScalarTypes; ++c) {
+          const auto t = static_cast<ScalarType>(c);
+          out.append(py::make_tuple(c, std::string(tensord::DtypeName(t)), tensord::ItemSize(t),
+                                    tensord::IsFloating(t), tensord::IsSigned(t),
+                                    std::string(tensord::DtypeC10Name(t))));
+        }
+        return out;
+      },
+      "All dtypes: (code, name, itemsize, is_floating_point, is_signed, c10 name).");
+  m.def(
+      "parse_dtype",
+      [](const std::string& name) { return static_cast<int>(Unwrap(tensord::ParseDtype(name))); },
+      "The code of a dtype name ('float32', 'float', 'long', ...); RuntimeError if unknown.");
+  m.def(
+      "parse_device",
+      [](const std::string& text) {
+        Device d = Unwrap(tensord::ParseDevice(text));
+        const char* type = d.is_cpu() ? "cpu" : d.is_cuda() ? "cuda" : "meta";
+        return py::make_tuple(type, d.is_cuda() ? py::object(py::int_(d.index)) : py::object(py::none()));
+      },
+      "Parses 'cpu', 'meta', 'cuda', 'cuda:N' into (type, index or None).");
+  m.def("push_device", [](py::handle d) { tc::PushDefaultDevice(DeviceOf(d)); });
+  m.def("pop_device", []() { tc::PopDefaultDevice(); });
+  m.def("default_device", []() -> py::object {
+    std::optional<Device> d = tc::DefaultDevice();
+    if (!d) return py::none();
+    return py::str(d->ToString());
+  });
+  m.def("_register_types", [](py::object dtype_cls, py::object device_cls, std::string package_dir) {
+    Types().dtype_cls = std::move(dtype_cls);
+    Types().device_cls = std::move(device_cls);
+    Types().package_dir = std::move(package_dir);
+  });
+
+  // ---- sessions ---------------------------------------------------------------
+  py::class_<tc::Session, std::shared_ptr<tc::Session>>(m, "Session",
+                                                          "A session with a tensord daemon (see tensord.connect).")
+      .def_property_readonly("session_id", &tc::Session::session_id)
+      .def_property_readonly("address", &tc::Session::address)
+      .def_property_readonly("daemon_pid", &tc::Session::daemon_pid)
+      .def_property_readonly("closed", &tc::Session::closed)
+      .def_property_readonly("devices", [](const tc::Session& s) { return s.daemon_info().devices; })
+      .def("stats", [](const tc::Session& s) { return StatsDict(s.stats()); })
+      .def("synchronize",
+           [](tc::Session& s) {
+             absl::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = s.Synchronize();
+             }
+             Check(st);
+           })
+      .def("close", [](tc::Session& s) {
+        absl::Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = s.Close();
+        }
+        Check(st);
+      });
+  m.def("connect", [](const std::string& address) {
+    absl::StatusOr<std::shared_ptr<tc::Session>> s;
+    {
+      py::gil_scoped_release nogil;
+      s = tc::Session::Connect(address, tc::SessionOptions{.client_name = "tensord-python"});
+    }
+    return Unwrap(std::move(s));
+  });
+  m.def("spawn_embedded", []() {
+    absl::StatusOr<std::shared_ptr<tc::Session>> s;
+    {
+      py::gil_scoped_release nogil;
+      s = tc::Session::SpawnEmbedded(tc::SessionOptions{.client_name = "tensord-python"});
+    }
+    return Unwrap(std::move(s));
+  });
+  m.def("current_session", []() {
+    absl::StatusOr<std::shared_ptr<tc::Session>> s;
+    {
+      py::gil_scoped_release nogil;
+      s = tc::CurrentSession();
+    }
+    return Unwrap(std::move(s));
+  });
+  m.def("default_session", &SessionOrNone);
+  m.def("set_default_session", &tc::SetDefaultSession);
+  m.def("exchange_thread_session", &tc::ExchangeThreadSession);
+  m.def("shutdown", []() {
+    py::gil_scoped_release nogil;
+    tc::ShutdownAll();
+  });
+  m.def("meta_ops_run", &tc::MetaOpsRun);
+  m.def(
+      "_daemon_meta",
+      [](const tc::Tensor& t) {
+        absl::StatusOr<tensord::TensorMeta> r;
+        {
+          py::gil_scoped_release nogil;
+          r = t.DaemonMeta();
+        }
+        return MetaDict(Unwrap(std::move(r)));
+      },
+      "The metadata the daemon holds for a tensor (a sync point): dict of sizes, strides, storage_offset, dtype "
+      "(code), device.");
+  m.def("_client_meta", [](const tc::Tensor& t) { return MetaDict(t.meta()); });
+}

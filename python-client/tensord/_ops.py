@@ -1,0 +1,247 @@
+"""The Python surface of the op table: module functions and Tensor methods.
+
+Nothing here is a list of ops: ``_C.op_table()`` (the table in meta/src/ops.cc)
+says which ops exist and whether each has a function and/or a method form;
+every generated callable forwards its arguments to the C++ client, which
+resolves the overload, binds arguments, runs the meta function and streams
+the call. This module only adds documentation and PyTorch-style named tuples
+for ops with several returns.
+"""
+import collections
+import types
+
+from . import _C
+
+__all__ = ["install", "return_types", "OP_DOCS"]
+
+# Documentation of each op family, by base name. Behaviour is decided by the
+# meta functions and kernels; these words describe it for help().
+_UNARY_SAME = ("Elementwise {what}. The output has the input's shape, dtype and memory layout "
+               "(strides follow the input's permutation, as PyTorch).")
+_UNARY_FLOAT = ("Elementwise {what}. Floating inputs keep their dtype; integer and bool inputs give "
+                "the default float dtype (float32), as PyTorch's int-to-float rule. The output has the "
+                "input's shape and memory layout.")
+_UNARY_BOOL = "Elementwise {what}. Returns a bool tensor of the input's shape."
+_BINARY = ("Elementwise {what} with NumPy broadcasting. The result dtype follows PyTorch type promotion "
+           "(bool < integer < floating; a Python number or a 0-dim tensor only raises the category; "
+           "bfloat16 with float16 gives float32; float8 types do not promote). ``other`` may be a "
+           "Tensor or a Python number (which selects the Scalar overload). Raises RuntimeError when "
+           "the shapes do not broadcast (naming the sizes and the dimension).")
+_COMPARE = ("Elementwise {what} with NumPy broadcasting; returns a bool tensor. Operands are "
+            "compared in their promoted dtype (PyTorch type promotion). ``other`` may be a Tensor "
+            "or a Python number. RuntimeError when the shapes do not broadcast.")
+_BITWISE = ("Elementwise {what} of integer or bool tensors with broadcasting (PyTorch type "
+            "promotion). RuntimeError for floating inputs.")
+_REDUCE = ("{what} over ``dim`` (an int or a list of ints; negative dims count from the end; "
+           "None reduces every dim). ``keepdim=True`` keeps reduced dims as size 1. The output is "
+           "contiguous. {dtype} IndexError for a dim out of range, RuntimeError for a repeated dim.")
+_FACTORY = ("{what}. Sizes may be given as varargs ints (``zeros(3, 4)``) or one sequence "
+            "(``zeros((3, 4))``). ``dtype`` defaults to {default}; ``device`` defaults to the innermost "
+            "``with tensord.device(...)`` context, else cpu. ``device='meta'`` gives a meta tensor "
+            "without contacting any daemon. Negative sizes raise RuntimeError.")
+_LIKE = ("{what} with the shape of ``self``, and its dtype, device and memory layout unless "
+         "``dtype=``/``device=`` say otherwise (a meta input stays on meta).")
+_VIEW = ("{what}. A view: the result aliases ``self``'s storage (no data is copied); its strides "
+         "and storage offset are computed by the meta function.")
+
+OP_DOCS = {
+    "empty": _FACTORY.format(what="A tensor of the given sizes with unspecified values", default="float32"),
+    "zeros": _FACTORY.format(what="A tensor of the given sizes filled with 0", default="float32"),
+    "ones": _FACTORY.format(what="A tensor of the given sizes filled with 1", default="float32"),
+    "full": _FACTORY.format(what="A tensor of ``size`` filled with ``fill_value``",
+                            default="the dtype of fill_value (bool, int64 or float32)"),
+    "arange": ("Values from ``start`` (default 0) to ``end`` (exclusive) by ``step``, as a 1-D tensor. "
+               "dtype: int64 when every bound is an int, else float32 (PyTorch's rule). RuntimeError for "
+               "a zero step or bounds inconsistent with the step's sign."),
+    "rand": _FACTORY.format(what="Uniform random values in [0, 1), drawn from the session's generator",
+                            default="float32"),
+    "randn": _FACTORY.format(what="Standard normal random values, drawn from the session's generator",
+                             default="float32"),
+    "eye": ("A 2-D tensor with ones on the diagonal: ``n`` rows and ``m`` (default n) columns. dtype "
+            "defaults to float32; device as the other factories."),
+    "empty_like": _LIKE.format(what="An uninitialised tensor"),
+    "zeros_like": _LIKE.format(what="A tensor of zeros"),
+    "ones_like": _LIKE.format(what="A tensor of ones"),
+    "full_like": _LIKE.format(what="A tensor filled with ``fill_value``"),
+    "rand_like": _LIKE.format(what="Uniform [0, 1) random values"),
+    "randn_like": _LIKE.format(what="Standard normal random values"),
+    "neg": _UNARY_SAME.format(what="negation (-x); RuntimeError for bool, as PyTorch"),
+    "abs": _UNARY_SAME.format(what="absolute value"),
+    "sign": _UNARY_SAME.format(what="sign (-1, 0 or 1)"),
+    "floor": _UNARY_SAME.format(what="floor (largest integer <= x); integers are returned unchanged"),
+    "ceil": _UNARY_SAME.format(what="ceiling (smallest integer >= x)"),
+    "round": _UNARY_SAME.format(what="rounding half to even"),
+    "trunc": _UNARY_SAME.format(what="truncation toward zero"),
+    "relu": _UNARY_SAME.format(what="max(x, 0)"),
+    "bitwise_not": "Elementwise bitwise NOT of an integer tensor (logical NOT for bool). RuntimeError for floating inputs.",
+    "exp": _UNARY_FLOAT.format(what="e**x"),
+    "log": _UNARY_FLOAT.format(what="natural logarithm"),
+    "sqrt": _UNARY_FLOAT.format(what="square root"),
+    "rsqrt": _UNARY_FLOAT.format(what="1 / sqrt(x)"),
+    "sin": _UNARY_FLOAT.format(what="sine"),
+    "cos": _UNARY_FLOAT.format(what="cosine"),
+    "tanh": _UNARY_FLOAT.format(what="hyperbolic tangent"),
+    "sigmoid": _UNARY_FLOAT.format(what="logistic sigmoid 1 / (1 + exp(-x))"),
+    "reciprocal": _UNARY_FLOAT.format(what="1 / x"),
+    "logical_not": _UNARY_BOOL.format(what="logical NOT (x == 0)"),
+    "isnan": _UNARY_BOOL.format(what="test for NaN"),
+    "isinf": _UNARY_BOOL.format(what="test for +/-infinity"),
+    "isfinite": _UNARY_BOOL.format(what="test for finite values"),
+    "add": _BINARY.format(what="addition self + alpha * other"),
+    "sub": _BINARY.format(what="subtraction self - alpha * other (RuntimeError for bool)"),
+    "rsub": _BINARY.format(what="reversed subtraction other - alpha * self"),
+    "mul": _BINARY.format(what="multiplication"),
+    "div": ("Elementwise true division with broadcasting. Integer and bool operands give the default "
+            "float dtype (float32); floating operands follow PyTorch type promotion."),
+    "remainder": _BINARY.format(what="remainder with the sign of the divisor (Python's %)"),
+    "pow": _BINARY.format(what="power self ** exponent; ``pow(number, tensor)`` is also accepted"),
+    "maximum": _BINARY.format(what="maximum (NaN propagates)"),
+    "minimum": _BINARY.format(what="minimum (NaN propagates)"),
+    "eq": _COMPARE.format(what="equality"),
+    "ne": _COMPARE.format(what="inequality"),
+    "lt": _COMPARE.format(what="less-than"),
+    "le": _COMPARE.format(what="less-or-equal"),
+    "gt": _COMPARE.format(what="greater-than"),
+    "ge": _COMPARE.format(what="greater-or-equal"),
+    "logical_and": "Elementwise logical AND (nonzero is true) with broadcasting; returns bool.",
+    "logical_or": "Elementwise logical OR (nonzero is true) with broadcasting; returns bool.",
+    "logical_xor": "Elementwise logical XOR (nonzero is true) with broadcasting; returns bool.",
+    "bitwise_and": _BITWISE.format(what="bitwise AND"),
+    "bitwise_or": _BITWISE.format(what="bitwise OR"),
+    "bitwise_xor": _BITWISE.format(what="bitwise XOR"),
+    "where": ("``where(condition, self, other)``: elements of ``self`` where ``condition`` (a bool tensor) "
+              "is true, else of ``other``; the three broadcast together and the dtype is the promotion "
+              "of self and other. Either may be a Python number. As a method, ``x.where(cond, y)``."),
+    "clamp": ("Elementwise clamp into [min, max] (either may be None, not both). The dtype follows PyTorch "
+              "type promotion with the bounds."),
+    "masked_fill": ("A copy of ``self`` with ``value`` where ``mask`` (bool, broadcastable to self) is true. "
+                    "Keeps self's dtype and shape."),
+    "sum": _REDUCE.format(what="Sum", dtype="Integer and bool inputs sum to int64 (PyTorch's rule) unless "
+                          "``dtype=`` is given."),
+    "mean": _REDUCE.format(what="Arithmetic mean", dtype="Requires a floating input (or ``dtype=``); "
+                           "RuntimeError for integers, as PyTorch."),
+    "amax": _REDUCE.format(what="Maximum", dtype="Keeps the input dtype; ``dim=[]`` reduces every dim."),
+    "amin": _REDUCE.format(what="Minimum", dtype="Keeps the input dtype; ``dim=[]`` reduces every dim."),
+    "argmax": ("Index (int64) of the maximum over ``dim`` (an int; None flattens). The first occurrence wins. "
+               "``keepdim`` keeps the dim as size 1."),
+    "argmin": ("Index (int64) of the minimum over ``dim`` (an int; None flattens). The first occurrence wins. "
+               "``keepdim`` keeps the dim as size 1."),
+    "max": ("``max(x)``: the maximum of all elements (0-dim). ``max(x, dim, keepdim=False)``: a named tuple "
+            "(values, indices) over ``dim``."),
+    "min": ("``min(x)``: the minimum of all elements (0-dim). ``min(x, dim, keepdim=False)``: a named tuple "
+            "(values, indices) over ``dim``."),
+    "matmul": ("Matrix product with PyTorch's rank rules: 1-D x 1-D is a dot product (0-dim), 2-D x 2-D a "
+               "matrix product, 1-D operands are promoted to a matrix and the added dim removed, and batch "
+               "dims broadcast. Both operands must have the same dtype. RuntimeError naming both shapes on a "
+               "size mismatch, e.g. 'matmul: size mismatch, self is [8, 4], other is [3, 2] (4 != 3)'. "
+               "The output is contiguous."),
+    "mm": "Matrix product of two 2-D tensors of the same dtype ([n, k] @ [k, m] -> [n, m]).",
+    "bmm": "Batched matrix product of two 3-D tensors ([b, n, k] @ [b, k, m] -> [b, n, m]); batch sizes must match.",
+    "view": _VIEW.format(what="The same data with a new shape (one size may be -1); varargs ints or one "
+                         "sequence. RuntimeError when the strides are incompatible (use reshape)"),
+    "reshape": ("The data with a new shape (one size may be -1). A view when the strides allow it, else a "
+                "contiguous copy (decided from metadata alone, as PyTorch)."),
+    "transpose": _VIEW.format(what="``self`` with dims ``dim0`` and ``dim1`` swapped"),
+    "permute": _VIEW.format(what="``self`` with its dims reordered by ``dims`` (varargs or a sequence)"),
+    "t": _VIEW.format(what="The transpose of a tensor of at most 2 dims"),
+    "slice": _VIEW.format(what="``self[start:end:step]`` along ``dim`` (step > 0)"),
+    "select": _VIEW.format(what="``self`` indexed by ``index`` along ``dim``; that dim is removed. IndexError "
+                           "when the index is out of range"),
+    "narrow": _VIEW.format(what="``length`` elements of ``self`` along ``dim`` from ``start``"),
+    "expand": _VIEW.format(what="``self`` broadcast to ``size`` (-1 keeps a size) with stride 0 for new or "
+                           "expanded dims"),
+    "squeeze": _VIEW.format(what="``self`` without size-1 dims (all, or only ``dim``)"),
+    "unsqueeze": _VIEW.format(what="``self`` with a size-1 dim inserted at ``dim``"),
+    "flatten": "``self`` with dims ``start_dim``..``end_dim`` merged into one (a view when possible, else a copy).",
+    "contiguous": "``self`` if it is already contiguous (an alias), else a contiguous copy.",
+    "clone": "A copy of ``self`` with fresh storage, keeping its memory layout (preserve_format).",
+    "to": ("``to(dtype)`` converts the elements; ``to(device)`` moves the tensor; ``to(device, dtype)`` both. "
+           "Returns an alias when nothing changes. A real tensor moved to 'meta' becomes a local meta tensor; "
+           "a meta tensor cannot be moved to a real device (it has no data): use "
+           "``empty_like(t, device='cpu')`` instead."),
+    "topk": ("The ``k`` largest (or smallest with ``largest=False``) elements along ``dim``: a named tuple "
+             "(values, indices), indices int64. RuntimeError when k exceeds the dim's size."),
+    "gather": ("Values of ``self`` along ``dim`` at ``index`` (int64, same rank as self); the output has "
+               "index's shape. Out-of-range indices fail in the daemon (reported at the next sync point)."),
+    "index_select": "Rows of ``self`` along ``dim`` chosen by a 1-D int64 ``index``.",
+    "index": ("Advanced indexing ``self[indices]`` with a list of int64 tensors (None for dims not "
+              "indexed); indices broadcast together. Used by ``x[tensor]``."),
+    "cat": "Concatenation of tensors along ``dim`` (sizes must match elsewhere; dtypes promote).",
+    "stack": "Stacks tensors of equal shape along a new dim ``dim``.",
+    "nonzero": ("The indices of nonzero elements as an int64 tensor [n, ndim]. Its shape depends on the data: "
+                "on a real tensor one round trip asks the daemon; on a meta tensor it raises "
+                "NotImplementedError naming the op."),
+    "masked_select": ("The elements of ``self`` where ``mask`` is true, as a 1-D tensor (broadcasting). Its "
+                      "shape depends on the data: NotImplementedError on meta tensors; one round trip on real "
+                      "ones. Used by ``x[bool_mask]``."),
+}
+
+# Named tuples for ops with several returns: tensord.return_types.topk, ...
+return_types = types.ModuleType("tensord.return_types", "Named tuples returned by ops with several outputs.")
+
+
+def _doc(name, entries, method):
+    lines = []
+    if method:
+        lines.append(f"Tensor.{name}(...): the method form of tensord.{name}, with this tensor as ``self``.")
+    desc = OP_DOCS.get(name)
+    lines.append(desc if desc else f"The op {name!r} of the op table.")
+    lines.append("")
+    lines.append("Schemas (overloads are tried in this order; the first that accepts the arguments wins):")
+    for e in entries:
+        lines.append("    " + e["schema"])
+    lines.append("")
+    lines.append("Arguments are bound and the output shape, strides and dtype are computed locally before "
+                 "anything is sent: TypeError for arguments no overload accepts, RuntimeError/IndexError for "
+                 "shape and dtype errors, raised here at the call site. Errors that need data (e.g. an index "
+                 "out of range inside a tensor) surface at the next sync point, naming the op and this call site.")
+    return "\n".join(lines)
+
+
+def _returns_type(name, entries):
+    names = None
+    for e in entries:
+        if len(e["returns"]) > 1 and all(e["returns"]):
+            names = tuple(e["returns"])
+    if names is None:
+        return None
+    nt = collections.namedtuple(name, names)
+    nt.__module__ = "tensord.return_types"
+    nt.__doc__ = f"The outputs of {name}: " + ", ".join(names) + "."
+    setattr(return_types, name, nt)
+    return nt
+
+
+def _make(name, entries, method, nt):
+    call = _C.call_method if method else _C.call
+    if nt is None:
+        def fn(*args, **kwargs):
+            return call(name, *args, **kwargs)
+    else:
+        def fn(*args, **kwargs):
+            r = call(name, *args, **kwargs)
+            return nt(*r) if isinstance(r, tuple) else r
+    fn.__name__ = name
+    fn.__qualname__ = ("Tensor." + name) if method else name
+    fn.__doc__ = _doc(name, entries, method)
+    return fn
+
+
+def install(module_dict, tensor_cls):
+    """Adds a function to ``module_dict`` for every op with a function form and
+    a method to ``tensor_cls`` for every op with a method form. Returns the
+    base names installed as (functions, methods)."""
+    by_name = {}
+    for e in _C.op_table():
+        by_name.setdefault(e["name"], []).append(e)
+    functions, methods = [], []
+    for name, entries in by_name.items():
+        nt = _returns_type(name, entries)
+        if any(e["is_function"] for e in entries):
+            module_dict[name] = _make(name, [e for e in entries if e["is_function"]], False, nt)
+            module_dict[name].__module__ = "tensord"
+            functions.append(name)
+        if any(e["is_method"] for e in entries):
+            setattr(tensor_cls, name, _make(name, [e for e in entries if e["is_method"]], True, nt))
+            methods.append(name)
+    return functions, methods

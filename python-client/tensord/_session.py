@@ -1,0 +1,135 @@
+"""Sessions with a tensord daemon: ``tensord.connect``, ``tensord.synchronize``,
+``tensord.stats``. A default session is created lazily (from
+``$TENSORD_ADDRESS``, else an embedded daemon on a private Unix socket) the
+first time a real (non-meta) tensor is created; importing tensord starts
+nothing, and meta tensors never need a session.
+"""
+import os
+
+from . import _C
+
+__all__ = ["Session", "connect", "synchronize", "stats", "default_session"]
+
+_STAT_KEYS = ("ops_issued", "messages_sent", "round_trips", "uploads", "releases")
+
+
+class Session:
+    """A session with a tensord daemon: its own handle table, memory accounting
+    and in-order op stream. Tensors belong to the session that created them;
+    using tensors of two sessions in one op raises RuntimeError.
+
+    Use it as a context manager to make factories on this thread create their
+    tensors in this session::
+
+        s = tensord.connect("unix:/run/tensord.sock")
+        with s:
+            x = tensord.ones(3)
+
+    ``close()`` frees everything the session owned in the daemon (and stops an
+    embedded daemon); later use of its tensors raises RuntimeError.
+    """
+
+    def __init__(self, raw):
+        self._raw = raw
+        self._previous = []
+
+    @property
+    def session_id(self):
+        """The daemon's id of this session (int)."""
+        return self._raw.session_id
+
+    @property
+    def address(self):
+        """The daemon's address ('unix:/path' or 'host:port')."""
+        return self._raw.address
+
+    @property
+    def daemon_pid(self):
+        """The pid of the embedded daemon, or 0 for an external one."""
+        return self._raw.daemon_pid
+
+    @property
+    def closed(self):
+        """True once close() ran."""
+        return self._raw.closed
+
+    @property
+    def devices(self):
+        """The devices the daemon reported in the handshake (['cpu', 'cuda:0', ...])."""
+        return list(self._raw.devices)
+
+    def stats(self):
+        """Client counters of this session: dict with ops_issued, messages_sent,
+        round_trips (blocking waits for the daemon), uploads and releases."""
+        return self._raw.stats()
+
+    def synchronize(self):
+        """Waits until the daemon has executed everything sent so far; raises the
+        first error not reported before (naming the failed op, its call id and
+        the call site), with its exception type (RuntimeError, MemoryError, ...)."""
+        self._raw.synchronize()
+
+    def close(self):
+        """Ends the session (idempotent)."""
+        self._raw.close()
+
+    def __enter__(self):
+        self._previous.append(_C.exchange_thread_session(self._raw))
+        return self
+
+    def __exit__(self, *exc):
+        _C.exchange_thread_session(self._previous.pop())
+        return False
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return f"<tensord.Session {self.session_id} at {self.address} ({state})>"
+
+
+def connect(address=None, *, set_default=True):
+    """Opens a session and (unless ``set_default=False``) makes it the default
+    one; returns the Session.
+
+    Args:
+        address: 'unix:/path/to.sock' or 'host:port' of a running daemon
+            (``tensord serve --listen ...``). None uses ``$TENSORD_ADDRESS``,
+            and when that is unset spawns a private daemon on a Unix socket in
+            a temporary directory, stopped when the session closes or Python
+            exits.
+
+    Raises RuntimeError when the daemon cannot be reached, refuses the
+    handshake (different op table: the message says what differs), or the
+    daemon binary cannot be found.
+    """
+    if address is None:
+        address = os.environ.get("TENSORD_ADDRESS") or None
+    raw = _C.connect(address) if address else _C.spawn_embedded()
+    if set_default:
+        _C.set_default_session(raw)
+    return Session(raw)
+
+
+def default_session():
+    """The default Session, or None when none was created yet (never creates one)."""
+    raw = _C.default_session()
+    return None if raw is None else Session(raw)
+
+
+def synchronize():
+    """Waits for the default session's daemon to execute everything sent so far
+    and raises the first unreported error (see Session.synchronize). Does
+    nothing when no session exists."""
+    raw = _C.default_session()
+    if raw is not None and not raw.closed:
+        raw.synchronize()
+
+
+def stats():
+    """Counters of the default session as a dict: ops_issued (op calls streamed),
+    messages_sent (stream messages), round_trips (blocking waits for the
+    daemon), uploads, releases; plus meta_ops (ops run in meta mode in this
+    process). All zero when no session exists."""
+    raw = _C.default_session()
+    out = raw.stats() if raw is not None else {k: 0 for k in _STAT_KEYS}
+    out["meta_ops"] = _C.meta_ops_run()
+    return out

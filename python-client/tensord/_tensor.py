@@ -1,0 +1,338 @@
+"""The Python face of ``tensord.Tensor`` (the compiled ``_C.Tensor``):
+properties, Python protocols, operators and indexing.
+
+Every operator maps to an op of the table (``a + b`` is ``add``, ``a @ b`` is
+``matmul``, ...) and goes through the C++ client like any other call;
+``x[...]`` is translated by the C++ client into select/slice/unsqueeze/
+index/masked_select calls.
+"""
+import numbers
+
+from . import _C
+from ._device import device as _device_cls
+from ._dtype import ALIASES, BY_CODE, BY_NAME
+from ._formatting import tensor_repr
+from ._size import Size
+
+__all__ = ["Tensor", "install_tensor_api"]
+
+Tensor = _C.Tensor
+_call_method = _C.call_method
+_call = _C.call
+
+
+def _is_operand(x):
+    """What binary operators accept: Tensors and Python/NumPy numbers."""
+    return isinstance(x, (Tensor, int, float)) or isinstance(x, numbers.Number) or (
+        type(x).__module__ == "numpy" and hasattr(x, "dtype") and getattr(x, "ndim", 1) == 0)
+
+
+def _binary(op):
+    def fn(self, other):
+        if not _is_operand(other):
+            return NotImplemented
+        return _call_method(op, self, other)
+    fn.__name__ = f"__{op}__"
+    fn.__doc__ = f"The Python operator for tensord op {op!r} (broadcasting, PyTorch type promotion)."
+    return fn
+
+
+def _scalar_tensor(value, like):
+    """A 0-dim tensor holding a Python number, on ``like``'s device (dtype
+    from the number: bool, int64 or float32, as PyTorch's full())."""
+    return _call("full", [], value, device=like._device_str)
+
+
+# ---------------------------------------------------------------- properties
+
+def _shape(self):
+    """The sizes as a ``tensord.Size`` (a tuple), known locally without a round trip."""
+    return Size(self._sizes())
+
+
+def _size(self, dim=None):
+    """``size()`` is ``shape``; ``size(dim)`` is one size (negative dims count from
+    the end; IndexError when out of range)."""
+    if dim is None:
+        return Size(self._sizes())
+    return self._size_of(dim)
+
+
+def _stride(self, dim=None):
+    """The strides (in elements) as a tuple, or the stride of one dim."""
+    if dim is None:
+        return self._strides()
+    return self._stride_of(dim)
+
+
+def _dtype(self):
+    """The element type (a ``tensord.dtype``, e.g. ``tensord.float32``)."""
+    return BY_CODE[self._dtype_code]
+
+
+def _device(self):
+    """Where the tensor lives: ``device(type='cpu')``, ``device(type='meta')``, ..."""
+    return _device_cls(self._device_str)
+
+
+def _ndim(self):
+    """The number of dimensions (same as ``dim()``)."""
+    return self.dim()
+
+
+def _T(self):
+    """The tensor with its dims reversed (the transpose of a matrix); a view."""
+    return _call_method("permute", self, list(range(self.dim() - 1, -1, -1)))
+
+
+def _itemsize(self):
+    """Bytes per element."""
+    return self.dtype.itemsize
+
+
+def _nbytes(self):
+    """Bytes of the elements (numel() * itemsize)."""
+    return self.numel() * self.dtype.itemsize
+
+
+# ---------------------------------------------------------------- protocols
+
+def _repr(self):
+    """PyTorch's layout: ``tensor([[1., 2.],\\n        [3., 4.]])``; reads the data
+    (a sync point) except for meta tensors, which print ``tensor(..., device='meta', size=(3, 4))``."""
+    return tensor_repr(self)
+
+
+def _len(self):
+    if self.dim() == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self._sizes()[0]
+
+
+def _iter(self):
+    if self.dim() == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (_C.index(self, i) for i in range(self._sizes()[0]))
+
+
+def _one_value(self, what):
+    if self.numel() != 1:
+        raise RuntimeError(f"only one element tensors can be converted to Python scalars (this one has {self.numel()} elements, {what})")
+    return self.item()
+
+
+def _bool(self):
+    if self.numel() != 1 and not self.is_meta:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(self.item())
+
+
+def _float(self):
+    return float(_one_value(self, "float()"))
+
+
+def _int(self):
+    return int(_one_value(self, "int()"))
+
+
+def _index(self):
+    if self.dtype.is_floating_point or self.dtype._name == "bool" or self.numel() != 1:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    return int(self.item())
+
+
+def _array(self, dtype=None):
+    a = self.numpy()
+    return a if dtype is None else a.astype(dtype, copy=False)
+
+
+def _format(self, spec):
+    if self.dim() == 0 and not self.is_meta:
+        return format(self.item(), spec)
+    return format(repr(self), spec)
+
+
+def _to_index_key(self, key):
+    # Lists (and nested sequences) inside an index become tensors on self's
+    # device, as PyTorch treats them: x[[0, 2]] is advanced indexing.
+    from ._creation import tensor as _tensor
+
+    def conv(k):
+        if isinstance(k, list):
+            return _tensor(k, device=self._device_str)
+        return k
+    if isinstance(key, tuple):
+        return tuple(conv(k) for k in key)
+    return conv(key)
+
+
+def _getitem(self, key):
+    """``x[key]`` with PyTorch's semantics: ints select (IndexError when out of range),
+    slices (with steps) and None/Ellipsis give views, integer tensors and lists do
+    advanced indexing (index.Tensor), bool tensors select by mask (masked_select,
+    whose output depends on data: NotImplementedError on meta tensors)."""
+    return _C.index(self, _to_index_key(self, key))
+
+
+def _setitem(self, key, value):
+    raise NotImplementedError(
+        "tensord tensors do not support item assignment (x[...] = v) yet: there are no in-place ops in "
+        "the op table; build the result with where(), masked_fill() or cat() instead")
+
+
+# ---------------------------------------------------------------- conversions
+
+def _make_cast(name):
+    def fn(self):
+        return _call_method("to", self, target)
+    target = ALIASES.get(name) or BY_NAME[name]
+    fn.__name__ = name
+    fn.__doc__ = f"``self.to({target!r})``: converts the elements (an alias when the dtype is already {target!r})."
+    return fn
+
+
+def _cpu(self):
+    """``self.to('cpu')``."""
+    return _call_method("to", self, "cpu")
+
+
+def _cuda(self, device=None):
+    """``self.to('cuda')`` (or ``'cuda:N'``)."""
+    return _call_method("to", self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+
+
+def _element_size(self):
+    """Bytes per element."""
+    return self.dtype.itemsize
+
+
+def _type_as(self, other):
+    """``self.to(other.dtype)``."""
+    return _call_method("to", self, other.dtype)
+
+
+def _daemon_meta(self):
+    """(testing) The metadata the daemon holds for this tensor, as a dict; a sync point."""
+    return _C._daemon_meta(self)
+
+
+def install_tensor_api():
+    """Attaches the Python protocols, properties and operators to ``Tensor``."""
+    T = Tensor
+    T.__module__ = "tensord"
+    T.shape = property(_shape, doc=_shape.__doc__)
+    T.dtype = property(_dtype, doc=_dtype.__doc__)
+    T.device = property(_device, doc=_device.__doc__)
+    T.ndim = property(_ndim, doc=_ndim.__doc__)
+    T.T = property(_T, doc=_T.__doc__)
+    T.itemsize = property(_itemsize, doc=_itemsize.__doc__)
+    T.nbytes = property(_nbytes, doc=_nbytes.__doc__)
+    T.size = _size
+    T.stride = _stride
+    T.element_size = _element_size
+    T.type_as = _type_as
+    T.cpu = _cpu
+    T.cuda = _cuda
+    for name in ("float", "double", "half", "long", "int", "short", "bool", "bfloat16"):
+        setattr(T, name, _make_cast(name))
+    T.__repr__ = _repr
+    T.__str__ = _repr
+    T.__format__ = _format
+    T.__len__ = _len
+    T.__iter__ = _iter
+    T.__bool__ = _bool
+    T.__float__ = _float
+    T.__int__ = _int
+    T.__index__ = _index
+    T.__array__ = _array
+    T.__array_priority__ = 1000
+    T.__array_ufunc__ = None  # NumPy defers to our reflected operators
+    T.__getitem__ = _getitem
+    T.__setitem__ = _setitem
+    T.__hash__ = object.__hash__
+
+    # Arithmetic: every operator is an op of the table.
+    T.__add__ = _binary("add")
+    T.__radd__ = _binary("add")
+    T.__sub__ = _binary("sub")
+    T.__mul__ = _binary("mul")
+    T.__rmul__ = _binary("mul")
+    T.__truediv__ = _binary("div")
+    T.__mod__ = _binary("remainder")
+    T.__pow__ = _binary("pow")
+    T.__matmul__ = _binary("matmul")
+    T.__and__ = _binary("bitwise_and")
+    T.__rand__ = _binary("bitwise_and")
+    T.__or__ = _binary("bitwise_or")
+    T.__ror__ = _binary("bitwise_or")
+    T.__xor__ = _binary("bitwise_xor")
+    T.__rxor__ = _binary("bitwise_xor")
+    T.__eq__ = _binary("eq")
+    T.__ne__ = _binary("ne")
+    T.__lt__ = _binary("lt")
+    T.__le__ = _binary("le")
+    T.__gt__ = _binary("gt")
+    T.__ge__ = _binary("ge")
+
+    def __rsub__(self, other):
+        """``other - self`` (the op rsub)."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _call_method("rsub", self, other)
+
+    def __rtruediv__(self, other):
+        """``other / self`` as ``reciprocal(self) * other`` (integer tensors give float32)."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _call_method("mul", _call_method("reciprocal", self), other)
+
+    def __floordiv__(self, other):
+        """``self // other``: floor division (rounds toward -inf; dtype by PyTorch promotion)."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _C.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        """``other // self``."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _C.floor_divide(_scalar_tensor(other, self), self)
+
+    def __rmod__(self, other):
+        """``other % self`` (remainder with the sign of the divisor)."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _call_method("remainder", _scalar_tensor(other, self), self)
+
+    def __rpow__(self, other):
+        """``other ** self`` (the op pow.Scalar)."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _call("pow", other, self)
+
+    def __rmatmul__(self, other):
+        """``other @ self`` for a Tensor ``other``."""
+        if not isinstance(other, Tensor):
+            return NotImplemented
+        return _call_method("matmul", other, self)
+
+    def __neg__(self):
+        """``-self`` (the op neg)."""
+        return _call_method("neg", self)
+
+    def __pos__(self):
+        """``+self``: the tensor itself."""
+        return self
+
+    def __abs__(self):
+        """``abs(self)`` (the op abs)."""
+        return _call_method("abs", self)
+
+    def __invert__(self):
+        """``~self``: bitwise NOT (logical NOT for bool tensors)."""
+        return _call_method("bitwise_not", self)
+
+    for f in (__rsub__, __rtruediv__, __floordiv__, __rfloordiv__, __rmod__, __rpow__, __rmatmul__, __neg__,
+              __pos__, __abs__, __invert__):
+        setattr(T, f.__name__, f)
+    T._daemon_meta = _daemon_meta

@@ -1,0 +1,407 @@
+// Tests of the C++ client (client/): meta mode without a daemon, and against
+// a daemon spawned from $TENSORD_BIN on a private Unix socket: op values,
+// release batching, deferred errors with op name and call site, O(1) round
+// trips, data-dependent ops, chunked uploads, sessions and the handshake.
+#include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "tensord/client/client.h"
+#include "tensord/meta/errors.h"
+#include "tensord/v1/tensord.grpc.pb.h"
+
+namespace tc = tensord::client;
+using tensord::ErrorKind;
+using tensord::KindOf;
+using tensord::ScalarType;
+using tensord::Shape;
+using ::testing::HasSubstr;
+
+namespace {
+
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                \
+  auto TD_CONCAT_(res_, __LINE__) = (expr);                            \
+  ASSERT_TRUE(TD_CONCAT_(res_, __LINE__).ok()) << TD_CONCAT_(res_, __LINE__).status(); \
+  lhs = std::move(TD_CONCAT_(res_, __LINE__)).value()
+
+std::vector<double> Values(const tc::Tensor& t) {
+  auto d = t.Fetch();
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? d->ToDoubles() : std::vector<double>{};
+}
+
+// ---------------------------------------------------------------- meta mode
+
+TEST(MetaMode, NeedsNoDaemon) {
+  const int64_t before = tc::MetaOpsRun();
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({8, 4}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor w, tc::Randn({2, 4}));
+  EXPECT_TRUE(x.is_meta());
+  EXPECT_EQ(x.session(), nullptr);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor wt, tc::T(w));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Matmul(x, wt));
+  EXPECT_EQ(y.sizes(), (Shape{8, 2}));
+  EXPECT_EQ(y.strides(), (Shape{2, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(x, std::vector<int64_t>{0}));
+  EXPECT_EQ(s.sizes(), (Shape{4}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor p, tc::Call1("add", {x, 1}));
+  EXPECT_EQ(p.sizes(), (Shape{8, 4}));
+  EXPECT_EQ(p.dtype(), ScalarType::kFloat32);
+  EXPECT_GE(tc::MetaOpsRun() - before, 6);
+  // No session was ever needed.
+  EXPECT_EQ(tc::DefaultSessionIfAny(), nullptr);
+}
+
+TEST(MetaMode, ViewsGiveStridesAndOffsets) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({3, 4}, ScalarType::kFloat32, tensord::kMetaDevice));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v, tc::Index(x, {tc::Slice{1, std::nullopt, std::nullopt},
+                                                   tc::Slice{std::nullopt, std::nullopt, 2}}));
+  EXPECT_EQ(v.sizes(), (Shape{2, 2}));
+  EXPECT_EQ(v.strides(), (Shape{4, 2}));
+  EXPECT_EQ(v.storage_offset(), 4);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor e, tc::Index(x, {tc::EllipsisIndex{}, tc::NoneIndex{}, int64_t{1}}));
+  EXPECT_EQ(e.sizes(), (Shape{3, 1}));
+  EXPECT_EQ(e.storage_offset(), 1);
+  auto too_many = tc::Index(x, {int64_t{0}, int64_t{0}, int64_t{0}});
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(KindOf(too_many.status()), ErrorKind::kIndex);
+  EXPECT_THAT(too_many.status().message(), HasSubstr("too many indices for tensor of dimension 2"));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor vv, tc::Call1("view", {x, 2, 6}, {}, tc::CallMode::kMethod));  // varargs ints
+  EXPECT_EQ(vv.sizes(), (Shape{2, 6}));
+}
+
+TEST(MetaMode, ShapeErrorsAtTheCallSite) {
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Randn({8, 4}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::Randn({3, 2}));
+  auto r = tc::Matmul(a, b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(KindOf(r.status()), ErrorKind::kRuntime);
+  EXPECT_EQ(r.status().message(), "matmul: size mismatch, self is [8, 4], other is [3, 2] (4 != 3)");
+}
+
+TEST(MetaMode, DataDependentOpsRaiseNotImplemented) {
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({3, 4}));
+  auto nz = tc::Call("nonzero", {x});
+  ASSERT_FALSE(nz.ok());
+  EXPECT_EQ(KindOf(nz.status()), ErrorKind::kNotImplemented);
+  EXPECT_THAT(nz.status().message(), HasSubstr("nonzero"));
+  EXPECT_THAT(nz.status().message(), HasSubstr("depends on the data"));
+  auto item = x.Item();
+  ASSERT_FALSE(item.ok());
+  EXPECT_EQ(KindOf(item.status()), ErrorKind::kNotImplemented);
+  EXPECT_THAT(item.status().message(), HasSubstr("item"));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor mask, tc::Call1("gt", {x, 0}));
+  auto sel = tc::Index(x, {mask});
+  ASSERT_FALSE(sel.ok());
+  EXPECT_EQ(KindOf(sel.status()), ErrorKind::kNotImplemented);
+  EXPECT_THAT(sel.status().message(), HasSubstr("masked_select"));
+  auto to_cpu = tc::To(x, tensord::kCPU);
+  ASSERT_FALSE(to_cpu.ok());
+  EXPECT_THAT(to_cpu.status().message(), HasSubstr("empty_like"));
+}
+
+TEST(MetaMode, OverloadResolutionPicksScalarForNumbers) {
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({2}, ScalarType::kInt32));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Call1("add", {x, 2.5}));  // add.Scalar: int32 + float -> float32
+  EXPECT_EQ(y.dtype(), ScalarType::kFloat32);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor z, tc::Call1("add", {x, 2}));  // int32 + int -> int32
+  EXPECT_EQ(z.dtype(), ScalarType::kInt32);
+  auto bad = tc::Call("add", {x, "nope"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(KindOf(bad.status()), ErrorKind::kType);
+  EXPECT_THAT(bad.status().message(), HasSubstr("add() received an invalid combination of arguments"));
+  auto unknown = tc::Call("no_such_op", {x});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("no_such_op"));
+}
+
+TEST(HostData, DecodesHalfBFloat16AndFloat8) {
+  EXPECT_EQ(tc::HalfToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(tc::HalfToFloat(0xc000), -2.0f);
+  EXPECT_EQ(tc::HalfToFloat(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(tc::HalfToFloat(0x7c00)));
+  EXPECT_EQ(tc::BFloat16ToFloat(0x3f80), 1.0f);
+  EXPECT_EQ(tc::Float8E4M3FNToFloat(0x38), 1.0f);     // exp 7, mant 0
+  EXPECT_EQ(tc::Float8E4M3FNToFloat(0x7e), 448.0f);   // the largest e4m3fn
+  EXPECT_TRUE(std::isnan(tc::Float8E4M3FNToFloat(0x7f)));
+  EXPECT_EQ(tc::Float8E4M3FNToFloat(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(tc::Float8E5M2ToFloat(0x3c), 1.0f);
+  EXPECT_EQ(tc::Float8E5M2ToFloat(0x7b), 57344.0f);
+}
+
+TEST(Connect, UnreachableDaemonIsAClearError) {
+  auto s = tc::Session::Connect("unix:/nonexistent/tensord-test.sock");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(KindOf(s.status()), ErrorKind::kRuntime);
+  EXPECT_THAT(s.status().message(), HasSubstr("unix:/nonexistent/tensord-test.sock"));
+}
+
+// A fake daemon that refuses the handshake, as a daemon with another op
+// table does.
+class RefusingService final : public tensord::v1::Tensord::Service {
+  grpc::Status Handshake(grpc::ServerContext*, const tensord::v1::HandshakeRequest* req,
+                         tensord::v1::HandshakeResponse* resp) override {
+    last_ops = req->op_table_size();
+    resp->set_accepted(false);
+    resp->set_refusal("op tables differ (client has 118 ops, daemon has 117 ops): daemon lacks 'x'");
+    return grpc::Status::OK;
+  }
+
+ public:
+  int last_ops = 0;
+};
+
+TEST(Connect, HandshakeRefusalSaysWhatDiffers) {
+  RefusingService service;
+  std::string path = "/tmp/tensord-client-test-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto s = tc::Session::Connect("unix:" + path);
+  server->Shutdown();
+  ::unlink(path.c_str());
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("refused"));
+  EXPECT_THAT(s.status().message(), HasSubstr("daemon lacks 'x'"));
+  EXPECT_EQ(service.last_ops, static_cast<int>(tensord::OpTable::Get().size()));
+}
+
+// ---------------------------------------------------------------- with a daemon
+
+class WithDaemon : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* bin = std::getenv("TENSORD_BIN");
+    if (bin == nullptr || ::access(bin, X_OK) != 0) return;
+    tc::SessionOptions o;
+    o.daemon_binary = bin;
+    auto s = tc::Session::SpawnEmbedded(o);
+    if (!s.ok()) {
+      spawn_error_ = new std::string(s.status().ToString());
+      return;
+    }
+    daemon_ = new std::shared_ptr<tc::Session>(*s);
+  }
+  static void TearDownTestSuite() {
+    if (daemon_ != nullptr) {
+      (*daemon_)->Close().IgnoreError();
+      delete daemon_;
+      daemon_ = nullptr;
+    }
+  }
+  void SetUp() override {
+    if (daemon_ == nullptr) {
+      if (spawn_error_ != nullptr) FAIL() << "cannot spawn the daemon: " << *spawn_error_;
+      GTEST_SKIP() << "TENSORD_BIN is not set to the tensord binary (ctest sets it)";
+    }
+    auto s = tc::Session::Connect((*daemon_)->address());
+    ASSERT_TRUE(s.ok()) << s.status();
+    session_ = *s;
+    guard_ = std::make_unique<tc::SessionGuard>(session_);
+  }
+  void TearDown() override {
+    guard_.reset();
+    if (session_) session_->Close().IgnoreError();
+  }
+
+  static std::shared_ptr<tc::Session>* daemon_;
+  static std::string* spawn_error_;
+  std::shared_ptr<tc::Session> session_;
+  std::unique_ptr<tc::SessionGuard> guard_;
+};
+std::shared_ptr<tc::Session>* WithDaemon::daemon_ = nullptr;
+std::string* WithDaemon::spawn_error_ = nullptr;
+
+TEST_F(WithDaemon, EmbeddedDaemonIsPrivate) {
+  EXPECT_GT((*daemon_)->daemon_pid(), 0);
+  EXPECT_THAT((*daemon_)->address(), HasSubstr("unix:"));
+  EXPECT_EQ(session_->daemon_pid(), 0);  // connected, not spawned
+  EXPECT_NE(session_->session_id(), (*daemon_)->session_id());
+}
+
+TEST_F(WithDaemon, OpsComputeExpectedValues) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::FromVector(std::vector<float>{1, 0, 0, 1, 1, 1}, {3, 2}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor c, tc::Matmul(a, b));
+  EXPECT_EQ(c.sizes(), (Shape{2, 2}));
+  EXPECT_EQ(Values(c), (std::vector<double>{4, 5, 10, 11}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(c));
+  ASSERT_OK_AND_ASSIGN(tensord::Scalar v, s.Item());
+  EXPECT_DOUBLE_EQ(v.to_double(), 30.0);
+  // Broadcasting add of a column and a row; a view (transpose) as input.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor col, tc::FromVector(std::vector<float>{10, 20}, {2, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor at, tc::T(a));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor atT, tc::T(at));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor sum, tc::Add(atT, col));
+  EXPECT_EQ(Values(sum), (std::vector<double>{11, 12, 13, 24, 25, 26}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor idx, tc::Index(a, {int64_t{1}, tc::Slice{std::nullopt, std::nullopt, 2}}));
+  EXPECT_EQ(Values(idx), (std::vector<double>{4, 6}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor r, tc::Arange(tensord::Scalar::Int(6)));
+  EXPECT_EQ(r.dtype(), ScalarType::kInt64);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor fd, tc::FloorDivide(r, tc::Arg(-4)));
+  EXPECT_EQ(fd.dtype(), ScalarType::kInt64);
+  EXPECT_EQ(Values(fd), (std::vector<double>{0, -1, -1, -1, -1, -2}));
+  // max.dim returns (values, indices).
+  ASSERT_OK_AND_ASSIGN(std::vector<tc::Tensor> mx, tc::Call("max", {a, 1}, {}, tc::CallMode::kMethod));
+  ASSERT_EQ(mx.size(), 2u);
+  EXPECT_EQ(Values(mx[0]), (std::vector<double>{3, 6}));
+  EXPECT_EQ(Values(mx[1]), (std::vector<double>{2, 2}));
+  EXPECT_TRUE(session_->Synchronize().ok());
+}
+
+TEST_F(WithDaemon, PredictedMetaEqualsDaemonMeta) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({4, 6}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::Call1("transpose", {x, 0, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v, tc::Index(t, {tc::Slice{1, 5, 2}}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor e, tc::Call1("exp", {v}));
+  for (const tc::Tensor& y : {x, t, v, e}) {
+    ASSERT_OK_AND_ASSIGN(tensord::TensorMeta real, y.DaemonMeta());
+    EXPECT_EQ(real, y.meta()) << real.ToString() << " vs " << y.meta().ToString();
+  }
+}
+
+TEST_F(WithDaemon, DataDependentOpsAskTheDaemon) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{0, 1, 0, 2, 3, 0}, {2, 3}));
+  const tc::Stats before = session_->stats();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor nz, tc::Call1("nonzero", {x}));
+  EXPECT_EQ(session_->stats().round_trips - before.round_trips, 1);
+  EXPECT_EQ(nz.sizes(), (Shape{3, 2}));
+  EXPECT_EQ(nz.dtype(), ScalarType::kInt64);
+  EXPECT_EQ(Values(nz), (std::vector<double>{0, 1, 1, 0, 1, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor mask, tc::Call1("gt", {x, 0}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor sel, tc::Index(x, {mask}));
+  EXPECT_EQ(sel.sizes(), (Shape{3}));
+  EXPECT_EQ(Values(sel), (std::vector<double>{1, 2, 3}));
+  // A mask over the first dim only goes through nonzero + index.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor rows, tc::FromVector(std::vector<int64_t>{0, 1}, {2}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor rmask, tc::Call1("eq", {rows, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor second, tc::Index(x, {rmask}));
+  EXPECT_EQ(second.sizes(), (Shape{1, 3}));
+  EXPECT_EQ(Values(second), (std::vector<double>{2, 3, 0}));
+}
+
+TEST_F(WithDaemon, ThousandSmallOpsCostOneRoundTrip) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({4}));
+  const tc::Stats before = session_->stats();
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_OK_AND_ASSIGN(x, tc::Call1("add", {x, 1}));
+  }
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(x));
+  ASSERT_OK_AND_ASSIGN(tensord::Scalar v, s.Item());
+  EXPECT_DOUBLE_EQ(v.to_double(), 4000.0);
+  const tc::Stats after = session_->stats();
+  EXPECT_EQ(after.ops_issued - before.ops_issued, 1001);
+  EXPECT_EQ(after.round_trips - before.round_trips, 1);
+  // 1,001 calls in batches of 128 plus the fetch: at most 9 messages.
+  EXPECT_LE(after.messages_sent - before.messages_sent, 9);
+}
+
+TEST_F(WithDaemon, ReleasesAreBatchedAndPiggyBacked) {
+  uint64_t dropped = 0;
+  const tc::Stats before = session_->stats();
+  {
+    ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({2}));
+    dropped = x.handle();
+  }
+  // Nothing was sent for the release alone.
+  EXPECT_EQ(session_->stats().messages_sent, before.messages_sent);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_OK_AND_ASSIGN(tc::Tensor tmp, tc::Ones({2}));
+  }
+  ASSERT_TRUE(session_->Synchronize().ok());
+  const tc::Stats after = session_->stats();
+  EXPECT_EQ(after.releases - before.releases, 301);
+  EXPECT_LE(after.messages_sent - before.messages_sent, 4);  // 3 batches + the sync
+  // The daemon forgot the released handle.
+  auto gone = session_->Describe(dropped);
+  EXPECT_FALSE(gone.ok());
+}
+
+TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3, 4}, {2, 2}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor bad_index, tc::FromVector(std::vector<int64_t>{0, 7, 1, 0}, {2, 2}));
+  // The index is out of range: only the kernel can know. The call returns.
+  const int line = __LINE__ + 1;
+  auto g = tc::Call1("gather", {x, 1, bad_index});
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor later, tc::Call1("neg", {*g}));
+  // The error surfaces at the sync point that depends on it.
+  auto f = later.Fetch();
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.status().message(), HasSubstr("gather"));
+  EXPECT_THAT(f.status().message(), HasSubstr("client_test.cc:" + std::to_string(line)));
+  // The fetch reported it; a second failure nobody fetched surfaces at the
+  // next synchronize(), with its own op and call site.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor bad_rows, tc::FromVector(std::vector<int64_t>{0, 9}, {2}));
+  const int line2 = __LINE__ + 1;
+  auto bad = tc::Call1("index_select", {x, 0, bad_rows});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  auto s = session_->Synchronize();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("index_select"));
+  EXPECT_THAT(s.message(), HasSubstr("client_test.cc:" + std::to_string(line2)));
+  // Reported once: the next sync is clean, and the session still works.
+  EXPECT_TRUE(session_->Synchronize().ok());
+  ASSERT_OK_AND_ASSIGN(tc::Tensor ok, tc::Sum(x));
+  EXPECT_DOUBLE_EQ((*ok.Item()).to_double(), 10.0);
+}
+
+TEST_F(WithDaemon, LargeUploadsAreChunked) {
+  const int64_t n = 3 * 256 * 1024 + 17;  // ~3 MiB of float32
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.0f);
+  const tc::Stats before = session_->stats();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::FromVector(v, {n}));
+  const tc::Stats mid = session_->stats();
+  EXPECT_GE(mid.messages_sent - before.messages_sent, 4);  // 4 chunks of at most 1 MiB
+  ASSERT_OK_AND_ASSIGN(tc::HostData d, t.Fetch());
+  ASSERT_EQ(d.numel(), n);
+  EXPECT_EQ(d.data<float>()[n - 1], static_cast<float>(n - 1));
+  EXPECT_EQ(std::memcmp(d.bytes.data(), v.data(), n * sizeof(float)), 0);
+}
+
+TEST_F(WithDaemon, SessionsAreIsolated) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor mine, tc::Ones({3}));
+  auto other = tc::Session::Connect((*daemon_)->address());
+  ASSERT_TRUE(other.ok()) << other.status();
+  tc::Tensor theirs;
+  {
+    tc::SessionGuard use(*other);
+    ASSERT_OK_AND_ASSIGN(theirs, tc::Call1("full", {Shape{3}, 2.0}));
+  }
+  auto mixed = tc::Add(mine, theirs);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_THAT(mixed.status().message(), HasSubstr("different sessions"));
+  // Closing the other session leaves this one working; its tensors refuse use.
+  ASSERT_TRUE((*other)->Close().ok());
+  auto dead = tc::Call1("neg", {theirs});
+  ASSERT_FALSE(dead.ok());
+  EXPECT_THAT(dead.status().message(), HasSubstr("closed"));
+  EXPECT_EQ(Values(mine), (std::vector<double>{1, 1, 1}));
+}
+
+TEST_F(WithDaemon, RealToMetaIsLocal) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Ones({2, 5}));
+  const tc::Stats before = session_->stats();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor m, tc::To(x, tensord::kMetaDevice));
+  EXPECT_TRUE(m.is_meta());
+  EXPECT_EQ(m.sizes(), (Shape{2, 5}));
+  EXPECT_EQ(session_->stats().ops_issued, before.ops_issued);
+}
+
+}  // namespace

@@ -1,0 +1,111 @@
+"""pytest setup for the Python client's tests.
+
+- Makes the in-tree package (python-client/) importable.
+- Finds the daemon binary ($TENSORD_BIN, else build*/bin/tensord, else PATH).
+- `daemon` (session-scoped): a `tensord serve` on a temporary Unix socket,
+  waited for via its ready line and stopped at the end.
+- `session`: the default tensord session, connected to that daemon. Tests
+  that need a daemon ask for it; they skip visibly when no binary exists.
+Meta-mode tests ask for neither and run with no daemon at all.
+"""
+import glob
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON_CLIENT = os.path.join(ROOT, "python-client")
+sys.path.insert(0, PYTHON_CLIENT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def find_daemon_binary():
+    env = os.environ.get("TENSORD_BIN")
+    if env and os.access(env, os.X_OK):
+        return env
+    preferred = os.path.join(ROOT, "build", "bin", "tensord")
+    if os.access(preferred, os.X_OK):
+        return preferred
+    built = [p for p in glob.glob(os.path.join(ROOT, "build*", "bin", "tensord")) if os.access(p, os.X_OK)]
+    if built:
+        return max(built, key=os.path.getmtime)
+    return shutil.which("tensord")
+
+
+DAEMON_BIN = find_daemon_binary()
+if DAEMON_BIN:
+    # Subprocesses (examples) and the embedded-daemon path find it too.
+    os.environ["TENSORD_BIN"] = DAEMON_BIN
+
+
+def subprocess_env(**extra):
+    """Environment for child Python processes: in-tree package, daemon binary."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PYTHON_CLIENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if DAEMON_BIN:
+        env["TENSORD_BIN"] = DAEMON_BIN
+    env.update(extra)
+    return env
+
+
+class Daemon:
+    """A `tensord serve --listen unix:<tmp>/sock` child process."""
+
+    def __init__(self, binary):
+        self.dir = tempfile.mkdtemp(prefix="tensord-pytest-")
+        self.address = "unix:" + os.path.join(self.dir, "sock")
+        self.stderr = open(os.path.join(self.dir, "stderr.log"), "w+")
+        self.proc = subprocess.Popen([binary, "serve", "--listen", self.address], stdout=subprocess.PIPE,
+                                     stderr=self.stderr, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        line = b""
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if r:
+                line = self.proc.stdout.readline()
+                if line.startswith(b"tensord: listening on "):
+                    return
+                if not line and self.proc.poll() is not None:
+                    break
+            elif self.proc.poll() is not None:
+                break
+        self.stop()
+        self.stderr.seek(0)
+        raise RuntimeError(f"tensord daemon did not become ready: {line!r}; stderr: {self.stderr.read()[-2000:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.stderr.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    if not DAEMON_BIN:
+        pytest.skip("no tensord daemon binary: build the `tensord` target or set TENSORD_BIN")
+    d = Daemon(DAEMON_BIN)
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="session")
+def session(daemon):
+    import tensord
+
+    os.environ["TENSORD_ADDRESS"] = daemon.address
+    s = tensord.connect(daemon.address)
+    yield s
+    s.close()

@@ -1,0 +1,389 @@
+"""The OpInfo-style sample database: for every op of the table (by full name),
+sample inputs and a reference.
+
+To add an op: add an ``OpInfo`` below with a few samples (NumPy arrays become
+tensors; other values are passed as they are; ``D("float64")`` is a dtype)
+and, where NumPy has the op, an ``np_ref``. Every sample is also compared with
+PyTorch 1.13 (values *and* dtype) through ``torch_ref`` (by default the torch
+function or method of the same name). ``test_opinfo_completeness`` fails
+while an op of the table has no entry here.
+"""
+import numpy as np
+import torch
+
+__all__ = ["D", "Cast", "Sample", "OpInfo", "OPINFOS", "BY_NAME"]
+
+
+class D:
+    """A dtype in a sample, by name: becomes tensord.<name> or torch.<name>."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"D({self.name!r})"
+
+
+class Cast:
+    """An array uploaded and then converted to a dtype NumPy lacks (bfloat16, float8):
+    ``Cast(arr, "bfloat16")`` is ``tensord.from_numpy(arr).to(tensord.bfloat16)``."""
+
+    def __init__(self, array, dtype):
+        self.array = array
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"Cast(array{list(self.array.shape)}, {self.dtype})"
+
+
+class Sample:
+    def __init__(self, *args, **kwargs):
+        self.args = args
+        self.kwargs = kwargs
+
+    def __repr__(self):
+        def r(a):
+            if isinstance(a, np.ndarray):
+                return f"array{list(a.shape)}:{a.dtype}"
+            if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+                return "[" + ", ".join(r(x) for x in a) + "]"
+            return repr(a)
+        parts = [r(a) for a in self.args] + [f"{k}={r(v)}" for k, v in self.kwargs.items()]
+        return "(" + ", ".join(parts) + ")"
+
+
+_METHOD_ONLY = {"view", "expand", "contiguous", "to"}
+
+
+def _default_torch(full_name):
+    base, _, overload = full_name.partition(".")
+
+    def run(*args, **kwargs):
+        if base in ("slice", "index"):
+            return getattr(torch.ops.aten, base).Tensor(*args, **kwargs)
+        if base not in _METHOD_ONLY and hasattr(torch, base):
+            return getattr(torch, base)(*args, **kwargs)
+        return getattr(args[0], base)(*args[1:], **kwargs)
+    return run
+
+
+class OpInfo:
+    """Samples and references of one op (full name, e.g. 'add.Scalar').
+
+    samples(rng) -> [Sample]; np_ref(*numpy args, **kwargs) -> array or tuple;
+    torch_ref(*torch args, **kwargs) -> torch tensor(s) (None: no torch check);
+    random: only shape/dtype (and the range for rand) can be compared;
+    shape_only: values are unspecified (empty); data_dependent: no meta;
+    noncontig: also run with non-contiguous tensor inputs."""
+
+    def __init__(self, name, samples, np_ref=None, torch_ref="default", random=False, shape_only=False,
+                 rtol=1.3e-6, atol=1e-5, noncontig=True):
+        self.name = name
+        self.samples = samples
+        self.np_ref = np_ref
+        self.torch_ref = _default_torch(name) if torch_ref == "default" else torch_ref
+        self.random = random
+        self.shape_only = shape_only or random
+        self.rtol = rtol
+        self.atol = atol
+        self.noncontig = noncontig
+
+    def __repr__(self):
+        return f"OpInfo({self.name})"
+
+
+# ---------------------------------------------------------------- helpers
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def f64(rng, *shape):
+    return rng.standard_normal(shape)
+
+
+def pos32(rng, *shape):
+    return rng.uniform(0.5, 2.0, shape).astype(np.float32)
+
+
+def i64(rng, *shape, lo=-5, hi=6):
+    return rng.integers(lo, hi, shape).astype(np.int64)
+
+
+def i32(rng, *shape, lo=-5, hi=6):
+    return rng.integers(lo, hi, shape).astype(np.int32)
+
+
+def bools(rng, *shape):
+    return rng.random(shape) < 0.5
+
+
+def ints_as_f32(rng, *shape):
+    """Small integer values in float32 (ties for comparisons, exact sums)."""
+    return rng.integers(-3, 4, shape).astype(np.float32)
+
+
+def with_specials(rng, *shape):
+    a = f32(rng, *shape).reshape(-1)
+    a[:4] = [np.nan, np.inf, -np.inf, 0.0]
+    return a.reshape(shape)
+
+
+def unary(name, np_fn, kinds=("f32",), **kw):
+    makers = {"f32": lambda r: f32(r, 3, 4), "f64": lambda r: f64(r, 2, 5), "i64": lambda r: i64(r, 3, 4),
+              "i32": lambda r: i32(r, 4, 3), "bool": lambda r: bools(r, 3, 4), "pos": lambda r: pos32(r, 3, 4),
+              "f32_1d": lambda r: f32(r, 7), "pos_1d": lambda r: pos32(r, 7), "f32_0d": lambda r: np.array(1.5, dtype=np.float32),
+              "f16": lambda r: f32(r, 3, 4).astype(np.float16)}
+    return OpInfo(name, lambda r: [Sample(makers[k](r)) for k in kinds], np_ref=np_fn, **kw)
+
+
+def binary(name, np_fn, kinds=("same", "broadcast", "mixed"), **kw):
+    def samples(r):
+        out = []
+        for k in kinds:
+            if k == "same":
+                out.append(Sample(f32(r, 3, 4), f32(r, 3, 4)))
+            elif k == "broadcast":
+                out.append(Sample(f32(r, 3, 1), f32(r, 1, 4)))
+            elif k == "mixed":      # int64 with float32 -> float32
+                out.append(Sample(i64(r, 2, 3), f32(r, 2, 3)))
+            elif k == "int":
+                out.append(Sample(i64(r, 4, 3), i64(r, 4, 3, lo=1, hi=5)))
+            elif k == "zero_dim":   # a 0-dim int64 tensor does not widen int32
+                out.append(Sample(i32(r, 3, 2), np.array(3, dtype=np.int64)))
+            elif k == "pos":
+                out.append(Sample(pos32(r, 3, 4), f32(r, 3, 4)))
+            elif k == "ties":
+                out.append(Sample(ints_as_f32(r, 4, 5), ints_as_f32(r, 4, 5)))
+            elif k == "bool":
+                out.append(Sample(bools(r, 3, 4), bools(r, 3, 4)))
+            elif k == "f64_f32":
+                out.append(Sample(f64(r, 2, 3), f32(r, 2, 3)))
+            elif k == "f16":
+                out.append(Sample(f32(r, 3, 4).astype(np.float16), f32(r, 3, 4).astype(np.float16)))
+            elif k == "bf16_f16":   # bfloat16 with float16 promotes to float32
+                out.append(Sample(Cast(f32(r, 3, 4), "bfloat16"), f32(r, 3, 4).astype(np.float16)))
+        return out
+    return OpInfo(name, samples, np_ref=np_fn, **kw)
+
+
+def scalar_op(name, np_fn, scalars=(2.5, 2, -3), tensor=lambda r: f32(r, 3, 4), int_tensor=True, **kw):
+    def samples(r):
+        out = [Sample(tensor(r), s) for s in scalars]
+        if int_tensor:
+            out.append(Sample(i64(r, 2, 3), 2))      # stays int64
+            out.append(Sample(i32(r, 2, 3), 1.5))    # int + float scalar -> float32
+        return out
+    return OpInfo(name, samples, np_ref=np_fn, **kw)
+
+
+def _sum_ref(x, dim=None, keepdim=False, dtype=None):
+    return np.sum(x, axis=None if dim is None else tuple(np.atleast_1d(dim)), keepdims=keepdim)
+
+
+def _topk_torch(x, k, dim=-1, largest=True, sorted=True):
+    return torch.topk(x, k, dim=dim, largest=largest, sorted=sorted)
+
+
+# ---------------------------------------------------------------- the database
+
+OPINFOS = [
+    # ---- factories
+    OpInfo("empty", lambda r: [Sample([2, 3]), Sample([4], dtype=D("int64")), Sample([0, 2])], shape_only=True),
+    OpInfo("zeros", lambda r: [Sample([2, 3]), Sample([3], dtype=D("int64")), Sample([]), Sample([0, 4])],
+           np_ref=lambda size, dtype=None: np.zeros(size)),
+    OpInfo("ones", lambda r: [Sample([2, 3]), Sample([3], dtype=D("bool")), Sample([2, 1, 2], dtype=D("float64"))],
+           np_ref=lambda size, dtype=None: np.ones(size)),
+    OpInfo("full", lambda r: [Sample([2, 2], 1.5), Sample([3], 7), Sample([2], True), Sample([2, 3], 2, dtype=D("float64"))],
+           np_ref=lambda size, v, dtype=None: np.full(size, v)),
+    OpInfo("arange", lambda r: [Sample(5), Sample(2.5), Sample(4, dtype=D("float64"))],
+           np_ref=lambda end, dtype=None: np.arange(end)),
+    OpInfo("arange.start", lambda r: [Sample(1, 10, 3), Sample(0.0, 1.0, 0.25), Sample(10, 0, -2), Sample(-3, 3)],
+           np_ref=lambda s, e, st=1: np.arange(s, e, st)),
+    OpInfo("rand", lambda r: [Sample([3, 4]), Sample([5], dtype=D("float64"))], random=True),
+    OpInfo("randn", lambda r: [Sample([3, 4]), Sample([2, 2], dtype=D("float64"))], random=True),
+    OpInfo("eye", lambda r: [Sample(3), Sample(2, 4), Sample(3, dtype=D("int64"))],
+           np_ref=lambda n, m=None, dtype=None: np.eye(n, m)),
+    OpInfo("empty_like", lambda r: [Sample(f32(r, 2, 3)), Sample(i64(r, 4), dtype=D("float32"))], shape_only=True),
+    OpInfo("zeros_like", lambda r: [Sample(f32(r, 2, 3)), Sample(i64(r, 4), dtype=D("float64"))],
+           np_ref=lambda x, dtype=None: np.zeros_like(x)),
+    OpInfo("ones_like", lambda r: [Sample(f32(r, 2, 3)), Sample(bools(r, 4))], np_ref=lambda x, dtype=None: np.ones_like(x)),
+    OpInfo("full_like", lambda r: [Sample(f32(r, 2, 3), 2.5), Sample(i64(r, 4), 3)],
+           np_ref=lambda x, v, dtype=None: np.full_like(x, v)),
+    OpInfo("rand_like", lambda r: [Sample(f32(r, 2, 3)), Sample(f64(r, 4))], random=True),
+    OpInfo("randn_like", lambda r: [Sample(f32(r, 2, 3))], random=True),
+
+    # ---- unary
+    unary("neg", np.negative, ("f32", "i64", "f64", "f32_0d")),
+    unary("abs", np.abs, ("f32", "i64", "i32")),
+    unary("sign", np.sign, ("f32", "i64")),
+    unary("floor", np.floor, ("f32", "f64")),
+    unary("ceil", np.ceil, ("f32",)),
+    unary("round", np.round, ("f32",)),
+    unary("trunc", np.trunc, ("f32",)),
+    unary("relu", lambda x: np.maximum(x, 0), ("f32", "i64")),
+    unary("bitwise_not", np.invert, ("i64", "bool", "i32")),
+    unary("exp", np.exp, ("f32", "f64", "i64"), rtol=1e-5),
+    unary("log", np.log, ("pos",)),
+    unary("sqrt", np.sqrt, ("pos", "pos_1d"), rtol=1e-5),
+    unary("rsqrt", lambda x: 1 / np.sqrt(x), ("pos",), rtol=1e-5),
+    unary("sin", np.sin, ("f32", "f64"), rtol=1e-5),
+    unary("cos", np.cos, ("f32",), rtol=1e-5),
+    unary("tanh", np.tanh, ("f32",), rtol=1e-5),
+    unary("sigmoid", lambda x: 1 / (1 + np.exp(-x.astype(np.float64))), ("f32",), rtol=1e-5),
+    unary("reciprocal", lambda x: 1 / x.astype(np.float64), ("pos", "f64"), rtol=1e-6),
+    OpInfo("logical_not", lambda r: [Sample(ints_as_f32(r, 3, 4)), Sample(bools(r, 5))], np_ref=np.logical_not),
+    OpInfo("isnan", lambda r: [Sample(with_specials(r, 3, 4))], np_ref=np.isnan),
+    OpInfo("isinf", lambda r: [Sample(with_specials(r, 3, 4))], np_ref=np.isinf),
+    OpInfo("isfinite", lambda r: [Sample(with_specials(r, 3, 4)), Sample(i64(r, 3))], np_ref=np.isfinite),
+
+    # ---- binary
+    binary("add.Tensor", np.add, ("same", "broadcast", "mixed", "int", "zero_dim", "bool", "f16", "bf16_f16")),
+    OpInfo("add.Tensor", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4), alpha=2)],
+           np_ref=lambda a, b, alpha=1: a + alpha * b),
+    scalar_op("add.Scalar", np.add),
+    binary("sub.Tensor", np.subtract, ("same", "broadcast", "mixed", "int")),
+    scalar_op("sub.Scalar", np.subtract),
+    scalar_op("rsub.Scalar", lambda x, s: s - x),
+    binary("mul.Tensor", np.multiply, ("same", "broadcast", "mixed", "int", "bool", "f64_f32", "f16")),
+    scalar_op("mul.Scalar", np.multiply),
+    binary("div.Tensor", lambda a, b: a / b, ("same", "broadcast", "int"), rtol=1e-5),
+    scalar_op("div.Scalar", lambda a, s: a / s, rtol=1e-5),
+    binary("remainder.Tensor", np.remainder, ("int", "pos"), rtol=1e-5, atol=1e-5),
+    scalar_op("remainder.Scalar", np.remainder, scalars=(2.5, 3, -2), rtol=1e-5, atol=1e-5),
+    binary("pow.Tensor_Tensor", np.power, ("pos",), rtol=1e-5),
+    scalar_op("pow.Tensor_Scalar", np.power, scalars=(2, 3, 0.5), tensor=lambda r: pos32(r, 3, 4), int_tensor=False,
+              rtol=1e-5),
+    OpInfo("pow.Scalar", lambda r: [Sample(2, f32(r, 3, 4)), Sample(1.5, f32(r, 4))],
+           np_ref=lambda s, x: np.power(s, x.astype(np.float64)), rtol=1e-5),
+    binary("maximum", np.maximum, ("same", "broadcast", "int")),
+    binary("minimum", np.minimum, ("same", "broadcast", "int")),
+]
+
+for _op, _fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                 ("gt", np.greater), ("ge", np.greater_equal)):
+    OPINFOS.append(binary(f"{_op}.Tensor", _fn, ("ties", "broadcast", "mixed", "int")))
+    OPINFOS.append(OpInfo(f"{_op}.Scalar", lambda r: [Sample(ints_as_f32(r, 3, 4), 1), Sample(i64(r, 5), 0.5),
+                                                       Sample(f32(r, 2, 2), 0.0)], np_ref=_fn))
+
+OPINFOS += [
+    binary("logical_and", np.logical_and, ("ties", "bool", "broadcast")),
+    binary("logical_or", np.logical_or, ("ties", "bool")),
+    binary("logical_xor", np.logical_xor, ("ties", "bool")),
+    binary("bitwise_and.Tensor", np.bitwise_and, ("int", "bool")),
+    OpInfo("bitwise_and.Scalar", lambda r: [Sample(i64(r, 3, 4), 6), Sample(i32(r, 5), 3)], np_ref=np.bitwise_and),
+    binary("bitwise_or.Tensor", np.bitwise_or, ("int", "bool")),
+    OpInfo("bitwise_or.Scalar", lambda r: [Sample(i64(r, 3, 4), 6), Sample(i32(r, 5), 3)], np_ref=np.bitwise_or),
+    binary("bitwise_xor.Tensor", np.bitwise_xor, ("int", "bool")),
+    OpInfo("bitwise_xor.Scalar", lambda r: [Sample(i64(r, 3, 4), 6)], np_ref=np.bitwise_xor),
+    OpInfo("where.self", lambda r: [Sample(bools(r, 3, 4), f32(r, 3, 4), f32(r, 3, 4)),
+                                    Sample(bools(r, 3, 1), f32(r, 1, 4), i64(r, 3, 4))], np_ref=np.where),
+    OpInfo("where.ScalarOther", lambda r: [Sample(bools(r, 3, 4), f32(r, 3, 4), 0.0),
+                                           Sample(bools(r, 4), i64(r, 4), 2)], np_ref=np.where),
+    OpInfo("where.ScalarSelf", lambda r: [Sample(bools(r, 3, 4), 1.0, f32(r, 3, 4))], np_ref=np.where),
+    OpInfo("where.Scalar", lambda r: [Sample(bools(r, 3, 4), 1.0, 0.0), Sample(bools(r, 5), 1, 0)], np_ref=np.where),
+    OpInfo("clamp", lambda r: [Sample(f32(r, 3, 4), -0.5, 0.5), Sample(f32(r, 3, 4), min=0.0),
+                               Sample(i64(r, 5), max=2)],
+           np_ref=lambda x, min=None, max=None: np.clip(x, min, max)),
+    OpInfo("masked_fill.Scalar", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), 0.0),
+                                            Sample(i64(r, 3, 4), bools(r, 1, 4), 9)],
+           np_ref=lambda x, m, v: np.where(m, v, x)),
+
+    # ---- reductions
+    OpInfo("sum", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 3, 4), 1), Sample(f32(r, 2, 3, 4), [0, 2], True),
+                             Sample(i32(r, 3, 4), 0), Sample(bools(r, 5)), Sample(f32(r, 3, 4), -1, dtype=D("float64")),
+                             Sample(f32(r, 2, 3), dim=None, keepdim=True)],
+           np_ref=_sum_ref, rtol=1e-5),
+    OpInfo("mean", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 3, 4), 0), Sample(f64(r, 2, 3, 4), [1, 2], True)],
+           np_ref=lambda x, dim=None, keepdim=False, dtype=None:
+               np.mean(x, axis=None if dim is None else tuple(np.atleast_1d(dim)), keepdims=keepdim), rtol=1e-5),
+    OpInfo("amax", lambda r: [Sample(f32(r, 3, 4), 1), Sample(i64(r, 3, 4), [0, 1], True), Sample(f32(r, 2, 3))],
+           np_ref=lambda x, dim=(), keepdim=False: np.amax(x, axis=tuple(np.atleast_1d(dim)) or None, keepdims=keepdim)),
+    OpInfo("amin", lambda r: [Sample(f32(r, 3, 4), 0), Sample(i64(r, 3, 4), -1, True)],
+           np_ref=lambda x, dim=(), keepdim=False: np.amin(x, axis=tuple(np.atleast_1d(dim)) or None, keepdims=keepdim)),
+    OpInfo("argmax", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 3, 4), 1), Sample(ints_as_f32(r, 4, 5), 0, True)],
+           np_ref=lambda x, dim=None, keepdim=False: np.argmax(x, axis=dim, keepdims=keepdim)),
+    OpInfo("argmin", lambda r: [Sample(f32(r, 3, 4)), Sample(i64(r, 3, 4), 1)],
+           np_ref=lambda x, dim=None, keepdim=False: np.argmin(x, axis=dim, keepdims=keepdim)),
+    OpInfo("max", lambda r: [Sample(f32(r, 3, 4)), Sample(i64(r, 5))], np_ref=np.max),
+    OpInfo("max.dim", lambda r: [Sample(f32(r, 3, 4), 1), Sample(f32(r, 3, 4), 0, True)],
+           np_ref=lambda x, d, k=False: (np.max(x, axis=d, keepdims=k), np.argmax(x, axis=d, keepdims=k))),
+    OpInfo("min", lambda r: [Sample(f32(r, 3, 4))], np_ref=np.min),
+    OpInfo("min.dim", lambda r: [Sample(f32(r, 3, 4), 1), Sample(i64(r, 2, 5) * 7 + np.arange(5), -1, True)],
+           np_ref=lambda x, d, k=False: (np.min(x, axis=d, keepdims=k), np.argmin(x, axis=d, keepdims=k))),
+
+    # ---- matmul
+    OpInfo("matmul", lambda r: [Sample(f32(r, 3, 4), f32(r, 4, 5)), Sample(f32(r, 4), f32(r, 4)),
+                                Sample(f32(r, 4), f32(r, 4, 3)), Sample(f32(r, 3, 4), f32(r, 4)),
+                                Sample(f32(r, 2, 3, 4), f32(r, 4, 5)), Sample(f32(r, 2, 1, 3, 4), f32(r, 5, 4, 2)),
+                                Sample(f64(r, 3, 4), f64(r, 4, 2))],
+           np_ref=np.matmul, rtol=1e-5, atol=1e-5),
+    OpInfo("mm", lambda r: [Sample(f32(r, 3, 4), f32(r, 4, 5)), Sample(f64(r, 1, 3), f64(r, 3, 2))], np_ref=np.matmul,
+           rtol=1e-5, atol=1e-5),
+    OpInfo("bmm", lambda r: [Sample(f32(r, 2, 3, 4), f32(r, 2, 4, 5))], np_ref=np.matmul, rtol=1e-5, atol=1e-5),
+
+    # ---- views
+    OpInfo("view", lambda r: [Sample(f32(r, 3, 4), [4, 3]), Sample(f32(r, 3, 4), [-1]), Sample(f32(r, 2, 3, 4), [6, -1])],
+           np_ref=lambda x, s: x.reshape(s), noncontig=False),
+    OpInfo("reshape", lambda r: [Sample(f32(r, 3, 4), [4, 3]), Sample(f32(r, 3, 4), [2, -1, 2]), Sample(f32(r, 2, 3), [6])],
+           np_ref=lambda x, s: x.reshape(s)),
+    OpInfo("transpose.int", lambda r: [Sample(f32(r, 3, 4), 0, 1), Sample(f32(r, 2, 3, 4), -1, 0)],
+           np_ref=lambda x, a, b: np.swapaxes(x, a, b)),
+    OpInfo("permute", lambda r: [Sample(f32(r, 2, 3, 4), [2, 0, 1]), Sample(f32(r, 3, 4), [1, 0])],
+           np_ref=np.transpose),
+    OpInfo("t", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 5))], np_ref=lambda x: x.T),
+    OpInfo("slice.Tensor", lambda r: [Sample(f32(r, 3, 6), 1, 1, 5, 2), Sample(f32(r, 5, 4), 0, None, None, 2),
+                                      Sample(f32(r, 5, 4), 0, -3), Sample(f32(r, 5, 4), 1, 1, 100)],
+           np_ref=lambda x, d=0, s=None, e=None, st=1: x[(slice(None),) * d + (slice(s, e, st),)]),
+    OpInfo("select.int", lambda r: [Sample(f32(r, 3, 4), 1, -1), Sample(f32(r, 3, 4), 0, 2)],
+           np_ref=lambda x, d, i: np.take(x, i, axis=d)),
+    OpInfo("narrow", lambda r: [Sample(f32(r, 3, 6), 1, 1, 3), Sample(f32(r, 5, 2), 0, 0, 5)],
+           np_ref=lambda x, d, s, n: np.take(x, range(s, s + n), axis=d)),
+    OpInfo("expand", lambda r: [Sample(f32(r, 3, 1), [3, 4]), Sample(f32(r, 3), [2, 3]), Sample(f32(r, 1, 4), [-1, 4])],
+           np_ref=lambda x, s: np.broadcast_to(x, [x.shape[i - (len(s) - x.ndim)] if v == -1 else v
+                                                   for i, v in enumerate(s)])),
+    OpInfo("squeeze", lambda r: [Sample(f32(r, 3, 1, 4, 1)), Sample(f32(r, 1))], np_ref=np.squeeze),
+    OpInfo("squeeze.dim", lambda r: [Sample(f32(r, 3, 1, 4), 1), Sample(f32(r, 3, 4), 0)],
+           np_ref=lambda x, d: np.squeeze(x, d) if x.shape[d] == 1 else x),
+    OpInfo("unsqueeze", lambda r: [Sample(f32(r, 3, 4), 0), Sample(f32(r, 3, 4), -1), Sample(f32(r, 3, 4), 1)],
+           np_ref=np.expand_dims),
+    OpInfo("flatten.using_ints", lambda r: [Sample(f32(r, 2, 3, 4)), Sample(f32(r, 2, 3, 4), 1, 2)],
+           np_ref=lambda x, s=0, e=-1: x.reshape(x.shape[:s] + (-1,) + x.shape[(e % x.ndim) + 1:])),
+
+    # ---- copies
+    OpInfo("contiguous", lambda r: [Sample(f32(r, 3, 4)), Sample(i64(r, 2, 5))], np_ref=lambda x: x),
+    OpInfo("clone", lambda r: [Sample(f32(r, 3, 4)), Sample(bools(r, 4))], np_ref=np.copy),
+    OpInfo("to.dtype", lambda r: [Sample(f32(r, 3, 4) * 10, D("int32")), Sample(i64(r, 5), D("float64")),
+                                  Sample(f32(r, 3, 4), D("float16")), Sample(ints_as_f32(r, 4), D("bool")),
+                                  Sample(f32(r, 3, 4), D("bfloat16")), Sample(f32(r, 2, 2), D("float32"))],
+           rtol=1e-2, atol=1e-2),
+    OpInfo("to.device", lambda r: [Sample(f32(r, 3, 4), "cpu"), Sample(i64(r, 3), "cpu", D("float64"))],
+           np_ref=lambda x, dev, dtype=None: x),
+
+    # ---- selection and joining
+    OpInfo("topk", lambda r: [Sample(f32(r, 3, 6), 2), Sample(f32(r, 5, 4), 3, 0, False), Sample(f32(r, 7), 1)],
+           torch_ref=_topk_torch),
+    OpInfo("gather", lambda r: [Sample(f32(r, 3, 4), 1, r.integers(0, 4, (3, 2))),
+                                Sample(f32(r, 3, 4), 0, r.integers(0, 3, (2, 4)))],
+           np_ref=lambda x, d, i: np.take_along_axis(x, i, d)),
+    OpInfo("index_select", lambda r: [Sample(f32(r, 4, 3), 0, np.array([3, 0, 0])), Sample(f32(r, 4, 3), 1, np.array([2, 1]))],
+           np_ref=lambda x, d, i: np.take(x, i, axis=d)),
+    OpInfo("index.Tensor", lambda r: [Sample(f32(r, 5, 3), [np.array([4, 0, 2])]),
+                                      Sample(f32(r, 5, 3), [None, np.array([[0, 2], [1, 1]])]),
+                                      Sample(f32(r, 4, 3, 2), [np.array([0, 3]), np.array([1, 2])]),
+                                      Sample(i64(r, 6), [np.array([[5, 0], [1, 1]])])],
+           np_ref=lambda x, idx: x[tuple(slice(None) if i is None else i for i in idx)]),
+    OpInfo("cat", lambda r: [Sample([f32(r, 2, 3), f32(r, 1, 3)]), Sample([f32(r, 2, 3), f32(r, 2, 2)], 1),
+                             Sample([i64(r, 2), f32(r, 3)])],
+           np_ref=lambda ts, dim=0: np.concatenate(ts, axis=dim)),
+    OpInfo("stack", lambda r: [Sample([f32(r, 2, 3), f32(r, 2, 3)]), Sample([f32(r, 4), f32(r, 4), f32(r, 4)], 1)],
+           np_ref=lambda ts, dim=0: np.stack(ts, axis=dim)),
+    OpInfo("nonzero", lambda r: [Sample(ints_as_f32(r, 3, 4)), Sample(bools(r, 6)), Sample(np.zeros((2, 2), np.float32))],
+           np_ref=lambda x: np.stack(np.nonzero(x), 1)),
+    OpInfo("masked_select", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4)), Sample(i64(r, 3, 4), bools(r, 4))],
+           np_ref=lambda x, m: x[np.broadcast_to(m, x.shape)]),
+]
+
+BY_NAME = {}
+for _info in OPINFOS:
+    BY_NAME.setdefault(_info.name, []).append(_info)

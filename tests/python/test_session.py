@@ -1,0 +1,117 @@
+"""Sessions from Python: round trips, deferred errors with op and call site,
+releases, isolation of two sessions, and the embedded daemon."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tensord
+from conftest import DAEMON_BIN, subprocess_env
+
+
+def test_thousand_small_ops_then_item_are_O1_round_trips(session):
+    x = tensord.zeros(4)
+    before = tensord.stats()
+    for _ in range(1000):
+        x = x + 1
+    assert x.sum().item() == 4000.0
+    after = tensord.stats()
+    assert after["ops_issued"] - before["ops_issued"] == 1001
+    assert after["round_trips"] - before["round_trips"] <= 3
+    assert after["messages_sent"] - before["messages_sent"] <= 12
+
+
+def test_stats_keys(session):
+    s = tensord.stats()
+    for k in ("ops_issued", "messages_sent", "round_trips", "uploads", "releases", "meta_ops"):
+        assert isinstance(s[k], int) and s[k] >= 0
+    assert s == {**session.stats(), "meta_ops": s["meta_ops"]}
+
+
+def test_deferred_error_names_op_and_call_site(session):
+    x = tensord.tensor([[1.0, 2.0], [3.0, 4.0]])
+    bad = tensord.tensor([[0, 5], [1, 0]])
+    y = x.gather(1, bad)        # an out-of-range index: only the kernel can tell
+    line = sys._getframe().f_lineno - 1
+    z = y * 2                   # depends on the failed op
+    assert z.shape == (2, 2)    # metadata is known; no error yet
+    with pytest.raises((RuntimeError, IndexError)) as e:
+        z.numpy()
+    msg = str(e.value)
+    assert "gather" in msg and f"test_session.py:{line}" in msg
+    rows = tensord.tensor([0, 7])
+    x.index_select(0, rows)
+    line2 = sys._getframe().f_lineno - 1
+    with pytest.raises(IndexError) as e:     # the kernel's error kind survives the wire
+        tensord.synchronize()
+    assert "index_select" in str(e.value) and f"test_session.py:{line2}" in str(e.value)
+    tensord.synchronize()       # reported once
+    assert x.sum().item() == 10.0
+
+
+def test_releases_are_batched(session):
+    before = tensord.stats()
+    for _ in range(300):
+        tensord.ones(3)         # dropped at once
+    tensord.synchronize()
+    after = tensord.stats()
+    assert after["releases"] - before["releases"] >= 300
+    assert after["messages_sent"] - before["messages_sent"] <= 4
+
+
+def test_two_sessions_are_isolated(session, daemon):
+    other = tensord.connect(daemon.address, set_default=False)
+    try:
+        assert other.session_id != session.session_id
+        a = tensord.ones(3)                 # default session
+        with other:
+            b = tensord.full((3,), 2.0)     # the other session
+            c = b * 5
+        assert c.tolist() == [10.0, 10.0, 10.0]
+        with pytest.raises(RuntimeError, match="different sessions"):
+            a + b
+        other.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            b + 1
+        assert (a + 1).tolist() == [2.0, 2.0, 2.0]
+    finally:
+        other.close()
+
+
+def test_connect_errors_are_clear():
+    with pytest.raises(RuntimeError, match="nonexistent"):
+        tensord.connect("unix:/nonexistent/dir/tensord.sock", set_default=False)
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_embedded_daemon_starts_on_first_real_tensor_and_stops_at_exit():
+    code = r"""
+import os, tensord
+assert tensord.default_session() is None
+x = tensord.ones(2, 2)              # the first real tensor spawns a private daemon
+s = tensord.default_session()
+assert s is not None and s.daemon_pid > 0 and s.address.startswith("unix:")
+print(s.daemon_pid, s.address)
+print((x @ x).sum().item())
+"""
+    env = subprocess_env()
+    env.pop("TENSORD_ADDRESS", None)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    pid_line, value = r.stdout.split("\n")[:2]
+    pid, address = pid_line.split()
+    assert float(value) == 8.0
+    # The daemon was stopped and its private socket removed at exit.
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert not os.path.exists(address[len("unix:"):])
+
+
+def test_data_dependent_ops_wait_once(session):
+    x = tensord.from_numpy(np.array([[0, 1, 0], [2, 3, 0]], dtype=np.float32))
+    before = tensord.stats()["round_trips"]
+    nz = x.nonzero()
+    assert tensord.stats()["round_trips"] - before == 1
+    assert nz.shape == (3, 2) and nz.tolist() == [[0, 1], [1, 0], [1, 1]]
+    assert x[x > 0].tolist() == [1.0, 2.0, 3.0]

@@ -1,0 +1,255 @@
+"""The Tensor surface a PyTorch user reaches for, against a daemon: creation,
+operators (and their reflected forms), indexing, conversions, reading data,
+repr, and the exception types of errors. References: NumPy and PyTorch 1.13."""
+import numpy as np
+import pytest
+import torch
+
+import tensord
+
+pytestmark = pytest.mark.usefixtures("session")
+
+
+def rng():
+    return np.random.default_rng(7)
+
+
+# ---------------------------------------------------------------- creation
+
+def test_tensor_infers_dtypes_like_pytorch():
+    assert tensord.tensor([1, 2, 3]).dtype is tensord.int64
+    assert tensord.tensor([1.0, 2]).dtype is tensord.float32
+    assert tensord.tensor([True, False]).dtype is tensord.bool
+    assert tensord.tensor(3).shape == () and tensord.tensor(3).item() == 3
+    assert tensord.tensor(2.5).item() == 2.5
+    assert tensord.tensor([]).dtype is tensord.float32 and tensord.tensor([]).shape == (0,)
+    assert tensord.tensor([[1, 2], [3, 4]], dtype=tensord.float64).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    b = tensord.tensor([1.5, -2.25], dtype=tensord.bfloat16)
+    assert b.dtype is tensord.bfloat16 and b.tolist() == [1.5, -2.25]
+    with pytest.raises(ValueError):
+        tensord.tensor([[1, 2], [3]])
+    with pytest.raises(TypeError):
+        tensord.tensor(["a"])
+
+
+def test_from_numpy_keeps_dtype_and_layout():
+    for dt in (np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8, np.bool_):
+        a = (rng().standard_normal((3, 4)) * 5).astype(dt)
+        t = tensord.from_numpy(a)
+        assert t.dtype.to_numpy() == a.dtype and t.shape == a.shape
+        np.testing.assert_array_equal(t.numpy(), a)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4).T     # non-contiguous source
+    np.testing.assert_array_equal(tensord.from_numpy(a).numpy(), a)
+    np.testing.assert_array_equal(tensord.from_numpy(np.array(3.5, dtype=np.float32)).numpy(), np.array(3.5))
+    with pytest.raises(TypeError, match="uint16"):
+        tensord.from_numpy(np.zeros(3, dtype=np.uint16))
+    with pytest.raises(TypeError):
+        tensord.from_numpy([1, 2])
+
+
+def test_large_upload_roundtrip():
+    a = rng().standard_normal((700, 600)).astype(np.float32)     # 1.6 MiB: chunked
+    before = tensord.stats()["messages_sent"]
+    t = tensord.from_numpy(a)
+    assert tensord.stats()["messages_sent"] - before >= 2
+    np.testing.assert_array_equal(t.numpy(), a)
+    np.testing.assert_allclose((t * 2).sum(0).numpy(), (a * 2).sum(0), rtol=1e-5, atol=1e-4)
+
+
+def test_as_tensor_and_factories():
+    t = tensord.ones(2, 3)
+    assert tensord.as_tensor(t) is t
+    assert tensord.as_tensor(t, dtype=tensord.float64).dtype is tensord.float64
+    assert tensord.zeros((2, 3)).shape == (2, 3) and tensord.zeros([2, 3]).shape == (2, 3)
+    assert tensord.zeros(tensord.Size([4])).shape == (4,)
+    assert tensord.full((2,), 7).dtype is tensord.int64
+    assert tensord.arange(0, 10, 3).tolist() == [0, 3, 6, 9]
+    assert tensord.eye(2).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    r = tensord.rand(1000)
+    v = r.numpy()
+    assert v.min() >= 0 and v.max() < 1 and 0.4 < v.mean() < 0.6
+
+
+# ---------------------------------------------------------------- operators
+
+def _pair():
+    r = rng()
+    a = r.standard_normal((3, 4)).astype(np.float32)
+    b = r.uniform(0.5, 2, (3, 4)).astype(np.float32)
+    return a, b, tensord.from_numpy(a), tensord.from_numpy(b)
+
+
+@pytest.mark.parametrize("expr", [
+    lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x // y,
+    lambda x, y: x % y, lambda x, y: abs(x) ** y, lambda x, y: -x, lambda x, y: abs(x), lambda x, y: +x,
+    lambda x, y: x + 2, lambda x, y: 2 + x, lambda x, y: 1.5 - x, lambda x, y: x - 1.5, lambda x, y: 3 * x,
+    lambda x, y: 2 / y, lambda x, y: y / 2, lambda x, y: 7 // y, lambda x, y: 5.5 % y, lambda x, y: 2 ** x,
+    lambda x, y: x ** 2, lambda x, y: x @ y.T, lambda x, y: (x > y) & (x < 1), lambda x, y: (x > 0) | (y > 1),
+    lambda x, y: (x > 0) ^ (y > 1), lambda x, y: ~(x > 0), lambda x, y: x == y, lambda x, y: x != 0.5,
+    lambda x, y: x <= y, lambda x, y: x >= 0, lambda x, y: 0 < x, lambda x, y: x + np.float32(1.5),
+])
+def test_operators_match_numpy(expr):
+    a, b, x, y = _pair()
+    got = expr(x, y)
+    ref = expr(a, b)
+    assert tuple(got.shape) == np.shape(ref)
+    np.testing.assert_allclose(got.numpy().astype(np.float64), np.asarray(ref, dtype=np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_integer_operators_follow_pytorch():
+    a = np.array([[-7, -3, 0, 4, 9]], dtype=np.int64)
+    x, ta = tensord.from_numpy(a), torch.from_numpy(a)
+    for expr in (lambda v: v // 2, lambda v: v // -2, lambda v: v % 3, lambda v: v % -3, lambda v: v / 2,
+                 lambda v: 2 / (v + 10), lambda v: v & 6, lambda v: v | 1, lambda v: v ^ 5, lambda v: ~v,
+                 lambda v: -v, lambda v: v * 2.5, lambda v: 10 // (v + 10), lambda v: 100 % (v + 10)):
+        got, ref = expr(x), expr(ta)
+        assert got.dtype._name == str(ref.dtype).replace("torch.", ""), (got.dtype, ref.dtype)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6)
+    i32 = tensord.tensor([1, 2], dtype=tensord.int32)
+    assert (i32 + 1).dtype is tensord.int32 and (i32 + 1.5).dtype is tensord.float32
+    assert (i32 + tensord.tensor(1)).dtype is tensord.int32      # 0-dim int64 does not widen
+
+
+def test_method_surface_is_generated_from_the_op_table():
+    ops = tensord._C.op_table()
+    for e in ops:
+        if e["is_method"]:
+            assert callable(getattr(tensord.Tensor, e["name"])), e["name"]
+        if e["is_function"]:
+            assert callable(getattr(tensord, e["name"])), e["name"]
+    x = tensord.tensor([[3.0, 1.0, 2.0]])
+    assert x.max(dim=1).values.tolist() == [3.0] and x.max(dim=1).indices.tolist() == [0]
+    v, i = x.topk(2)
+    assert v.tolist() == [[3.0, 2.0]] and i.tolist() == [[0, 2]]
+    assert type(x.topk(1)).__name__ == "topk"
+    assert x.where(x > 1.5, 0.0).tolist() == [[3.0, 0.0, 2.0]]
+    assert tensord.where(x > 1.5, x, -x).tolist() == [[3.0, -1.0, 2.0]]
+    assert x.sum(1, keepdim=True).shape == (1, 1)
+    assert x.float().dtype is tensord.float32 and x.double().dtype is tensord.float64
+    assert x.long().tolist() == [[3, 1, 2]] and x.int().dtype is tensord.int32 and x.half().dtype is tensord.float16
+    assert x.cpu().device == tensord.device("cpu") and x.to(tensord.float64).dtype is tensord.float64
+
+
+# ---------------------------------------------------------------- indexing
+
+@pytest.mark.parametrize("key", [
+    0, -1, (1, 2), (slice(None), 1), (slice(1, None), slice(None, None, 2)), (slice(None, None, 3),),
+    (None, 0), (Ellipsis, 1), (0, Ellipsis, None), (slice(-3, -1), None, slice(1, 3)), (Ellipsis,),
+    [0, 2], ([0, 3], [1, 2]), (slice(None), [3, 0, 0]), (1, [0, 1]), (slice(0, 0),), (),
+])
+def test_indexing_matches_numpy(key):
+    a = np.arange(4 * 5 * 3, dtype=np.float32).reshape(4, 5, 3)
+    t = tensord.from_numpy(a)
+    got = t[key]
+    ref = a[key]
+    assert tuple(got.shape) == ref.shape
+    np.testing.assert_array_equal(got.numpy(), ref)
+    assert got._daemon_meta()["strides"] == got.stride()
+
+
+def test_tensor_and_mask_indexing():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = tensord.from_numpy(a)
+    idx = tensord.tensor([[2, 0], [1, 1]])
+    np.testing.assert_array_equal(t[idx].numpy(), a[np.array([[2, 0], [1, 1]])])
+    np.testing.assert_array_equal(t[:, tensord.tensor([3, 1])].numpy(), a[:, [3, 1]])
+    mask = a % 3 == 0
+    np.testing.assert_array_equal(t[tensord.from_numpy(mask)].numpy(), a[mask])
+    np.testing.assert_array_equal(t[t > 5].numpy(), a[a > 5])
+    rows = np.array([True, False, True])
+    np.testing.assert_array_equal(t[tensord.from_numpy(rows)].numpy(), a[rows])
+    with pytest.raises(IndexError, match="does not match the shape"):
+        t[tensord.tensor([True, False])]
+    with pytest.raises(IndexError):
+        t[3]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, 0]
+    with pytest.raises(IndexError, match="only integers"):
+        t["x"]
+    with pytest.raises(NotImplementedError, match="item assignment"):
+        t[0] = 1
+
+
+def test_views_alias_and_report_daemon_strides():
+    t = tensord.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    for v in (t.T, t.permute(2, 0, 1), t[1], t[:, 1:, ::2], t.transpose(0, 2), t.unsqueeze(1), t.expand(5, 2, 3, 4),
+              t.view(6, 4), t.narrow(2, 1, 2), t.flatten(1)):
+        m = v._daemon_meta()
+        assert m["sizes"] == v.shape and m["strides"] == v.stride() and m["storage_offset"] == v.storage_offset()
+    assert not t.T.is_contiguous() and t.T.contiguous().is_contiguous()
+    with pytest.raises(RuntimeError, match="view"):
+        t.T.view(24)
+    assert t.T.reshape(24).shape == (24,)
+
+
+# ---------------------------------------------------------------- reading data
+
+def test_reading_values():
+    t = tensord.tensor([[1.5, 2.0], [3.0, 4.0]])
+    assert t.tolist() == [[1.5, 2.0], [3.0, 4.0]]
+    assert t[0, 0].item() == 1.5 and float(t[0, 1]) == 2.0 and int(t[1, 1]) == 4
+    assert bool(tensord.tensor([True])) and not bool(tensord.tensor(0.0))
+    assert len(t) == 2 and [r.tolist() for r in t] == [[1.5, 2.0], [3.0, 4.0]]
+    np.testing.assert_array_equal(np.asarray(t), t.numpy())
+    assert [1, 2, 3][tensord.tensor(1)] == 2                   # __index__
+    assert f"{t.sum():.1f}" == "10.5"
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(t)
+    with pytest.raises(RuntimeError, match="4 elements cannot be converted to Scalar"):
+        t.item()
+    b = tensord.tensor([1.0, 2.0], dtype=tensord.bfloat16)
+    with pytest.raises(TypeError, match="BFloat16"):
+        b.numpy()
+    assert b.float().numpy().tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: m.tensor([[1.0, 2.0], [3.0, 4.0]]),
+    lambda m: m.tensor([1.5, 2e-5]),
+    lambda m: m.tensor([1, 2, 3]),
+    lambda m: m.tensor([True, False]),
+    lambda m: m.tensor(3.5),
+    lambda m: m.tensor([1, 2], dtype=m.int32),
+    lambda m: m.tensor([0.0, 0.0]),
+    lambda m: m.tensor([1.0, 2.0], dtype=m.float64),
+    lambda m: m.tensor([1e10, 1.0]),
+    lambda m: m.tensor([[1.0, -2.5, 3.25]] * 4),
+    lambda m: m.zeros(0, 3),
+    lambda m: m.zeros(0),
+    lambda m: m.zeros(0, dtype=m.int64),
+    lambda m: m.arange(2000),
+    lambda m: m.arange(3000, dtype=m.float32).reshape(30, 100) / 7,
+    lambda m: m.arange(24).reshape(2, 3, 4),
+    lambda m: m.tensor([float("nan"), float("inf"), 1.0]),
+    lambda m: m.tensor([1.0, 2.0], dtype=m.bfloat16),
+    lambda m: m.tensor([1.0, 2.0], dtype=m.float16),
+    lambda m: m.arange(100, dtype=m.float32) * 1.5,
+])
+def test_repr_matches_pytorch(make):
+    ours = repr(make(tensord))
+    ref = repr(make(torch)).replace("torch.", "tensord.")
+    assert ours == ref
+
+
+# ---------------------------------------------------------------- errors
+
+def test_error_types_and_messages():
+    a = tensord.ones(8, 4)
+    b = tensord.ones(3, 2)
+    with pytest.raises(RuntimeError, match=r"matmul: size mismatch, self is \[8, 4\], other is \[3, 2\] \(4 != 3\)"):
+        a @ b
+    with pytest.raises(TypeError, match="invalid combination of arguments"):
+        a.add("x")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        a.sum(bogus=1)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        a.sum(2)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        a + tensord.ones(3)
+    with pytest.raises(TypeError, match="cannot pass an object of type object"):
+        a.add(object())
+    with pytest.raises(RuntimeError, match="Promotion for Float8"):
+        a.to(tensord.float8_e5m2) + a
+    assert a.__add__("x") is NotImplemented
+    with pytest.raises(TypeError):
+        a + "x"
