@@ -1,0 +1,471 @@
+// Binary and ternary elementwise CPU kernels: add, sub, rsub, mul, div,
+// remainder, pow, maximum, minimum (computed in the output dtype, which the
+// meta function promoted); comparisons (computed in the promoted input
+// dtype, bool results); logical_and/or/xor; bitwise_and/or/xor; where; clamp;
+// masked_fill. Tensor operands broadcast; Scalar operands are constants of
+// the compute dtype.
+#include <cmath>
+#include <type_traits>
+
+#include "elementwise.h"
+#include "kernel_util.h"
+#include "tensord/meta/shape_rules.h"
+
+namespace tensord::cpu {
+namespace {
+
+#define TD_COMPUTE_T(tag) ComputeT<typename decltype(tag)::type>
+
+// ---- arithmetic ---------------------------------------------------------------
+
+// The second operand of a binary op: a tensor or a Python scalar.
+struct Operand {
+  const TensorRef* tensor = nullptr;
+  const Scalar* scalar = nullptr;
+};
+
+// out = op(a, b) in the output's dtype T, for a tensor `a` and a tensor or
+// scalar `b` (or, with `b_first`, op(b, a)). make_op(TypeTag<T>) builds op.
+template <uint32_t kSet, typename MakeOp>
+absl::Status ArithKernel(const TensorRef& out, const TensorRef& a, Operand b, const char* name,
+                         MakeOp make_op, bool b_first = false) {
+  return Dispatch<kSet>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    auto op = make_op(tag);
+    if (b.tensor != nullptr) {
+      if (b_first) return RunBinary<T, T, T>(out, *b.tensor, a, op);
+      return RunBinary<T, T, T>(out, a, *b.tensor, op);
+    }
+    const C y = ScalarTo<T>(*b.scalar);
+    if (b_first) return RunUnary<T, T>(out, a, [&op, y](C x) { return op(y, x); });
+    return RunUnary<T, T>(out, a, [&op, y](C x) { return op(x, y); });
+  });
+}
+
+// Reads (self, other-or-scalar) of a binary op whose arg 1 is a tensor for
+// ".Tensor" overloads and a Scalar otherwise.
+struct BinaryArgs {
+  TensorRef self;
+  TensorRef other_tensor;
+  Scalar other_scalar;
+  Operand other;
+};
+
+absl::Status ReadBinaryArgs(const KernelContext& ctx, BinaryArgs& args) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(args.self, InputTensor(ctx, 0));
+  if (ctx.args[1].is_tensor()) {
+    TD_ASSIGN_OR_RETURN(args.other_tensor, InputTensor(ctx, 1));
+    args.other.tensor = &args.other_tensor;
+  } else {
+    args.other_scalar = ctx.args[1].scalar();
+    args.other.scalar = &args.other_scalar;
+  }
+  return absl::OkStatus();
+}
+
+// add / sub / rsub with alpha: self + alpha * other, self - alpha * other,
+// other - alpha * self.
+enum class AddKind { kAdd, kSub, kRSub };
+
+template <AddKind kKind>
+absl::Status AddLike(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  const Scalar alpha = ctx.args[2].scalar();
+  const char* name = kKind == AddKind::kAdd ? "add" : kKind == AddKind::kSub ? "sub" : "rsub";
+  constexpr uint32_t kSet = kKind == AddKind::kAdd ? kSetAllButF8 : (kSetInts | kSetFloats);
+  return ArithKernel<kSet>(
+      ctx.outputs[0], args.self, args.other, name,
+      [&alpha](auto tag) {
+        using T = typename decltype(tag)::type;
+        using C = ComputeT<T>;
+        const C al = ScalarTo<T>(alpha);
+        return [al](C x, C y) -> C {
+          if constexpr (std::is_same_v<C, bool>) {
+            return x || (al && y);
+          } else if constexpr (kKind == AddKind::kAdd) {
+            return WrapAdd<C>(x, WrapMul<C>(al, y));
+          } else {
+            return WrapSub<C>(x, WrapMul<C>(al, y));
+          }
+        };
+      },
+      /*b_first=*/kKind == AddKind::kRSub);
+}
+
+absl::Status Mul(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  return ArithKernel<kSetAllButF8>(ctx.outputs[0], args.self, args.other, "mul", [](auto tag) {
+    using C = TD_COMPUTE_T(tag);
+    return [](C x, C y) -> C {
+      if constexpr (std::is_same_v<C, bool>) {
+        return x && y;
+      } else {
+        return WrapMul<C>(x, y);
+      }
+    };
+  });
+}
+
+// True division; the meta function makes integer inputs floating.
+absl::Status Div(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  return ArithKernel<kSetFloats>(ctx.outputs[0], args.self, args.other, "div", [](auto tag) {
+    using C = TD_COMPUTE_T(tag);
+    return [](C x, C y) -> C { return x / y; };
+  });
+}
+
+// Python-style remainder: the result has the sign of the divisor. Integer
+// division by zero is PyTorch's "ZeroDivisionError" RuntimeError.
+absl::Status Remainder(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  bool zero_division = false;
+  TD_RETURN_IF_ERROR(ArithKernel<kSetInts | kSetFloats>(
+      ctx.outputs[0], args.self, args.other, "remainder",
+      [&zero_division](auto tag) {
+        using C = TD_COMPUTE_T(tag);
+        return [&zero_division](C a, C b) -> C {
+          if constexpr (std::is_floating_point_v<C>) {
+            C mod = std::fmod(a, b);
+            if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) mod += b;
+            return mod;
+          } else {
+            if (b == C(0)) {
+              zero_division = true;
+              return C(0);
+            }
+            if constexpr (std::is_signed_v<C>) {
+              if (b == C(-1)) return C(0);  // also avoids INT_MIN % -1
+            }
+            C mod = static_cast<C>(a % b);
+            if constexpr (std::is_signed_v<C>) {
+              if (mod != 0 && ((b < 0) != (mod < 0))) mod = static_cast<C>(mod + b);
+            }
+            return mod;
+          }
+        };
+      }));
+  if (zero_division) return RuntimeErr("ZeroDivisionError");
+  return absl::OkStatus();
+}
+
+// Integer power by squaring, wrapping like PyTorch; negative exponents give
+// 1 for base 1, +-1 for base -1 and 0 otherwise.
+template <typename C>
+C IntPow(C base, C exp) {
+  if constexpr (std::is_same_v<C, bool>) {
+    return exp ? base : true;
+  } else {
+    if constexpr (std::is_signed_v<C>) {
+      if (exp < 0) {
+        if (base == 1) return 1;
+        if (base == -1) return (exp & 1) ? C(-1) : C(1);
+        return 0;
+      }
+    }
+    C result = 1;
+    while (exp) {
+      if (exp & 1) result = WrapMul<C>(result, base);
+      exp = static_cast<C>(exp >> 1);
+      base = WrapMul<C>(base, base);
+    }
+    return result;
+  }
+}
+
+template <typename C>
+C PowValue(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::pow(a, b);
+  } else {
+    return IntPow<C>(a, b);
+  }
+}
+
+absl::Status PowTensorTensor(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  return ArithKernel<kSetInts | kSetFloats>(ctx.outputs[0], args.self, args.other, "pow",
+                     [](auto tag) {
+                       using C = TD_COMPUTE_T(tag);
+                       return [](C a, C b) -> C { return PowValue<C>(a, b); };
+                     });
+}
+
+absl::Status PowTensorScalar(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  if (IsIntegral(ctx.outputs[0].meta->dtype, /*include_bool=*/false) &&
+      !args.other_scalar.is_float() && args.other_scalar.to_int() < 0) {
+    return RuntimeErr("pow: Integers to negative integer powers are not allowed.");
+  }
+  return PowTensorTensor(ctx);
+}
+
+// pow.Scalar(Scalar self, Tensor exponent): the tensor is arg 1.
+absl::Status PowScalarSelf(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef exponent, InputTensor(ctx, 1));
+  const Scalar base = ctx.args[0].scalar();
+  Operand b{nullptr, &base};
+  return ArithKernel<kSetInts | kSetFloats>(
+      ctx.outputs[0], exponent, b, "pow",
+      [](auto tag) {
+        using C = TD_COMPUTE_T(tag);
+        return [](C a, C b) -> C { return PowValue<C>(a, b); };
+      },
+      /*b_first=*/true);
+}
+
+// maximum / minimum: NaN propagates.
+template <bool kMax>
+absl::Status MaxMinElementwise(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  return ArithKernel<kSetAllButF8>(ctx.outputs[0], args.self, args.other,
+                                   kMax ? "maximum" : "minimum", [](auto tag) {
+                       using C = TD_COMPUTE_T(tag);
+                       return [](C a, C b) -> C {
+                         if constexpr (std::is_floating_point_v<C>) {
+                           if (std::isnan(a)) return a;
+                           if (std::isnan(b)) return b;
+                         }
+                         if constexpr (kMax) {
+                           return a > b ? a : b;
+                         } else {
+                           return a < b ? a : b;
+                         }
+                       };
+                     });
+}
+
+// ---- comparisons and logical ops ------------------------------------------------
+
+enum class Cmp { kEq, kNe, kLt, kLe, kGt, kGe };
+
+template <Cmp kCmp, typename C>
+inline bool Compare(C a, C b) {
+  if constexpr (kCmp == Cmp::kEq) return a == b;
+  if constexpr (kCmp == Cmp::kNe) return a != b;
+  if constexpr (kCmp == Cmp::kLt) return a < b;
+  if constexpr (kCmp == Cmp::kLe) return a <= b;
+  if constexpr (kCmp == Cmp::kGt) return a > b;
+  if constexpr (kCmp == Cmp::kGe) return a >= b;
+}
+
+absl::Status ExpectBoolOutput(const char* name, const TensorRef& out) {
+  if (out.meta->dtype != ScalarType::kBool) {
+    return InternalErr(absl::StrCat("internal: ", name, ": output dtype is ",
+                                    DtypeName(out.meta->dtype), ", expected bool"));
+  }
+  return absl::OkStatus();
+}
+
+template <Cmp kCmp>
+absl::Status CompareKernel(KernelContext& ctx) {
+  static constexpr const char* kNames[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  const char* name = kNames[static_cast<int>(kCmp)];
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectBoolOutput(name, out));
+  // Compare in the dtype PyTorch would promote the operands to.
+  PromotionOperand ops[2];
+  ops[0].tensor = args.self.meta;
+  if (args.other.tensor) {
+    ops[1].tensor = args.other.tensor->meta;
+  } else {
+    ops[1].scalar = args.other.scalar;
+  }
+  TD_ASSIGN_OR_RETURN(ScalarType common, ResultType(name, ops));
+  return Dispatch<kSetAllButF8>(common, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    if (args.other.tensor) {
+      return RunBinary<bool, T, T>(out, args.self, *args.other.tensor,
+                                   [](C a, C b) { return Compare<kCmp, C>(a, b); });
+    }
+    const C y = ScalarTo<T>(*args.other.scalar);
+    return RunUnary<bool, T>(out, args.self, [y](C a) { return Compare<kCmp, C>(a, y); });
+  });
+}
+
+enum class Logic { kAnd, kOr, kXor };
+
+template <Logic kLogic>
+absl::Status LogicalKernel(KernelContext& ctx) {
+  const char* name = kLogic == Logic::kAnd ? "logical_and"
+                     : kLogic == Logic::kOr ? "logical_or"
+                                            : "logical_xor";
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectBoolOutput(name, out));
+  TD_INTERNAL_CHECK(args.other.tensor != nullptr, name, " expects two tensors");
+  // Each operand is tested against zero in its own dtype: casting to bool.
+  return RunBinary<bool, bool, bool>(out, args.self, *args.other.tensor, [](bool a, bool b) {
+    if constexpr (kLogic == Logic::kAnd) return a && b;
+    if constexpr (kLogic == Logic::kOr) return a || b;
+    if constexpr (kLogic == Logic::kXor) return a != b;
+  });
+}
+
+template <Logic kLogic>
+absl::Status BitwiseKernel(KernelContext& ctx) {
+  const char* name = kLogic == Logic::kAnd ? "bitwise_and"
+                     : kLogic == Logic::kOr ? "bitwise_or"
+                                            : "bitwise_xor";
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  return ArithKernel<kSetBool | kSetInts>(ctx.outputs[0], args.self, args.other, name,
+                     [](auto tag) {
+                       using C = TD_COMPUTE_T(tag);
+                       return [](C a, C b) -> C {
+                         if constexpr (kLogic == Logic::kAnd) return static_cast<C>(a & b);
+                         if constexpr (kLogic == Logic::kOr) return static_cast<C>(a | b);
+                         if constexpr (kLogic == Logic::kXor) return static_cast<C>(a ^ b);
+                       };
+                     });
+}
+
+// ---- where, clamp, masked_fill --------------------------------------------------
+
+// where(condition, self, other) for every mix of tensor and Scalar operands.
+absl::Status Where(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef cond, InputTensor(ctx, 0));
+  const TensorRef& out = ctx.outputs[0];
+  const bool self_t = ctx.args[1].is_tensor(), other_t = ctx.args[2].is_tensor();
+  TensorRef self, other;
+  if (self_t) {
+    TD_ASSIGN_OR_RETURN(self, InputTensor(ctx, 1));
+  }
+  if (other_t) {
+    TD_ASSIGN_OR_RETURN(other, InputTensor(ctx, 2));
+  }
+  return Dispatch<kSetAllButF8>(out.meta->dtype, "where", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    if (self_t && other_t) {
+      return RunTernary<T, bool, T, T>(out, cond, self, other,
+                                       [](bool c, C a, C b) { return c ? a : b; });
+    }
+    if (self_t) {
+      const C b = ScalarTo<T>(ctx.args[2].scalar());
+      return RunBinary<T, bool, T>(out, cond, self, [b](bool c, C a) { return c ? a : b; });
+    }
+    if (other_t) {
+      const C a = ScalarTo<T>(ctx.args[1].scalar());
+      return RunBinary<T, bool, T>(out, cond, other, [a](bool c, C b) { return c ? a : b; });
+    }
+    const C a = ScalarTo<T>(ctx.args[1].scalar());
+    const C b = ScalarTo<T>(ctx.args[2].scalar());
+    return RunUnary<T, bool>(out, cond, [a, b](bool c) { return c ? a : b; });
+  });
+}
+
+// clamp(self, min=None, max=None): NaN inputs stay NaN; min > max gives max.
+absl::Status Clamp(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  const std::optional<Scalar> lo = OptionalScalar(ctx, 1), hi = OptionalScalar(ctx, 2);
+  if (!lo && !hi) return RuntimeErr("clamp: At least one of 'min' or 'max' must not be None");
+  const TensorRef& out = ctx.outputs[0];
+  return Dispatch<kSetInts | kSetFloats>(out.meta->dtype, "clamp", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    const bool has_lo = lo.has_value(), has_hi = hi.has_value();
+    const C l = has_lo ? ScalarTo<T>(*lo) : C(0);
+    const C h = has_hi ? ScalarTo<T>(*hi) : C(0);
+    return RunUnary<T, T>(out, self, [=](C x) -> C {
+      if (IsNan(x)) return x;
+      if (has_lo) x = (x < l) ? l : x;  // std::max(x, l)
+      if (has_hi) x = (h < x) ? h : x;  // std::min(x, h)
+      return x;
+    });
+  });
+}
+
+absl::Status MaskedFill(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
+  if (mask.meta->dtype != ScalarType::kBool && mask.meta->dtype != ScalarType::kUInt8) {
+    return RuntimeErr(absl::StrCat("masked_fill only supports boolean masks, but got mask with dtype ",
+                                   DtypeName(mask.meta->dtype)));
+  }
+  const Scalar value = ctx.args[2].scalar();
+  const TensorRef& out = ctx.outputs[0];
+  return Dispatch<kSetAllButF8>(out.meta->dtype, "masked_fill", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    const C v = ScalarTo<T>(value);
+    return RunBinary<T, T, bool>(out, self, mask, [v](C x, bool m) { return m ? v : x; });
+  });
+}
+
+#undef TD_COMPUTE_T
+
+}  // namespace
+
+absl::Status RegisterBinaryKernels(KernelRegistry& r) {
+  struct Entry {
+    const char* name;
+    KernelFn fn;
+  };
+  const Entry entries[] = {
+      {"add.Tensor", AddLike<AddKind::kAdd>},
+      {"add.Scalar", AddLike<AddKind::kAdd>},
+      {"sub.Tensor", AddLike<AddKind::kSub>},
+      {"sub.Scalar", AddLike<AddKind::kSub>},
+      {"rsub.Scalar", AddLike<AddKind::kRSub>},
+      {"mul.Tensor", Mul},
+      {"mul.Scalar", Mul},
+      {"div.Tensor", Div},
+      {"div.Scalar", Div},
+      {"remainder.Tensor", Remainder},
+      {"remainder.Scalar", Remainder},
+      {"pow.Tensor_Tensor", PowTensorTensor},
+      {"pow.Tensor_Scalar", PowTensorScalar},
+      {"pow.Scalar", PowScalarSelf},
+      {"maximum", MaxMinElementwise<true>},
+      {"minimum", MaxMinElementwise<false>},
+      {"eq.Tensor", CompareKernel<Cmp::kEq>},
+      {"eq.Scalar", CompareKernel<Cmp::kEq>},
+      {"ne.Tensor", CompareKernel<Cmp::kNe>},
+      {"ne.Scalar", CompareKernel<Cmp::kNe>},
+      {"lt.Tensor", CompareKernel<Cmp::kLt>},
+      {"lt.Scalar", CompareKernel<Cmp::kLt>},
+      {"le.Tensor", CompareKernel<Cmp::kLe>},
+      {"le.Scalar", CompareKernel<Cmp::kLe>},
+      {"gt.Tensor", CompareKernel<Cmp::kGt>},
+      {"gt.Scalar", CompareKernel<Cmp::kGt>},
+      {"ge.Tensor", CompareKernel<Cmp::kGe>},
+      {"ge.Scalar", CompareKernel<Cmp::kGe>},
+      {"logical_and", LogicalKernel<Logic::kAnd>},
+      {"logical_or", LogicalKernel<Logic::kOr>},
+      {"logical_xor", LogicalKernel<Logic::kXor>},
+      {"bitwise_and.Tensor", BitwiseKernel<Logic::kAnd>},
+      {"bitwise_and.Scalar", BitwiseKernel<Logic::kAnd>},
+      {"bitwise_or.Tensor", BitwiseKernel<Logic::kOr>},
+      {"bitwise_or.Scalar", BitwiseKernel<Logic::kOr>},
+      {"bitwise_xor.Tensor", BitwiseKernel<Logic::kXor>},
+      {"bitwise_xor.Scalar", BitwiseKernel<Logic::kXor>},
+      {"where.self", Where},
+      {"where.ScalarOther", Where},
+      {"where.ScalarSelf", Where},
+      {"where.Scalar", Where},
+      {"clamp", Clamp},
+      {"masked_fill.Scalar", MaskedFill},
+  };
+  for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::cpu

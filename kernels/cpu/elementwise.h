@@ -1,0 +1,134 @@
+// kernels/cpu/elementwise.h — inner loops for elementwise kernels on top of
+// StridedLoop: one output and one to three inputs, loaded as compute values
+// (Load/Store from dtypes.h), with fast paths for contiguous runs and for a
+// broadcast (stride-0) operand so that the compiler can vectorise them.
+//
+//   StridedLoop loop(out.meta->sizes); loop.AddTensor(out); loop.AddTensor(a);
+//   loop.AddTensor(b); loop.Build();
+//   BinaryLoop<float, float, float>(loop, [](float x, float y) { return x + y; });
+//
+// Internal to kernels/.
+#ifndef TENSORD_KERNELS_CPU_ELEMENTWISE_H_
+#define TENSORD_KERNELS_CPU_ELEMENTWISE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "dtypes.h"
+#include "kernel_util.h"
+#include "strided_loop.h"
+
+namespace tensord::cpu {
+
+template <typename Out, typename A, typename Op>
+void UnaryLoop(const StridedLoop& loop, Op op) {
+  constexpr int64_t so = sizeof(Out), sa = sizeof(A);
+  loop.Run([&op](char* const* p, const int64_t* s, int64_t n) {
+    char* o = p[0];
+    const char* a = p[1];
+    if (s[0] == so && s[1] == sa) {
+      for (int64_t i = 0; i < n; ++i) Store<Out>(o + i * so, op(Load<A>(a + i * sa)));
+    } else if (s[0] == so && s[1] == 0) {
+      const auto v = op(Load<A>(a));
+      for (int64_t i = 0; i < n; ++i) Store<Out>(o + i * so, v);
+    } else {
+      for (int64_t i = 0; i < n; ++i) Store<Out>(o + i * s[0], op(Load<A>(a + i * s[1])));
+    }
+  });
+}
+
+template <typename Out, typename A, typename B, typename Op>
+void BinaryLoop(const StridedLoop& loop, Op op) {
+  constexpr int64_t so = sizeof(Out), sa = sizeof(A), sb = sizeof(B);
+  loop.Run([&op](char* const* p, const int64_t* s, int64_t n) {
+    char* o = p[0];
+    const char* a = p[1];
+    const char* b = p[2];
+    if (s[0] == so && s[1] == sa && s[2] == sb) {
+      for (int64_t i = 0; i < n; ++i) {
+        Store<Out>(o + i * so, op(Load<A>(a + i * sa), Load<B>(b + i * sb)));
+      }
+    } else if (s[0] == so && s[1] == sa && s[2] == 0) {
+      const auto y = Load<B>(b);
+      for (int64_t i = 0; i < n; ++i) Store<Out>(o + i * so, op(Load<A>(a + i * sa), y));
+    } else if (s[0] == so && s[1] == 0 && s[2] == sb) {
+      const auto x = Load<A>(a);
+      for (int64_t i = 0; i < n; ++i) Store<Out>(o + i * so, op(x, Load<B>(b + i * sb)));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        Store<Out>(o + i * s[0], op(Load<A>(a + i * s[1]), Load<B>(b + i * s[2])));
+      }
+    }
+  });
+}
+
+template <typename Out, typename A, typename B, typename C, typename Op>
+void TernaryLoop(const StridedLoop& loop, Op op) {
+  constexpr int64_t so = sizeof(Out), sa = sizeof(A), sb = sizeof(B), sc = sizeof(C);
+  loop.Run([&op](char* const* p, const int64_t* s, int64_t n) {
+    char* o = p[0];
+    const char* a = p[1];
+    const char* b = p[2];
+    const char* c = p[3];
+    if (s[0] == so && s[1] == sa && s[2] == sb && s[3] == sc) {
+      for (int64_t i = 0; i < n; ++i) {
+        Store<Out>(o + i * so,
+                   op(Load<A>(a + i * sa), Load<B>(b + i * sb), Load<C>(c + i * sc)));
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        Store<Out>(o + i * s[0],
+                   op(Load<A>(a + i * s[1]), Load<B>(b + i * s[2]), Load<C>(c + i * s[3])));
+      }
+    }
+  });
+}
+
+// Runs out = op(a) with `a` cast to dtype In first when it is not already.
+template <typename Out, typename In, typename Op>
+absl::Status RunUnary(const TensorRef& out, const TensorRef& a, Op op) {
+  std::unique_ptr<TempTensor> ha;
+  TD_ASSIGN_OR_RETURN(TensorRef ca, AsDtype(a, ScalarTypeOf<In>(), ha));
+  StridedLoop loop(out.meta->sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(out));
+  TD_RETURN_IF_ERROR(loop.AddTensor(ca));
+  loop.Build();
+  UnaryLoop<Out, In>(loop, op);
+  return absl::OkStatus();
+}
+
+// Runs out = op(a, b), inputs cast to A and B and broadcast to out's shape.
+template <typename Out, typename A, typename B, typename Op>
+absl::Status RunBinary(const TensorRef& out, const TensorRef& a, const TensorRef& b, Op op) {
+  std::unique_ptr<TempTensor> ha, hb;
+  TD_ASSIGN_OR_RETURN(TensorRef ca, AsDtype(a, ScalarTypeOf<A>(), ha));
+  TD_ASSIGN_OR_RETURN(TensorRef cb, AsDtype(b, ScalarTypeOf<B>(), hb));
+  StridedLoop loop(out.meta->sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(out));
+  TD_RETURN_IF_ERROR(loop.AddTensor(ca));
+  TD_RETURN_IF_ERROR(loop.AddTensor(cb));
+  loop.Build();
+  BinaryLoop<Out, A, B>(loop, op);
+  return absl::OkStatus();
+}
+
+template <typename Out, typename A, typename B, typename C, typename Op>
+absl::Status RunTernary(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                        const TensorRef& c, Op op) {
+  std::unique_ptr<TempTensor> ha, hb, hc;
+  TD_ASSIGN_OR_RETURN(TensorRef ca, AsDtype(a, ScalarTypeOf<A>(), ha));
+  TD_ASSIGN_OR_RETURN(TensorRef cb, AsDtype(b, ScalarTypeOf<B>(), hb));
+  TD_ASSIGN_OR_RETURN(TensorRef cc, AsDtype(c, ScalarTypeOf<C>(), hc));
+  StridedLoop loop(out.meta->sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(out));
+  TD_RETURN_IF_ERROR(loop.AddTensor(ca));
+  TD_RETURN_IF_ERROR(loop.AddTensor(cb));
+  TD_RETURN_IF_ERROR(loop.AddTensor(cc));
+  loop.Build();
+  TernaryLoop<Out, A, B, C>(loop, op);
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::cpu
+
+#endif  // TENSORD_KERNELS_CPU_ELEMENTWISE_H_

@@ -1,0 +1,484 @@
+// Indexing and selection CPU kernels: gather, index_select, index.Tensor
+// (advanced integer indexing), topk, and the data-dependent nonzero and
+// masked_select. Every index read from a tensor is range-checked before the
+// element it names is touched: a bad index is an error, never a read outside
+// the tensor.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernel_util.h"
+
+namespace tensord::cpu {
+namespace {
+
+// A 0-dim tensor viewed as [1] (ops that take a dim treat it so).
+TensorMeta AtLeast1d(const TensorMeta& m) {
+  if (m.dim() > 0) return m;
+  return ViewMeta(m, {1}, {1}, m.storage_offset);
+}
+
+absl::Status CheckIndexDtype(const char* name, const TensorMeta& index) {
+  if (index.dtype != ScalarType::kInt64 && index.dtype != ScalarType::kInt32) {
+    return RuntimeErr(absl::StrCat(name, "(): Expected dtype int64 for index, got ",
+                                   DtypeName(index.dtype)));
+  }
+  return absl::OkStatus();
+}
+
+// The first out-of-range index met by a gather-like loop.
+struct BadIndex {
+  bool found = false;
+  int64_t value = 0;
+};
+
+// out[...] = src[... + idx[...] * src_dim_stride] over a loop of operands
+// (out, index, src-with-stride-0-on-the-dim); idx must be in [0, dim_size).
+absl::Status GatherLoop(const StridedLoop& loop, int64_t itemsize, ScalarType index_t,
+                        int64_t dim_size, int64_t dim_stride_bytes, BadIndex& bad) {
+  return DispatchBySize(itemsize, [&](auto tag) -> absl::Status {
+    using U = typename decltype(tag)::type;
+    loop.RunUntil([&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t idx = LoadIndex(p[1] + i * s[1], index_t);
+        if (idx < 0 || idx >= dim_size) {
+          bad.found = true;
+          bad.value = idx;
+          return false;
+        }
+        std::memcpy(p[0] + i * s[0], p[2] + i * s[2] + idx * dim_stride_bytes, sizeof(U));
+      }
+      return true;
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Gather(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef index_in, InputTensor(ctx, 2));
+  const TensorRef& out_in = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(CheckIndexDtype("gather", *index_in.meta));
+  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("gather", ctx.args[1].to_int(), self_in.meta->dim()));
+  const TensorMeta self = AtLeast1d(*self_in.meta), index = AtLeast1d(*index_in.meta),
+                   out = AtLeast1d(*out_in.meta);
+  if (index.dim() != self.dim()) {
+    return RuntimeErr("Index tensor must have the same number of dimensions as input tensor");
+  }
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d != dim && index.sizes[d] > self.sizes[d]) {
+      return RuntimeErr(absl::StrCat("Size does not match at dimension ", d, " expected index ",
+                                     ShapeToString(index_in.meta->sizes),
+                                     " to be smaller than self ", ShapeToString(self_in.meta->sizes),
+                                     " apart from dimension ", dim));
+    }
+  }
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("gather", TensorRef{nullptr, &out}, index.sizes));
+  TD_INTERNAL_CHECK(out.dtype == self.dtype, "gather: output dtype");
+  const int64_t item = self.itemsize();
+  Shape src_strides(self.dim());
+  for (int64_t d = 0; d < self.dim(); ++d) src_strides[d] = d == dim ? 0 : self.strides[d] * item;
+  StridedLoop loop(index.sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(TensorRef{out_in.base, &out}));
+  TD_RETURN_IF_ERROR(loop.AddTensor(TensorRef{index_in.base, &index}));
+  loop.Add(self_in.base + self.storage_offset * item, src_strides);
+  loop.Build();
+  BadIndex bad;
+  TD_RETURN_IF_ERROR(GatherLoop(loop, item, index.dtype, self.sizes[dim],
+                                self.strides[dim] * item, bad));
+  if (bad.found) {
+    return RuntimeErr(absl::StrCat("index ", bad.value, " is out of bounds for dimension ", dim,
+                                   " with size ", self.sizes[dim]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status IndexSelect(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef index_in, InputTensor(ctx, 2));
+  TD_RETURN_IF_ERROR(CheckIndexDtype("index_select", *index_in.meta));
+  if (index_in.meta->dim() > 1) {
+    return IndexErr("index_select(): Index is supposed to be a vector");
+  }
+  TD_ASSIGN_OR_RETURN(int64_t dim,
+                      WrapDim("index_select", ctx.args[1].to_int(), self_in.meta->dim()));
+  const TensorMeta self = AtLeast1d(*self_in.meta);
+  const int64_t n = index_in.meta->numel();
+  Shape expect = self.sizes;
+  expect[dim] = n;
+  // A 0-dim self gives a 0-dim result: view the output as [n] (n is 1).
+  TensorMeta out = *ctx.outputs[0].meta;
+  if (self_in.meta->dim() == 0 && out.dim() == 0) out = ViewMeta(out, {1}, {1}, out.storage_offset);
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("index_select", TensorRef{nullptr, &out}, expect));
+  TD_INTERNAL_CHECK(out.dtype == self.dtype, "index_select: output dtype");
+  const int64_t item = self.itemsize();
+  Shape src_strides(self.dim()), idx_strides(self.dim(), 0);
+  for (int64_t d = 0; d < self.dim(); ++d) src_strides[d] = d == dim ? 0 : self.strides[d] * item;
+  idx_strides[dim] = index_in.meta->dim() == 1 ? index_in.meta->strides[0] * index_in.meta->itemsize() : 0;
+  StridedLoop loop(expect);
+  TD_RETURN_IF_ERROR(loop.AddTensor(TensorRef{ctx.outputs[0].base, &out}));
+  loop.Add(index_in.data_at_offset(), idx_strides);
+  loop.Add(self_in.base + self.storage_offset * item, src_strides);
+  loop.Build();
+  BadIndex bad;
+  TD_RETURN_IF_ERROR(GatherLoop(loop, item, index_in.meta->dtype, self.sizes[dim],
+                                self.strides[dim] * item, bad));
+  if (bad.found) {
+    return IndexErr(absl::StrCat("index_select(): index ", bad.value,
+                                 " is out of bounds for dimension ", dim, " with size ",
+                                 self.sizes[dim]));
+  }
+  return absl::OkStatus();
+}
+
+// self[indices]: PyTorch advanced indexing with integer index tensors (None
+// entries keep a dim). The index tensors broadcast to one shape B; when the
+// indexed dims are adjacent B replaces them in place, else B comes first.
+absl::Status IndexTensor(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  const TensorList& list = ctx.args[1].tensor_list();
+  const TensorRef& out = ctx.outputs[0];
+  const TensorMeta& sm = *self.meta;
+  if (static_cast<int64_t>(list.size()) > sm.dim()) {
+    return IndexErr(absl::StrCat("too many indices for tensor of dimension ", sm.dim(), " (got ",
+                                 list.size(), ")"));
+  }
+  std::vector<int64_t> dims;  // indexed dims of self
+  std::vector<TensorRef> idx;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == nullptr) continue;
+    TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, list[i]));
+    if (t.meta->dtype == ScalarType::kBool || t.meta->dtype == ScalarType::kUInt8) {
+      return NotImplementedErr(
+          "index.Tensor: boolean mask indices give a data-dependent shape; use masked_select or "
+          "nonzero");
+    }
+    if (t.meta->dtype != ScalarType::kInt64 && t.meta->dtype != ScalarType::kInt32) {
+      return IndexErr("tensors used as indices must be long, int, byte or bool tensors");
+    }
+    dims.push_back(static_cast<int64_t>(i));
+    idx.push_back(t);
+  }
+  if (idx.empty()) {
+    TD_RETURN_IF_ERROR(ExpectOutputSizes("index", out, sm.sizes));
+    return CopyConvert(out, self);
+  }
+  // Broadcast the index shapes.
+  Shape b;
+  for (const TensorRef& t : idx) b.resize(std::max<size_t>(b.size(), t.meta->sizes.size()), 1);
+  for (const TensorRef& t : idx) {
+    const size_t off = b.size() - t.meta->sizes.size();
+    for (size_t i = 0; i < t.meta->sizes.size(); ++i) {
+      const int64_t s = t.meta->sizes[i];
+      int64_t& bs = b[off + i];
+      if (s == bs || s == 1) continue;
+      if (bs == 1) {
+        bs = s;
+        continue;
+      }
+      std::string shapes;
+      for (size_t k = 0; k < idx.size(); ++k) {
+        absl::StrAppend(&shapes, k ? ", " : "", ShapeToString(idx[k].meta->sizes));
+      }
+      return IndexErr(absl::StrCat(
+          "shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes));
+    }
+  }
+  bool adjacent = true;
+  for (size_t k = 1; k < dims.size(); ++k) adjacent &= dims[k] == dims[k - 1] + 1;
+  // Output layout: B in place of the indexed dims when they are adjacent,
+  // else B first; then the non-indexed dims of self in order.
+  const int64_t nb = static_cast<int64_t>(b.size());
+  Shape out_sizes;
+  std::vector<int64_t> self_dim_at;  // output position -> self dim, or -1 for B dims
+  auto push_b = [&] {
+    for (int64_t i = 0; i < nb; ++i) {
+      out_sizes.push_back(b[i]);
+      self_dim_at.push_back(-1);
+    }
+  };
+  if (!adjacent) push_b();
+  for (int64_t d = 0; d < sm.dim(); ++d) {
+    if (adjacent && d == dims.front()) push_b();
+    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
+    out_sizes.push_back(sm.sizes[d]);
+    self_dim_at.push_back(d);
+  }
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("index", out, out_sizes));
+  TD_INTERNAL_CHECK(out.meta->dtype == sm.dtype, "index: output dtype");
+  const int64_t nd = static_cast<int64_t>(out_sizes.size());
+  const int64_t item = sm.itemsize();
+  // Operands: out, self (stride 0 on B dims), then one per index tensor
+  // (broadcast over B, stride 0 elsewhere).
+  Shape src_strides(nd, 0);
+  int64_t first_b = 0;
+  bool seen_b = false;
+  for (int64_t o = 0; o < nd; ++o) {
+    if (self_dim_at[o] >= 0) {
+      src_strides[o] = sm.strides[self_dim_at[o]] * item;
+    } else if (!seen_b) {
+      first_b = o;
+      seen_b = true;
+    }
+  }
+  StridedLoop loop(out_sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(out));
+  loop.Add(self.data_at_offset(), src_strides);
+  std::vector<int64_t> dim_size, dim_stride;
+  std::vector<ScalarType> idx_type;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    TD_ASSIGN_OR_RETURN(Shape bst, BroadcastByteStrides(*idx[k].meta, b));
+    Shape st(nd, 0);
+    for (int64_t i = 0; i < nb; ++i) st[first_b + i] = bst[i];
+    loop.Add(idx[k].data_at_offset(), st);
+    dim_size.push_back(sm.sizes[dims[k]]);
+    dim_stride.push_back(sm.strides[dims[k]] * item);
+    idx_type.push_back(idx[k].meta->dtype);
+  }
+  loop.Build();
+  BadIndex bad;
+  size_t bad_k = 0;
+  const size_t nidx = idx.size();
+  TD_RETURN_IF_ERROR(DispatchBySize(item, [&](auto tag) -> absl::Status {
+    using U = typename decltype(tag)::type;
+    loop.RunUntil([&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t off = 0;
+        for (size_t k = 0; k < nidx; ++k) {
+          int64_t v = LoadIndex(p[2 + k] + i * s[2 + k], idx_type[k]);
+          if (v < -dim_size[k] || v >= dim_size[k]) {
+            bad = BadIndex{true, v};
+            bad_k = k;
+            return false;
+          }
+          if (v < 0) v += dim_size[k];
+          off += v * dim_stride[k];
+        }
+        std::memcpy(p[0] + i * s[0], p[1] + i * s[1] + off, sizeof(U));
+      }
+      return true;
+    });
+    return absl::OkStatus();
+  }));
+  if (bad.found) {
+    return IndexErr(absl::StrCat("index ", bad.value, " is out of bounds for dimension ",
+                                 dims[bad_k], " with size ", dim_size[bad_k]));
+  }
+  return absl::OkStatus();
+}
+
+// ---- topk -----------------------------------------------------------------------
+
+absl::Status Topk(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 2));
+  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
+  const int64_t k = ctx.args[1].to_int();
+  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("topk", ctx.args[2].to_int(), self_in.meta->dim()));
+  const bool largest = ctx.args[3].to_bool();
+  const TensorMeta self = AtLeast1d(*self_in.meta);
+  const int64_t n = self.sizes[dim];
+  if (k < 0 || k > n) {
+    return RuntimeErr(absl::StrCat("topk: selected index k out of range (k is ", k, ", dimension ",
+                                   dim, " has size ", n, ")"));
+  }
+  TensorMeta values = AtLeast1d(*ctx.outputs[0].meta), indices = AtLeast1d(*ctx.outputs[1].meta);
+  Shape expect = self.sizes;
+  expect[dim] = k;
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("topk", TensorRef{nullptr, &values}, expect));
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("topk", TensorRef{nullptr, &indices}, expect));
+  TD_INTERNAL_CHECK(indices.dtype == ScalarType::kInt64, "topk: indices dtype");
+  TD_INTERNAL_CHECK(values.dtype == self.dtype, "topk: values dtype");
+  // One slice per position of the other dims: loop over the shape with the
+  // topk dim set to 1.
+  Shape outer = self.sizes;
+  outer[dim] = 1;
+  const int64_t in_k_stride = self.strides[dim] * self.itemsize();
+  const int64_t v_k_stride = values.strides[dim] * values.itemsize();
+  const int64_t i_k_stride = indices.strides[dim] * 8;
+  if (k == 0 || self.numel() == 0) return absl::OkStatus();
+  // Byte strides of each tensor over `outer` (the topk dim has size 1 there).
+  auto byte_strides = [](const TensorMeta& m) {
+    Shape s = m.strides;
+    for (int64_t& v : s) v *= m.itemsize();
+    return s;
+  };
+  StridedLoop loop(outer);
+  loop.Add(self_in.base + self.storage_offset * self.itemsize(), byte_strides(self));
+  loop.Add(ctx.outputs[0].base + values.storage_offset * values.itemsize(), byte_strides(values));
+  loop.Add(ctx.outputs[1].base + indices.storage_offset * 8, byte_strides(indices));
+  loop.Build();
+  return Dispatch<kSetInts | kSetFloats>(self.dtype, "topk", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    std::vector<std::pair<C, int64_t>> buf(static_cast<size_t>(n));
+    // A strict total order: by value (NaN above everything, as PyTorch), then
+    // by index, so ties come out lower index first.
+    auto before = [largest](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& b) {
+      const bool an = IsNan(a.first), bn = IsNan(b.first);
+      if (an != bn) return largest ? an : bn;
+      if (!an && a.first != b.first) return largest ? a.first > b.first : a.first < b.first;
+      return a.second < b.second;
+    };
+    loop.Run([&](char* const* p, const int64_t* s, int64_t cnt) {
+      for (int64_t j = 0; j < cnt; ++j) {
+        const char* x = p[0] + j * s[0];
+        for (int64_t i = 0; i < n; ++i) buf[i] = {Load<T>(x + i * in_k_stride), i};
+        if (k < n) {
+          std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), before);
+        } else {
+          std::sort(buf.begin(), buf.end(), before);
+        }
+        char* v = p[1] + j * s[1];
+        char* ix = p[2] + j * s[2];
+        for (int64_t i = 0; i < k; ++i) {
+          Store<T>(v + i * v_k_stride, buf[i].first);
+          *reinterpret_cast<int64_t*>(ix + i * i_k_stride) = buf[i].second;
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// ---- data-dependent ---------------------------------------------------------------
+
+absl::Status Nonzero(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, -1));
+  TD_INTERNAL_CHECK(ctx.outputs.empty() && ctx.allocate_output, "nonzero: outputs preallocated");
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  const TensorMeta& m = *self.meta;
+  const int64_t nd = m.dim();
+  const int64_t item = m.itemsize();
+  return Dispatch<kSetAll>(m.dtype, "nonzero", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    int64_t count = 0;
+    {
+      StridedLoop loop(m.sizes);
+      TD_RETURN_IF_ERROR(loop.AddTensor(self));
+      loop.Build();
+      loop.Run([&](char* const* p, const int64_t* s, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) count += Load<T>(p[0] + i * s[0]) != C(0);
+      });
+    }
+    TD_ASSIGN_OR_RETURN(TensorRef out, ctx.allocate_output(TensorMeta::Contiguous(
+                                           {count, nd}, ScalarType::kInt64, kCPU)));
+    if (count == 0 || m.numel() == 0) return absl::OkStatus();
+    const int64_t os0 = out.meta->strides[0], os1 = out.meta->strides[1];
+    int64_t* o = out.data<int64_t>();
+    int64_t row = 0;
+    const char* base = self.data_at_offset();
+    if (nd == 0) {
+      return absl::OkStatus();  // one nonzero element, zero coordinates
+    }
+    // Row-major walk with explicit coordinates; the last dim is the inner loop.
+    std::vector<int64_t> pos(nd, 0);
+    const int64_t last = m.sizes[nd - 1], last_stride = m.strides[nd - 1] * item;
+    int64_t offset = 0;  // bytes, of pos with pos[nd-1] = 0
+    while (true) {
+      for (int64_t j = 0; j < last; ++j) {
+        if (Load<T>(base + offset + j * last_stride) != C(0)) {
+          if (row >= count) return InternalErr("internal: nonzero: count changed");
+          for (int64_t d = 0; d < nd - 1; ++d) o[row * os0 + d * os1] = pos[d];
+          o[row * os0 + (nd - 1) * os1] = j;
+          ++row;
+        }
+      }
+      int64_t d = nd - 2;
+      for (; d >= 0; --d) {
+        if (++pos[d] < m.sizes[d]) {
+          offset += m.strides[d] * item;
+          break;
+        }
+        offset -= m.strides[d] * item * (m.sizes[d] - 1);
+        pos[d] = 0;
+      }
+      if (d < 0) break;
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status MaskedSelect(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, -1));
+  TD_INTERNAL_CHECK(ctx.outputs.empty() && ctx.allocate_output,
+                    "masked_select: outputs preallocated");
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
+  if (mask.meta->dtype != ScalarType::kBool && mask.meta->dtype != ScalarType::kUInt8) {
+    return RuntimeErr("masked_select: expected BoolTensor or ByteTensor for mask");
+  }
+  // Broadcast self and mask (NumPy rules, PyTorch's message).
+  const Shape &a = self.meta->sizes, &b = mask.meta->sizes;
+  Shape shape(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t ia = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - a.size());
+    const int64_t ib = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - b.size());
+    const int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      return RuntimeErr(absl::StrCat("masked_select: The size of tensor a (", sa,
+                                     ") must match the size of tensor b (", sb,
+                                     ") at non-singleton dimension ", i));
+    }
+    shape[i] = sa == 1 ? sb : sa;
+  }
+  TD_ASSIGN_OR_RETURN(int64_t total, CheckedNumel(shape));
+  (void)total;
+  int64_t count = 0;
+  {
+    StridedLoop loop(shape);
+    TD_RETURN_IF_ERROR(loop.AddTensor(mask));
+    loop.Build();
+    loop.Run([&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) count += p[0][i * s[0]] != 0;
+    });
+  }
+  TD_ASSIGN_OR_RETURN(TensorRef out, ctx.allocate_output(TensorMeta::Contiguous(
+                                         {count}, self.meta->dtype, kCPU)));
+  if (count == 0) return absl::OkStatus();
+  const int64_t item = self.meta->itemsize();
+  const int64_t ostride = out.meta->strides[0] * item;
+  char* o = out.data_at_offset();
+  StridedLoop loop(shape);
+  TD_RETURN_IF_ERROR(loop.AddTensor(self));
+  TD_RETURN_IF_ERROR(loop.AddTensor(mask));
+  loop.Build(/*reorder=*/false);  // the result is in row-major order
+  int64_t written = 0;
+  loop.RunUntil([&](char* const* p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (p[1][i * s[1]] != 0) {
+        if (written >= count) return false;
+        std::memcpy(o + written * ostride, p[0] + i * s[0], static_cast<size_t>(item));
+        ++written;
+      }
+    }
+    return true;
+  });
+  if (written != count) return InternalErr("internal: masked_select: count changed");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterIndexKernels(KernelRegistry& r) {
+  struct Entry {
+    const char* name;
+    KernelFn fn;
+  };
+  const Entry entries[] = {
+      {"gather", Gather},
+      {"index_select", IndexSelect},
+      {"index.Tensor", IndexTensor},
+      {"topk", Topk},
+      {"nonzero", Nonzero},
+      {"masked_select", MaskedSelect},
+  };
+  for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::cpu

@@ -1,0 +1,351 @@
+// matmul / mm / bmm on CPU. Every rank combination of matmul maps to a batch
+// of GEMMs: a 1-D left operand is a [1, k] row, a 1-D right operand a [k, 1]
+// column, batch dims broadcast (stride 0). float32/float64 go to OpenBLAS
+// (transposed operands are passed as transposed, not copied, whenever one of
+// their strides is 1); float16/bfloat16 compute through float32; integers use
+// a plain loop (wrapping, as PyTorch).
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "kernel_util.h"
+
+namespace tensord::cpu {
+namespace {
+
+// A strided matrix (element strides).
+struct Mat {
+  int64_t rows = 0, cols = 0;
+  int64_t s_row = 0, s_col = 0;
+};
+
+// How BLAS (row-major) can read a matrix in place: trans and ld. False when
+// it cannot (then the matrix is copied to a contiguous buffer).
+bool BlasLayout(const Mat& m, CBLAS_TRANSPOSE* trans, int64_t* ld) {
+  const int64_t r = m.rows, c = m.cols;
+  // NoTrans: element (i, j) at i * ld + j.
+  if (c == 1 || m.s_col == 1) {
+    const int64_t l = r == 1 ? std::max<int64_t>(1, c) : m.s_row;
+    if (l >= std::max<int64_t>(1, c) && l <= INT_MAX) {
+      *trans = CblasNoTrans;
+      *ld = l;
+      return true;
+    }
+  }
+  // Trans: element (i, j) at j * ld + i.
+  if (r == 1 || m.s_row == 1) {
+    const int64_t l = c == 1 ? std::max<int64_t>(1, r) : m.s_col;
+    if (l >= std::max<int64_t>(1, r) && l <= INT_MAX) {
+      *trans = CblasTrans;
+      *ld = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename T>
+void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+              const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b,
+                static_cast<blasint>(ldb), 0.0f, c, static_cast<blasint>(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0, a, static_cast<blasint>(lda), b,
+                static_cast<blasint>(ldb), 0.0, c, static_cast<blasint>(ldc));
+  }
+}
+
+// Copies a strided matrix into a dense row-major buffer.
+template <typename T>
+void PackRowMajor(const T* src, const Mat& m, T* dst) {
+  for (int64_t i = 0; i < m.rows; ++i) {
+    for (int64_t j = 0; j < m.cols; ++j) dst[i * m.cols + j] = src[i * m.s_row + j * m.s_col];
+  }
+}
+
+// One GEMM C = A @ B on strided matrices, float or double.
+template <typename T>
+void GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, std::vector<T>& scratch) {
+  const int64_t m = cm.rows, n = cm.cols, k = am.cols;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * cm.s_row + j * cm.s_col] = T(0);
+    return;
+  }
+  // C must be row-major for BLAS; a column-major C is computed as
+  // C^T = B^T A^T; anything else goes through a dense buffer.
+  CBLAS_TRANSPOSE tc;
+  int64_t ldc;
+  if (BlasLayout(cm, &tc, &ldc) && tc == CblasTrans) {
+    std::swap(a, b);
+    const Mat at{am.cols, am.rows, am.s_col, am.s_row};
+    const Mat bt{bm.cols, bm.rows, bm.s_col, bm.s_row};
+    am = bt;
+    bm = at;
+    cm = Mat{cm.cols, cm.rows, cm.s_col, cm.s_row};
+    GemmFloat<T>(a, am, b, bm, c, cm, scratch);
+    return;
+  }
+  const bool c_direct = BlasLayout(cm, &tc, &ldc) && tc == CblasNoTrans;
+  const int64_t mm = cm.rows, nn = cm.cols;
+  CBLAS_TRANSPOSE ta, tb;
+  int64_t lda, ldb;
+  size_t need = 0;
+  const bool a_direct = BlasLayout(am, &ta, &lda);
+  const bool b_direct = BlasLayout(bm, &tb, &ldb);
+  if (!a_direct) need += static_cast<size_t>(am.rows * am.cols);
+  if (!b_direct) need += static_cast<size_t>(bm.rows * bm.cols);
+  if (!c_direct) need += static_cast<size_t>(mm * nn);
+  if (scratch.size() < need) scratch.resize(need);
+  T* buf = scratch.data();
+  if (!a_direct) {
+    PackRowMajor(a, am, buf);
+    a = buf;
+    buf += am.rows * am.cols;
+    ta = CblasNoTrans;
+    lda = am.cols;
+  }
+  if (!b_direct) {
+    PackRowMajor(b, bm, buf);
+    b = buf;
+    buf += bm.rows * bm.cols;
+    tb = CblasNoTrans;
+    ldb = bm.cols;
+  }
+  T* cdst = c;
+  if (!c_direct) {
+    cdst = buf;
+    ldc = nn;
+  }
+  BlasGemm<T>(ta, tb, mm, nn, am.cols, a, lda, b, ldb, cdst, ldc);
+  if (!c_direct) {
+    for (int64_t i = 0; i < mm; ++i)
+      for (int64_t j = 0; j < nn; ++j) c[i * cm.s_row + j * cm.s_col] = cdst[i * nn + j];
+  }
+}
+
+// One integer GEMM, wrapping like PyTorch's integer matmul.
+template <typename T>
+void GemmInt(const T* a, const Mat& am, const T* b, const Mat& bm, T* c, const Mat& cm) {
+  const int64_t m = cm.rows, n = cm.cols, k = am.cols;
+  for (int64_t i = 0; i < m; ++i) {
+    T* crow = c + i * cm.s_row;
+    for (int64_t j = 0; j < n; ++j) crow[j * cm.s_col] = T(0);
+    for (int64_t p = 0; p < k; ++p) {
+      const T av = a[i * am.s_row + p * am.s_col];
+      const T* brow = b + p * bm.s_row;
+      for (int64_t j = 0; j < n; ++j) {
+        crow[j * cm.s_col] = WrapAdd<T>(crow[j * cm.s_col], WrapMul<T>(av, brow[j * bm.s_col]));
+      }
+    }
+  }
+}
+
+// Collapses dims (sizes, strides) into one when they are nested uniformly;
+// returns false otherwise.
+bool Collapse(const Shape& sizes, const Shape& strides, int64_t* size, int64_t* stride) {
+  int64_t sz = 1, st = 0;
+  bool have = false;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (!have) {
+      st = strides[d];
+      have = true;
+    } else if (strides[d] != st * sz) {
+      return false;
+    }
+    sz *= sizes[d];
+  }
+  *size = sz;
+  *stride = have ? st : 0;
+  return true;
+}
+
+// The batched problem: batch shape, per-operand batch strides (elements) and
+// the matrices.
+struct Batched {
+  Shape batch;
+  Shape a_bs, b_bs, c_bs;
+  Mat a, b, c;
+};
+
+absl::StatusOr<Batched> Plan(const char* name, const TensorMeta& a, const TensorMeta& b,
+                             const TensorMeta& out) {
+  if (a.dim() < 1 || b.dim() < 1) {
+    return RuntimeErr(absl::StrCat(name, ": both arguments need at least 1 dimension, got ",
+                                   a.dim(), "D and ", b.dim(), "D"));
+  }
+  Batched p;
+  const int64_t da = a.dim(), db = b.dim();
+  // A as [batch..., m, k].
+  if (da == 1) {
+    p.a = Mat{1, a.sizes[0], 0, a.strides[0]};
+  } else {
+    p.a = Mat{a.sizes[da - 2], a.sizes[da - 1], a.strides[da - 2], a.strides[da - 1]};
+  }
+  if (db == 1) {
+    p.b = Mat{b.sizes[0], 1, b.strides[0], 0};
+  } else {
+    p.b = Mat{b.sizes[db - 2], b.sizes[db - 1], b.strides[db - 2], b.strides[db - 1]};
+  }
+  if (p.a.cols != p.b.rows) {
+    return RuntimeErr(absl::StrCat(name, ": size mismatch, self is ", ShapeToString(a.sizes),
+                                   ", other is ", ShapeToString(b.sizes), " (", p.a.cols,
+                                   " != ", p.b.rows, ")"));
+  }
+  const int64_t ba = std::max<int64_t>(da - 2, 0), bb = std::max<int64_t>(db - 2, 0);
+  const int64_t nb = std::max(ba, bb);
+  p.batch.assign(nb, 1);
+  p.a_bs.assign(nb, 0);
+  p.b_bs.assign(nb, 0);
+  for (int64_t i = 0; i < nb; ++i) {
+    const int64_t ia = i - (nb - ba), ib = i - (nb - bb);
+    const int64_t sa = ia >= 0 ? a.sizes[ia] : 1, sb = ib >= 0 ? b.sizes[ib] : 1;
+    if (sa != sb && sa != 1 && sb != 1) {
+      return RuntimeErr(absl::StrCat(name, ": The size of tensor a (", sa,
+                                     ") must match the size of tensor b (", sb,
+                                     ") at non-singleton dimension ", i));
+    }
+    p.batch[i] = sa == 1 ? sb : sa;
+    if (ia >= 0 && sa != 1) p.a_bs[i] = a.strides[ia];
+    if (ib >= 0 && sb != 1) p.b_bs[i] = b.strides[ib];
+  }
+  // The output is [batch..., m (if A is 2-D+), n (if B is 2-D+)].
+  Shape expect = p.batch;
+  if (da > 1) expect.push_back(p.a.rows);
+  if (db > 1) expect.push_back(p.b.cols);
+  TD_RETURN_IF_ERROR(ExpectOutputSizes(name, TensorRef{nullptr, &out}, expect));
+  p.c_bs.assign(out.strides.begin(), out.strides.begin() + nb);
+  const int64_t oc = out.dim();
+  if (da > 1 && db > 1) {
+    p.c = Mat{p.a.rows, p.b.cols, out.strides[oc - 2], out.strides[oc - 1]};
+  } else if (da > 1) {
+    p.c = Mat{p.a.rows, 1, out.strides[oc - 1], 0};
+  } else if (db > 1) {
+    p.c = Mat{1, p.b.cols, 0, out.strides[oc - 1]};
+  } else {
+    p.c = Mat{1, 1, 0, 0};
+  }
+  // Fold the batch into the rows of A and C when B does not vary over it
+  // and the rows nest uniformly: one big GEMM instead of many small ones.
+  const bool b_constant = std::all_of(p.b_bs.begin(), p.b_bs.end(), [](int64_t s) { return s == 0; });
+  if (nb > 0 && b_constant) {
+    Shape rows = p.batch, a_st = p.a_bs, c_st = p.c_bs;
+    rows.push_back(p.a.rows);
+    a_st.push_back(p.a.s_row);
+    c_st.push_back(p.c.s_row);
+    int64_t ra, sa, rc, sc;
+    if (Collapse(rows, a_st, &ra, &sa) && Collapse(rows, c_st, &rc, &sc)) {
+      p.a.rows = ra;
+      p.a.s_row = sa;
+      p.c.rows = rc;
+      p.c.s_row = sc;
+      p.batch.clear();
+      p.a_bs.clear();
+      p.b_bs.clear();
+      p.c_bs.clear();
+    }
+  }
+  for (const int64_t v : {p.a.rows, p.a.cols, p.b.cols}) {
+    if (v > INT_MAX) {
+      return RuntimeErr(absl::StrCat(name, ": matrix dimension ", v, " exceeds what BLAS takes (",
+                                     INT_MAX, ")"));
+    }
+  }
+  return p;
+}
+
+template <typename T>
+absl::Status RunBatched(const Batched& p, const TensorRef& a, const TensorRef& b,
+                        const TensorRef& c) {
+  StridedLoop loop(p.batch);
+  auto bytes = [](const Shape& s) {
+    Shape r = s;
+    for (int64_t& v : r) v *= static_cast<int64_t>(sizeof(T));
+    return r;
+  };
+  loop.Add(c.data_at_offset(), bytes(p.c_bs));
+  loop.Add(a.data_at_offset(), bytes(p.a_bs));
+  loop.Add(b.data_at_offset(), bytes(p.b_bs));
+  loop.Build();
+  std::vector<T> scratch;
+  loop.Run([&](char* const* ptr, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      T* cp = reinterpret_cast<T*>(ptr[0] + i * s[0]);
+      const T* ap = reinterpret_cast<const T*>(ptr[1] + i * s[1]);
+      const T* bp = reinterpret_cast<const T*>(ptr[2] + i * s[2]);
+      if constexpr (std::is_floating_point_v<T>) {
+        GemmFloat<T>(ap, p.a, bp, p.b, cp, p.c, scratch);
+      } else {
+        GemmInt<T>(ap, p.a, bp, p.b, cp, p.c);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status MatmulImpl(const char* name, const TensorRef& a_in, const TensorRef& b_in,
+                        const TensorRef& out) {
+  const ScalarType t = out.meta->dtype;
+  // float16/bfloat16 run in float32 and are rounded once at the end.
+  const bool reduced = t == ScalarType::kFloat16 || t == ScalarType::kBFloat16;
+  const ScalarType compute = reduced ? ScalarType::kFloat32 : t;
+  std::unique_ptr<TempTensor> ha, hb, hc;
+  TD_ASSIGN_OR_RETURN(TensorRef a, AsDtype(a_in, compute, ha));
+  TD_ASSIGN_OR_RETURN(TensorRef b, AsDtype(b_in, compute, hb));
+  TensorRef c = out;
+  if (reduced) {
+    TD_ASSIGN_OR_RETURN(hc, TempTensor::Make(out.meta->sizes, compute));
+    c = hc->ref();
+  }
+  TD_ASSIGN_OR_RETURN(Batched plan, Plan(name, *a.meta, *b.meta, *c.meta));
+  TD_RETURN_IF_ERROR(Dispatch<kSetInts | kSetStdFloats>(compute, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    return RunBatched<T>(plan, a, b, c);
+  }));
+  if (reduced) return CopyConvert(out, c);
+  return absl::OkStatus();
+}
+
+absl::Status Matmul(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
+  return MatmulImpl(ctx.op->name().c_str(), a, b, ctx.outputs[0]);
+}
+
+absl::Status MmBmm(KernelContext& ctx, int64_t rank) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
+  const char* name = rank == 2 ? "mm" : "bmm";
+  if (a.meta->dim() != rank || b.meta->dim() != rank) {
+    return RuntimeErr(absl::StrCat(name, ": expected ", rank, "-D tensors, got ", a.meta->dim(),
+                                   "-D and ", b.meta->dim(), "-D"));
+  }
+  if (rank == 3 && a.meta->sizes[0] != b.meta->sizes[0]) {
+    return RuntimeErr(absl::StrCat("bmm: batch sizes differ, self is ", ShapeToString(a.meta->sizes),
+                                   ", mat2 is ", ShapeToString(b.meta->sizes)));
+  }
+  return MatmulImpl(name, a, b, ctx.outputs[0]);
+}
+
+absl::Status Mm(KernelContext& ctx) { return MmBmm(ctx, 2); }
+absl::Status Bmm(KernelContext& ctx) { return MmBmm(ctx, 3); }
+
+}  // namespace
+
+absl::Status RegisterMatmulKernels(KernelRegistry& r) {
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "matmul", Matmul));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "mm", Mm));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "bmm", Bmm));
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::cpu

@@ -1,0 +1,484 @@
+// Reduction CPU kernels: sum, mean (float inputs accumulate in double,
+// integers in int64), amax, amin, max/min over everything (NaN propagates),
+// argmax, argmin, max.dim, min.dim (values and the index of the first
+// extreme; NaN counts as the extreme, as in PyTorch).
+//
+// Value reductions walk the input in memory order with an accumulator
+// operand that has stride 0 along reduced dims, so a reduction over the
+// inner dim becomes a register loop and one over an outer dim a vectorisable
+// acc[j] += x[j] loop.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "kernel_util.h"
+#include "tensord/meta/shape_rules.h"
+
+namespace tensord::cpu {
+namespace {
+
+// ---- value reductions -----------------------------------------------------------
+
+// Accumulates `in` (dtype In) into `acc` (contiguous over the kept dims, in
+// order, already initialised). `combine(acc, x)` folds one compute value;
+// `reduce_run(x_ptr, stride, n, acc)` folds a run (the fast path).
+template <typename In, typename Acc, typename Combine, typename ReduceRun>
+absl::Status ReduceInto(const TensorRef& in, const std::vector<bool>& mask, Acc* acc,
+                        Combine combine, ReduceRun reduce_run) {
+  const Shape& sizes = in.meta->sizes;
+  const int64_t nd = in.meta->dim();
+  Shape acc_strides(nd, 0);
+  int64_t stride = static_cast<int64_t>(sizeof(Acc));
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    if (!mask[d]) {
+      acc_strides[d] = stride;
+      stride *= sizes[d];
+    }
+  }
+  StridedLoop loop(sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(in));  // first: walk the input in memory order
+  loop.Add(reinterpret_cast<char*>(acc), acc_strides);
+  loop.Build();
+  constexpr int64_t kIn = sizeof(In), kAcc = sizeof(Acc);
+  loop.Run([&](char* const* p, const int64_t* s, int64_t n) {
+    const char* x = p[0];
+    Acc* a = reinterpret_cast<Acc*>(p[1]);
+    if (s[1] == 0) {
+      *a = reduce_run(x, s[0], n, *a);
+    } else if (s[0] == kIn && s[1] == kAcc) {
+      for (int64_t i = 0; i < n; ++i) a[i] = combine(a[i], Load<In>(x + i * kIn));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        Acc* ai = reinterpret_cast<Acc*>(p[1] + i * s[1]);
+        *ai = combine(*ai, Load<In>(x + i * s[0]));
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+// Where the accumulator lives: the output itself when it is contiguous and
+// of the accumulator's dtype, else a temporary copied out at the end.
+template <typename Acc>
+struct AccBuffer {
+  std::unique_ptr<TempTensor> temp;
+  Acc* data = nullptr;
+  int64_t numel = 0;
+  const TensorRef* out = nullptr;
+
+  absl::Status Init(const TensorRef& o) {
+    out = &o;
+    numel = o.meta->numel();
+    if (o.meta->dtype == ScalarTypeOf<Acc>() && o.meta->is_contiguous()) {
+      data = o.data<Acc>();
+    } else {
+      TD_ASSIGN_OR_RETURN(temp, TempTensor::Make(o.meta->sizes, ScalarTypeOf<Acc>()));
+      data = reinterpret_cast<Acc*>(temp->data());
+    }
+    return absl::OkStatus();
+  }
+  void Fill(Acc v) {
+    for (int64_t i = 0; i < numel; ++i) data[i] = v;
+  }
+  absl::Status Finish() {
+    if (temp) return CopyConvert(*out, temp->ref());
+    return absl::OkStatus();
+  }
+};
+
+// Reductions of contiguous runs keep kLanes independent accumulators in an
+// array, a shape GCC turns into SIMD code (and which shortens rounding-error
+// chains); strided runs use a plain loop.
+constexpr int kLanes = 8;
+
+template <typename In, typename Acc>
+Acc SumRun(const char* x, int64_t s, int64_t n, Acc init) {
+  constexpr int64_t kIn = sizeof(In);
+  int64_t i = 0;
+  Acc r = init;
+  if (s == kIn && n >= kLanes) {
+    Acc lanes[kLanes] = {};
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) {
+        lanes[j] = WrapAdd<Acc>(lanes[j], static_cast<Acc>(Load<In>(x + (i + j) * kIn)));
+      }
+    }
+    for (int j = 0; j < kLanes; ++j) r = WrapAdd<Acc>(r, lanes[j]);
+  }
+  for (; i < n; ++i) r = WrapAdd<Acc>(r, static_cast<Acc>(Load<In>(x + i * s)));
+  return r;
+}
+
+// NaN-propagating max (kMax) or min of acc and a contiguous run of n values.
+template <bool kMax, typename T>
+ComputeT<T> ExtremeContiguous(const char* x, int64_t n, ComputeT<T> acc) {
+  using C = ComputeT<T>;
+  constexpr int64_t kIn = sizeof(T);
+  auto pick = [](C a, C v) {
+    if constexpr (kMax) {
+      return v > a ? v : a;
+    } else {
+      return v < a ? v : a;
+    }
+  };
+  int64_t i = 0;
+  bool nan = IsNan(acc);
+  C r = acc;
+  if (n >= kLanes) {
+    C lanes[kLanes];
+    int nans[kLanes] = {};
+    for (int j = 0; j < kLanes; ++j) lanes[j] = Load<T>(x + j * kIn);
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) {
+        const C v = Load<T>(x + (i + j) * kIn);
+        if constexpr (std::is_floating_point_v<C>) nans[j] |= (v != v);
+        lanes[j] = pick(lanes[j], v);
+      }
+    }
+    for (int j = 0; j < kLanes; ++j) {
+      r = pick(r, lanes[j]);
+      nan |= nans[j] != 0;
+    }
+  }
+  for (; i < n; ++i) {
+    const C v = Load<T>(x + i * kIn);
+    nan |= IsNan(v);
+    r = pick(r, v);
+  }
+  if constexpr (std::is_floating_point_v<C>) {
+    if (nan) return std::numeric_limits<C>::quiet_NaN();
+  }
+  return r;
+}
+
+struct ReductionSpec {
+  TensorRef in;
+  std::vector<bool> mask;
+  int64_t count = 1;  // elements folded into each output
+};
+
+// Reads (self, dim, keepdim) and checks the output's shape.
+absl::Status ReadReduction(const KernelContext& ctx, const char* name, const Value& dim,
+                           bool keepdim, ReductionSpec& spec) {
+  TD_ASSIGN_OR_RETURN(spec.in, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(spec.mask, ReductionMask(name, dim, spec.in.meta->dim()));
+  TD_INTERNAL_CHECK(static_cast<int64_t>(spec.mask.size()) == spec.in.meta->dim());
+  for (int64_t d = 0; d < spec.in.meta->dim(); ++d) {
+    if (spec.mask[d]) spec.count *= spec.in.meta->sizes[d];
+  }
+  return ExpectOutputSizes(name, ctx.outputs[0], ReducedShape(spec.in.meta->sizes, spec.mask, keepdim));
+}
+
+// sum / mean. The input is cast to the output dtype first (PyTorch's dtype=
+// semantics), except integer -> int64 which is exact per element.
+template <bool kMean>
+absl::Status SumMean(KernelContext& ctx) {
+  const char* name = kMean ? "mean" : "sum";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, ctx.args[1], ctx.args[2].to_bool(), spec));
+  const TensorRef& out = ctx.outputs[0];
+  const ScalarType out_t = out.meta->dtype;
+  if (kMean && !IsFloating(out_t)) {
+    return RuntimeErr(absl::StrCat(
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
+        "complex dtype. Got: ", TorchTypeName(out_t)));
+  }
+  std::unique_ptr<TempTensor> cast_holder;
+  TensorRef in = spec.in;
+  const bool int_to_long = out_t == ScalarType::kInt64 && IsIntegral(in.meta->dtype, true);
+  if (!int_to_long) {
+    TD_ASSIGN_OR_RETURN(in, AsDtype(spec.in, out_t, cast_holder));
+  }
+  const int64_t count = spec.count;
+  return Dispatch<kSetAllButF8>(in.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using In = typename decltype(tag)::type;
+    using Acc = std::conditional_t<kIsFloat<In>, double, int64_t>;
+    AccBuffer<Acc> acc;
+    TD_RETURN_IF_ERROR(acc.Init(out));
+    acc.Fill(Acc(0));
+    auto combine = [](Acc a, ComputeT<In> x) { return WrapAdd<Acc>(a, static_cast<Acc>(x)); };
+    auto run = [](const char* x, int64_t s, int64_t n, Acc a) { return SumRun<In, Acc>(x, s, n, a); };
+    absl::Status st = ReduceInto<In, Acc>(in, spec.mask, acc.data, combine, run);
+    if (!st.ok()) return st;
+    if constexpr (kMean) {
+      // 0 / 0 gives NaN for an empty reduction, as PyTorch.
+      if constexpr (std::is_floating_point_v<Acc>) {
+        for (int64_t i = 0; i < acc.numel; ++i) acc.data[i] /= static_cast<Acc>(count);
+      } else {
+        return InternalErr("internal: mean accumulated in an integer type");
+      }
+    }
+    return acc.Finish();
+  });
+}
+
+// amax / amin and max() / min() over everything.
+template <bool kMax>
+absl::Status ExtremeReduce(KernelContext& ctx, const char* name, const ReductionSpec& spec) {
+  const TensorRef& out = ctx.outputs[0];
+  if (spec.count == 0 && out.meta->numel() > 0) {
+    for (int64_t d = 0; d < spec.in.meta->dim(); ++d) {
+      if (spec.mask[d] && spec.in.meta->sizes[d] == 0) {
+        return IndexErr(absl::StrCat(name, "(): Expected reduction dim ", d,
+                                     " to have non-zero size."));
+      }
+    }
+  }
+  std::unique_ptr<TempTensor> cast_holder;
+  TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, out.meta->dtype, cast_holder));
+  return Dispatch<kSetAllButF8>(in.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    AccBuffer<C> acc;
+    TD_RETURN_IF_ERROR(acc.Init(out));
+    C init;
+    if constexpr (std::is_same_v<C, bool>) {
+      init = !kMax;
+    } else if constexpr (std::is_floating_point_v<C>) {
+      init = kMax ? -std::numeric_limits<C>::infinity() : std::numeric_limits<C>::infinity();
+    } else {
+      init = kMax ? std::numeric_limits<C>::lowest() : std::numeric_limits<C>::max();
+    }
+    acc.Fill(init);
+    auto combine = [](C a, C x) -> C {
+      if constexpr (kMax) {
+        return (IsNan(x) || x > a) ? x : a;
+      } else {
+        return (IsNan(x) || x < a) ? x : a;
+      }
+    };
+    auto run = [&combine](const char* x, int64_t s, int64_t n, C a) {
+      if constexpr (!std::is_same_v<C, bool>) {
+        if (s == static_cast<int64_t>(sizeof(T))) return ExtremeContiguous<kMax, T>(x, n, a);
+      }
+      for (int64_t i = 0; i < n; ++i) a = combine(a, Load<T>(x + i * s));
+      return a;
+    };
+    absl::Status st = ReduceInto<T, C>(in, spec.mask, acc.data, combine, run);
+    if (!st.ok()) return st;
+    return acc.Finish();
+  });
+}
+
+template <bool kMax>
+absl::Status AmaxAmin(KernelContext& ctx) {
+  const char* name = kMax ? "amax" : "amin";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, ctx.args[1], ctx.args[2].to_bool(), spec));
+  return ExtremeReduce<kMax>(ctx, name, spec);
+}
+
+template <bool kMax>
+absl::Status MaxMinAll(KernelContext& ctx) {
+  const char* name = kMax ? "max" : "min";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, Value(), /*keepdim=*/false, spec));
+  if (spec.in.meta->numel() == 0) {
+    return RuntimeErr(absl::StrCat(
+        name, "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+              "reduction dim with the 'dim' argument."));
+  }
+  return ExtremeReduce<kMax>(ctx, name, spec);
+}
+
+// ---- index reductions -----------------------------------------------------------
+
+// True when x should replace best (first extreme wins; NaN is the extreme).
+template <bool kMax, typename C>
+inline bool Better(C x, C best) {
+  if (IsNan(best)) return false;
+  if (IsNan(x)) return true;
+  if constexpr (kMax) {
+    return x > best;
+  } else {
+    return x < best;
+  }
+}
+
+// Finds, along dim `d` of `in`, the extreme value and its index for every
+// position of the other dims. `best` (compute type) and `idx` (int64) are
+// contiguous over the kept shape (in's sizes without d).
+template <bool kMax, typename T>
+absl::Status ArgReduceDim(const TensorRef& in, int64_t d, ComputeT<T>* best, int64_t* idx) {
+  using C = ComputeT<T>;
+  const TensorMeta& m = *in.meta;
+  const int64_t item = m.itemsize();
+  const int64_t k_size = m.sizes[d];
+  const int64_t k_stride = m.strides[d] * item;
+  Shape kept, in_strides;
+  for (int64_t i = 0; i < m.dim(); ++i) {
+    if (i == d) continue;
+    kept.push_back(m.sizes[i]);
+    in_strides.push_back(m.strides[i] * item);
+  }
+  int64_t kept_numel = 1;
+  for (int64_t s : kept) kept_numel *= s;
+  if (kept_numel == 0) return absl::OkStatus();
+  Shape best_strides = ContiguousStrides(kept), idx_strides = best_strides;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    best_strides[i] *= static_cast<int64_t>(sizeof(C));
+    idx_strides[i] *= static_cast<int64_t>(sizeof(int64_t));
+  }
+  // The reduced dim is "inner" when no other non-trivial dim has a smaller
+  // stride: then scan each slice; else sweep whole kept-shape planes per k.
+  bool reduced_inner = true;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (kept[i] > 1 && in_strides[i] < k_stride) reduced_inner = false;
+  }
+  char* base = in.data_at_offset();
+  if (reduced_inner || kept_numel < 16 || k_size == 1) {
+    StridedLoop loop(kept);
+    loop.Add(base, in_strides);
+    loop.Add(reinterpret_cast<char*>(best), best_strides);
+    loop.Add(reinterpret_cast<char*>(idx), idx_strides);
+    loop.Build();
+    loop.Run([&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) {
+        const char* x = p[0] + j * s[0];
+        C b = Load<T>(x);
+        int64_t bi = 0;
+        if constexpr (!std::is_same_v<C, bool>) {
+          if (k_stride == item) {
+            // Two vectorisable passes: the extreme value, then its first index.
+            b = ExtremeContiguous<kMax, T>(x, k_size, b);
+            if (IsNan(b)) {
+              while (bi + 1 < k_size && !IsNan(Load<T>(x + bi * item))) ++bi;
+            } else {
+              while (bi + 1 < k_size && !(Load<T>(x + bi * item) == b)) ++bi;
+            }
+            *reinterpret_cast<C*>(p[1] + j * s[1]) = b;
+            *reinterpret_cast<int64_t*>(p[2] + j * s[2]) = bi;
+            continue;
+          }
+        }
+        for (int64_t k = 1; k < k_size; ++k) {
+          const C v = Load<T>(x + k * k_stride);
+          if (Better<kMax>(v, b)) {
+            b = v;
+            bi = k;
+          }
+        }
+        *reinterpret_cast<C*>(p[1] + j * s[1]) = b;
+        *reinterpret_cast<int64_t*>(p[2] + j * s[2]) = bi;
+      }
+    });
+    return absl::OkStatus();
+  }
+  for (int64_t k = 0; k < k_size; ++k) {
+    StridedLoop loop(kept);
+    loop.Add(base + k * k_stride, in_strides);
+    loop.Add(reinterpret_cast<char*>(best), best_strides);
+    loop.Add(reinterpret_cast<char*>(idx), idx_strides);
+    loop.Build();
+    loop.Run([&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) {
+        const C v = Load<T>(p[0] + j * s[0]);
+        C* b = reinterpret_cast<C*>(p[1] + j * s[1]);
+        if (k == 0 || Better<kMax>(v, *b)) {
+          *b = v;
+          *reinterpret_cast<int64_t*>(p[2] + j * s[2]) = k;
+        }
+      }
+    });
+  }
+  return absl::OkStatus();
+}
+
+// Shared by argmax/argmin (values == nullptr) and max.dim/min.dim.
+// `dim` < 0 means "flattened" (argmax without dim).
+template <bool kMax, uint32_t kSet>
+absl::Status ArgReduce(const char* name, const TensorRef& self, int64_t dim,
+                       const TensorRef* values, const TensorRef& indices) {
+  TensorRef in = self;
+  std::unique_ptr<TempTensor> holder;
+  TensorMeta flat;
+  int64_t d = dim;
+  if (dim < 0) {
+    if (self.meta->numel() == 0) {
+      return RuntimeErr(absl::StrCat(name, "(): Expected reduction dim to be specified for "
+                                           "input.numel() == 0."));
+    }
+    TD_ASSIGN_OR_RETURN(TensorRef c, AsContiguous(self, holder));
+    flat = ViewMeta(*c.meta, {c.meta->numel()}, {1}, c.meta->storage_offset);
+    in = TensorRef{c.base, &flat};
+    d = 0;
+  } else if (self.meta->dim() == 0) {
+    flat = ViewMeta(*self.meta, {1}, {1}, self.meta->storage_offset);  // a 0-dim tensor reduces as [1]
+    in = TensorRef{self.base, &flat};
+    d = 0;
+  }
+  if (in.meta->sizes[d] == 0) {
+    return IndexErr(absl::StrCat(name, "(): Expected reduction dim ", dim < 0 ? 0 : dim,
+                                 " to have non-zero size."));
+  }
+  TD_INTERNAL_CHECK(indices.meta->dtype == ScalarType::kInt64, name, ": indices must be int64");
+  TD_INTERNAL_CHECK(indices.meta->numel() * in.meta->sizes[d] == in.meta->numel(), name,
+                    ": output numel does not match");
+  return Dispatch<kSet>(in.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    Shape kept = in.meta->sizes;
+    kept.erase(kept.begin() + d);
+    TD_ASSIGN_OR_RETURN(auto best, TempTensor::Make(kept, ScalarTypeOf<C>()));
+    TD_ASSIGN_OR_RETURN(auto idx, TempTensor::Make(kept, ScalarType::kInt64));
+    absl::Status st = ArgReduceDim<kMax, T>(in, d, reinterpret_cast<C*>(best->data()),
+                                            reinterpret_cast<int64_t*>(idx->data()));
+    if (!st.ok()) return st;
+    // The outputs may carry keepdim's size-1 dim: view the results with
+    // their sizes (contiguous either way).
+    TensorMeta idx_view = ViewMeta(idx->meta(), indices.meta->sizes,
+                                   ContiguousStrides(indices.meta->sizes), 0);
+    TD_RETURN_IF_ERROR(CopyConvert(indices, TensorRef{idx->data(), &idx_view}));
+    if (values != nullptr) {
+      TensorMeta val_view = ViewMeta(best->meta(), values->meta->sizes,
+                                     ContiguousStrides(values->meta->sizes), 0);
+      TD_RETURN_IF_ERROR(CopyConvert(*values, TensorRef{best->data(), &val_view}));
+    }
+    return absl::OkStatus();
+  });
+}
+
+template <bool kMax>
+absl::Status ArgMaxMin(KernelContext& ctx) {
+  const char* name = kMax ? "argmax" : "argmin";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  int64_t dim = -1;
+  if (!ctx.args[1].is_none()) {
+    TD_ASSIGN_OR_RETURN(dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
+  }
+  return ArgReduce<kMax, kSetInts | kSetFloats>(name, self, dim, nullptr, ctx.outputs[0]);
+}
+
+template <bool kMax>
+absl::Status MaxMinDim(KernelContext& ctx) {
+  const char* name = kMax ? "max" : "min";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 2));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
+  TD_INTERNAL_CHECK(ctx.outputs[0].meta->dtype == self.meta->dtype, name, ": values dtype");
+  return ArgReduce<kMax, kSetAllButF8>(name, self, dim, &ctx.outputs[0], ctx.outputs[1]);
+}
+
+}  // namespace
+
+absl::Status RegisterReduceKernels(KernelRegistry& r) {
+  struct Entry {
+    const char* name;
+    KernelFn fn;
+  };
+  const Entry entries[] = {
+      {"sum", SumMean<false>},      {"mean", SumMean<true>},
+      {"amax", AmaxAmin<true>},     {"amin", AmaxAmin<false>},
+      {"argmax", ArgMaxMin<true>},  {"argmin", ArgMaxMin<false>},
+      {"max", MaxMinAll<true>},     {"min", MaxMinAll<false>},
+      {"max.dim", MaxMinDim<true>}, {"min.dim", MaxMinDim<false>},
+  };
+  for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::cpu
