@@ -1,0 +1,80 @@
+// tensord/server/daemon.h — the daemon process around the service: options
+// (command line and config file), listening on Unix sockets and TCP ports
+// (refusing a taken port or a live socket instead of hanging), the standard
+// health service, and shutdown that removes the socket files.
+//
+//   DaemonOptions o;  o.listen = {"unix:/tmp/td.sock", "127.0.0.1:0"};
+//   absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(o);
+//   (*d)->addresses();   // {"unix:/tmp/td.sock", "127.0.0.1:45123"}
+//   (*d)->Shutdown();
+#ifndef TENSORD_SERVER_DAEMON_H_
+#define TENSORD_SERVER_DAEMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "tensord/server/log.h"
+#include "tensord/server/service.h"
+
+namespace tensord::server {
+
+// Largest gRPC message the daemon accepts or sends (batches of op calls and
+// upload chunks; fetch data is chunked at 1 MiB).
+inline constexpr int kMaxMessageBytes = 64 << 20;
+
+struct DaemonOptions {
+  // "unix:PATH", "unix:///abs/path", "HOST:PORT", "[::1]:PORT"; port 0 picks one.
+  std::vector<std::string> listen;
+  int64_t session_memory_limit_bytes = 0;  // 0 = unlimited
+  LogLevel log_level = LogLevel::kInfo;
+  // Grace period for in-flight requests at shutdown.
+  absl::Duration shutdown_grace = absl::Milliseconds(100);
+};
+
+// Parses a byte count: "1048576", "512K", "64MiB", "2G" (binary units).
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+
+// Applies a config file of `key = value` lines (# comments, blank lines):
+// listen (repeatable, or comma-separated), session_memory_limit_bytes,
+// log_level. Unknown keys and bad values are errors naming the line.
+absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options);
+
+class Daemon {
+ public:
+  // Binds every address and starts serving. Errors (with a clear message,
+  // never a hang): no address, a malformed address, a TCP port in use, a Unix
+  // socket path that a live daemon answers on or that is not a socket.
+  // A stale socket file (nobody answers) is removed and reused.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options);
+  ~Daemon();
+
+  // The addresses actually listened on, in the order given; a TCP port 0 is
+  // replaced by the port chosen.
+  const std::vector<std::string>& addresses() const { return addresses_; }
+  TensordService& service() { return *service_; }
+
+  // Closes every session, stops the server (waiting up to the grace period
+  // for in-flight calls) and removes the Unix socket files. Idempotent.
+  void Shutdown();
+
+ private:
+  Daemon() = default;
+
+  DaemonOptions options_;
+  std::unique_ptr<TensordService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> addresses_;
+  std::vector<std::string> socket_paths_;  // to remove at shutdown
+  bool shut_down_ = false;
+};
+
+}  // namespace tensord::server
+
+#endif  // TENSORD_SERVER_DAEMON_H_

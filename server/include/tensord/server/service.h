@@ -1,0 +1,97 @@
+// tensord/server/service.h — the tensord.v1.Tensord gRPC service (synchronous
+// API): handshake, session open/close, and the per-session bidirectional
+// stream whose requests the session executes in order on the stream's
+// handler thread. Sessions run concurrently with each other.
+//
+//   auto service = TensordService::Create({.session_memory_limit_bytes = 1 << 30});
+//   builder.RegisterService(service->get());
+#ifndef TENSORD_SERVER_SERVICE_H_
+#define TENSORD_SERVER_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "tensord/kernels/registry.h"
+#include "tensord/server/allocator.h"
+#include "tensord/server/session.h"
+#include "tensord/v1/tensord.grpc.pb.h"
+
+namespace tensord::server {
+
+// The release this daemon reports (handshake, --version).
+absl::string_view DaemonVersion();
+
+struct ServiceOptions {
+  // Per-session limit on bytes of tensor storage; 0 = unlimited.
+  int64_t session_memory_limit_bytes = 0;
+  // At most this many open sessions; more are refused (ResourceExhausted).
+  size_t max_sessions = 1024;
+  // A session that no stream attaches to within this time is closed.
+  absl::Duration attach_timeout = absl::Seconds(60);
+};
+
+class TensordService final : public v1::Tensord::Service {
+ public:
+  // Builds the kernel registry (RegisterCpuKernels); fails only on a build
+  // bug (a kernel registered for an op the table lacks).
+  static absl::StatusOr<std::unique_ptr<TensordService>> Create(const ServiceOptions& options);
+  ~TensordService() override;
+
+  grpc::Status Handshake(grpc::ServerContext* context, const v1::HandshakeRequest* request,
+                         v1::HandshakeResponse* response) override;
+  grpc::Status OpenSession(grpc::ServerContext* context, const v1::OpenSessionRequest* request,
+                           v1::OpenSessionResponse* response) override;
+  grpc::Status CloseSession(grpc::ServerContext* context, const v1::CloseSessionRequest* request,
+                            v1::CloseSessionResponse* response) override;
+  grpc::Status Stream(grpc::ServerContext* context,
+                      grpc::ServerReaderWriter<v1::ServerMessage, v1::ClientMessage>* stream) override;
+
+  // Refuses new sessions, cancels every attached stream and closes every
+  // session. Called before the gRPC server shuts down.
+  void BeginShutdown();
+
+  // Introspection (tests, logs).
+  size_t live_sessions() const;
+  // Bytes of tensor storage held by all sessions together.
+  int64_t bytes_in_use() const { return allocator_->bytes_in_use(); }
+  // Statistics of an open session; nullopt when unknown or closed.
+  std::optional<SessionStats> session_stats(uint64_t session_id) const;
+  const ServiceOptions& options() const { return options_; }
+
+ private:
+  struct Entry {
+    std::shared_ptr<Session> session;
+    grpc::ServerContext* stream = nullptr;  // the attached stream's context
+    bool attached = false;
+    absl::Time opened;
+  };
+
+  TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels);
+
+  // Removes the session from the table (cancelling its stream) and closes it.
+  // Returns its final statistics, or nullopt when it was not in the table.
+  std::optional<SessionStats> Remove(uint64_t session_id, absl::string_view why);
+  // Closes sessions that no stream attached to in time.
+  void ReapUnattached() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ServiceOptions options_;
+  const std::unique_ptr<KernelRegistry> kernels_;
+  const std::shared_ptr<CpuAllocator> allocator_;
+
+  mutable absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tensord::server
+
+#endif  // TENSORD_SERVER_SERVICE_H_

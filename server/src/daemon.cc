@@ -1,0 +1,341 @@
+// The daemon around the service: options, listening, shutdown.
+#include "tensord/server/daemon.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
+
+namespace tensord::server {
+namespace {
+
+constexpr int kMaxThreads = 256;
+
+struct ListenAddress {
+  bool is_unix = false;
+  std::string path;       // unix
+  std::string host;       // tcp, without brackets
+  int port = 0;           // tcp
+  std::string grpc_uri;   // what gRPC binds
+};
+
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
+  ListenAddress a;
+  if (absl::StartsWith(text, "unix:")) {
+    absl::string_view path = text.substr(5);
+    if (absl::StartsWith(path, "//")) path.remove_prefix(2);  // unix:///abs/path
+    if (path.empty()) return absl::InvalidArgumentError(absl::StrCat("'", text, "': empty Unix socket path"));
+    if (path.find('\0') != absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': NUL byte in the socket path"));
+    }
+    if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': the socket path is ", path.size(),
+                                                     " bytes long; Unix sockets allow at most ",
+                                                     sizeof(sockaddr_un{}.sun_path) - 1));
+    }
+    a.is_unix = true;
+    a.path = std::string(path);
+    a.grpc_uri = absl::StrCat("unix:", a.path);
+    return a;
+  }
+  absl::string_view host, port;
+  if (absl::StartsWith(text, "[")) {
+    const size_t close = text.find(']');
+    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected [IPV6]:PORT"));
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "': expected unix:PATH or HOST:PORT (e.g. 127.0.0.1:7070)"));
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  int p = -1;
+  if (host.empty() || !absl::SimpleAtoi(port, &p) || p < 0 || p > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': expected HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:7070)"));
+  }
+  a.host = std::string(host);
+  a.port = p;
+  a.grpc_uri = std::string(text);
+  return a;
+}
+
+std::string TcpAddress(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+bool FillSockaddr(const std::string& path, sockaddr_un* sa) {
+  std::memset(sa, 0, sizeof(*sa));
+  sa->sun_family = AF_UNIX;
+  if (path.size() >= sizeof(sa->sun_path)) return false;
+  std::memcpy(sa->sun_path, path.data(), path.size());
+  return true;
+}
+
+// Before binding `path`: a live socket is an error, a stale one is removed,
+// anything that is not a socket is left alone and refused.
+absl::Status PrepareUnixSocket(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("cannot inspect ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " exists and is not a socket; refusing to replace it"));
+  }
+  sockaddr_un sa;
+  if (!FillSockaddr(path, &sa)) return absl::InvalidArgumentError(absl::StrCat(path, ": path too long"));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa));
+  const int err = errno;
+  ::close(fd);
+  if (rc == 0) {
+    return absl::AlreadyExistsError(absl::StrCat("socket ", path, " is in use by another daemon"));
+  }
+  if (err == ECONNREFUSED) {
+    // Nobody listens: a stale file from a daemon that did not shut down cleanly.
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot remove the stale socket ", path, ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat("cannot check whether ", path, " is in use: ", std::strerror(err)));
+}
+
+// Why binding failed, as the OS says it (gRPC only logs it).
+std::string DiagnoseBind(const ListenAddress& a) {
+  if (a.is_unix) {
+    sockaddr_un sa;
+    if (!FillSockaddr(a.path, &sa)) return "path too long";
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return std::strerror(errno);
+    std::string why = "gRPC could not listen on it";
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+      why = std::strerror(errno);
+    } else {
+      ::unlink(a.path.c_str());
+    }
+    ::close(fd);
+    return why;
+  }
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string port = absl::StrCat(a.port);
+  if (const int rc = ::getaddrinfo(a.host.c_str(), port.c_str(), &hints, &res); rc != 0) return gai_strerror(rc);
+  std::string why = "gRPC could not listen on it";
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+      why = std::strerror(errno);
+      if (errno == EADDRINUSE) why += " (is another daemon running?)";
+      ::close(fd);
+      break;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return why;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
+  absl::string_view t = absl::StripAsciiWhitespace(text);
+  size_t digits = 0;
+  while (digits < t.size() && absl::ascii_isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+  int64_t n = 0;
+  if (digits == 0 || !absl::SimpleAtoi(t.substr(0, digits), &n)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte count (e.g. 1073741824, 512MiB, 2G)"));
+  }
+  const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(t.substr(digits)));
+  int shift = 0;
+  if (unit.empty() || unit == "b") {
+    shift = 0;
+  } else if (unit == "k" || unit == "kb" || unit == "kib") {
+    shift = 10;
+  } else if (unit == "m" || unit == "mb" || unit == "mib") {
+    shift = 20;
+  } else if (unit == "g" || unit == "gb" || unit == "gib") {
+    shift = 30;
+  } else if (unit == "t" || unit == "tb" || unit == "tib") {
+    shift = 40;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': unknown unit '", unit, "' (expected K, M, G or T, binary)"));
+  }
+  if (n > (INT64_MAX >> shift)) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  return n << shift;
+}
+
+absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
+  std::string line;
+  int lineno = 0;
+  std::vector<std::string> listen;
+  while (std::getline(in, line)) {
+    ++lineno;
+    absl::string_view l = absl::StripAsciiWhitespace(line);
+    if (l.empty() || l[0] == '#') continue;
+    const size_t eq = l.find('=');
+    auto where = [&] { return absl::StrCat(path, ":", lineno, ": "); };
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), "expected 'key = value', got '", l, "'"));
+    }
+    const std::string key = absl::AsciiStrToLower(absl::StripAsciiWhitespace(l.substr(0, eq)));
+    const absl::string_view value = absl::StripAsciiWhitespace(l.substr(eq + 1));
+    if (key == "listen") {
+      for (absl::string_view a : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+        listen.emplace_back(absl::StripAsciiWhitespace(a));
+      }
+    } else if (key == "session_memory_limit_bytes") {
+      absl::StatusOr<int64_t> n = ParseByteSize(value);
+      if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
+      options->session_memory_limit_bytes = *n;
+    } else if (key == "log_level") {
+      absl::StatusOr<LogLevel> lv = ParseLogLevel(value);
+      if (!lv.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), lv.status().message()));
+      options->log_level = *lv;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), "unknown key '", key, "' (expected listen, session_memory_limit_bytes or log_level)"));
+    }
+  }
+  if (!listen.empty()) options->listen = std::move(listen);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
+  if (options.listen.empty()) {
+    return absl::InvalidArgumentError("no address to listen on (give --listen unix:PATH or --listen HOST:PORT)");
+  }
+  std::vector<ListenAddress> addrs;
+  for (const std::string& text : options.listen) {
+    absl::StatusOr<ListenAddress> a = ParseListenAddress(text);
+    if (!a.ok()) return a.status();
+    addrs.push_back(*std::move(a));
+  }
+  for (const ListenAddress& a : addrs) {
+    if (!a.is_unix) continue;
+    if (absl::Status s = PrepareUnixSocket(a.path); !s.ok()) return s;
+  }
+
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->options_ = options;
+  ServiceOptions so;
+  so.session_memory_limit_bytes = options.session_memory_limit_bytes;
+  absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
+  if (!service.ok()) return service.status();
+  d->service_ = *std::move(service);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  // Without this, a second daemon on the same TCP port would bind as well
+  // (SO_REUSEPORT) and silently share the traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  grpc::ResourceQuota quota("tensord");
+  quota.SetMaxThreads(kMaxThreads);
+  builder.SetResourceQuota(quota);
+  std::vector<int> ports(addrs.size(), 0);  // sized up front: AddListeningPort keeps the pointers
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    builder.AddListeningPort(addrs[i].grpc_uri, grpc::InsecureServerCredentials(), &ports[i]);
+  }
+  builder.RegisterService(d->service_.get());
+  d->server_ = builder.BuildAndStart();
+  bool all_bound = d->server_ != nullptr;
+  for (int p : ports) all_bound = all_bound && p != 0;
+  if (!all_bound) {
+    if (d->server_) {
+      d->server_->Shutdown();
+      d->server_->Wait();
+    }
+    std::vector<std::string> why;
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      if (addrs[i].is_unix && ports[i] != 0) ::unlink(addrs[i].path.c_str());  // ours, bound before the failure
+    }
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      if (ports[i] != 0 && d->server_ != nullptr) continue;
+      const std::string reason = DiagnoseBind(addrs[i]);
+      if (reason != "gRPC could not listen on it" || addrs.size() == 1) {
+        why.push_back(absl::StrCat("cannot listen on ", options.listen[i], ": ", reason));
+      }
+    }
+    if (why.empty()) why.push_back(absl::StrCat("cannot listen on ", absl::StrJoin(options.listen, ", ")));
+    d->server_.reset();
+    return absl::UnavailableError(absl::StrJoin(why, "; "));
+  }
+  if (grpc::HealthCheckServiceInterface* health = d->server_->GetHealthCheckService()) {
+    health->SetServingStatus(v1::Tensord::service_full_name(), true);
+  }
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    if (addrs[i].is_unix) {
+      d->addresses_.push_back(absl::StrCat("unix:", addrs[i].path));
+      d->socket_paths_.push_back(addrs[i].path);
+    } else {
+      d->addresses_.push_back(TcpAddress(addrs[i].host, ports[i]));
+    }
+  }
+  Log(LogLevel::kInfo, "tensord ", DaemonVersion(), " listening on ", absl::StrJoin(d->addresses_, ", "),
+      options.session_memory_limit_bytes > 0
+          ? absl::StrCat("; session memory limit ", FormatBytes(options.session_memory_limit_bytes))
+          : std::string("; no session memory limit"));
+  return d;
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+void Daemon::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) {
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
+  }
+  if (service_) service_->BeginShutdown();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace)));
+    server_->Wait();
+  }
+  for (const std::string& path : socket_paths_) {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+  }
+  Log(LogLevel::kInfo, "tensord stopped");
+}
+
+}  // namespace tensord::server

@@ -1,0 +1,215 @@
+// The `tensord` command.
+//
+//   tensord serve --listen unix:/run/tensord.sock --listen 127.0.0.1:7070
+//   tensord serve --config /etc/tensord/tensord.conf
+//   tensord --version
+//
+// `serve` prints one line, "tensord: listening on ADDRESS[, ADDRESS...]", on
+// stdout once every address is bound (clients that spawn a daemon wait for
+// it), logs one line per session event on stderr, and exits 0 after SIGINT or
+// SIGTERM, having closed every session and removed its Unix socket files.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "grpc/grpc.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tensord/server/daemon.h"
+#include "tensord/server/log.h"
+#include "tensord/server/service.h"
+
+namespace tensord::server {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: tensord <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  serve        run the daemon\n"
+    "  --version    print the version and exit\n"
+    "  --help       print this help and exit\n"
+    "\n"
+    "serve options:\n"
+    "  --listen ADDRESS               unix:PATH or HOST:PORT (port 0 picks a free one);\n"
+    "                                 repeat to listen on several addresses\n"
+    "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
+    "                                 log_level (command-line options take precedence)\n"
+    "  --session-memory-limit BYTES   per-session limit on tensor memory (e.g. 4GiB; 0 = none)\n"
+    "  --log-level LEVEL              error, warning, info (default) or debug\n";
+
+int g_signal_pipe[2] = {-1, -1};
+
+void OnStopSignal(int sig) {
+  const int saved = errno;
+  const char b = static_cast<char>(sig);
+  (void)!::write(g_signal_pipe[1], &b, 1);
+  errno = saved;
+}
+
+// Blocks until SIGINT or SIGTERM arrives; returns which.
+int WaitForStopSignal() {
+  char b = 0;
+  for (;;) {
+    const ssize_t n = ::read(g_signal_pipe[0], &b, 1);
+    if (n == 1) return b;
+    if (n < 0 && errno == EINTR) continue;
+    return SIGTERM;  // the pipe broke: treat as a stop request
+  }
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "tensord: %s\n\n%s", message.c_str(), kUsage);
+  return 2;
+}
+
+// Parses `--name value` and `--name=value`. Returns false (and sets *error)
+// on a missing value.
+struct FlagParser {
+  const std::vector<std::string>& args;
+  size_t i = 0;
+  std::string error;
+
+  // If args[i] is --name or --name=..., stores the value and advances.
+  bool Match(absl::string_view name, std::string* value) {
+    const std::string& a = args[i];
+    if (a == name) {
+      if (i + 1 >= args.size()) {
+        error = absl::StrCat(name, " needs a value");
+        return false;
+      }
+      *value = args[i + 1];
+      i += 2;
+      return true;
+    }
+    if (absl::StartsWith(a, absl::StrCat(name, "="))) {
+      *value = a.substr(name.size() + 1);
+      i += 1;
+      return true;
+    }
+    return false;
+  }
+};
+
+int Serve(const std::vector<std::string>& args) {
+  DaemonOptions options;
+  std::vector<std::string> listen;
+  std::string config, memory_limit, log_level;
+  FlagParser p{args};
+  while (p.i < args.size()) {
+    std::string value;
+    if (args[p.i] == "--help" || args[p.i] == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (p.Match("--listen", &value)) {
+      listen.push_back(value);
+    } else if (p.Match("--config", &value)) {
+      config = value;
+    } else if (p.Match("--session-memory-limit", &value)) {
+      memory_limit = value;
+    } else if (p.Match("--log-level", &value)) {
+      log_level = value;
+    } else if (!p.error.empty()) {
+      return UsageError(p.error);
+    } else {
+      return UsageError(absl::StrCat("serve: unknown option '", args[p.i], "'"));
+    }
+    if (!p.error.empty()) return UsageError(p.error);
+  }
+  if (!p.error.empty()) return UsageError(p.error);
+
+  // The config file first; the command line overrides it.
+  if (!config.empty()) {
+    if (absl::Status s = ApplyConfigFile(config, &options); !s.ok()) {
+      std::fprintf(stderr, "tensord: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  if (!listen.empty()) options.listen = listen;
+  if (!memory_limit.empty()) {
+    absl::StatusOr<int64_t> n = ParseByteSize(memory_limit);
+    if (!n.ok()) return UsageError(absl::StrCat("--session-memory-limit: ", n.status().message()));
+    options.session_memory_limit_bytes = *n;
+  }
+  if (!log_level.empty()) {
+    absl::StatusOr<LogLevel> lv = ParseLogLevel(log_level);
+    if (!lv.ok()) return UsageError(absl::StrCat("--log-level: ", lv.status().message()));
+    options.log_level = *lv;
+  }
+  if (options.listen.empty()) return UsageError("serve: give at least one --listen address (or listen = in --config)");
+  SetLogLevel(options.log_level);
+
+  // Signals: the handler only writes the signal number to a pipe (a
+  // self-pipe; write(2) is async-signal-safe) and this thread does the
+  // shutdown. A handler, unlike a blocked mask, works whichever thread the
+  // kernel delivers to (OpenBLAS starts threads before main runs).
+  if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    std::perror("tensord: pipe");
+    return 1;
+  }
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  // Holds a reference on the gRPC library for the life of the process, so
+  // that destroying the server does not run grpc_shutdown(), which can wait
+  // up to 10 s for an executor thread's poll to time out.
+  grpc_init();
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options);
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "tensord: %s\n", std::string(daemon.status().message()).c_str());
+    return 1;
+  }
+  std::printf("tensord: listening on %s\n", absl::StrJoin((*daemon)->addresses(), ", ").c_str());
+  std::fflush(stdout);
+
+  const int sig = WaitForStopSignal();
+  Log(LogLevel::kInfo, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", "; shutting down");
+  // A second signal while shutting down ends the process at once.
+  std::thread([] {
+    WaitForStopSignal();
+    static const char kMsg[] = "tensord: second signal; exiting without a clean shutdown\n";
+    (void)!::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+    ::_exit(1);
+  }).detach();
+  (*daemon)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace tensord::server
+
+int main(int argc, char** argv) {
+  using namespace tensord::server;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return UsageError("no command given");
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("tensord %s\n", std::string(DaemonVersion()).c_str());
+    return 0;
+  }
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (cmd == "serve") return Serve(args);
+  return UsageError(absl::StrCat("unknown command '", cmd, "'"));
+}

@@ -1,0 +1,335 @@
+// The tensord.v1.Tensord service: handshake, sessions, streams.
+#include "tensord/server/service.h"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "tensord/meta/errors.h"
+#include "tensord/meta/op_table.h"
+#include "tensord/server/log.h"
+#include "tensord/wire/wire.h"
+
+#ifndef TENSORD_VERSION
+#define TENSORD_VERSION "0.1.0"
+#endif
+
+namespace tensord::server {
+namespace {
+
+constexpr size_t kTokenBytes = 16;
+constexpr size_t kMaxClientNameBytes = 200;
+constexpr size_t kMaxOpTableLineBytes = 1000;
+
+// Fills `buf` from the kernel's CSPRNG.
+bool SecureRandom(void* buf, size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t got = ::getrandom(p, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  if (n == 0) return true;
+  // Fallback for kernels without getrandom(2).
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  while (n > 0) {
+    const ssize_t got = ::read(fd, p, n);
+    if (got <= 0) {
+      if (got < 0 && errno == EINTR) continue;
+      ::close(fd);
+      return false;
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  ::close(fd);
+  return true;
+}
+
+// Compares secrets in time independent of where they differ.
+bool TokenEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// A client-chosen name, safe to print in a log line.
+std::string Printable(absl::string_view s, size_t max_bytes) {
+  std::string out;
+  for (char c : s.substr(0, max_bytes)) out.push_back(absl::ascii_isprint(static_cast<unsigned char>(c)) ? c : '?');
+  if (s.size() > max_bytes) out += "...";
+  return out;
+}
+
+std::string HexId(uint64_t id) { return absl::StrCat(absl::Hex(id, absl::kZeroPad16)); }
+
+int64_t CpuCores() {
+  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (n > 0) return n;
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? hc : 1;
+}
+
+}  // namespace
+
+absl::string_view DaemonVersion() { return TENSORD_VERSION; }
+
+absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const ServiceOptions& options) {
+  auto kernels = std::make_unique<KernelRegistry>();
+  if (absl::Status s = RegisterCpuKernels(*kernels); !s.ok()) {
+    return InternalErr(absl::StrCat("registering the cpu kernels failed: ", s.message()));
+  }
+  return std::unique_ptr<TensordService>(new TensordService(options, std::move(kernels)));
+}
+
+TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels)
+    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>()) {}
+
+TensordService::~TensordService() { BeginShutdown(); }
+
+grpc::Status TensordService::Handshake(grpc::ServerContext* context, const v1::HandshakeRequest* request,
+                                       v1::HandshakeResponse* response) {
+  const OpTable& table = OpTable::Get();
+  response->set_protocol_version(wire::kProtocolVersion);
+  response->set_server_version(std::string(DaemonVersion()));
+  response->set_op_table_digest(table.digest());
+  response->set_session_memory_limit_bytes(static_cast<uint64_t>(options_.session_memory_limit_bytes));
+  v1::DeviceInfo* cpu = response->add_devices();
+  cpu->set_name("cpu");
+  cpu->set_type(static_cast<int32_t>(DeviceType::kCPU));
+  cpu->set_index(0);
+  cpu->set_total_memory_bytes(static_cast<uint64_t>(allocator_->physical_memory_bytes()));
+  const int64_t cores = CpuCores();
+  cpu->set_description(absl::StrCat(cores, cores == 1 ? " core" : " cores"));
+  // No CUDA devices yet.
+
+  if (request->protocol_version() != wire::kProtocolVersion) {
+    response->set_accepted(false);
+    response->set_refusal(absl::StrCat("protocol version ", request->protocol_version(),
+                                       " is not supported: this daemon (tensord ", DaemonVersion(),
+                                       ") speaks version ", wire::kProtocolVersion));
+  } else if (request->op_table_digest() != table.digest()) {
+    std::vector<std::string> theirs;
+    theirs.reserve(request->op_table_size());
+    for (const std::string& line : request->op_table()) theirs.push_back(Printable(line, kMaxOpTableLineBytes));
+    std::string diff;
+    if (theirs.empty()) {
+      diff = absl::StrCat("op table digests differ (client ", HexId(request->op_table_digest()), ", daemon ",
+                          HexId(table.digest()), ") and the client sent no table to compare");
+    } else {
+      diff = DiffOpTables(table.Describe(), theirs, "daemon", "client");
+      if (diff.empty()) {
+        diff = absl::StrCat("the tables sent are equal but the digests differ (client ",
+                            HexId(request->op_table_digest()), ", daemon ", HexId(table.digest()), ")");
+      }
+    }
+    response->set_accepted(false);
+    response->set_refusal(absl::StrCat("client and daemon were built from different op tables: ", diff,
+                                       ". Rebuild them from the same source."));
+  } else {
+    response->set_accepted(true);
+  }
+  if (!response->accepted()) {
+    Log(LogLevel::kWarning, "handshake from ", context->peer(), " refused: ", response->refusal());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1::OpenSessionRequest* request,
+                                         v1::OpenSessionResponse* response) {
+  const OpTable& table = OpTable::Get();
+  if (request->op_table_digest() != table.digest()) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("op table digest ", HexId(request->op_table_digest()),
+                                     " does not match the daemon's ", HexId(table.digest()),
+                                     "; Handshake says what differs"));
+  }
+  ReapUnattached();
+  std::string token(kTokenBytes, '\0');
+  if (!SecureRandom(token.data(), token.size())) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, "no source of secure random numbers for the session token");
+  }
+  const std::string name = Printable(request->client_name(), kMaxClientNameBytes);
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the daemon is shutting down");
+    if (sessions_.size() >= options_.max_sessions) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          absl::StrCat("the daemon already has ", sessions_.size(), " open sessions (its limit)"));
+    }
+    do {
+      if (!SecureRandom(&id, sizeof(id))) {
+        return grpc::Status(grpc::StatusCode::INTERNAL, "no source of secure random numbers for the session id");
+      }
+    } while (id == 0 || sessions_.contains(id));
+    Entry e;
+    e.session = std::make_shared<Session>(
+        id, token, name, MemoryAccount::Create(allocator_, options_.session_memory_limit_bytes), kernels_.get());
+    e.opened = absl::Now();
+    sessions_.emplace(id, std::move(e));
+  }
+  response->set_session_id(id);
+  response->set_token(token);
+  Log(LogLevel::kInfo, "session ", HexId(id), " opened for client '", name, "' (", context->peer(), ")");
+  return grpc::Status::OK;
+}
+
+grpc::Status TensordService::CloseSession(grpc::ServerContext* context, const v1::CloseSessionRequest* request,
+                                          v1::CloseSessionResponse* response) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(request->session_id());
+    if (it == sessions_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("unknown session ", HexId(request->session_id())));
+    }
+    if (!TokenEquals(request->token(), it->second.session->token())) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat("wrong token for session ", HexId(request->session_id())));
+    }
+  }
+  std::optional<SessionStats> stats = Remove(request->session_id(), "closed by the client");
+  if (!stats) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("session ", HexId(request->session_id()), " was already closed"));
+  }
+  response->set_peak_bytes(static_cast<uint64_t>(stats->peak_bytes));
+  response->set_ops_executed(stats->ops_executed);
+  return grpc::Status::OK;
+}
+
+grpc::Status TensordService::Stream(grpc::ServerContext* context,
+                                    grpc::ServerReaderWriter<v1::ServerMessage, v1::ClientMessage>* stream) {
+  v1::ClientMessage msg;
+  if (!stream->Read(&msg)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before attaching to a session");
+  }
+  if (!msg.has_attach()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message on a stream must carry attach (session id and token)");
+  }
+  const uint64_t id = msg.attach().session_id();
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the daemon is shutting down");
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("attach: unknown session ", HexId(id)));
+    }
+    if (!TokenEquals(msg.attach().token(), it->second.session->token())) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat("attach: wrong token for session ", HexId(id)));
+    }
+    if (it->second.attached) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("attach: session ", HexId(id), " already has a stream attached"));
+    }
+    it->second.attached = true;
+    it->second.stream = context;
+    session = it->second.session;
+  }
+  Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
+
+  const Session::Writer write = [stream](const v1::ServerMessage& m) { return stream->Write(m); };
+  bool alive = true;
+  bool client_ended = false;
+  while (alive) {
+    for (const v1::Request& r : msg.requests()) {
+      if (!session->Execute(r, write)) {
+        alive = false;
+        break;
+      }
+    }
+    if (!alive) break;
+    if (!stream->Read(&msg)) {
+      client_ended = !context->IsCancelled();
+      break;
+    }
+    if (msg.has_attach()) {
+      Log(LogLevel::kDebug, "session ", HexId(id), ": attach on an attached stream ignored");
+    }
+  }
+
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end() && it->second.session == session) it->second.stream = nullptr;
+  }
+  if (session->closed() || !Remove(id, client_ended ? "stream ended by the client" : "stream lost")) {
+    // CloseSession or the daemon's shutdown closed the session and ended this stream.
+    return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("session ", HexId(id), " was closed"));
+  }
+  return grpc::Status::OK;
+}
+
+std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return std::nullopt;
+    if (it->second.stream != nullptr) it->second.stream->TryCancel();
+    session = std::move(it->second.session);
+    sessions_.erase(it);
+  }
+  const SessionStats stats = session->Close();
+  Log(why == "stream lost" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
+      "): peak ", FormatBytes(stats.peak_bytes),
+      " (", stats.peak_bytes, " bytes), ", stats.ops_executed, " ops executed");
+  return stats;
+}
+
+void TensordService::ReapUnattached() {
+  std::vector<uint64_t> stale;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (const auto& [id, e] : sessions_) {
+      if (!e.attached && now - e.opened > options_.attach_timeout) stale.push_back(id);
+    }
+  }
+  for (uint64_t id : stale) Remove(id, "no stream attached in time");
+}
+
+void TensordService::BeginShutdown() {
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (const auto& [id, e] : sessions_) ids.push_back(id);
+  }
+  for (uint64_t id : ids) Remove(id, "daemon shutting down");
+}
+
+size_t TensordService::live_sessions() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_.size();
+}
+
+std::optional<SessionStats> TensordService::session_stats(uint64_t session_id) const {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return std::nullopt;
+    session = it->second.session;
+  }
+  return session->stats();
+}
+
+}  // namespace tensord::server

@@ -1,0 +1,660 @@
+// A session's handle table and the dispatcher: meta -> allocate or alias ->
+// kernel, for every request of the session's stream, in order.
+#include "tensord/server/session.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "tensord/meta/errors.h"
+#include "tensord/meta/op_table.h"
+#include "tensord/meta/schema.h"
+#include "tensord/server/log.h"
+#include "tensord/wire/wire.h"
+
+namespace tensord::server {
+namespace {
+
+// Reads a tensor's elements in row-major order, whatever its strides, so that
+// a Fetch can stream them as contiguous chunks without a second full copy.
+class StridedReader {
+ public:
+  StridedReader(const char* storage, const TensorMeta& m)
+      : base_(storage + m.storage_offset * m.itemsize()),
+        itemsize_(m.itemsize()),
+        contiguous_(m.is_contiguous()),
+        sizes_(m.sizes),
+        idx_(m.sizes.size(), 0) {
+    // Byte strides; a dim of size <= 1 never advances, so its stride (which a
+    // peer may have set to anything) is irrelevant and taken as 0.
+    byte_strides_.resize(m.sizes.size());
+    for (size_t d = 0; d < m.sizes.size(); ++d) {
+      byte_strides_[d] = m.sizes[d] <= 1 ? 0 : m.strides[d] * itemsize_;
+    }
+  }
+
+  // Copies the next `n` elements into `dst`.
+  void Read(int64_t n, char* dst) {
+    if (n <= 0) return;
+    if (contiguous_) {
+      std::memcpy(dst, base_ + pos_ * itemsize_, static_cast<size_t>(n * itemsize_));
+      pos_ += n;
+      return;
+    }
+    const size_t rank = sizes_.size();
+    if (rank == 0) {
+      std::memcpy(dst, base_, static_cast<size_t>(itemsize_));
+      return;
+    }
+    const size_t last = rank - 1;
+    while (n > 0) {
+      const int64_t run = std::min(n, sizes_[last] - idx_[last]);
+      const char* src = base_ + offset_;
+      if (byte_strides_[last] == itemsize_) {
+        std::memcpy(dst, src, static_cast<size_t>(run * itemsize_));
+      } else {
+        for (int64_t k = 0; k < run; ++k) {
+          std::memcpy(dst + k * itemsize_, src + k * byte_strides_[last], static_cast<size_t>(itemsize_));
+        }
+      }
+      dst += run * itemsize_;
+      n -= run;
+      idx_[last] += run;
+      offset_ += run * byte_strides_[last];
+      if (idx_[last] < sizes_[last]) continue;
+      // Carry into the outer dims.
+      offset_ -= idx_[last] * byte_strides_[last];
+      idx_[last] = 0;
+      for (size_t d = last; d-- > 0;) {
+        ++idx_[d];
+        offset_ += byte_strides_[d];
+        if (idx_[d] < sizes_[d]) break;
+        offset_ -= idx_[d] * byte_strides_[d];
+        idx_[d] = 0;
+      }
+    }
+  }
+
+ private:
+  const char* base_;
+  const int64_t itemsize_;
+  const bool contiguous_;
+  const Shape sizes_;
+  Shape byte_strides_;
+  Shape idx_;
+  int64_t offset_ = 0;  // bytes from base_, strided path
+  int64_t pos_ = 0;     // elements read, contiguous path
+};
+
+absl::Status DeviceUnavailable(absl::string_view op, const Device& d) {
+  if (d.is_meta()) {
+    return NotImplementedErr(absl::StrCat(op, ": tensors on device 'meta' exist only in the client (meta mode); "
+                                              "the daemon does not run ops on them"));
+  }
+  return NotImplementedErr(
+      absl::StrCat(op, ": device '", d.ToString(), "' is not available: this daemon has only cpu"));
+}
+
+absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op) {
+  try {
+    return fn(ctx);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryErr(absl::StrCat(op, ": out of memory inside the kernel"));
+  } catch (const std::exception& e) {
+    return InternalErr(absl::StrCat(op, ": the cpu kernel failed: ", e.what()));
+  } catch (...) {
+    return InternalErr(absl::StrCat(op, ": the cpu kernel failed with an unknown exception"));
+  }
+}
+
+}  // namespace
+
+void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
+
+Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
+                 const KernelRegistry* kernels)
+    : id_(id),
+      token_(std::move(token)),
+      client_name_(std::move(client_name)),
+      memory_(std::move(memory)),
+      kernels_(kernels) {
+  generator_.engine.seed(id);
+}
+
+Session::~Session() { Close(); }
+
+bool Session::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
+SessionStats Session::stats() const {
+  absl::MutexLock lock(&mu_);
+  SessionStats s;
+  s.bytes_in_use = memory_->bytes_in_use();
+  s.peak_bytes = memory_->peak_bytes();
+  s.ops_executed = ops_executed_;
+  s.live_handles = tensors_.size();
+  s.pending_uploads = uploads_.size();
+  return s;
+}
+
+SessionStats Session::Close() {
+  absl::node_hash_map<uint64_t, Tensor> tensors;
+  absl::node_hash_map<uint64_t, PendingUpload> uploads;
+  SessionStats s;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    tensors.swap(tensors_);
+    uploads.swap(uploads_);
+    unreported_.clear();
+    s.ops_executed = ops_executed_;
+    if (!uploads.empty()) {
+      Log(LogLevel::kWarning, "session ", absl::Hex(id_), ": ", uploads.size(),
+          " upload(s) never completed; discarded");
+    }
+  }
+  // Storages are freed here, outside the lock.
+  tensors.clear();
+  uploads.clear();
+  s.bytes_in_use = memory_->bytes_in_use();
+  s.peak_bytes = memory_->peak_bytes();
+  return s;
+}
+
+bool Session::Execute(const v1::Request& request, const Writer& write) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return false;
+  try {
+    return ExecuteLocked(request, write);
+  } catch (const std::bad_alloc&) {
+    RecordError(OutOfMemoryErr("the daemon ran out of memory while executing a request"), "", 0, "");
+  } catch (const std::exception& e) {
+    RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
+  } catch (...) {
+    RecordError(InternalErr("internal error while executing a request"), "", 0, "");
+  }
+  return true;
+}
+
+bool Session::ExecuteLocked(const v1::Request& request, const Writer& write) {
+  switch (request.kind_case()) {
+    case v1::Request::kCall:
+      ExecuteCall(request.call());
+      return true;
+    case v1::Request::kUpload:
+      ExecuteUpload(request.upload());
+      return true;
+    case v1::Request::kRelease:
+      ExecuteRelease(request.release());
+      return true;
+    case v1::Request::kFetch:
+      return ExecuteFetch(request.fetch(), write);
+    case v1::Request::kSync:
+      return ExecuteSync(request.sync(), write);
+    case v1::Request::kDescribe:
+      return ExecuteDescribe(request.describe(), write);
+    case v1::Request::KIND_NOT_SET:
+      break;
+  }
+  RecordError(RuntimeErr("malformed request: none of call, upload, release, fetch, sync, describe is set"),
+              "request", 0, "");
+  return true;
+}
+
+std::shared_ptr<OpError> Session::RecordError(absl::Status status, std::string op, uint64_t call_id,
+                                              std::string call_site) {
+  auto e = std::make_shared<OpError>();
+  e->status = std::move(status);
+  e->op = std::move(op);
+  e->call_id = call_id;
+  e->call_site = std::move(call_site);
+  Log(LogLevel::kDebug, "session ", absl::Hex(id_), ": ", e->op.empty() ? "request" : e->op, " (call ", call_id,
+      "): ", e->status.message());
+  if (unreported_.size() < kMaxUnreportedErrors) {
+    unreported_.push_back(e);
+  } else {
+    ++dropped_errors_;
+  }
+  return e;
+}
+
+absl::Status Session::CheckNewHandle(uint64_t handle) const {
+  if (handle == 0) return RuntimeErr("handle 0 is reserved (it stands for None) and cannot name a tensor");
+  if (tensors_.contains(handle)) {
+    return RuntimeErr(absl::StrCat("handle ", handle, " is already in use in this session (handles are never reused)"));
+  }
+  if (uploads_.contains(handle)) {
+    return RuntimeErr(absl::StrCat("handle ", handle, " is being uploaded"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) const {
+  return RuntimeErr(absl::StrCat(what, ": unknown tensor handle ", handle,
+                                 " (never created in this session, or already released)"));
+}
+
+void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error) {
+  if (handle == 0 || tensors_.contains(handle) || uploads_.contains(handle)) return;
+  Tensor t;
+  if (meta != nullptr) t.meta = *meta;
+  t.error = std::move(error);
+  tensors_.emplace(handle, std::move(t));
+}
+
+std::shared_ptr<OpError> Session::AbandonUpload(uint64_t handle, absl::string_view interrupted_by) {
+  auto it = uploads_.find(handle);
+  if (it == uploads_.end()) return nullptr;
+  PendingUpload up = std::move(it->second);
+  uploads_.erase(it);
+  auto err = RecordError(RuntimeErr(absl::StrCat("upload of handle ", handle, " is incomplete: received ",
+                                                 up.received, " of ", up.total_bytes, " bytes before ",
+                                                 interrupted_by, " used the handle")),
+                         "upload", up.call_id, "");
+  InsertFailed(handle, &up.meta, err);
+  return err;
+}
+
+// ------------------------------------------------------------------ op calls
+
+void Session::ExecuteCall(const v1::OpCall& call) {
+  const OpTable& table = OpTable::Get();
+  const OpEntry* op = call.op_id() < table.size() ? &table.at(call.op_id()) : nullptr;
+  const std::string op_name = op != nullptr ? op->full_name() : absl::StrCat("op ", call.op_id());
+  const int n_out = call.outputs_size();
+
+  // Output handles first: a failure must be able to mark them.
+  std::vector<bool> out_ok(n_out, false);
+  absl::Status handle_status;
+  {
+    absl::flat_hash_set<uint64_t> seen;
+    for (int i = 0; i < n_out; ++i) {
+      const uint64_t h = call.outputs(i);
+      if (h != 0 && uploads_.contains(h)) AbandonUpload(h, op_name);
+      absl::Status s = CheckNewHandle(h);
+      if (s.ok() && !seen.insert(h).second) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
+      if (!s.ok()) {
+        if (handle_status.ok()) handle_status = RuntimeErr(absl::StrCat(op_name, ": output ", i, ": ", s.message()));
+        continue;
+      }
+      out_ok[i] = true;
+    }
+  }
+  std::vector<Tensor> outs;
+  auto mark_failed = [&](const std::shared_ptr<OpError>& err) {
+    for (int i = 0; i < n_out; ++i) {
+      if (!out_ok[i]) continue;
+      InsertFailed(call.outputs(i), i < static_cast<int>(outs.size()) ? &outs[i].meta : nullptr, err);
+    }
+  };
+  auto fail = [&](absl::Status s) {
+    mark_failed(RecordError(std::move(s), op_name, call.call_id(), call.call_site()));
+  };
+
+  if (!handle_status.ok()) return fail(handle_status);
+  if (op == nullptr) {
+    return fail(RuntimeErr(absl::StrCat("op id ", call.op_id(), " is out of range: this daemon's op table has ",
+                                        table.size(), " ops (ids 0..", table.size() - 1, ")")));
+  }
+  const FunctionSchema& schema = op->schema;
+  const bool list_return = !schema.returns.empty() && schema.returns[0].type == ArgType::kTensorList;
+  if (!list_return && static_cast<size_t>(n_out) != schema.returns.size()) {
+    return fail(TypeErr(absl::StrCat(op_name, ": expected ", schema.returns.size(), " output handle",
+                                     schema.returns.size() == 1 ? "" : "s", " (one per return), got ", n_out)));
+  }
+  if (static_cast<size_t>(call.args_size()) != schema.arguments.size()) {
+    return fail(TypeErr(absl::StrCat(op_name, ": expected ", schema.arguments.size(),
+                                     " arguments (defaults filled in by the client), got ", call.args_size())));
+  }
+
+  // Decode the arguments; tensors are resolved in this session's table only.
+  std::vector<const Tensor*> inputs;
+  std::shared_ptr<OpError> input_error;
+  std::vector<uint64_t> interrupted;
+  auto lookup = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
+    auto it = tensors_.find(h);
+    if (it == tensors_.end()) {
+      if (uploads_.contains(h)) {
+        interrupted.push_back(h);
+        return RuntimeErr(absl::StrCat(op_name, ": tensor handle ", h, " was used before its upload completed"));
+      }
+      return UnknownHandle(op_name, h);
+    }
+    if (it->second.failed() && input_error == nullptr) input_error = it->second.error;
+    inputs.push_back(&it->second);
+    return &it->second.meta;
+  };
+  std::vector<Value> args;
+  args.reserve(schema.arguments.size());
+  for (size_t i = 0; i < schema.arguments.size(); ++i) {
+    absl::StatusOr<Value> v = wire::DecodeValue(op_name, schema.arguments[i], call.args(static_cast<int>(i)), lookup);
+    if (!v.ok()) {
+      inputs.clear();
+      for (uint64_t h : interrupted) AbandonUpload(h, op_name);
+      return fail(v.status());
+    }
+    args.push_back(*std::move(v));
+  }
+  // A failed input fails the outputs with the original error, without running.
+  if (input_error != nullptr) return mark_failed(input_error);
+
+  if (absl::Status s = ValidateArgs(schema, args); !s.ok()) return fail(s);
+  for (const Value& v : args) {
+    if (v.kind() == Value::Kind::kDevice && !v.device().is_cpu()) return fail(DeviceUnavailable(op_name, v.device()));
+  }
+
+  const bool data_dependent = op->has(kDataDependent);
+  bool need_kernel = data_dependent;
+  if (data_dependent) {
+    outs.reserve(n_out);
+  } else {
+    absl::StatusOr<MetaResult> r = table.RunMeta(*op, args);
+    if (!r.ok()) return fail(r.status());
+    if (r->outputs.size() != static_cast<size_t>(n_out) || r->alias_of.size() != r->outputs.size()) {
+      return fail(TypeErr(absl::StrCat(op_name, ": the op returns ", r->outputs.size(), " tensor",
+                                       r->outputs.size() == 1 ? "" : "s", " but the call names ", n_out,
+                                       " output handle", n_out == 1 ? "" : "s")));
+    }
+    outs.resize(r->outputs.size());
+    for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = std::move(r->outputs[i]);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const TensorMeta& m = outs[i].meta;
+      if (absl::Status s = m.Validate(absl::StrCat(op_name, ": output ", i)); !s.ok()) return fail(s);
+      if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
+      absl::StatusOr<int64_t> need = m.StorageBytesNeeded();
+      if (!need.ok()) return fail(need.status());
+      const int a = r->alias_of[i];
+      if (a >= 0) {
+        // A view: share the aliased argument's storage, if the view fits in it.
+        if (static_cast<size_t>(a) >= args.size() || !args[a].is_tensor()) {
+          return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases argument ", a,
+                                               ", which is not a tensor")));
+        }
+        const Tensor* src = nullptr;
+        for (const Tensor* t : inputs) {
+          if (&t->meta == args[a].tensor_ptr()) src = t;
+        }
+        if (src == nullptr || src->storage == nullptr) {
+          return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases an unknown input")));
+        }
+        if (*need > src->storage->nbytes()) {
+          return fail(RuntimeErr(absl::StrCat(op_name, ": output ", i, " (sizes ", ShapeToString(m.sizes),
+                                              ", strides ", ShapeToString(m.strides), ", storage_offset ",
+                                              m.storage_offset, ") needs ", *need, " bytes of storage, but the storage "
+                                              "of argument '", schema.arguments[a].name, "' holds ",
+                                              src->storage->nbytes(), " bytes")));
+        }
+        outs[i].storage = src->storage;
+      } else {
+        absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(*need, op_name);
+        if (!st.ok()) return fail(st.status());
+        outs[i].storage = *std::move(st);
+        need_kernel = true;
+      }
+    }
+  }
+
+  if (need_kernel) {
+    const KernelFn fn = kernels_ != nullptr ? kernels_->Find(DeviceType::kCPU, op->id) : nullptr;
+    if (fn == nullptr) return fail(NotImplementedErr(absl::StrCat(op_name, ": no kernel for device cpu")));
+    KernelContext ctx;
+    ctx.op = op;
+    ctx.args = args;
+    ctx.input_base = [&inputs](const TensorMeta* m) -> char* {
+      for (const Tensor* t : inputs) {
+        if (&t->meta == m) return t->storage->data();
+      }
+      return nullptr;
+    };
+    for (Tensor& t : outs) ctx.outputs.push_back(TensorRef{t.storage->data(), &t.meta});
+    ctx.allocate_output = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
+      if (!data_dependent) return InternalErr(absl::StrCat(op_name, ": allocate_output called by a structured kernel"));
+      if (outs.size() >= static_cast<size_t>(n_out)) {
+        return InternalErr(absl::StrCat(op_name, ": the kernel allocated more than the ", n_out, " outputs"));
+      }
+      TD_RETURN_IF_ERROR(m.Validate(absl::StrCat(op_name, ": output ", outs.size())));
+      if (!m.device.is_cpu() || !m.is_contiguous()) {
+        return InternalErr(absl::StrCat(op_name, ": a kernel allocated ", m.ToString(), " (not contiguous cpu)"));
+      }
+      TD_ASSIGN_OR_RETURN(int64_t need, m.StorageBytesNeeded());
+      TD_ASSIGN_OR_RETURN(std::shared_ptr<Storage> st, memory_->Allocate(need, op_name));
+      Tensor t;
+      t.meta = m;
+      t.storage = std::move(st);
+      outs.push_back(std::move(t));  // capacity reserved: earlier metas stay put
+      TensorRef ref{outs.back().storage->data(), &outs.back().meta};
+      ctx.outputs.push_back(ref);
+      return ref;
+    };
+    ctx.generator = &generator_;
+    if (absl::Status s = RunKernel(fn, ctx, op_name); !s.ok()) return fail(s);
+    if (outs.size() != static_cast<size_t>(n_out)) {
+      return fail(InternalErr(absl::StrCat(op_name, ": the kernel produced ", outs.size(), " outputs, expected ",
+                                           n_out)));
+    }
+  }
+
+  inputs.clear();
+  for (int i = 0; i < n_out; ++i) tensors_.emplace(call.outputs(i), std::move(outs[i]));
+  ++ops_executed_;
+}
+
+// ------------------------------------------------------------------- uploads
+
+void Session::ExecuteUpload(const v1::Upload& u) {
+  const uint64_t h = u.handle();
+  auto fail = [&](absl::Status s, const TensorMeta* meta) {
+    auto err = RecordError(std::move(s), "upload", u.call_id(), "");
+    InsertFailed(h, meta, err);
+  };
+  const std::string what = absl::StrCat("upload of handle ", h);
+
+  auto it = uploads_.find(h);
+  if (it == uploads_.end()) {
+    // The first chunk.
+    if (absl::Status s = CheckNewHandle(h); !s.ok()) {
+      RecordError(RuntimeErr(absl::StrCat(what, ": ", s.message())), "upload", u.call_id(), "");
+      return;
+    }
+    if (!u.has_meta()) return fail(RuntimeErr(absl::StrCat(what, ": the first chunk carries no meta")), nullptr);
+    absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
+    if (!meta.ok()) return fail(meta.status(), nullptr);
+    TensorMeta& m = *meta;
+    if (!m.device.is_cpu()) {
+      return fail(RuntimeErr(absl::StrCat(what, ": device must be cpu, got ", m.device.ToString())), nullptr);
+    }
+    if (!m.is_contiguous() || m.storage_offset != 0) {
+      return fail(RuntimeErr(absl::StrCat(what, ": uploads must be contiguous with storage_offset 0, got sizes ",
+                                          ShapeToString(m.sizes), ", strides ", ShapeToString(m.strides),
+                                          ", storage_offset ", m.storage_offset)),
+                  nullptr);
+    }
+    // Canonical strides (a size-1 dim's stride may be anything in a contiguous tensor).
+    m.strides = ContiguousStrides(m.sizes);
+    const uint64_t expected = static_cast<uint64_t>(m.numel()) * static_cast<uint64_t>(m.itemsize());
+    uint64_t total = u.total_bytes();
+    if (total == 0 && u.last()) total = u.data().size();  // a one-message upload may omit total_bytes
+    if (total != expected) {
+      return fail(RuntimeErr(absl::StrCat(what, ": total_bytes is ", total, " but sizes ", ShapeToString(m.sizes),
+                                          " of ", DtypeName(m.dtype), " need ", expected, " bytes")),
+                  &m);
+    }
+    absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(static_cast<int64_t>(expected), "upload");
+    if (!st.ok()) return fail(st.status(), &m);
+    PendingUpload up;
+    up.meta = std::move(m);
+    up.storage = *std::move(st);
+    up.total_bytes = expected;
+    up.call_id = u.call_id();
+    it = uploads_.emplace(h, std::move(up)).first;
+  } else if (u.has_meta()) {
+    // Later chunks need no meta; if one comes, it must be the same.
+    absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
+    if (!meta.ok() || meta->sizes != it->second.meta.sizes || meta->dtype != it->second.meta.dtype) {
+      TensorMeta m = it->second.meta;
+      uploads_.erase(it);
+      return fail(RuntimeErr(absl::StrCat(what, ": a later chunk carries a different meta than the first")), &m);
+    }
+  }
+
+  PendingUpload& up = it->second;
+  const uint64_t size = u.data().size();
+  if (u.offset() != up.received) {
+    TensorMeta m = up.meta;
+    const uint64_t received = up.received;
+    uploads_.erase(it);
+    return fail(RuntimeErr(absl::StrCat(what, ": chunk at offset ", u.offset(), ", expected offset ", received,
+                                        " (chunks must arrive in order, without gaps)")),
+                &m);
+  }
+  if (size > up.total_bytes - up.received) {
+    TensorMeta m = up.meta;
+    const uint64_t total = up.total_bytes;
+    uploads_.erase(it);
+    return fail(RuntimeErr(absl::StrCat(what, ": chunk of ", size, " bytes at offset ", u.offset(),
+                                        " reaches past total_bytes ", total)),
+                &m);
+  }
+  if (size > 0) std::memcpy(up.storage->data() + up.received, u.data().data(), size);
+  up.received += size;
+  if (!u.last()) return;
+  if (up.received != up.total_bytes) {
+    TensorMeta m = up.meta;
+    const uint64_t received = up.received, total = up.total_bytes;
+    uploads_.erase(it);
+    return fail(RuntimeErr(absl::StrCat(what, ": the last chunk arrived after ", received, " of ", total, " bytes")),
+                &m);
+  }
+  Tensor t;
+  t.meta = std::move(up.meta);
+  t.storage = std::move(up.storage);
+  uploads_.erase(it);
+  tensors_.emplace(h, std::move(t));
+}
+
+// ------------------------------------------------------------------ releases
+
+void Session::ExecuteRelease(const v1::Release& release) {
+  for (uint64_t h : release.handles()) {
+    if (uploads_.contains(h)) {
+      AbandonUpload(h, "a release");
+      tensors_.erase(h);
+      continue;
+    }
+    if (tensors_.erase(h) == 0) {
+      RecordError(UnknownHandle("release", h), "release", 0, "");
+    }
+  }
+}
+
+// -------------------------------------------------------- fetch, sync, describe
+
+bool Session::WriteRequestError(uint64_t request_id, const OpError& error, const Writer& write) {
+  v1::ServerMessage msg;
+  msg.mutable_error()->set_request_id(request_id);
+  error.ToProto(msg.mutable_error()->mutable_error());
+  return write(msg);
+}
+
+bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
+  const uint64_t h = fetch.handle();
+  if (auto err = AbandonUpload(h, "a fetch"); err != nullptr) {
+    err->reported = true;
+    return WriteRequestError(fetch.request_id(), *err, write);
+  }
+  auto it = tensors_.find(h);
+  if (it == tensors_.end()) {
+    OpError e;
+    e.status = UnknownHandle("fetch", h);
+    e.op = "fetch";
+    return WriteRequestError(fetch.request_id(), e, write);
+  }
+  const Tensor& t = it->second;
+  if (t.failed()) {
+    t.error->reported = true;
+    return WriteRequestError(fetch.request_id(), *t.error, write);
+  }
+  const TensorMeta& m = t.meta;
+  const int64_t numel = m.numel();
+  const int64_t itemsize = m.itemsize();
+  const int64_t total = numel * itemsize;
+  // Whole elements per chunk (every itemsize divides 1 MiB).
+  const int64_t per_chunk = kMaxChunkBytes / itemsize;
+  StridedReader reader(t.storage->data(), m);
+  int64_t done = 0;  // elements
+  bool first = true;
+  do {
+    const int64_t n = std::min(per_chunk, numel - done);
+    v1::ServerMessage msg;
+    v1::FetchData* d = msg.mutable_data();
+    d->set_request_id(fetch.request_id());
+    if (first) {
+      wire::ToProto(TensorMeta::Contiguous(m.sizes, m.dtype, m.device), d->mutable_meta());
+      d->set_total_bytes(static_cast<uint64_t>(total));
+    }
+    d->set_offset(static_cast<uint64_t>(done * itemsize));
+    std::string* data = d->mutable_data();
+    data->resize(static_cast<size_t>(n * itemsize));
+    reader.Read(n, data->data());
+    done += n;
+    d->set_last(done == numel);
+    first = false;
+    if (!write(msg)) return false;
+  } while (done < numel);
+  return true;
+}
+
+bool Session::ExecuteSync(const v1::Sync& sync, const Writer& write) {
+  v1::ServerMessage msg;
+  v1::Ack* ack = msg.mutable_ack();
+  ack->set_request_id(sync.request_id());
+  for (const auto& e : unreported_) {
+    if (e->reported) continue;
+    e->reported = true;
+    e->ToProto(ack->add_errors());
+  }
+  if (dropped_errors_ > 0) {
+    OpError more;
+    more.status = RuntimeErr(absl::StrCat(dropped_errors_, " more errors occurred and were not recorded"));
+    more.ToProto(ack->add_errors());
+    dropped_errors_ = 0;
+  }
+  unreported_.clear();
+  return write(msg);
+}
+
+bool Session::ExecuteDescribe(const v1::Describe& describe, const Writer& write) {
+  v1::ServerMessage msg;
+  v1::Ack* ack = msg.mutable_ack();
+  ack->set_request_id(describe.request_id());
+  for (uint64_t h : describe.handles()) {
+    if (auto err = AbandonUpload(h, "a describe"); err != nullptr) {
+      err->reported = true;
+      return WriteRequestError(describe.request_id(), *err, write);
+    }
+    auto it = tensors_.find(h);
+    if (it == tensors_.end()) {
+      OpError e;
+      e.status = UnknownHandle("describe", h);
+      e.op = "describe";
+      return WriteRequestError(describe.request_id(), e, write);
+    }
+    const Tensor& t = it->second;
+    wire::ToProto(t.meta, ack->add_metas());
+    ack->add_failed(t.failed());
+    if (t.failed()) {
+      // One error per failed handle, in order, even if a Sync reported it.
+      t.error->reported = true;
+      t.error->ToProto(ack->add_errors());
+    }
+  }
+  return write(msg);
+}
+
+}  // namespace tensord::server

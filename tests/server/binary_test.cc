@@ -1,0 +1,327 @@
+// The `tensord` executable: the ready line, clean exit on SIGTERM/SIGINT, a
+// taken TCP port or live Unix socket as a clear error (never a hang), stale
+// sockets, the config file, usage errors. The binary comes from TENSORD_BIN
+// (set by tests/CMakeLists.txt), else ../bin/tensord next to this test.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "raw_client.h"
+
+namespace tensord::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TensordBin() {
+  if (const char* env = std::getenv("TENSORD_BIN"); env != nullptr && *env != '\0') return env;
+  return (std::filesystem::canonical("/proc/self/exe").parent_path().parent_path() / "bin" / "tensord").string();
+}
+
+// A child process with its stdout and stderr on pipes.
+class Proc {
+ public:
+  explicit Proc(const std::vector<std::string>& args) {
+    int out[2], err[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
+    const std::string bin = TensordBin();
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(bin.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(err[1], STDERR_FILENO);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+  }
+  ~Proc() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+    ::close(out_);
+    ::close(err_);
+  }
+
+  // The first stdout line (without the newline); "" at EOF.
+  std::string ReadLine() {
+    std::string line;
+    char c;
+    while (::read(out_, &c, 1) == 1) {
+      if (c == '\n') return line;
+      line.push_back(c);
+    }
+    return line;
+  }
+
+  // Waits for the exit status; a process that does not exit within a minute
+  // is killed and reported (a hang is a failure, not a stuck test).
+  int Wait() {
+    for (int i = 0; i < 1200; ++i) {
+      int st = 0;
+      const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        exited_ = true;
+        if (WIFEXITED(st)) return WEXITSTATUS(st);
+        return 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "tensord did not exit";
+    ::kill(pid_, SIGKILL);
+    int st;
+    ::waitpid(pid_, &st, 0);
+    exited_ = true;
+    return -1;
+  }
+
+  std::string Stderr() { return ReadAll(err_); }
+  std::string Stdout() { return ReadAll(out_); }
+  void Signal(int sig) { ::kill(pid_, sig); }
+
+ private:
+  static std::string ReadAll(int fd) {
+    std::string s;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0) s.append(buf, static_cast<size_t>(n));
+    return s;
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1, err_ = -1;
+  bool exited_ = false;
+};
+
+class BinaryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tensord-bin-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ASSERT_TRUE(std::filesystem::exists(TensordBin())) << TensordBin();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static bool HandshakeAccepted(const std::string& address, v1::HandshakeResponse* resp = nullptr) {
+    auto stub = v1::Tensord::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::HandshakeRequest req;
+    req.set_protocol_version(wire::kProtocolVersion);
+    req.set_op_table_digest(OpTable::Get().digest());
+    v1::HandshakeResponse r;
+    if (!stub->Handshake(&ctx, req, &r).ok()) return false;
+    if (resp != nullptr) *resp = r;
+    return r.accepted();
+  }
+
+  std::string dir_;
+};
+
+TEST_F(BinaryTest, Version) {
+  Proc p({"--version"});
+  EXPECT_THAT(p.ReadLine(), ::testing::MatchesRegex("tensord [0-9]+\\.[0-9]+\\.[0-9]+"));
+  EXPECT_EQ(p.Wait(), 0);
+}
+
+TEST_F(BinaryTest, ServesOnAUnixSocketAndExitsCleanlyOnSigterm) {
+  const std::string sock = dir_ + "/d.sock";
+  Proc p({"serve", "--listen", "unix:" + sock});
+  ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  EXPECT_TRUE(std::filesystem::is_socket(sock));
+  ASSERT_TRUE(HandshakeAccepted("unix:" + sock));
+  {
+    // A session with data, open at the time of the signal.
+    auto stub = v1::Tensord::NewStub(grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials()));
+    RawSession s(stub.get());
+    s.Upload<float>(1, {2}, ScalarType::kFloat32, {1, 2});
+    EXPECT_THAT(s.FetchValues<float>(1), ::testing::ElementsAre(1, 2));
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(), 0);
+    v1::ServerMessage m;
+    EXPECT_FALSE(s.Read(&m));  // the daemon ended the stream
+  }
+  EXPECT_FALSE(std::filesystem::exists(sock));
+  const std::string log = p.Stderr();
+  EXPECT_THAT(log, HasSubstr("opened for client 'raw-test'"));
+  EXPECT_THAT(log, HasSubstr("closed (daemon shutting down): peak"));
+  EXPECT_THAT(log, HasSubstr("SIGTERM"));
+}
+
+TEST_F(BinaryTest, SigintIsACleanExitToo) {
+  const std::string sock = dir_ + "/d.sock";
+  Proc p({"serve", "--listen=unix:" + sock});
+  ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  p.Signal(SIGINT);
+  EXPECT_EQ(p.Wait(), 0);
+  EXPECT_FALSE(std::filesystem::exists(sock));
+}
+
+TEST_F(BinaryTest, TcpPortZeroPrintsThePortChosenAndSeveralListenersWork) {
+  const std::string sock = dir_ + "/d.sock";
+  Proc p({"serve", "--listen", "127.0.0.1:0", "--listen", "unix:" + sock});
+  const std::string line = p.ReadLine();
+  ASSERT_THAT(line, ::testing::MatchesRegex("tensord: listening on 127\\.0\\.0\\.1:[1-9][0-9]*, unix:.*"));
+  const std::string tcp = line.substr(std::string("tensord: listening on ").size(),
+                                      line.find(',') - std::string("tensord: listening on ").size());
+  EXPECT_TRUE(HandshakeAccepted(tcp));
+  EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0);
+}
+
+TEST_F(BinaryTest, ATakenTcpPortIsAClearErrorNotAHang) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  const std::string addr = "127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+
+  Proc p({"serve", "--listen", addr});
+  EXPECT_EQ(p.ReadLine(), "");  // no ready line
+  EXPECT_EQ(p.Wait(), 1);
+  const std::string err = p.Stderr();
+  EXPECT_THAT(err, HasSubstr("cannot listen on " + addr));
+  EXPECT_THAT(err, HasSubstr("in use"));
+  ::close(fd);
+}
+
+TEST_F(BinaryTest, ALiveUnixSocketIsRefusedAndTheFirstDaemonKeepsServing) {
+  const std::string sock = dir_ + "/d.sock";
+  Proc first({"serve", "--listen", "unix:" + sock});
+  ASSERT_EQ(first.ReadLine(), "tensord: listening on unix:" + sock);
+  Proc second({"serve", "--listen", "unix:" + sock});
+  EXPECT_EQ(second.ReadLine(), "");
+  EXPECT_EQ(second.Wait(), 1);
+  EXPECT_THAT(second.Stderr(), HasSubstr("socket " + sock + " is in use by another daemon"));
+  EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
+  first.Signal(SIGTERM);
+  EXPECT_EQ(first.Wait(), 0);
+}
+
+TEST_F(BinaryTest, AStaleSocketFileIsReplaced) {
+  const std::string sock = dir_ + "/d.sock";
+  {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::strncpy(sa.sun_path, sock.c_str(), sizeof(sa.sun_path) - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    ::close(fd);  // the file stays; nobody listens
+  }
+  ASSERT_TRUE(std::filesystem::is_socket(sock));
+  Proc p({"serve", "--listen", "unix:" + sock});
+  ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0);
+}
+
+TEST_F(BinaryTest, ARegularFileAtTheSocketPathIsLeftAlone) {
+  const std::string path = dir_ + "/notes.txt";
+  std::ofstream(path) << "precious";
+  Proc p({"serve", "--listen", "unix:" + path});
+  EXPECT_EQ(p.Wait(), 1);
+  EXPECT_THAT(p.Stderr(), HasSubstr("is not a socket"));
+  std::ifstream in(path);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "precious");
+}
+
+TEST_F(BinaryTest, ConfigFile) {
+  const std::string sock = dir_ + "/c.sock";
+  const std::string conf = dir_ + "/tensord.conf";
+  std::ofstream(conf) << "# tensord config\n"
+                      << "listen = unix:" << sock << "\n"
+                      << "session_memory_limit_bytes = 1MiB\n"
+                      << "log_level = warning\n";
+  Proc p({"serve", "--config", conf});
+  ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  v1::HandshakeResponse resp;
+  ASSERT_TRUE(HandshakeAccepted("unix:" + sock, &resp));
+  EXPECT_EQ(resp.session_memory_limit_bytes(), 1048576u);
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0);
+  EXPECT_THAT(p.Stderr(), ::testing::Not(HasSubstr("listening")));  // info lines are off at warning
+}
+
+TEST_F(BinaryTest, CommandLineOverridesTheConfigFile) {
+  const std::string conf = dir_ + "/tensord.conf";
+  std::ofstream(conf) << "listen = unix:" << dir_ << "/from-config.sock\n";
+  const std::string sock = dir_ + "/from-flag.sock";
+  Proc p({"serve", "--config", conf, "--listen", "unix:" + sock, "--session-memory-limit", "64K"});
+  ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  v1::HandshakeResponse resp;
+  ASSERT_TRUE(HandshakeAccepted("unix:" + sock, &resp));
+  EXPECT_EQ(resp.session_memory_limit_bytes(), 65536u);
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0);
+}
+
+TEST_F(BinaryTest, UsageErrors) {
+  {
+    Proc p({});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("usage: tensord"));
+  }
+  {
+    Proc p({"serve", "--bogus"});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("unknown option '--bogus'"));
+  }
+  {
+    Proc p({"serve"});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("--listen"));
+  }
+  {
+    Proc p({"serve", "--listen"});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("--listen needs a value"));
+  }
+  {
+    Proc p({"serve", "--listen", "nonsense"});
+    EXPECT_EQ(p.Wait(), 1);
+    EXPECT_THAT(p.Stderr(), HasSubstr("expected unix:PATH or HOST:PORT"));
+  }
+  {
+    const std::string conf = dir_ + "/bad.conf";
+    std::ofstream(conf) << "listen = unix:/tmp/x.sock\ncolour = blue\n";
+    Proc p({"serve", "--config", conf});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("bad.conf:2: unknown key 'colour'"));
+  }
+  {
+    Proc p({"frobnicate"});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("unknown command 'frobnicate'"));
+  }
+}
+
+}  // namespace
+}  // namespace tensord::testing

@@ -1,0 +1,328 @@
+// Test helpers: an in-process daemon on a temporary Unix socket (and
+// 127.0.0.1:0), and a session driven through the RAW generated gRPC stub —
+// no client library — so that tests can send anything, hostile or not.
+#ifndef TENSORD_TESTS_SERVER_RAW_CLIENT_H_
+#define TENSORD_TESTS_SERVER_RAW_CLIENT_H_
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpc/grpc.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tensord/meta/op_table.h"
+#include "tensord/meta/tensor_meta.h"
+#include "tensord/server/daemon.h"
+#include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/wire.h"
+
+namespace tensord::testing {
+
+namespace v1 = ::tensord::v1;
+
+inline uint32_t OpId(const std::string& full_name) {
+  const OpEntry* e = OpTable::Get().Find(full_name);
+  EXPECT_NE(e, nullptr) << "no op " << full_name;
+  return e == nullptr ? 0 : e->id;
+}
+
+// --- raw argument values -------------------------------------------------
+inline v1::Value T(uint64_t h) { v1::Value v; v.set_tensor(h); return v; }
+inline v1::Value I(int64_t i) { v1::Value v; v.set_i(i); return v; }
+inline v1::Value F(double f) { v1::Value v; v.set_f(f); return v; }
+inline v1::Value B(bool b) { v1::Value v; v.set_b(b); return v; }
+inline v1::Value None() { v1::Value v; v.set_none(true); return v; }
+inline v1::Value Dt(int32_t d) { v1::Value v; v.set_dtype(d); return v; }
+inline v1::Value Dev(const std::string& d) { v1::Value v; v.set_device(d); return v; }
+inline v1::Value IL(std::vector<int64_t> l) {
+  v1::Value v;
+  for (int64_t x : l) v.mutable_int_list()->add_values(x);
+  return v;
+}
+inline v1::Value TL(std::vector<uint64_t> hs) {
+  v1::Value v;
+  for (uint64_t h : hs) v.mutable_tensor_list()->add_handles(h);
+  return v;
+}
+
+inline v1::Request Call(uint64_t call_id, uint32_t op_id, std::vector<v1::Value> args, std::vector<uint64_t> outs,
+                        const std::string& site = "test.py:1") {
+  v1::Request r;
+  v1::OpCall* c = r.mutable_call();
+  c->set_call_id(call_id);
+  c->set_op_id(op_id);
+  for (auto& a : args) *c->add_args() = a;
+  for (uint64_t o : outs) c->add_outputs(o);
+  c->set_call_site(site);
+  return r;
+}
+inline v1::Request Call(uint64_t call_id, const std::string& op, std::vector<v1::Value> args,
+                        std::vector<uint64_t> outs, const std::string& site = "test.py:1") {
+  return Call(call_id, OpId(op), std::move(args), std::move(outs), site);
+}
+
+inline v1::TensorMetaProto MetaProto(const std::vector<int64_t>& sizes, ScalarType dtype) {
+  v1::TensorMetaProto p;
+  wire::ToProto(TensorMeta::Contiguous(sizes, dtype, kCPU), &p);
+  return p;
+}
+
+template <typename T>
+std::string Bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+template <typename T>
+std::vector<T> FromBytes(const std::string& s) {
+  std::vector<T> v(s.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), s.data(), v.size() * sizeof(T));
+  return v;
+}
+
+// One-message upload of a contiguous tensor.
+inline v1::Request UploadReq(uint64_t handle, const v1::TensorMetaProto& meta, std::string data, uint64_t call_id = 0) {
+  v1::Request r;
+  v1::Upload* u = r.mutable_upload();
+  u->set_handle(handle);
+  *u->mutable_meta() = meta;
+  u->set_total_bytes(data.size());
+  u->set_offset(0);
+  u->set_data(std::move(data));
+  u->set_last(true);
+  u->set_call_id(call_id);
+  return r;
+}
+
+inline v1::Request Chunk(uint64_t handle, uint64_t offset, std::string data, bool last) {
+  v1::Request r;
+  v1::Upload* u = r.mutable_upload();
+  u->set_handle(handle);
+  u->set_offset(offset);
+  u->set_data(std::move(data));
+  u->set_last(last);
+  return r;
+}
+
+struct FetchResult {
+  bool ok = false;
+  v1::Error error;         // when !ok
+  v1::TensorMetaProto meta;
+  std::string data;
+  uint64_t total_bytes = 0;  // from the first chunk
+  int chunks = 0;
+};
+
+// A session on one stream, spoken to with the generated stub.
+class RawSession {
+ public:
+  explicit RawSession(v1::Tensord::Stub* stub, bool attach = true) : stub_(stub) {
+    grpc::ClientContext ctx;
+    v1::OpenSessionRequest req;
+    req.set_client_name("raw-test");
+    req.set_op_table_digest(OpTable::Get().digest());
+    v1::OpenSessionResponse resp;
+    const grpc::Status s = stub_->OpenSession(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    id_ = resp.session_id();
+    token_ = resp.token();
+    if (attach) Attach(id_, token_);
+  }
+
+  // Opens the stream and sends `attach` (with any id/token).
+  void Attach(uint64_t id, const std::string& token) {
+    ctx_ = std::make_unique<grpc::ClientContext>();
+    // A broken daemon fails the test instead of hanging it.
+    ctx_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    stream_ = stub_->Stream(ctx_.get());
+    v1::ClientMessage m;
+    m.mutable_attach()->set_session_id(id);
+    m.mutable_attach()->set_token(token);
+    stream_->Write(m);
+  }
+
+  uint64_t id() const { return id_; }
+  const std::string& token() const { return token_; }
+  grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>* stream() { return stream_.get(); }
+
+  void Send(std::vector<v1::Request> reqs) {
+    v1::ClientMessage m;
+    for (auto& r : reqs) *m.add_requests() = std::move(r);
+    ASSERT_TRUE(stream_->Write(m));
+  }
+  void Send(v1::Request r) { Send(std::vector<v1::Request>{std::move(r)}); }
+
+  bool Read(v1::ServerMessage* m) { return stream_->Read(m); }
+
+  // Sends a Sync and returns the errors it reports.
+  std::vector<v1::Error> Sync() {
+    v1::Request r;
+    r.mutable_sync()->set_request_id(++request_id_);
+    Send(r);
+    v1::ServerMessage m;
+    EXPECT_TRUE(Read(&m));
+    EXPECT_TRUE(m.has_ack()) << m.DebugString();
+    EXPECT_EQ(m.ack().request_id(), request_id_);
+    return {m.ack().errors().begin(), m.ack().errors().end()};
+  }
+
+  FetchResult Fetch(uint64_t handle) {
+    v1::Request r;
+    r.mutable_fetch()->set_request_id(++request_id_);
+    r.mutable_fetch()->set_handle(handle);
+    Send(r);
+    FetchResult out;
+    for (;;) {
+      v1::ServerMessage m;
+      if (!Read(&m)) {
+        ADD_FAILURE() << "stream ended during a fetch";
+        return out;
+      }
+      EXPECT_NE(m.kind_case(), v1::ServerMessage::kAck) << m.DebugString();
+      if (m.has_error()) {
+        EXPECT_EQ(m.error().request_id(), request_id_);
+        out.error = m.error().error();
+        return out;
+      }
+      const v1::FetchData& d = m.data();
+      EXPECT_EQ(d.request_id(), request_id_);
+      EXPECT_LE(d.data().size(), 1u << 20);
+      if (out.chunks == 0) {
+        out.meta = d.meta();
+        out.total_bytes = d.total_bytes();
+      }
+      EXPECT_EQ(d.offset(), out.data.size());
+      out.data += d.data();
+      ++out.chunks;
+      if (d.last()) {
+        out.ok = true;
+        EXPECT_EQ(out.data.size(), out.total_bytes);
+        return out;
+      }
+    }
+  }
+
+  template <typename T>
+  std::vector<T> FetchValues(uint64_t handle) {
+    FetchResult r = Fetch(handle);
+    EXPECT_TRUE(r.ok) << r.error.DebugString();
+    return FromBytes<T>(r.data);
+  }
+
+  // Describe: the Ack, or the RequestError's error in *error.
+  v1::Ack Describe(std::vector<uint64_t> handles, v1::Error* error = nullptr) {
+    v1::Request r;
+    r.mutable_describe()->set_request_id(++request_id_);
+    for (uint64_t h : handles) r.mutable_describe()->add_handles(h);
+    Send(r);
+    v1::ServerMessage m;
+    EXPECT_TRUE(Read(&m));
+    if (m.has_error()) {
+      if (error != nullptr) *error = m.error().error();
+      else ADD_FAILURE() << m.DebugString();
+      return {};
+    }
+    EXPECT_TRUE(m.has_ack());
+    return m.ack();
+  }
+
+  template <typename T>
+  void Upload(uint64_t handle, const std::vector<int64_t>& sizes, ScalarType dtype, const std::vector<T>& values) {
+    Send(UploadReq(handle, MetaProto(sizes, dtype), Bytes(values)));
+  }
+
+  // Ends the stream from the client side; returns the final status.
+  grpc::Status Finish() {
+    stream_->WritesDone();
+    v1::ServerMessage m;
+    while (stream_->Read(&m)) {
+    }
+    return stream_->Finish();
+  }
+
+  grpc::Status Close() {
+    grpc::ClientContext ctx;
+    v1::CloseSessionRequest req;
+    req.set_session_id(id_);
+    req.set_token(token_);
+    v1::CloseSessionResponse resp;
+    grpc::Status s = stub_->CloseSession(&ctx, req, &resp);
+    close_response_ = resp;
+    return s;
+  }
+  const v1::CloseSessionResponse& close_response() const { return close_response_; }
+
+ private:
+  v1::Tensord::Stub* stub_;
+  uint64_t id_ = 0;
+  std::string token_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>> stream_;
+  uint64_t request_id_ = 0;
+  v1::CloseSessionResponse close_response_;
+};
+
+// An in-process daemon on a temporary Unix socket and 127.0.0.1:0.
+class DaemonFixture : public ::testing::Test {
+ protected:
+  // One gRPC library reference for the whole test program: otherwise the
+  // last object of each test runs grpc_shutdown(), which can stall ~10 s.
+  static void SetUpTestSuite() {
+    static const bool initialized = (grpc_init(), true);
+    (void)initialized;
+  }
+
+  void SetUp() override { StartDaemon(0); }
+  void TearDown() override { StopDaemon(); }
+
+  void StartDaemon(int64_t session_memory_limit_bytes) {
+    StopDaemon();
+    char tmpl[] = "/tmp/tensord-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    server::DaemonOptions o;
+    o.listen = {"unix:" + dir_ + "/td.sock", "127.0.0.1:0"};
+    o.session_memory_limit_bytes = session_memory_limit_bytes;
+    o.log_level = server::LogLevel::kWarning;
+    server::SetLogLevel(server::LogLevel::kWarning);
+    absl::StatusOr<std::unique_ptr<server::Daemon>> d = server::Daemon::Start(o);
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+    channel_ = grpc::CreateChannel(daemon_->addresses()[0], grpc::InsecureChannelCredentials());
+    stub_ = v1::Tensord::NewStub(channel_);
+  }
+
+  void StopDaemon() {
+    stub_.reset();
+    channel_.reset();
+    if (daemon_) daemon_->Shutdown();
+    daemon_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    dir_.clear();
+  }
+
+  std::string dir_;
+  std::unique_ptr<server::Daemon> daemon_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Tensord::Stub> stub_;
+};
+
+// Asserts that `errors` holds one error whose message contains `needle`.
+inline void ExpectOneError(const std::vector<v1::Error>& errors, const std::string& needle) {
+  ASSERT_EQ(errors.size(), 1u) << [&] {
+    std::string s;
+    for (auto& e : errors) s += e.DebugString();
+    return s;
+  }();
+  EXPECT_THAT(errors[0].message(), ::testing::HasSubstr(needle)) << errors[0].DebugString();
+}
+
+}  // namespace tensord::testing
+
+#endif  // TENSORD_TESTS_SERVER_RAW_CLIENT_H_

@@ -1,0 +1,477 @@
+// The daemon's gRPC service, driven in-process through the raw generated stub:
+// handshake, sessions, streams, uploads, ops, fetches, memory accounting.
+// Hostile input has its own file (hostile_test.cc).
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "grpcpp/generic/generic_stub.h"
+
+#include "raw_client.h"
+
+namespace tensord::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ServiceTest : public DaemonFixture {};
+
+std::vector<std::string> OurTable() { return OpTable::Get().Describe(); }
+
+TEST_F(ServiceTest, HandshakeAcceptsTheSameTableAndReportsTheCpu) {
+  grpc::ClientContext ctx;
+  v1::HandshakeRequest req;
+  req.set_protocol_version(wire::kProtocolVersion);
+  req.set_client_version("test");
+  req.set_op_table_digest(OpTable::Get().digest());
+  for (const std::string& l : OurTable()) req.add_op_table(l);
+  v1::HandshakeResponse resp;
+  ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+  EXPECT_TRUE(resp.accepted()) << resp.refusal();
+  EXPECT_EQ(resp.protocol_version(), wire::kProtocolVersion);
+  EXPECT_EQ(resp.op_table_digest(), OpTable::Get().digest());
+  EXPECT_FALSE(resp.server_version().empty());
+  ASSERT_GE(resp.devices_size(), 1);
+  EXPECT_EQ(resp.devices(0).name(), "cpu");
+  EXPECT_EQ(resp.devices(0).type(), static_cast<int32_t>(DeviceType::kCPU));
+  EXPECT_GT(resp.devices(0).total_memory_bytes(), 0u);
+  EXPECT_THAT(resp.devices(0).description(), HasSubstr("core"));
+  EXPECT_EQ(resp.session_memory_limit_bytes(), 0u);
+}
+
+TEST_F(ServiceTest, HandshakeRefusesADifferentTableNamingTheDifference) {
+  std::vector<std::string> table = OurTable();
+  ASSERT_GT(table.size(), 3u);
+  table[3] = "3 frobnicate(Tensor self) -> Tensor";
+  grpc::ClientContext ctx;
+  v1::HandshakeRequest req;
+  req.set_protocol_version(wire::kProtocolVersion);
+  req.set_op_table_digest(OpTable::Get().digest() ^ 1);
+  for (const std::string& l : table) req.add_op_table(l);
+  v1::HandshakeResponse resp;
+  ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+  EXPECT_FALSE(resp.accepted());
+  EXPECT_THAT(resp.refusal(), HasSubstr("op 3"));
+  EXPECT_THAT(resp.refusal(), HasSubstr("frobnicate"));
+  EXPECT_THAT(resp.refusal(), HasSubstr(OurTable()[3]));
+}
+
+TEST_F(ServiceTest, HandshakeRefusesAShorterTableAndAnotherProtocol) {
+  std::vector<std::string> table = OurTable();
+  table.pop_back();
+  {
+    grpc::ClientContext ctx;
+    v1::HandshakeRequest req;
+    req.set_protocol_version(wire::kProtocolVersion);
+    req.set_op_table_digest(12345);
+    for (const std::string& l : table) req.add_op_table(l);
+    v1::HandshakeResponse resp;
+    ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+    EXPECT_FALSE(resp.accepted());
+    EXPECT_THAT(resp.refusal(), HasSubstr("client lacks"));
+    EXPECT_THAT(resp.refusal(), HasSubstr(OurTable().back()));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::HandshakeRequest req;
+    req.set_protocol_version(99);
+    req.set_op_table_digest(OpTable::Get().digest());
+    v1::HandshakeResponse resp;
+    ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+    EXPECT_FALSE(resp.accepted());
+    EXPECT_THAT(resp.refusal(), HasSubstr("protocol version 99"));
+  }
+}
+
+TEST_F(ServiceTest, OpenSessionRefusesAnotherDigest) {
+  grpc::ClientContext ctx;
+  v1::OpenSessionRequest req;
+  req.set_op_table_digest(OpTable::Get().digest() + 1);
+  v1::OpenSessionResponse resp;
+  const grpc::Status s = stub_->OpenSession(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("digest"));
+}
+
+TEST_F(ServiceTest, SessionsGetDistinctIdsAndSixteenByteTokens) {
+  RawSession a(stub_.get(), false), b(stub_.get(), false);
+  EXPECT_NE(a.id(), 0u);
+  EXPECT_NE(a.id(), b.id());
+  EXPECT_EQ(a.token().size(), 16u);
+  EXPECT_NE(a.token(), b.token());
+  EXPECT_EQ(daemon_->service().live_sessions(), 2u);
+  EXPECT_TRUE(a.Close().ok());
+  EXPECT_TRUE(b.Close().ok());
+  EXPECT_EQ(daemon_->service().live_sessions(), 0u);
+}
+
+TEST_F(ServiceTest, OpenAttachSyncClose) {
+  RawSession s(stub_.get());
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_TRUE(s.Close().ok());
+  EXPECT_EQ(s.close_response().ops_executed(), 0u);
+  // Closing ends the stream.
+  v1::ServerMessage m;
+  EXPECT_FALSE(s.Read(&m));
+  EXPECT_EQ(daemon_->service().live_sessions(), 0u);
+  // A closed session is unknown.
+  EXPECT_EQ(s.Close().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, CloseWithAWrongTokenIsRefused) {
+  RawSession s(stub_.get(), false);
+  grpc::ClientContext ctx;
+  v1::CloseSessionRequest req;
+  req.set_session_id(s.id());
+  req.set_token(std::string(16, 'x'));
+  v1::CloseSessionResponse resp;
+  EXPECT_EQ(stub_->CloseSession(&ctx, req, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(daemon_->service().live_sessions(), 1u);
+  EXPECT_TRUE(s.Close().ok());
+}
+
+TEST_F(ServiceTest, AttachWithABadTokenEndsTheStream) {
+  RawSession s(stub_.get(), false);
+  RawSession bad(stub_.get(), false);
+  bad.Attach(s.id(), std::string(16, '\0'));
+  const grpc::Status st = bad.Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(st.error_message(), HasSubstr("wrong token"));
+  // The session itself is untouched and still attachable.
+  s.Attach(s.id(), s.token());
+  EXPECT_TRUE(s.Sync().empty());
+}
+
+TEST_F(ServiceTest, AttachToAnUnknownSessionEndsTheStream) {
+  RawSession s(stub_.get(), false);
+  s.Attach(s.id() ^ 0x5a5a, s.token());
+  const grpc::Status st = s.Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServiceTest, TheFirstMessageMustAttach) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->Stream(&ctx);
+  v1::ClientMessage m;
+  m.add_requests()->mutable_sync()->set_request_id(1);
+  stream->Write(m);
+  stream->WritesDone();
+  v1::ServerMessage r;
+  EXPECT_FALSE(stream->Read(&r));
+  const grpc::Status st = stream->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("attach"));
+}
+
+TEST_F(ServiceTest, OnlyOneStreamPerSession) {
+  RawSession s(stub_.get());
+  EXPECT_TRUE(s.Sync().empty());  // attached for sure
+  RawSession second(stub_.get(), false);
+  second.Attach(s.id(), s.token());
+  const grpc::Status st = second.Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(st.error_message(), HasSubstr("already has a stream"));
+  EXPECT_TRUE(s.Sync().empty());
+}
+
+TEST_F(ServiceTest, EndingTheStreamClosesTheSessionAndFreesItsMemory) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {256}, ScalarType::kFloat32, std::vector<float>(256, 1.0f));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(daemon_->service().bytes_in_use(), 1024);
+  EXPECT_TRUE(s.Finish().ok());
+  EXPECT_EQ(daemon_->service().live_sessions(), 0u);
+  EXPECT_EQ(daemon_->service().bytes_in_use(), 0);
+}
+
+TEST_F(ServiceTest, UploadViewFetchRoundTripsRealValues) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {0, 1, 2, 3, 4, 5});
+  // transpose is a view: no kernel, shared storage, strided fetch.
+  s.Send(Call(1, "transpose.int", {T(1), I(0), I(1)}, {2}));
+  s.Send(Call(2, "select.int", {T(2), I(0), I(2)}, {3}));
+  EXPECT_TRUE(s.Sync().empty());
+  v1::Ack ack = s.Describe({1, 2, 3});
+  ASSERT_EQ(ack.metas_size(), 3);
+  EXPECT_THAT(ack.metas(1).sizes(), ::testing::ElementsAre(3, 2));
+  EXPECT_THAT(ack.metas(1).strides(), ::testing::ElementsAre(1, 3));
+  EXPECT_THAT(ack.metas(2).sizes(), ::testing::ElementsAre(2));
+  EXPECT_EQ(ack.metas(2).storage_offset(), 2);
+  EXPECT_THAT(ack.failed(), ::testing::ElementsAre(false, false, false));
+
+  EXPECT_THAT(s.FetchValues<float>(1), ::testing::ElementsAre(0, 1, 2, 3, 4, 5));
+  FetchResult t = s.Fetch(2);
+  ASSERT_TRUE(t.ok);
+  EXPECT_THAT(FromBytes<float>(t.data), ::testing::ElementsAre(0, 3, 1, 4, 2, 5));
+  EXPECT_THAT(t.meta.sizes(), ::testing::ElementsAre(3, 2));
+  EXPECT_THAT(t.meta.strides(), ::testing::ElementsAre(2, 1));  // contiguous layout of the data
+  EXPECT_EQ(t.meta.storage_offset(), 0);
+  EXPECT_EQ(t.total_bytes, 24u);
+  EXPECT_THAT(s.FetchValues<float>(3), ::testing::ElementsAre(2, 5));
+  // Views share storage: 24 bytes in all.
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->bytes_in_use, 24);
+}
+
+TEST_F(ServiceTest, KernelOpsComputeRealValues) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});
+  s.Upload<float>(2, {3}, ScalarType::kFloat32, {10, 20, 30});
+  s.Send({Call(1, "add.Tensor", {T(1), T(2), I(2)}, {3}),                 // broadcast, alpha=2
+          Call(2, "sum", {T(1), IL({1}), B(false), None()}, {4}),         // row sums
+          Call(3, "mm", {T(1), T(5)}, {6})});                             // 5 is unknown: fails
+  std::vector<v1::Error> errors = s.Sync();
+  ExpectOneError(errors, "unknown tensor handle 5");
+  EXPECT_EQ(errors[0].op(), "mm");
+  EXPECT_EQ(errors[0].call_id(), 3u);
+  EXPECT_THAT(s.FetchValues<float>(3), ::testing::ElementsAre(21, 42, 63, 24, 45, 66));
+  EXPECT_THAT(s.FetchValues<float>(4), ::testing::ElementsAre(6, 15));
+  EXPECT_TRUE(s.Close().ok());
+  EXPECT_EQ(s.close_response().ops_executed(), 2u);
+  EXPECT_GE(s.close_response().peak_bytes(), 24u + 12u + 24u + 8u);
+}
+
+TEST_F(ServiceTest, FactoriesAndDtypeConversion) {
+  RawSession s(stub_.get());
+  s.Send({Call(1, "arange", {I(6), None(), None()}, {1}),
+          Call(2, "view", {T(1), IL({2, 3})}, {2}),
+          Call(3, "to.dtype", {T(2), Dt(static_cast<int32_t>(ScalarType::kFloat64)), B(false), B(false)}, {3}),
+          Call(4, "zeros", {IL({2, 2}), None(), Dev("cpu")}, {4})});
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_THAT(s.FetchValues<int64_t>(2), ::testing::ElementsAre(0, 1, 2, 3, 4, 5));
+  EXPECT_THAT(s.FetchValues<double>(3), ::testing::ElementsAre(0, 1, 2, 3, 4, 5));
+  EXPECT_THAT(s.FetchValues<float>(4), ::testing::ElementsAre(0, 0, 0, 0));
+}
+
+TEST_F(ServiceTest, RandomOpsDrawFromTheSessionGenerator) {
+  RawSession s(stub_.get());
+  s.Send({Call(1, "rand", {IL({1000}), None(), None()}, {1})});
+  std::vector<float> v = s.FetchValues<float>(1);
+  ASSERT_EQ(v.size(), 1000u);
+  for (float x : v) {
+    EXPECT_GE(x, 0.0f);
+    EXPECT_LT(x, 1.0f);
+  }
+  EXPECT_NE(v[0], v[1]);
+}
+
+TEST_F(ServiceTest, DataDependentOpsReportTheirShapeThroughDescribe) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {5}, ScalarType::kFloat32, {0, 3, 0, 7, 1});
+  s.Send(Call(1, "nonzero", {T(1)}, {2}));
+  v1::Ack ack = s.Describe({2});
+  ASSERT_EQ(ack.metas_size(), 1);
+  ASSERT_FALSE(ack.failed(0)) << ack.DebugString();
+  EXPECT_THAT(ack.metas(0).sizes(), ::testing::ElementsAre(3, 1));
+  EXPECT_EQ(ack.metas(0).dtype(), static_cast<int32_t>(ScalarType::kInt64));
+  EXPECT_THAT(s.FetchValues<int64_t>(2), ::testing::ElementsAre(1, 3, 4));
+}
+
+TEST_F(ServiceTest, ChunkedUploadAndChunkedStridedFetch) {
+  RawSession s(stub_.get());
+  // 700 x 500 float32 = 1.4 MB: more than one 1 MiB chunk each way.
+  const int64_t rows = 700, cols = 500;
+  std::vector<float> v(rows * cols);
+  std::iota(v.begin(), v.end(), 0.0f);
+  const std::string bytes = Bytes(v);
+  v1::Request first = Chunk(7, 0, bytes.substr(0, 600000), false);
+  *first.mutable_upload()->mutable_meta() = MetaProto({rows, cols}, ScalarType::kFloat32);
+  first.mutable_upload()->set_total_bytes(bytes.size());
+  s.Send(first);
+  s.Send(Chunk(7, 600000, bytes.substr(600000, 600000), false));
+  s.Send(Chunk(7, 1200000, bytes.substr(1200000), true));
+  s.Send(Call(1, "t", {T(7)}, {8}));
+  EXPECT_TRUE(s.Sync().empty());
+
+  FetchResult a = s.Fetch(7);
+  ASSERT_TRUE(a.ok);
+  EXPECT_EQ(a.chunks, 2);
+  EXPECT_EQ(a.data, bytes);
+
+  FetchResult t = s.Fetch(8);
+  ASSERT_TRUE(t.ok);
+  EXPECT_EQ(t.chunks, 2);
+  std::vector<float> got = FromBytes<float>(t.data);
+  ASSERT_EQ(got.size(), v.size());
+  bool all_equal = true;
+  for (int64_t j = 0; j < cols && all_equal; ++j) {
+    for (int64_t i = 0; i < rows; ++i) {
+      if (got[j * rows + i] != v[i * cols + j]) {
+        ADD_FAILURE() << "transposed element (" << j << ", " << i << ") is " << got[j * rows + i];
+        all_equal = false;
+        break;
+      }
+    }
+  }
+}
+
+TEST_F(ServiceTest, FetchOfAnEmptyTensorIsOneLastChunk) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {0, 3}, ScalarType::kFloat32, std::vector<float>{});
+  FetchResult r = s.Fetch(1);
+  ASSERT_TRUE(r.ok) << r.error.DebugString();
+  EXPECT_EQ(r.chunks, 1);
+  EXPECT_TRUE(r.data.empty());
+  EXPECT_THAT(r.meta.sizes(), ::testing::ElementsAre(0, 3));
+}
+
+TEST_F(ServiceTest, ReleaseFreesStorageOnlyWhenTheLastViewGoes) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {4}, ScalarType::kFloat32, {1, 2, 3, 4});
+  s.Send(Call(1, "unsqueeze", {T(1), I(0)}, {2}));
+  v1::Request rel;
+  rel.mutable_release()->add_handles(1);
+  s.Send(rel);
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->bytes_in_use, 16);
+  EXPECT_THAT(s.FetchValues<float>(2), ::testing::ElementsAre(1, 2, 3, 4));
+  rel.mutable_release()->set_handles(0, 2);
+  s.Send(rel);
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->bytes_in_use, 0);
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->live_handles, 0u);
+  // Released handles are unknown afterwards.
+  FetchResult r = s.Fetch(1);
+  EXPECT_FALSE(r.ok);
+  EXPECT_THAT(r.error.message(), HasSubstr("unknown tensor handle 1"));
+}
+
+TEST_F(ServiceTest, MemoryIsAccountedAndReturnsToZeroAfterClose) {
+  RawSession s(stub_.get());
+  s.Upload<double>(1, {1000}, ScalarType::kFloat64, std::vector<double>(1000, 2.0));
+  s.Send(Call(1, "zeros", {IL({250}), None(), None()}, {2}));
+  EXPECT_TRUE(s.Sync().empty());
+  auto stats = daemon_->service().session_stats(s.id());
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_EQ(stats->bytes_in_use, 8000 + 1000);
+  EXPECT_EQ(stats->live_handles, 2u);
+  EXPECT_EQ(daemon_->service().bytes_in_use(), 9000);
+  ASSERT_TRUE(s.Close().ok());
+  EXPECT_EQ(s.close_response().peak_bytes(), 9000u);
+  EXPECT_EQ(s.close_response().ops_executed(), 1u);
+  EXPECT_EQ(daemon_->service().bytes_in_use(), 0);
+}
+
+TEST_F(ServiceTest, SessionMemoryLimitGivesAMemoryErrorNamingTheOp) {
+  StartDaemon(/*session_memory_limit_bytes=*/4096);
+  {
+    grpc::ClientContext ctx;
+    v1::HandshakeRequest req;
+    req.set_protocol_version(wire::kProtocolVersion);
+    req.set_op_table_digest(OpTable::Get().digest());
+    v1::HandshakeResponse resp;
+    ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.session_memory_limit_bytes(), 4096u);
+  }
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {512}, ScalarType::kFloat32, std::vector<float>(512, 1.0f));  // 2048 bytes
+  s.Send(Call(9, "zeros", {IL({1024}), None(), None()}, {2}, "model.py:12"));  // 4096 more: over
+  std::vector<v1::Error> errors = s.Sync();
+  ExpectOneError(errors, "out of memory");
+  EXPECT_EQ(errors[0].kind(), "MemoryError");
+  EXPECT_EQ(errors[0].op(), "zeros");
+  EXPECT_EQ(errors[0].call_id(), 9u);
+  EXPECT_EQ(errors[0].call_site(), "model.py:12");
+  EXPECT_THAT(errors[0].message(), HasSubstr("4096 bytes"));
+  EXPECT_THAT(errors[0].message(), HasSubstr("limit"));
+  // The failed output reports the same error; the session keeps working.
+  FetchResult r = s.Fetch(2);
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error.kind(), "MemoryError");
+  s.Send(Call(10, "zeros", {IL({256}), None(), None()}, {3}));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->bytes_in_use, 3072);
+  // Another session has its own budget.
+  RawSession other(stub_.get());
+  other.Upload<float>(1, {1024}, ScalarType::kFloat32, std::vector<float>(1024, 1.0f));
+  EXPECT_TRUE(other.Sync().empty());
+}
+
+TEST_F(ServiceTest, FailedOpsPropagateTheOriginalErrorWithoutRunning) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});
+  s.Upload<float>(2, {4, 2}, ScalarType::kFloat32, std::vector<float>(8, 1.0f));
+  s.Send({Call(41, "mm", {T(1), T(2)}, {3}, "knn.py:30"),      // shape error
+          Call(42, "neg", {T(3)}, {4}, "knn.py:31"),           // input failed: no new error
+          Call(43, "sum", {T(4), None(), B(false), None()}, {5}, "knn.py:32")});
+  std::vector<v1::Error> errors = s.Sync();
+  ExpectOneError(errors, "mm");
+  EXPECT_EQ(errors[0].kind(), "RuntimeError");
+  EXPECT_EQ(errors[0].call_id(), 41u);
+  EXPECT_EQ(errors[0].call_site(), "knn.py:30");
+  // A fetch of the last output names the op that failed first.
+  FetchResult r = s.Fetch(5);
+  ASSERT_FALSE(r.ok);
+  EXPECT_EQ(r.error.op(), "mm");
+  EXPECT_EQ(r.error.call_id(), 41u);
+  EXPECT_EQ(r.error.call_site(), "knn.py:30");
+  const absl::Status st = wire::FromProto(r.error);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("mm (call 41 at knn.py:30): "));
+  // Describe flags failed handles and carries their errors.
+  v1::Ack ack = s.Describe({1, 3, 5});
+  EXPECT_THAT(ack.failed(), ::testing::ElementsAre(false, true, true));
+  EXPECT_EQ(ack.errors_size(), 2);
+  EXPECT_TRUE(s.Sync().empty());  // already reported
+}
+
+TEST_F(ServiceTest, HealthServiceAnswersServing) {
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  grpc::ByteBuffer request;  // HealthCheckRequest{service: ""}: zero bytes
+  grpc::Slice empty("", 0);
+  request = grpc::ByteBuffer(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  auto call = generic.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  ASSERT_TRUE(ok);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  grpc::Slice slice;
+  ASSERT_TRUE(response.DumpToSingleSlice(&slice).ok());
+  // HealthCheckResponse{status: SERVING (1)} is the two bytes 08 01.
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(slice.begin()), slice.size()), std::string("\x08\x01", 2));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+TEST_F(ServiceTest, TcpListenerServesToo) {
+  ASSERT_EQ(daemon_->addresses().size(), 2u);
+  EXPECT_THAT(daemon_->addresses()[1], ::testing::StartsWith("127.0.0.1:"));
+  EXPECT_NE(daemon_->addresses()[1], "127.0.0.1:0");
+  auto channel = grpc::CreateChannel(daemon_->addresses()[1], grpc::InsecureChannelCredentials());
+  auto stub = v1::Tensord::NewStub(channel);
+  RawSession s(stub.get());
+  s.Upload<int32_t>(1, {3}, ScalarType::kInt32, {7, 8, 9});
+  EXPECT_THAT(s.FetchValues<int32_t>(1), ::testing::ElementsAre(7, 8, 9));
+}
+
+TEST_F(ServiceTest, ManySessionsRunConcurrently) {
+  constexpr int kSessions = 8;
+  std::vector<std::thread> threads;
+  std::vector<int> ok(kSessions, 0);
+  for (int k = 0; k < kSessions; ++k) {
+    threads.emplace_back([&, k] {
+      RawSession s(stub_.get());
+      std::vector<float> v(1000, static_cast<float>(k));
+      s.Upload<float>(1, {1000}, ScalarType::kFloat32, v);
+      for (int i = 0; i < 20; ++i) s.Send(Call(i + 1, "unsqueeze", {T(1 + i)}, {}));  // wrong arg count
+      for (int i = 0; i < 20; ++i) s.Send(Call(100 + i, "unsqueeze", {T(1), I(0)}, {static_cast<uint64_t>(1000 + i)}));
+      std::vector<v1::Error> errors = s.Sync();
+      std::vector<float> back = s.FetchValues<float>(1019);
+      ok[k] = errors.size() == 20 && back == v;
+      s.Finish();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kSessions; ++k) EXPECT_TRUE(ok[k]) << "session " << k;
+  EXPECT_EQ(daemon_->service().live_sessions(), 0u);
+  EXPECT_EQ(daemon_->service().bytes_in_use(), 0);
+}
+
+}  // namespace
+}  // namespace tensord::testing

@@ -1,0 +1,149 @@
+// wire: encoding and decoding of metadata, argument values and errors.
+#include "raw_client.h"
+
+namespace tensord::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const Argument& Arg(const std::string& op, const std::string& name) {
+  const OpEntry* e = OpTable::Get().Find(op);
+  EXPECT_NE(e, nullptr);
+  return e->schema.arguments[e->schema.ArgIndex(name)];
+}
+
+absl::StatusOr<const TensorMeta*> NoTensors(uint64_t h) {
+  return RuntimeErr(absl::StrCat("unknown tensor handle ", h));
+}
+
+TEST(WireTest, MetaRoundTrips) {
+  TensorMeta m = TensorMeta::Contiguous({2, 3, 4}, ScalarType::kBFloat16, kCPU);
+  m.strides = {1, 2, 6};
+  m.storage_offset = 5;
+  v1::TensorMetaProto p;
+  wire::ToProto(m, &p);
+  absl::StatusOr<TensorMeta> back = wire::FromProto(p, "x");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, m);
+}
+
+TEST(WireTest, MetaFromAPeerIsValidated) {
+  v1::TensorMetaProto p = MetaProto({2, 2}, ScalarType::kFloat32);
+  p.set_dtype(12);
+  EXPECT_THAT(std::string(wire::FromProto(p, "t").status().message()), HasSubstr("t: invalid dtype 12"));
+  p = MetaProto({2, 2}, ScalarType::kFloat32);
+  p.set_device_index(3);
+  EXPECT_THAT(std::string(wire::FromProto(p, "t").status().message()), HasSubstr("device index 3"));
+  p = MetaProto({2, 2}, ScalarType::kFloat32);
+  p.set_device_index(-1);
+  EXPECT_FALSE(wire::FromProto(p, "t").ok());
+  p = MetaProto({}, ScalarType::kFloat32);
+  for (int i = 0; i < 65; ++i) {
+    p.add_sizes(1);
+    p.add_strides(1);
+  }
+  EXPECT_THAT(std::string(wire::FromProto(p, "t").status().message()), HasSubstr("rank 65 exceeds 64"));
+}
+
+TEST(WireTest, ScalarArgumentsKeepTheirKind) {
+  const Argument& alpha = Arg("add.Tensor", "alpha");
+  absl::StatusOr<Value> v = wire::DecodeValue("add.Tensor", alpha, I(3), NoTensors);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->kind(), Value::Kind::kScalar);
+  EXPECT_TRUE(v->scalar().is_int());
+  v = wire::DecodeValue("add.Tensor", alpha, F(2.5), NoTensors);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->scalar().is_float());
+  EXPECT_EQ(v->scalar().to_double(), 2.5);
+  v = wire::DecodeValue("add.Tensor", alpha, B(true), NoTensors);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->scalar().is_bool());
+  v = wire::DecodeValue("add.Tensor", alpha, IL({1}), NoTensors);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(KindOf(v.status()), ErrorKind::kType);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("argument 'alpha' expected Scalar, got int list"));
+}
+
+TEST(WireTest, FixedLengthIntListAcceptsOneInt) {
+  const Argument& dim = Arg("sum", "dim");
+  absl::StatusOr<Value> v = wire::DecodeValue("sum", dim, I(-1), NoTensors);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->int_list(), std::vector<int64_t>({-1}));
+  v = wire::DecodeValue("sum", dim, None(), NoTensors);
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->is_none());
+  // Not optional: None is refused.
+  EXPECT_FALSE(wire::DecodeValue("view", Arg("view", "size"), None(), NoTensors).ok());
+}
+
+TEST(WireTest, TensorsResolveThroughLookupAndHandleZeroIsNoneInOptionalLists) {
+  TensorMeta a = TensorMeta::Contiguous({2}, ScalarType::kFloat32, kCPU);
+  auto lookup = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
+    if (h == 7) return &a;
+    return RuntimeErr(absl::StrCat("unknown tensor handle ", h));
+  };
+  absl::StatusOr<Value> v = wire::DecodeValue("neg", Arg("neg", "self"), T(7), lookup);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->tensor_ptr(), &a);
+  v = wire::DecodeValue("neg", Arg("neg", "self"), T(8), lookup);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("unknown tensor handle 8"));
+  v = wire::DecodeValue("index.Tensor", Arg("index.Tensor", "indices"), TL({0, 7}), lookup);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->tensor_list().size(), 2u);
+  EXPECT_EQ(v->tensor_list()[0], nullptr);
+  EXPECT_EQ(v->tensor_list()[1], &a);
+  v = wire::DecodeValue("cat", Arg("cat", "tensors"), TL({7, 0}), lookup);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("got None at index 1"));
+}
+
+TEST(WireTest, DtypeAndDeviceAreRangeChecked) {
+  const Argument& dtype = Arg("to.dtype", "dtype");
+  absl::StatusOr<Value> v = wire::DecodeValue("to.dtype", dtype, Dt(9), NoTensors);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->dtype(), ScalarType::kFloat64);
+  v = wire::DecodeValue("to.dtype", dtype, Dt(12), NoTensors);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(KindOf(v.status()), ErrorKind::kRuntime);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("12 is not a valid dtype"));
+  const Argument& device = Arg("zeros", "device");
+  v = wire::DecodeValue("zeros", device, Dev("cuda:1"), NoTensors);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->device(), (Device{DeviceType::kCUDA, 1}));
+  EXPECT_FALSE(wire::DecodeValue("zeros", device, Dev("cuda:-1"), NoTensors).ok());
+}
+
+TEST(WireTest, EncodeThenDecodeGivesTheSameValues) {
+  const OpEntry* op = OpTable::Get().Find("sum");
+  ASSERT_NE(op, nullptr);
+  TensorMeta a = TensorMeta::Contiguous({2, 3}, ScalarType::kFloat32, kCPU);
+  std::vector<Value> vals = {Value(&a), Value(std::vector<int64_t>{0, 1}), Value(true), Value(ScalarType::kFloat64)};
+  for (size_t i = 0; i < vals.size(); ++i) {
+    v1::Value p;
+    ASSERT_TRUE(wire::EncodeValue(vals[i], [&](const TensorMeta* m) { return m == &a ? 42u : 0u; }, &p).ok());
+    absl::StatusOr<Value> back = wire::DecodeValue("sum", op->schema.arguments[i], p,
+                                                   [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
+                                                     EXPECT_EQ(h, 42u);
+                                                     return &a;
+                                                   });
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->ToString(), vals[i].ToString());
+  }
+}
+
+TEST(WireTest, ErrorsKeepTheirKindAndSayWhereTheyCameFrom) {
+  v1::Error e;
+  wire::ToProto(IndexErr("select(): index 5 is out of bounds"), "select.int", 12, "knn.py:30", &e);
+  EXPECT_EQ(e.kind(), "IndexError");
+  absl::Status s = wire::FromProto(e);
+  EXPECT_EQ(KindOf(s), ErrorKind::kIndex);
+  EXPECT_EQ(s.message(), "select.int (call 12 at knn.py:30): select(): index 5 is out of bounds");
+  wire::ToProto(TypeErr("bad"), "", 0, "", &e);
+  s = wire::FromProto(e);
+  EXPECT_EQ(KindOf(s), ErrorKind::kType);
+  EXPECT_EQ(s.message(), "bad");
+  e.set_kind("SomethingElse");
+  EXPECT_EQ(KindOf(wire::FromProto(e)), ErrorKind::kRuntime);
+}
+
+}  // namespace
+}  // namespace tensord::testing
