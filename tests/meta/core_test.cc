@@ -35,7 +35,9 @@ TEST(Dtype, PromotionTableMatchesPyTorch) {
       auto ab = PromoteTypes(static_cast<S>(a), static_cast<S>(b));
       auto ba = PromoteTypes(static_cast<S>(b), static_cast<S>(a));
       ASSERT_EQ(ab.ok(), ba.ok());
-      if (ab.ok()) EXPECT_EQ(*ab, *ba) << a << " " << b;
+      if (ab.ok()) {
+        EXPECT_EQ(*ab, *ba) << a << " " << b;
+      }
     }
   }
 }
