@@ -38,8 +38,8 @@ absl::Status ArithKernel(const TensorRef& out, const TensorRef& a, Operand b, co
       return RunBinary<T, T, T>(out, a, *b.tensor, op);
     }
     const C y = ScalarTo<T>(*b.scalar);
-    if (b_first) return RunUnary<T, T>(out, a, [&op, y](C x) { return op(y, x); });
-    return RunUnary<T, T>(out, a, [&op, y](C x) { return op(x, y); });
+    if (b_first) return RunUnary<T, T>(out, a, [op, y](C x) { return op(y, x); });
+    return RunUnary<T, T>(out, a, [op, y](C x) { return op(x, y); });
   });
 }
 

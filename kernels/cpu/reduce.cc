@@ -8,6 +8,7 @@
 // inner dim becomes a register loop and one over an outer dim a vectorisable
 // acc[j] += x[j] loop.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -40,17 +41,19 @@ absl::Status ReduceInto(const TensorRef& in, const std::vector<bool>& mask, Acc*
   loop.Add(reinterpret_cast<char*>(acc), acc_strides);
   loop.Build();
   constexpr int64_t kIn = sizeof(In), kAcc = sizeof(Acc);
-  loop.Run([&](char* const* p, const int64_t* s, int64_t n) {
+  loop.Run([&combine, &reduce_run](char* const* p, const int64_t* s, int64_t n) {
+    const Combine comb = combine;  // local copies: see UnaryLoop in elementwise.h
+    const ReduceRun run = reduce_run;
     const char* x = p[0];
     Acc* a = reinterpret_cast<Acc*>(p[1]);
     if (s[1] == 0) {
-      *a = reduce_run(x, s[0], n, *a);
+      *a = run(x, s[0], n, *a);
     } else if (s[0] == kIn && s[1] == kAcc) {
-      for (int64_t i = 0; i < n; ++i) a[i] = combine(a[i], Load<In>(x + i * kIn));
+      for (int64_t i = 0; i < n; ++i) a[i] = comb(a[i], Load<In>(x + i * kIn));
     } else {
       for (int64_t i = 0; i < n; ++i) {
         Acc* ai = reinterpret_cast<Acc*>(p[1] + i * s[1]);
-        *ai = combine(*ai, Load<In>(x + i * s[0]));
+        *ai = comb(*ai, Load<In>(x + i * s[0]));
       }
     }
   });
@@ -86,24 +89,52 @@ struct AccBuffer {
   }
 };
 
-// Reductions of contiguous runs keep kLanes independent accumulators in an
-// array, a shape GCC turns into SIMD code (and which shortens rounding-error
-// chains); strided runs use a plain loop.
-constexpr int kLanes = 8;
+// Contiguous runs are reduced with GCC vector extensions (16-byte vectors,
+// native on every x86-64; several accumulators for independent chains);
+// strided runs and the narrow types use plain loops. Not inlined, so that
+// the accumulators stay in registers (see UnaryContiguous in elementwise.h).
+#define TD_VEC(T, bytes) T __attribute__((vector_size(bytes)))
+
+template <typename V>
+inline V LoadVec(const char* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
 
 template <typename In, typename Acc>
-Acc SumRun(const char* x, int64_t s, int64_t n, Acc init) {
+__attribute__((noinline)) Acc SumRun(const char* x, int64_t s, int64_t n, Acc init) {
   constexpr int64_t kIn = sizeof(In);
   int64_t i = 0;
   Acc r = init;
-  if (s == kIn && n >= kLanes) {
-    Acc lanes[kLanes] = {};
-    for (; i + kLanes <= n; i += kLanes) {
-      for (int j = 0; j < kLanes; ++j) {
-        lanes[j] = WrapAdd<Acc>(lanes[j], static_cast<Acc>(Load<In>(x + (i + j) * kIn)));
+  if (s == kIn) {
+    if constexpr (std::is_same_v<In, float> && std::is_same_v<Acc, double>) {
+      typedef TD_VEC(float, 8) VF;
+      typedef TD_VEC(double, 16) VD;
+      VD a0 = {}, a1 = {}, a2 = {}, a3 = {};
+      for (; i + 8 <= n; i += 8) {
+        a0 += __builtin_convertvector(LoadVec<VF>(x + i * 4), VD);
+        a1 += __builtin_convertvector(LoadVec<VF>(x + i * 4 + 8), VD);
+        a2 += __builtin_convertvector(LoadVec<VF>(x + i * 4 + 16), VD);
+        a3 += __builtin_convertvector(LoadVec<VF>(x + i * 4 + 24), VD);
       }
+      const VD t = (a0 + a1) + (a2 + a3);
+      r += t[0] + t[1];
+    } else if constexpr (std::is_same_v<In, Acc> &&
+                         (std::is_same_v<Acc, double> || std::is_same_v<Acc, int64_t>)) {
+      // int64 adds in unsigned lanes: wraps without UB.
+      typedef std::conditional_t<std::is_same_v<Acc, double>, double, uint64_t> E;
+      typedef TD_VEC(E, 16) V;
+      V a0 = {}, a1 = {}, a2 = {}, a3 = {};
+      for (; i + 8 <= n; i += 8) {
+        a0 += LoadVec<V>(x + i * 8);
+        a1 += LoadVec<V>(x + i * 8 + 16);
+        a2 += LoadVec<V>(x + i * 8 + 32);
+        a3 += LoadVec<V>(x + i * 8 + 48);
+      }
+      const V t = (a0 + a1) + (a2 + a3);
+      r = WrapAdd<Acc>(r, WrapAdd<Acc>(static_cast<Acc>(t[0]), static_cast<Acc>(t[1])));
     }
-    for (int j = 0; j < kLanes; ++j) r = WrapAdd<Acc>(r, lanes[j]);
   }
   for (; i < n; ++i) r = WrapAdd<Acc>(r, static_cast<Acc>(Load<In>(x + i * s)));
   return r;
@@ -111,7 +142,7 @@ Acc SumRun(const char* x, int64_t s, int64_t n, Acc init) {
 
 // NaN-propagating max (kMax) or min of acc and a contiguous run of n values.
 template <bool kMax, typename T>
-ComputeT<T> ExtremeContiguous(const char* x, int64_t n, ComputeT<T> acc) {
+__attribute__((noinline)) ComputeT<T> ExtremeContiguous(const char* x, int64_t n, ComputeT<T> acc) {
   using C = ComputeT<T>;
   constexpr int64_t kIn = sizeof(T);
   auto pick = [](C a, C v) {
@@ -124,20 +155,31 @@ ComputeT<T> ExtremeContiguous(const char* x, int64_t n, ComputeT<T> acc) {
   int64_t i = 0;
   bool nan = IsNan(acc);
   C r = acc;
-  if (n >= kLanes) {
-    C lanes[kLanes];
-    int nans[kLanes] = {};
-    for (int j = 0; j < kLanes; ++j) lanes[j] = Load<T>(x + j * kIn);
-    for (; i + kLanes <= n; i += kLanes) {
-      for (int j = 0; j < kLanes; ++j) {
-        const C v = Load<T>(x + (i + j) * kIn);
-        if constexpr (std::is_floating_point_v<C>) nans[j] |= (v != v);
-        lanes[j] = pick(lanes[j], v);
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    typedef TD_VEC(T, 16) V;
+    constexpr int64_t kL = 16 / sizeof(T);
+    if (n >= 2 * kL) {
+      V m0 = LoadVec<V>(x), m1 = LoadVec<V>(x + 16);
+      decltype(m0 != m0) n0 = {}, n1 = {};
+      for (; i + 2 * kL <= n; i += 2 * kL) {
+        const V a = LoadVec<V>(x + i * kIn), b = LoadVec<V>(x + i * kIn + 16);
+        if constexpr (std::is_floating_point_v<T>) {
+          n0 |= (a != a);
+          n1 |= (b != b);
+        }
+        if constexpr (kMax) {
+          m0 = a > m0 ? a : m0;
+          m1 = b > m1 ? b : m1;
+        } else {
+          m0 = a < m0 ? a : m0;
+          m1 = b < m1 ? b : m1;
+        }
       }
-    }
-    for (int j = 0; j < kLanes; ++j) {
-      r = pick(r, lanes[j]);
-      nan |= nans[j] != 0;
+      n0 |= n1;
+      for (int64_t j = 0; j < kL; ++j) {
+        r = pick(pick(r, m0[j]), m1[j]);
+        nan |= n0[j] != 0;
+      }
     }
   }
   for (; i < n; ++i) {
@@ -150,6 +192,35 @@ ComputeT<T> ExtremeContiguous(const char* x, int64_t n, ComputeT<T> acc) {
   }
   return r;
 }
+
+// Index of the first element of a contiguous run equal to v (or, with
+// `nan`, the first NaN); n - 1 if none (callers pass a value that occurs).
+template <typename T>
+__attribute__((noinline)) int64_t FindFirst(const char* x, int64_t n, ComputeT<T> v, bool nan) {
+  using C = ComputeT<T>;
+  constexpr int64_t kIn = sizeof(T);
+  int64_t i = 0;
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    typedef TD_VEC(T, 16) V;
+    constexpr int64_t kL = 16 / sizeof(T);
+    V bv;
+    for (int64_t j = 0; j < kL; ++j) bv[j] = v;
+    for (; i + kL <= n; i += kL) {
+      const V a = LoadVec<V>(x + i * kIn);
+      const auto m = nan ? (a != a) : (a == bv);
+      uint64_t w[2];
+      std::memcpy(w, &m, 16);
+      if ((w[0] | w[1]) != 0) break;
+    }
+  }
+  for (; i < n; ++i) {
+    const C a = Load<T>(x + i * kIn);
+    if (nan ? IsNan(a) : a == v) return i;
+  }
+  return n - 1;
+}
+
+#undef TD_VEC
 
 struct ReductionSpec {
   TensorRef in;
@@ -344,11 +415,7 @@ absl::Status ArgReduceDim(const TensorRef& in, int64_t d, ComputeT<T>* best, int
           if (k_stride == item) {
             // Two vectorisable passes: the extreme value, then its first index.
             b = ExtremeContiguous<kMax, T>(x, k_size, b);
-            if (IsNan(b)) {
-              while (bi + 1 < k_size && !IsNan(Load<T>(x + bi * item))) ++bi;
-            } else {
-              while (bi + 1 < k_size && !(Load<T>(x + bi * item) == b)) ++bi;
-            }
+            bi = FindFirst<T>(x, k_size, b, IsNan(b));
             *reinterpret_cast<C*>(p[1] + j * s[1]) = b;
             *reinterpret_cast<int64_t*>(p[2] + j * s[2]) = bi;
             continue;

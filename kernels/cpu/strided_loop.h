@@ -19,6 +19,7 @@
 #ifndef TENSORD_KERNELS_CPU_STRIDED_LOOP_H_
 #define TENSORD_KERNELS_CPU_STRIDED_LOOP_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -47,7 +48,8 @@ class StridedLoop {
   absl::Status AddTensor(const TensorRef& t);
 
   // Orders and coalesces dims. `reorder` false keeps the logical (row-major)
-  // order, for kernels whose output depends on visiting order.
+  // order, for kernels whose output depends on visiting order; with `reorder`
+  // the visiting order is unspecified.
   void Build(bool reorder = true);
 
   int64_t numel() const { return numel_; }

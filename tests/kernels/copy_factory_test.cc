@@ -31,6 +31,22 @@ TEST(CopyTest, CloneAndContiguousKeepValues) {
   }
 }
 
+TEST(CopyTest, LargeTransposedCopiesAndAdds) {
+  std::mt19937 rng(43);
+  const Tensor base = Random(ScalarType::kFloat32, {300, 170}, rng);
+  const Tensor t = ReversedLayout(base);
+  OpRun r = RunOp("contiguous", {In(t)});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ExpectValues(r.outputs[0], Values(base), 0, 0);
+  const Tensor other = Random(ScalarType::kFloat32, {300, 170}, rng);
+  r = RunOp("add.Tensor", {In(other), In(t)});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  std::vector<double> expect = Values(other);
+  const std::vector<double> bv = Values(base);
+  for (size_t i = 0; i < expect.size(); ++i) expect[i] = static_cast<float>(expect[i] + bv[i]);
+  ExpectValues(r.outputs[0], expect, 0, 0);
+}
+
 TEST(CopyTest, ReshapeAndFlattenCopyInRowMajorOrder) {
   std::mt19937 rng(41);
   const Tensor base = Random(ScalarType::kFloat64, {4, 6}, rng);

@@ -180,6 +180,29 @@ TEST(StridedLoopTest, BroadcastAndLogicalOrder) {
   EXPECT_EQ(offsets, (std::vector<int64_t>{0, 2, 4, 1, 3, 5}));  // row-major logical order
 }
 
+TEST(StridedLoopTest, TransposedWalkVisitsEveryElementOnce) {
+  // dst row-major [300, 200], src column-major.
+  const int64_t r = 300, c = 200;
+  std::vector<int32_t> src(r * c), dst(r * c, -1);
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) src[j * r + i] = static_cast<int32_t>(i * c + j);
+  cpu::StridedLoop loop(Shape{r, c});
+  loop.Add(reinterpret_cast<char*>(dst.data()), {c * 4, 4});
+  loop.Add(reinterpret_cast<char*>(src.data()), {4, r * 4});
+  loop.Build();
+  int64_t visits = 0;
+  loop.Run([&](char* const* p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t* d = reinterpret_cast<int32_t*>(p[0] + i * s[0]);
+      EXPECT_EQ(*d, -1);  // not visited before
+      *d = *reinterpret_cast<const int32_t*>(p[1] + i * s[1]);
+      ++visits;
+    }
+  });
+  EXPECT_EQ(visits, r * c);
+  for (int64_t k = 0; k < r * c; ++k) ASSERT_EQ(dst[k], k);
+}
+
 TEST(StridedLoopTest, ZeroSizeAndZeroDim) {
   int calls = 0;
   cpu::StridedLoop empty(Shape{3, 0, 2});

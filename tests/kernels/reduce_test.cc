@@ -232,5 +232,58 @@ TEST(ArgTest, FlattenedNanAndZeroDim) {
   ExpectValues(r.outputs[1], {1});
 }
 
+TEST(VectorPathTest, LongRowsWithNanAtEveryPosition) {
+  // Rows long enough for the SIMD paths, odd lengths for their tails, and a
+  // NaN (or a duplicated extreme) placed at every position in turn.
+  for (ScalarType dt : {ScalarType::kFloat32, ScalarType::kFloat64}) {
+    for (int64_t n : {37, 64}) {
+      for (int64_t pos = 0; pos < n; pos += 5) {
+        std::vector<double> v(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 7) % 11) - 5;
+        v[pos] = kNan;
+        const Tensor a = FromValues(dt, {2, n}, [&] {
+          std::vector<double> w = v;
+          w.insert(w.end(), v.begin(), v.end());
+          w[n + pos] = 100;  // row 1: a unique maximum at pos instead of NaN
+          return w;
+        }());
+        OpRun r = RunOp("amax", {In(a), Value(std::vector<int64_t>{1})});
+        ASSERT_TRUE(r.status.ok()) << r.status;
+        ExpectValues(r.outputs[0], {kNan, 100}, 0, 0, "amax");
+        r = RunOp("amin", {In(a), Value(std::vector<int64_t>{1})});
+        ASSERT_TRUE(r.status.ok()) << r.status;
+        ExpectValues(r.outputs[0], {kNan, -5}, 0, 0, "amin");
+        r = RunOp("max.dim", {In(a), Value(int64_t{1})});
+        ASSERT_TRUE(r.status.ok()) << r.status;
+        ExpectValues(r.outputs[0], {kNan, 100}, 0, 0, "max values");
+        ExpectValues(r.outputs[1], {static_cast<double>(pos), static_cast<double>(pos)}, 0, 0, "max indices");
+        r = RunOp("argmin", {In(a), Value(int64_t{1})});
+        ASSERT_TRUE(r.status.ok()) << r.status;
+        // Row 0: the NaN; row 1: the first -5 ((i * 7) % 11 == 0 at i = 0, 11, 22, ...).
+        ExpectValues(r.outputs[0], {static_cast<double>(pos), pos == 0 ? 11.0 : 0.0}, 0, 0, "argmin");
+      }
+    }
+  }
+  for (ScalarType dt : {ScalarType::kInt64, ScalarType::kInt8, ScalarType::kInt32, ScalarType::kUInt8}) {
+    std::mt19937 rng(14);
+    const Tensor a = Random(dt, {3, 45}, rng, 0, 9);
+    std::vector<double> vals, idx;
+    RefArg(a, 1, true, &vals, &idx);
+    OpRun r = RunOp("max.dim", {In(a), Value(int64_t{1})});
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ExpectValues(r.outputs[0], vals, 0, 0);
+    ExpectValues(r.outputs[1], idx, 0, 0);
+    r = RunOp("sum", {In(a), Value(std::vector<int64_t>{1})});
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ExpectValues(r.outputs[0], RefReduce(a, MaskOf(2, {1}), 0, [](double x, double y) { return x + y; }), 0, 0);
+  }
+  const Tensor big = FromValues(ScalarType::kInt64, {19}, std::vector<double>(19, 4e18));
+  OpRun r = RunOp("sum", {In(big)});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  // 19 * 4e18 wraps modulo 2^64, as PyTorch's int64 sum does.
+  const uint64_t wrapped = static_cast<uint64_t>(4000000000000000000ULL) * 19u;
+  EXPECT_EQ(*reinterpret_cast<const int64_t*>(r.outputs[0].element({})), static_cast<int64_t>(wrapped));
+}
+
 }  // namespace
 }  // namespace tensord::testing
