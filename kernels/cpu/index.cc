@@ -5,6 +5,8 @@
 // the tensor.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -314,7 +316,8 @@ absl::Status Topk(KernelContext& ctx) {
   return Dispatch<kSetInts | kSetFloats>(self.dtype, "topk", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     using C = ComputeT<T>;
-    std::vector<std::pair<C, int64_t>> buf(static_cast<size_t>(n));
+    std::unique_ptr<std::pair<C, int64_t>[]> buf(new (std::nothrow) std::pair<C, int64_t>[n]);
+    if (!buf) return OutOfMemoryErr(absl::StrCat("topk: cannot allocate ", n, " slots"));
     // A strict total order: by value (NaN above everything, as PyTorch), then
     // by index, so ties come out lower index first.
     auto before = [largest](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& b) {
@@ -327,10 +330,11 @@ absl::Status Topk(KernelContext& ctx) {
       for (int64_t j = 0; j < cnt; ++j) {
         const char* x = p[0] + j * s[0];
         for (int64_t i = 0; i < n; ++i) buf[i] = {Load<T>(x + i * in_k_stride), i};
+        std::pair<C, int64_t>* b = buf.get();
         if (k < n) {
-          std::partial_sort(buf.begin(), buf.begin() + k, buf.end(), before);
+          std::partial_sort(b, b + k, b + n, before);
         } else {
-          std::sort(buf.begin(), buf.end(), before);
+          std::sort(b, b + n, before);
         }
         char* v = p[1] + j * s[1];
         char* ix = p[2] + j * s[2];

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "kernel_util.h"
 
@@ -68,15 +70,29 @@ void PackRowMajor(const T* src, const Mat& m, T* dst) {
   }
 }
 
-// One GEMM C = A @ B on strided matrices, float or double.
+// Packing buffers, grown without exceptions.
 template <typename T>
-void GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, std::vector<T>& scratch) {
+struct Scratch {
+  std::unique_ptr<T[]> buf;
+  size_t cap = 0;
+  bool Reserve(size_t n) {
+    if (n <= cap) return true;
+    buf.reset(new (std::nothrow) T[n]);
+    cap = buf ? n : 0;
+    return buf != nullptr;
+  }
+};
+
+// One GEMM C = A @ B on strided matrices, float or double. False when a
+// packing buffer cannot be allocated.
+template <typename T>
+bool GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, Scratch<T>& scratch) {
   const int64_t m = cm.rows, n = cm.cols, k = am.cols;
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0) return true;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * cm.s_row + j * cm.s_col] = T(0);
-    return;
+    return true;
   }
   // C must be row-major for BLAS; a column-major C is computed as
   // C^T = B^T A^T; anything else goes through a dense buffer.
@@ -89,8 +105,7 @@ void GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, std::vector
     am = bt;
     bm = at;
     cm = Mat{cm.cols, cm.rows, cm.s_col, cm.s_row};
-    GemmFloat<T>(a, am, b, bm, c, cm, scratch);
-    return;
+    return GemmFloat<T>(a, am, b, bm, c, cm, scratch);
   }
   const bool c_direct = BlasLayout(cm, &tc, &ldc) && tc == CblasNoTrans;
   const int64_t mm = cm.rows, nn = cm.cols;
@@ -102,8 +117,8 @@ void GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, std::vector
   if (!a_direct) need += static_cast<size_t>(am.rows * am.cols);
   if (!b_direct) need += static_cast<size_t>(bm.rows * bm.cols);
   if (!c_direct) need += static_cast<size_t>(mm * nn);
-  if (scratch.size() < need) scratch.resize(need);
-  T* buf = scratch.data();
+  if (!scratch.Reserve(need)) return false;
+  T* buf = scratch.buf.get();
   if (!a_direct) {
     PackRowMajor(a, am, buf);
     a = buf;
@@ -128,6 +143,7 @@ void GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, std::vector
     for (int64_t i = 0; i < mm; ++i)
       for (int64_t j = 0; j < nn; ++j) c[i * cm.s_row + j * cm.s_col] = cdst[i * nn + j];
   }
+  return true;
 }
 
 // One integer GEMM, wrapping like PyTorch's integer matmul.
@@ -274,19 +290,25 @@ absl::Status RunBatched(const Batched& p, const TensorRef& a, const TensorRef& b
   loop.Add(a.data_at_offset(), bytes(p.a_bs));
   loop.Add(b.data_at_offset(), bytes(p.b_bs));
   loop.Build();
-  std::vector<T> scratch;
-  loop.Run([&](char* const* ptr, const int64_t* s, int64_t n) {
+  Scratch<T> scratch;
+  bool ok = true;
+  loop.RunUntil([&](char* const* ptr, const int64_t* s, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
       T* cp = reinterpret_cast<T*>(ptr[0] + i * s[0]);
       const T* ap = reinterpret_cast<const T*>(ptr[1] + i * s[1]);
       const T* bp = reinterpret_cast<const T*>(ptr[2] + i * s[2]);
       if constexpr (std::is_floating_point_v<T>) {
-        GemmFloat<T>(ap, p.a, bp, p.b, cp, p.c, scratch);
+        if (!GemmFloat<T>(ap, p.a, bp, p.b, cp, p.c, scratch)) {
+          ok = false;
+          return false;
+        }
       } else {
         GemmInt<T>(ap, p.a, bp, p.b, cp, p.c);
       }
     }
+    return true;
   });
+  if (!ok) return OutOfMemoryErr("matmul: cannot allocate a packing buffer");
   return absl::OkStatus();
 }
 

@@ -20,6 +20,15 @@ namespace {
 
 // ---- value reductions -----------------------------------------------------------
 
+// acc[i] = combine(acc[i], x[i]) over a contiguous run; out of line so that
+// GCC vectorises it (see UnaryContiguous in elementwise.h).
+template <typename In, typename Acc, typename Combine>
+__attribute__((noinline)) void AccumulateContiguous(Acc* acc, const char* x, int64_t n,
+                                                    Combine combine) {
+  constexpr int64_t kIn = sizeof(In);
+  for (int64_t i = 0; i < n; ++i) acc[i] = combine(acc[i], Load<In>(x + i * kIn));
+}
+
 // Accumulates `in` (dtype In) into `acc` (contiguous over the kept dims, in
 // order, already initialised). `combine(acc, x)` folds one compute value;
 // `reduce_run(x_ptr, stride, n, acc)` folds a run (the fast path).
@@ -49,7 +58,7 @@ absl::Status ReduceInto(const TensorRef& in, const std::vector<bool>& mask, Acc*
     if (s[1] == 0) {
       *a = run(x, s[0], n, *a);
     } else if (s[0] == kIn && s[1] == kAcc) {
-      for (int64_t i = 0; i < n; ++i) a[i] = comb(a[i], Load<In>(x + i * kIn));
+      AccumulateContiguous<In>(a, x, n, comb);
     } else {
       for (int64_t i = 0; i < n; ++i) {
         Acc* ai = reinterpret_cast<Acc*>(p[1] + i * s[1]);

@@ -56,7 +56,6 @@ absl::Status StridedLoop::AddTensor(const TensorRef& t) {
 }
 
 void StridedLoop::Build(bool reorder) {
-  built_ = true;
   const int nd = static_cast<int>(shape_.size());
   if (numel_ == 0) return;
   // perm[0] is the innermost dim. Start from the logical order (last dim innermost).

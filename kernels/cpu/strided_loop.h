@@ -73,7 +73,6 @@ class StridedLoop {
   absl::InlinedVector<char*, 4> data_;
   int nops_ = 0;
   int64_t numel_ = 1;
-  bool built_ = false;
 };
 
 template <typename F>
