@@ -2,7 +2,8 @@
 // remainder, pow, maximum, minimum (computed in the output dtype, which the
 // meta function promoted); comparisons (computed in the promoted input
 // dtype, bool results); logical_and/or/xor; bitwise_and/or/xor; where; clamp;
-// masked_fill. Tensor operands broadcast; Scalar operands are constants of
+// masked_fill; addcmul, addcdiv; and the in-place forms of these (add_, ...,
+// addcdiv_, through RunInPlace). Tensor operands broadcast; Scalar operands are constants of
 // the compute dtype.
 #include <cmath>
 #include <type_traits>
@@ -410,6 +411,35 @@ absl::Status MaskedFill(KernelContext& ctx) {
   });
 }
 
+// ---- addcmul / addcdiv ----------------------------------------------------------
+
+// out = self + value * tensor1 * tensor2 (or / tensor2), all three operands
+// converted to the output's dtype (the meta function's promoted dtype) and
+// broadcast; value converted to that dtype as PyTorch does.
+template <bool kDiv>
+absl::Status Addc(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef t1, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef t2, InputTensor(ctx, 2));
+  const Scalar value = ctx.args[3].scalar();
+  const TensorRef& out = ctx.outputs[0];
+  const char* name = kDiv ? "addcdiv" : "addcmul";
+  constexpr uint32_t kSet = kDiv ? kSetFloats : (kSetInts | kSetFloats);
+  return Dispatch<kSet>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    const C v = ScalarTo<T>(value);
+    return RunTernary<T, T, T, T>(out, self, t1, t2, [v](C a, C b, C c) -> C {
+      if constexpr (kDiv) {
+        return a + v * b / c;
+      } else {
+        return WrapAdd<C>(a, WrapMul<C>(WrapMul<C>(v, b), c));
+      }
+    });
+  });
+}
+
 #undef TD_COMPUTE_T
 
 }  // namespace
@@ -463,6 +493,21 @@ absl::Status RegisterBinaryKernels(KernelRegistry& r) {
       {"where.Scalar", Where},
       {"clamp", Clamp},
       {"masked_fill.Scalar", MaskedFill},
+      {"addcmul", Addc<false>},
+      {"addcdiv", Addc<true>},
+      // In-place forms: the out-of-place kernel writing into self.
+      {"add_.Tensor", InPlace<AddLike<AddKind::kAdd>>},
+      {"add_.Scalar", InPlace<AddLike<AddKind::kAdd>>},
+      {"sub_.Tensor", InPlace<AddLike<AddKind::kSub>>},
+      {"sub_.Scalar", InPlace<AddLike<AddKind::kSub>>},
+      {"mul_.Tensor", InPlace<Mul>},
+      {"mul_.Scalar", InPlace<Mul>},
+      {"div_.Tensor", InPlace<Div>},
+      {"div_.Scalar", InPlace<Div>},
+      {"clamp_", InPlace<Clamp>},
+      {"masked_fill_.Scalar", InPlace<MaskedFill>},
+      {"addcmul_", InPlace<Addc<false>>},
+      {"addcdiv_", InPlace<Addc<true>>},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

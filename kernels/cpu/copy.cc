@@ -1,7 +1,9 @@
 // Copying CPU kernels: clone, and the copy half of ops whose meta function
 // may alias or copy (contiguous, reshape, flatten, to.dtype, to.device — the
 // dispatcher calls these only when the meta returned alias_of = -1); cat and
-// stack.
+// stack; the in-place copy_, zero_ and fill_ (self is outputs[0]).
+#include <memory>
+
 #include "kernel_util.h"
 
 namespace tensord::cpu {
@@ -104,6 +106,30 @@ absl::Status Stack(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// copy_(self, src, non_blocking): self = src converted to self's dtype and
+// broadcast to its shape. self is outputs[0]. When src lies in self's storage
+// in another layout, src is first copied out so no element is read after it
+// was overwritten; src identical to self is a no-op.
+absl::Status CopyInPlace(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef src, InputTensor(ctx, 1));
+  const TensorRef& out = ctx.outputs[0];
+  if (src.base == out.base && out.meta->numel() > 0) {
+    if (*src.meta == *out.meta) return absl::OkStatus();
+    TD_ASSIGN_OR_RETURN(std::unique_ptr<TempTensor> tmp, TempTensor::Make(src.meta->sizes, src.meta->dtype));
+    TD_RETURN_IF_ERROR(CopyConvert(tmp->ref(), src));
+    return CopyConvert(out, tmp->ref());
+  }
+  return CopyConvert(out, src);
+}
+
+// zero_(self) / fill_.Scalar(self, value): every element of self (outputs[0]).
+absl::Status FillInPlace(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const Scalar value = ctx.args.size() > 1 ? ctx.args[1].scalar() : Scalar::Int(0);
+  return Fill(ctx.outputs[0], value);
+}
+
 }  // namespace
 
 absl::Status RegisterCopyKernels(KernelRegistry& r) {
@@ -116,6 +142,7 @@ absl::Status RegisterCopyKernels(KernelRegistry& r) {
       {"to.dtype", CopyOp},    {"to.device", ToDevice},
       {"reshape", ReshapeCopy}, {"flatten.using_ints", ReshapeCopy},
       {"cat", Cat},            {"stack", Stack},
+      {"copy_", CopyInPlace},  {"zero_", FillInPlace},   {"fill_.Scalar", FillInPlace},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 // Factory CPU kernels: empty (zero-filled: fresh storage never shows what a
 // previous owner left there), zeros, ones, full, arange, eye, rand, randn and
-// the *_like forms. Random ops draw from the session's generator in
+// the *_like forms, and the in-place uniform_ / normal_ (which fill self, the
+// output the daemon passes). Random ops draw from the session's generator in
 // row-major order, so a seed gives the same values whatever the strides.
 #include <cmath>
 #include <random>
@@ -103,7 +104,9 @@ constexpr int UniformBits() {
   else return 3;  // Float8E5M2
 }
 
-absl::Status RandImpl(KernelContext& ctx, bool normal) {
+// Fills outputs[0] with uniform [lo, hi) draws (normal: mean lo, std hi).
+// rand/randn use (0, 1); uniform_/normal_ pass their arguments.
+absl::Status RandImpl(KernelContext& ctx, bool normal, double lo = 0.0, double hi = 1.0) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   if (ctx.generator == nullptr) return InternalErr("internal: random op without a generator");
   const TensorRef& out = ctx.outputs[0];
@@ -114,18 +117,38 @@ absl::Status RandImpl(KernelContext& ctx, bool normal) {
                     using C = ComputeT<T>;
                     if (normal) {
                       std::normal_distribution<double> dist(0.0, 1.0);
-                      FillRandom<T>(out, engine, [&dist](std::mt19937_64& e) {
-                        return static_cast<C>(dist(e));
+                      FillRandom<T>(out, engine, [&dist, lo, hi](std::mt19937_64& e) {
+                        return static_cast<C>(lo + hi * dist(e));
                       });
                     } else {
                       constexpr int kBits = UniformBits<T>();
-                      FillRandom<T>(out, engine, [](std::mt19937_64& e) {
-                        return static_cast<C>(std::ldexp(static_cast<double>(e() >> (64 - kBits)),
-                                                         -kBits));
+                      const double width = hi - lo;
+                      FillRandom<T>(out, engine, [lo, width](std::mt19937_64& e) {
+                        const double u = std::ldexp(static_cast<double>(e() >> (64 - kBits)), -kBits);
+                        return static_cast<C>(lo + width * u);
                       });
                     }
                     return absl::OkStatus();
                   });
+}
+
+// uniform_(self, from, to) / normal_(self, mean, std): self is outputs[0]
+// (the daemon passes self's storage); the meta function checked the ranges.
+absl::Status FloatArgAt(const KernelContext& ctx, size_t i, double& v) {
+  TD_INTERNAL_CHECK(i < ctx.args.size(), "argument ", i, " missing");
+  const Value& a = ctx.args[i];
+  TD_INTERNAL_CHECK(a.kind() == Value::Kind::kFloat || a.kind() == Value::Kind::kInt, "argument ", i,
+                    " is not a float");
+  v = a.to_double();
+  return absl::OkStatus();
+}
+
+template <bool kNormal>
+absl::Status RandomInPlace(KernelContext& ctx) {
+  double a = 0, b = 1;
+  TD_RETURN_IF_ERROR(FloatArgAt(ctx, 1, a));
+  TD_RETURN_IF_ERROR(FloatArgAt(ctx, 2, b));
+  return RandImpl(ctx, kNormal, a, b);
 }
 
 absl::Status Rand(KernelContext& ctx) { return RandImpl(ctx, false); }
@@ -144,6 +167,7 @@ absl::Status RegisterFactoryKernels(KernelRegistry& r) {
       {"rand", Rand},          {"randn", Randn},           {"eye", Eye},
       {"empty_like", Zeros},   {"zeros_like", Zeros},      {"ones_like", Ones},
       {"full_like", FullKernel}, {"rand_like", Rand},      {"randn_like", Randn},
+      {"uniform_", RandomInPlace<false>}, {"normal_", RandomInPlace<true>},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

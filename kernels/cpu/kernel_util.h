@@ -106,6 +106,25 @@ inline int64_t LoadIndex(const char* p, ScalarType t) {
   return *reinterpret_cast<const int64_t*>(p);
 }
 
+// ---- in-place ops ----------------------------------------------------------------
+
+// Runs the in-place op of `ctx` (add_.Tensor, clamp_, ...: self is argument 0
+// and outputs[0] is self's own storage and meta, as the daemon passes them)
+// through `base`, the kernel of its out-of-place op (same arguments). `base`
+// writes straight into outputs[0] when the out-of-place result has self's
+// dtype and no input shares memory with self in a different layout;
+// otherwise it computes into a contiguous temporary of the out-of-place
+// op's dtype, which is then converted into self (PyTorch's cast of an
+// in-place result to self's dtype). Errors: those of `base`, OutOfMemory
+// for the temporary, Internal when the op has no out-of-place twin.
+absl::Status RunInPlace(KernelContext& ctx, KernelFn base);
+
+// RunInPlace as a KernelFn: InPlace<Mul> is mul_'s kernel.
+template <KernelFn kBase>
+absl::Status InPlace(KernelContext& ctx) {
+  return RunInPlace(ctx, kBase);
+}
+
 // ---- registration, one per kernel file -------------------------------------
 
 absl::Status RegisterFactoryKernels(KernelRegistry& r);
@@ -115,6 +134,8 @@ absl::Status RegisterReduceKernels(KernelRegistry& r);
 absl::Status RegisterMatmulKernels(KernelRegistry& r);
 absl::Status RegisterCopyKernels(KernelRegistry& r);
 absl::Status RegisterIndexKernels(KernelRegistry& r);
+absl::Status RegisterNnKernels(KernelRegistry& r);
+absl::Status RegisterScatterKernels(KernelRegistry& r);
 
 }  // namespace tensord::cpu
 

@@ -13,6 +13,8 @@ absl::Status RegisterCpuKernels(KernelRegistry& registry) {
   TD_RETURN_IF_ERROR(cpu::RegisterMatmulKernels(registry));
   TD_RETURN_IF_ERROR(cpu::RegisterCopyKernels(registry));
   TD_RETURN_IF_ERROR(cpu::RegisterIndexKernels(registry));
+  TD_RETURN_IF_ERROR(cpu::RegisterNnKernels(registry));
+  TD_RETURN_IF_ERROR(cpu::RegisterScatterKernels(registry));
   return absl::OkStatus();
 }
 

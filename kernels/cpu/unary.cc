@@ -1,6 +1,7 @@
 // Unary elementwise CPU kernels: neg, abs, sign, floor, ceil, round, trunc,
 // relu, bitwise_not; exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid,
-// reciprocal (integer inputs computed in the output's floating dtype);
+// reciprocal, erf (integer inputs computed in the output's floating dtype);
+// gelu (floating only);
 // logical_not, isnan, isinf, isfinite (bool results).
 #include <cmath>
 #include <type_traits>
@@ -140,6 +141,32 @@ absl::Status FloatMathKernel(KernelContext& ctx, const char* name, Fn fn) {
   });
 }
 
+absl::Status Erf(KernelContext& ctx) {
+  return FloatMathKernel(ctx, "erf", [](auto x) { return std::erf(x); });
+}
+
+// gelu(self, approximate): x * Phi(x) with the exact normal CDF ('none') or
+// PyTorch's tanh approximation ('tanh').
+absl::Status Gelu(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const bool tanh_approx = ctx.args[1].kind() == Value::Kind::kString && ctx.args[1].str() == "tanh";
+  if (!tanh_approx && !(ctx.args[1].kind() == Value::Kind::kString && ctx.args[1].str() == "none")) {
+    return RuntimeErr("gelu: approximate argument must be either none or tanh.");
+  }
+  return UnaryKernel<kSetFloats>(ctx, "gelu", [tanh_approx](auto tag) {
+    using C = TD_COMPUTE_T(tag);
+    return [tanh_approx](C x) -> C {
+      if (tanh_approx) {
+        const C k_beta = static_cast<C>(M_SQRT2 * M_2_SQRTPI * 0.5);  // sqrt(2 / pi)
+        const C k_kappa = static_cast<C>(0.044715);
+        const C inner = k_beta * (x + k_kappa * x * x * x);
+        return static_cast<C>(0.5) * x * (static_cast<C>(1) + std::tanh(inner));
+      }
+      return x * static_cast<C>(0.5) * (static_cast<C>(1) + std::erf(x * static_cast<C>(M_SQRT1_2)));
+    };
+  });
+}
+
 absl::Status Exp(KernelContext& ctx) {
   return FloatMathKernel(ctx, "exp", [](auto x) { return std::exp(x); });
 }
@@ -225,7 +252,7 @@ absl::Status RegisterUnaryKernels(KernelRegistry& r) {
       {"rsqrt", Rsqrt},       {"sin", Sin},           {"cos", Cos},
       {"tanh", Tanh},         {"sigmoid", Sigmoid},   {"reciprocal", Reciprocal},
       {"logical_not", LogicalNot}, {"isnan", IsNanKernel}, {"isinf", IsInf},
-      {"isfinite", IsFinite},
+      {"isfinite", IsFinite},  {"erf", Erf},          {"gelu", Gelu},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "meta_common.h"
 #include "meta_functions.h"
@@ -390,6 +391,44 @@ absl::StatusOr<MetaResult> MaskedFill(absl::string_view op, absl::Span<const Val
   TD_RETURN_IF_ERROR(CheckFillValue(op, value, self->dtype));
   TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, self->dtype));
   return OneOutput(TensorMeta::Contiguous(std::move(sizes), self->dtype, device));
+}
+
+// ---- addcmul / addcdiv, gelu -------------------------------------------------
+
+absl::StatusOr<MetaResult> Addcmul(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* t1, TensorArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* t2, TensorArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(Scalar value, ScalarArg(op, args, 3));
+  const TensorMeta* tensors[] = {self, t1, t2};
+  TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/true));
+  const bool is_div = absl::StartsWith(op, "addcdiv");
+  if (is_div && IsIntegral(t1->dtype, /*include_bool=*/true) && IsIntegral(t2->dtype, /*include_bool=*/true)) {
+    return RuntimeErr(absl::StrCat(
+        op, ": Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
+            "true division of tensor1 and tensor2. Use (input + value * tensor1 / tensor2) with floating tensors."));
+  }
+  PromotionOperand operands[3] = {{self, nullptr}, {t1, nullptr}, {t2, nullptr}};
+  TD_ASSIGN_OR_RETURN(ScalarType common, ResultType(op, operands));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, common));
+  if (common == ScalarType::kBool) return NotImplementedForDtype(op, common);
+  // PyTorch converts `value` to the compute dtype unchecked (0.5 -> 0 for int64).
+  (void)value;
+  TD_ASSIGN_OR_RETURN(TensorMeta out, IteratorOutput(op, tensors, common, common, device));
+  return OneOutput(std::move(out));
+}
+
+absl::StatusOr<MetaResult> Gelu(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 2));
+  if (args[1].kind() != Value::Kind::kString) return TypeErr(absl::StrCat(op, "(): argument 'approximate' must be str"));
+  const std::string& approximate = args[1].str();
+  if (approximate != "none" && approximate != "tanh") {
+    return RuntimeErr(absl::StrCat(op, ": approximate argument must be either none or tanh (got '", approximate, "')"));
+  }
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  if (!IsFloating(self->dtype)) return NotImplementedForDtype(op, self->dtype);
+  return UnaryResult(op, *self, std::nullopt, self->dtype);
 }
 
 }  // namespace tensord::meta

@@ -69,6 +69,39 @@ absl::StatusOr<MetaResult> Unsqueeze(absl::string_view op, absl::Span<const Valu
 absl::StatusOr<MetaResult> View(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Where(absl::string_view op, absl::Span<const Value> args);
 
+absl::StatusOr<MetaResult> Addcmul(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> CopyInPlace(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Detach(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> FillInPlace(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Gelu(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> IndexAdd(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> IndexPut(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> MaskedScatter(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> RandomInPlace(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ScatterAdd(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> SelectBackward(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value> args);
+
+// ---- in-place ops -----------------------------------------------------------
+// The meta of an in-place op `op_` (self is argument 0) from its out-of-place
+// op's meta function `base`, with PyTorch's in-place checks, in PyTorch's
+// order: self must not have internal overlap (a dim of size > 1 with stride
+// 0: "unsupported operation: more than one element of the written-to tensor
+// refers to a single memory location. Please clone() the tensor before
+// performing the operation."), then `base` runs (its errors come through,
+// named `op`), then the result's shape must be self's ("output with shape [3]
+// doesn't match the broadcast shape [2, 3]"), its device self's, and its dtype
+// castable to self's (PyTorch's canCast: "result type Float can't be cast to
+// the desired output type Long"). Gives self's meta, aliasing argument 0.
+absl::StatusOr<MetaResult> InPlaceResult(absl::string_view op, absl::Span<const Value> args, MetaFn base);
+
+// InPlaceResult as a MetaFn for the op table: InPlace<BinaryArith> is add_'s.
+template <MetaFn kBase>
+absl::StatusOr<MetaResult> InPlace(absl::string_view op, absl::Span<const Value> args) {
+  return InPlaceResult(op, args, kBase);
+}
+
 }  // namespace tensord::meta
 
 #endif  // TENSORD_META_SRC_META_FUNCTIONS_H_

@@ -363,6 +363,44 @@ absl::StatusOr<MetaResult> Index(absl::string_view op, absl::Span<const Value> a
   return OneOutput(std::move(out));
 }
 
+// index_put(self, indices, values, accumulate=False): a copy of self (layout
+// preserved, as clone) with self[indices] = values (or += with accumulate).
+// values has self's dtype and broadcasts to the indexing result's shape; with
+// a boolean mask among the indices that shape depends on the data, so only
+// the mask's shape is checked here and the kernel checks the rest.
+absl::StatusOr<MetaResult> IndexPut(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(std::vector<const TensorMeta*> indices, TensorListArg(op, args, 1, /*allow_none=*/true));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* values, TensorArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(bool accumulate, BoolArg(op, args, 3));
+  const TensorMeta* tensors[] = {self, values};
+  TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/false));
+  if (values->dtype != self->dtype) {
+    return RuntimeErr(absl::StrCat(op, ": Index put requires the source and destination dtypes match, got ",
+                                   DtypeC10Name(self->dtype), " for the destination and ", DtypeC10Name(values->dtype),
+                                   " for the source."));
+  }
+  if (accumulate) TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  bool has_mask = false;
+  for (const TensorMeta* t : indices) {
+    has_mask |= t != nullptr && (t->dtype == ScalarType::kBool || t->dtype == ScalarType::kUInt8);
+  }
+  absl::StatusOr<TensorMeta> result = IndexMeta(op, *self, indices);
+  if (!result.ok()) {
+    // IndexMeta refuses masks (data-dependent) after checking their shapes.
+    if (!(has_mask && KindOf(result.status()) == ErrorKind::kNotImplemented)) return result.status();
+  } else {
+    const Shape shapes[] = {result->sizes, values->sizes};
+    absl::StatusOr<Shape> b = BroadcastShapes(op, shapes);
+    if (!b.ok() || *b != result->sizes) {
+      return RuntimeErr(absl::StrCat(op, ": shape mismatch: value tensor of shape ", ShapeToString(values->sizes),
+                                     " cannot be broadcast to indexing result of shape ",
+                                     ShapeToString(result->sizes)));
+    }
+  }
+  return OneOutput(PreserveFormatCopy(*self, self->dtype, device), -1);
+}
+
 // ---- joining ---------------------------------------------------------------
 
 absl::StatusOr<MetaResult> Cat(absl::string_view op, absl::Span<const Value> args) {

@@ -157,6 +157,43 @@ const OpDef kOps[] = {
     // ---- data-dependent output shapes (no meta; the daemon reports shapes)
     {"nonzero(Tensor self) -> Tensor", meta::DataDependent, FM | kDataDependent | ND},
     {"masked_select(Tensor self, Tensor mask) -> Tensor", meta::DataDependent, FM | kDataDependent},
+
+    // ---- in-place (write self, return it; the daemon passes self's storage
+    // and meta as the kernel's output) -----------------------------------
+    {"add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", meta::InPlace<meta::BinaryArith>, M},
+    {"add_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)", meta::InPlace<meta::BinaryArithScalar>, M},
+    {"sub_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)", meta::InPlace<meta::BinarySub>, M},
+    {"sub_.Scalar(Tensor(a!) self, Scalar other, Scalar alpha=1) -> Tensor(a!)", meta::InPlace<meta::BinarySubScalar>, M},
+    {"mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", meta::InPlace<meta::BinaryArith>, M},
+    {"mul_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", meta::InPlace<meta::BinaryArithScalar>, M},
+    {"div_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)", meta::InPlace<meta::BinaryTrueDiv>, M},
+    {"div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", meta::InPlace<meta::BinaryTrueDivScalar>, M},
+    {"clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", meta::InPlace<meta::Clamp>, M},
+    {"masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", meta::InPlace<meta::MaskedFill>, M},
+    {"addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", meta::Addcmul, FM},
+    {"addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)", meta::InPlace<meta::Addcmul>, M},
+    {"addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", meta::Addcmul, FM},
+    {"addcdiv_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)", meta::InPlace<meta::Addcmul>, M},
+    {"copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)", meta::CopyInPlace, M},
+    {"zero_(Tensor(a!) self) -> Tensor(a!)", meta::FillInPlace, M},
+    {"fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)", meta::FillInPlace, M},
+    {"uniform_(Tensor(a!) self, float from=0, float to=1) -> Tensor(a!)", meta::RandomInPlace, M | kRandom},
+    {"normal_(Tensor(a!) self, float mean=0, float std=1) -> Tensor(a!)", meta::RandomInPlace, M | kRandom},
+
+    // ---- forward ops for nn ----------------------------------------------
+    {"erf(Tensor self) -> Tensor", meta::UnaryFloat, FM},
+    {"gelu(Tensor self, *, str approximate='none') -> Tensor", meta::Gelu, F},
+    {"softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", meta::Softmax, FM},
+    {"log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor", meta::Softmax, FM},
+    {"detach(Tensor(a) self) -> Tensor(a)", meta::Detach, FM | ND},
+
+    // ---- ops that derivative formulas call --------------------------------
+    {"scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", meta::ScatterAdd, FM},
+    {"index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", meta::IndexAdd, FM},
+    {"index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor", meta::IndexPut, FM},
+    {"masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor", meta::MaskedScatter, FM},
+    {"select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor", meta::SelectBackward, F},
+    {"slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor", meta::SliceBackward, F},
 };
 
 #undef FACTORY_KW

@@ -228,7 +228,7 @@ TEST(RegistryTest, EveryComputingOpHasACpuKernel) {
   // may alias or copy) must have one.
   const std::set<std::string> pure_views = {"view", "transpose.int", "permute", "t", "slice.Tensor",
                                             "select.int", "narrow", "expand", "squeeze",
-                                            "squeeze.dim", "unsqueeze"};
+                                            "squeeze.dim", "unsqueeze", "detach"};
   const KernelRegistry& reg = Registry();
   for (const OpEntry& e : OpTable::Get().entries()) {
     const bool has = reg.Find(DeviceType::kCPU, e.id) != nullptr;

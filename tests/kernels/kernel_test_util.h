@@ -229,7 +229,8 @@ inline const KernelRegistry& Registry() {
 struct OpRun {
   absl::Status status;
   std::vector<Tensor> outputs;
-  bool aliased = false;  // the meta made the output a view (no kernel ran)
+  bool aliased = false;  // the meta made the output alias an input (a view: no
+                         // kernel ran; an in-place op: the kernel wrote self)
 };
 
 // Binds `positional`/`kwargs` to the op's schema, runs its meta function,
@@ -289,7 +290,11 @@ inline OpRun RunOp(const std::string& full_name, std::vector<Value> positional,
       run.outputs.push_back(t);
     }
     for (Tensor& t : run.outputs) ctx.outputs.push_back(TensorRef{t.base(), &t.meta});
-    if (!any_fresh) return run;
+    // In-place ops (an argument written, `Tensor(a!)`) alias self and still
+    // run their kernel, which writes into self's storage.
+    bool writes = false;
+    for (const Argument& a : op->schema.arguments) writes |= a.is_write;
+    if (!any_fresh && !writes) return run;
   }
   KernelFn fn = Registry().Find(DeviceType::kCPU, op->id);
   if (fn == nullptr) {

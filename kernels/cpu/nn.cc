@@ -1,0 +1,82 @@
+// CPU kernels of softmax.int and log_softmax.int: self converted to the
+// output's dtype, then along `dim` out = exp(x - max) / sum(exp(x - max))
+// (log_softmax: x - max - log(sum)). Computed in double, stored in the
+// output's dtype.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "kernel_util.h"
+
+namespace tensord::cpu {
+namespace {
+
+template <bool kLog>
+absl::Status SoftmaxKernel(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  const TensorRef& out = ctx.outputs[0];
+  const char* name = kLog ? "log_softmax" : "softmax";
+  TD_RETURN_IF_ERROR(ExpectOutputSizes(name, out, self.meta->sizes));
+  const int64_t rank = self.meta->dim();
+  int64_t dim = ctx.args[1].to_int();
+  const int64_t r = rank == 0 ? 1 : rank;
+  if (dim < -r || dim >= r) {
+    return IndexErr(absl::StrCat(name, ": Dimension out of range (expected to be in range of [", -r, ", ", r - 1,
+                                 "], but got ", dim, ")"));
+  }
+  if (dim < 0) dim += r;
+  // Inputs as a contiguous array of the output's dtype; the result goes to a
+  // contiguous buffer first when the output is not contiguous.
+  std::unique_ptr<TempTensor> hd, hc, ho;
+  TD_ASSIGN_OR_RETURN(TensorRef x1, AsDtype(self, out.meta->dtype, hd));
+  TD_ASSIGN_OR_RETURN(TensorRef x, AsContiguous(x1, hc));
+  TensorRef dst = out;
+  if (!out.meta->is_contiguous()) {
+    TD_ASSIGN_OR_RETURN(ho, TempTensor::Make(out.meta->sizes, out.meta->dtype));
+    dst = ho->ref();
+  }
+  int64_t outer = 1, inner = 1;
+  const int64_t n = rank == 0 ? 1 : self.meta->sizes[dim];
+  for (int64_t d = 0; d < dim && d < rank; ++d) outer *= self.meta->sizes[d];
+  for (int64_t d = dim + 1; d < rank; ++d) inner *= self.meta->sizes[d];
+  TD_RETURN_IF_ERROR(Dispatch<kSetFloats>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    const char* in = x.data_at_offset();
+    char* o = dst.data_at_offset();
+    constexpr int64_t kItem = sizeof(T);
+    std::vector<double> row(static_cast<size_t>(n));
+    for (int64_t a = 0; a < outer; ++a) {
+      for (int64_t c = 0; c < inner; ++c) {
+        const int64_t base = a * n * inner + c;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t k = 0; k < n; ++k) {
+          row[k] = static_cast<double>(Load<T>(in + (base + k * inner) * kItem));
+          if (std::isnan(row[k]) || row[k] > mx) mx = row[k];
+        }
+        // All -inf (or a NaN max): keep PyTorch's NaN results.
+        double sum = 0;
+        for (int64_t k = 0; k < n; ++k) sum += std::exp(row[k] - mx);
+        const double log_sum = std::log(sum);
+        for (int64_t k = 0; k < n; ++k) {
+          const double v = kLog ? row[k] - mx - log_sum : std::exp(row[k] - mx) / sum;
+          Store<T>(o + (base + k * inner) * kItem, static_cast<ComputeT<T>>(v));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }));
+  if (ho) return CopyConvert(out, dst);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterNnKernels(KernelRegistry& r) {
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "softmax.int", SoftmaxKernel<false>));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "log_softmax.int", SoftmaxKernel<true>));
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::cpu

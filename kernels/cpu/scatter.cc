@@ -1,0 +1,492 @@
+// Scatter-style CPU kernels (what derivative formulas call): scatter_add,
+// index_add, index_put, masked_scatter, select_backward and slice_backward.
+// Each output is fresh storage (the meta function's layout): it starts as a
+// copy of self (or zeros) and then receives values at positions read from an
+// index or mask tensor. Every index is range-checked before the element it
+// names is touched: a bad index is an error naming the op, never a write
+// outside the tensor.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernel_util.h"
+
+namespace tensord::cpu {
+namespace {
+
+// Visits every coordinate of `sizes` in row-major order, calling f(coords).
+// A 0-dim shape is visited once; a shape with a 0 size not at all.
+template <typename F>
+void ForEachCoord(absl::Span<const int64_t> sizes, F&& f) {
+  const size_t nd = sizes.size();
+  for (int64_t s : sizes) {
+    if (s == 0) return;
+  }
+  std::vector<int64_t> c(nd, 0);
+  while (true) {
+    f(c.data());
+    size_t d = nd;
+    while (true) {
+      if (d == 0) return;
+      --d;
+      if (++c[d] < sizes[d]) break;
+      c[d] = 0;
+    }
+  }
+}
+
+// Shape and strides (elements) of `m`, a 0-dim tensor viewed as [1].
+struct Geometry {
+  Shape sizes;
+  Shape strides;
+};
+Geometry AtLeast1d(const TensorMeta& m) {
+  if (m.dim() > 0) return {m.sizes, m.strides};
+  return {{1}, {1}};
+}
+
+// Element offset of `coords` (over `strides`).
+inline int64_t Offset(const int64_t* coords, absl::Span<const int64_t> strides) {
+  int64_t off = 0;
+  for (size_t k = 0; k < strides.size(); ++k) off += coords[k] * strides[k];
+  return off;
+}
+
+// *dst += alpha * src in T's compute type (bool: or; integers wrap).
+template <typename T>
+inline void AccumulateScaled(char* dst, const char* src, ComputeT<T> alpha) {
+  using C = ComputeT<T>;
+  if constexpr (std::is_same_v<C, bool>) {
+    Store<T>(dst, Load<T>(dst) || (alpha && Load<T>(src)));
+  } else {
+    Store<T>(dst, WrapAdd<C>(Load<T>(dst), WrapMul<C>(alpha, Load<T>(src))));
+  }
+}
+
+// "<op>(): index 5 is out of bounds for dimension 0 with size 3": a
+// RuntimeError for scatter_add (as PyTorch and gather), IndexError for the
+// index_* ops (as PyTorch).
+absl::Status OutOfBounds(const char* op, int64_t value, int64_t dim, int64_t size, ErrorKind kind) {
+  return MakeError(kind, absl::StrCat(op, "(): index ", value, " is out of bounds for dimension ", dim, " with size ",
+                                      size));
+}
+
+// ---- scatter_add / index_add ----------------------------------------------------
+
+// scatter_add(self, dim, index, src): out = self; out[i with i_dim = index[i]]
+// += src[i] for every i over index's shape.
+absl::Status ScatterAdd(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef index, InputTensor(ctx, 2));
+  TD_ASSIGN_OR_RETURN(TensorRef src, InputTensor(ctx, 3));
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("scatter_add", out, self.meta->sizes));
+  TD_RETURN_IF_ERROR(CopyConvert(out, self));
+  if (index.meta->numel() == 0) return absl::OkStatus();
+  TD_INTERNAL_CHECK(index.meta->dtype == ScalarType::kInt64 || index.meta->dtype == ScalarType::kInt32,
+                    "scatter_add: index dtype");
+  TD_INTERNAL_CHECK(src.meta->dtype == out.meta->dtype, "scatter_add: src dtype");
+  const Geometry og = AtLeast1d(*out.meta), ig = AtLeast1d(*index.meta), sg = AtLeast1d(*src.meta);
+  const int64_t nd = static_cast<int64_t>(og.sizes.size());
+  int64_t dim = ctx.args[1].to_int();
+  if (dim < 0) dim += nd;
+  TD_INTERNAL_CHECK(dim >= 0 && dim < nd && ig.sizes.size() == og.sizes.size() &&
+                        sg.sizes.size() == og.sizes.size(),
+                    "scatter_add: shapes were not checked");
+  for (int64_t d = 0; d < nd; ++d) {
+    TD_INTERNAL_CHECK(ig.sizes[d] <= sg.sizes[d] && (d == dim || ig.sizes[d] <= og.sizes[d]),
+                      "scatter_add: index larger than src/self");
+  }
+  const int64_t item = out.meta->itemsize();
+  const int64_t dim_size = og.sizes[dim];
+  Shape out_strides = og.strides;
+  out_strides[dim] = 0;  // the dim's position comes from the index
+  bool bad = false;
+  int64_t bad_value = 0;
+  TD_RETURN_IF_ERROR(Dispatch<kSetAllButF8>(out.meta->dtype, "scatter_add", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    const ComputeT<T> one = ScalarTo<T>(Scalar::Int(1));
+    ForEachCoord(ig.sizes, [&](const int64_t* c) {
+      if (bad) return;
+      const int64_t v = LoadIndex(index.data_at_offset() + Offset(c, ig.strides) * index.meta->itemsize(),
+                                  index.meta->dtype);
+      if (v < 0 || v >= dim_size) {
+        bad = true;
+        bad_value = v;
+        return;
+      }
+      char* dst = out.data_at_offset() + (Offset(c, out_strides) + v * og.strides[dim]) * item;
+      AccumulateScaled<T>(dst, src.data_at_offset() + Offset(c, sg.strides) * item, one);
+    });
+    return absl::OkStatus();
+  }));
+  if (bad) return OutOfBounds("scatter_add", bad_value, dim, dim_size, ErrorKind::kRuntime);
+  return absl::OkStatus();
+}
+
+// index_add(self, dim, index, source, alpha): out = self; for every element
+// of source at i, out[i with i_dim = index[i_dim]] += alpha * source[i].
+absl::Status IndexAdd(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef index, InputTensor(ctx, 2));
+  TD_ASSIGN_OR_RETURN(TensorRef source, InputTensor(ctx, 3));
+  const Scalar alpha = ctx.args[4].scalar();
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("index_add", out, self.meta->sizes));
+  TD_RETURN_IF_ERROR(CopyConvert(out, self));
+  TD_INTERNAL_CHECK(index.meta->dtype == ScalarType::kInt64 || index.meta->dtype == ScalarType::kInt32,
+                    "index_add: index dtype");
+  TD_INTERNAL_CHECK(source.meta->dtype == out.meta->dtype, "index_add: source dtype");
+  TD_INTERNAL_CHECK(index.meta->dim() <= 1, "index_add: index is not a vector");
+  const Geometry og = AtLeast1d(*out.meta), sg = AtLeast1d(*source.meta);
+  const int64_t nd = static_cast<int64_t>(og.sizes.size());
+  int64_t dim = ctx.args[1].to_int();
+  if (dim < 0) dim += nd;
+  TD_INTERNAL_CHECK(dim >= 0 && dim < nd && sg.sizes.size() == og.sizes.size(), "index_add: shapes were not checked");
+  TD_INTERNAL_CHECK(index.meta->numel() == sg.sizes[dim], "index_add: index length");
+  for (int64_t d = 0; d < nd; ++d) {
+    TD_INTERNAL_CHECK(d == dim || sg.sizes[d] == og.sizes[d], "index_add: source shape");
+  }
+  const int64_t item = out.meta->itemsize();
+  const int64_t dim_size = og.sizes[dim];
+  const int64_t index_stride = index.meta->dim() == 1 ? index.meta->strides[0] : 0;
+  // Check every index first (cheap, and the loop below then cannot fail).
+  for (int64_t i = 0; i < index.meta->numel(); ++i) {
+    const int64_t v = LoadIndex(index.data_at_offset() + i * index_stride * index.meta->itemsize(),
+                                index.meta->dtype);
+    if (v < 0 || v >= dim_size) return OutOfBounds("index_add", v, dim, dim_size, ErrorKind::kIndex);
+  }
+  Shape out_strides = og.strides;
+  out_strides[dim] = 0;
+  return Dispatch<kSetAllButF8>(out.meta->dtype, "index_add", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    const ComputeT<T> a = ScalarTo<T>(alpha);
+    ForEachCoord(sg.sizes, [&](const int64_t* c) {
+      const int64_t v = LoadIndex(index.data_at_offset() + c[dim] * index_stride * index.meta->itemsize(),
+                                  index.meta->dtype);
+      char* dst = out.data_at_offset() + (Offset(c, out_strides) + v * og.strides[dim]) * item;
+      AccumulateScaled<T>(dst, source.data_at_offset() + Offset(c, sg.strides) * item, a);
+    });
+    return absl::OkStatus();
+  });
+}
+
+// ---- index_put --------------------------------------------------------------------
+
+// One index tensor of index_put over self dim `dim`: int32/int64 values read
+// with (broadcast) strides; masks become int64 coordinate lists.
+struct IndexOperand {
+  int64_t dim = 0;
+  const char* data = nullptr;
+  ScalarType dtype = ScalarType::kInt64;
+  Shape sizes;
+  Shape strides;  // elements
+  std::vector<int64_t> owned;  // a mask's coordinates along `dim`
+};
+
+// index_put(self, indices, values, accumulate): out = self; then
+// out[indices] = values (or += with accumulate), values broadcast to the
+// indexing result's shape (PyTorch's advanced-indexing layout rules).
+absl::Status IndexPut(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef values, InputTensor(ctx, 2));
+  const bool accumulate = ctx.args[3].to_bool();
+  const TensorList& list = ctx.args[1].tensor_list();
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("index_put", out, self.meta->sizes));
+  TD_INTERNAL_CHECK(values.meta->dtype == out.meta->dtype, "index_put: values dtype");
+  TD_RETURN_IF_ERROR(CopyConvert(out, self));
+  const TensorMeta& om = *out.meta;
+  const int64_t nd = om.dim();
+
+  // Index operands; masks expand to one coordinate list per dim they cover.
+  std::vector<IndexOperand> ops;
+  int64_t pos = 0;
+  for (const TensorMeta* m : list) {
+    if (m == nullptr) {
+      ++pos;
+      continue;
+    }
+    TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, m));
+    if (m->dtype == ScalarType::kBool || m->dtype == ScalarType::kUInt8) {
+      if (pos + m->dim() > nd) {
+        return IndexErr(absl::StrCat("index_put: too many indices for tensor of dimension ", nd));
+      }
+      for (int64_t j = 0; j < m->dim(); ++j) {
+        if (m->sizes[j] != om.sizes[pos + j]) {
+          return IndexErr(absl::StrCat("index_put: The shape of the mask ", ShapeToString(m->sizes), " at index ", j,
+                                       " does not match the shape of the indexed tensor ", ShapeToString(om.sizes),
+                                       " at index ", pos + j));
+        }
+      }
+      if (m->dim() == 0) {
+        // A 0-dim mask adds a dim of size 1 (true) or 0 (false): not supported.
+        return NotImplementedErr("index_put: 0-dim boolean mask indices are not supported");
+      }
+      const size_t first = ops.size();
+      for (int64_t j = 0; j < m->dim(); ++j) {
+        IndexOperand op;
+        op.dim = pos + j;
+        ops.push_back(std::move(op));
+      }
+      int64_t count = 0;
+      ForEachCoord(m->sizes, [&](const int64_t* c) {
+        if (t.data_at_offset()[Offset(c, m->strides)] == 0) return;
+        for (int64_t j = 0; j < m->dim(); ++j) ops[first + j].owned.push_back(c[j]);
+        ++count;
+      });
+      for (int64_t j = 0; j < m->dim(); ++j) {
+        IndexOperand& op = ops[first + j];
+        op.data = reinterpret_cast<const char*>(op.owned.data());
+        op.dtype = ScalarType::kInt64;
+        op.sizes = {count};
+        op.strides = {1};
+      }
+      pos += m->dim();
+    } else if (m->dtype == ScalarType::kInt64 || m->dtype == ScalarType::kInt32) {
+      if (pos >= nd) return IndexErr(absl::StrCat("index_put: too many indices for tensor of dimension ", nd));
+      IndexOperand op;
+      op.dim = pos++;
+      op.data = t.data_at_offset();
+      op.dtype = m->dtype;
+      op.sizes = m->sizes;
+      op.strides = m->strides;
+      ops.push_back(std::move(op));
+    } else {
+      return IndexErr("index_put: tensors used as indices must be long, int, byte or bool tensors");
+    }
+  }
+  // Broadcast the index shapes.
+  Shape b;
+  for (const IndexOperand& op : ops) b.resize(std::max(b.size(), op.sizes.size()), 1);
+  for (const IndexOperand& op : ops) {
+    const size_t off = b.size() - op.sizes.size();
+    for (size_t i = 0; i < op.sizes.size(); ++i) {
+      const int64_t s = op.sizes[i];
+      int64_t& bs = b[off + i];
+      if (s == bs || s == 1) continue;
+      if (bs == 1) {
+        bs = s;
+        continue;
+      }
+      return IndexErr("index_put: shape mismatch: indexing tensors could not be broadcast together");
+    }
+  }
+  // Broadcast strides of each index over b.
+  for (IndexOperand& op : ops) {
+    Shape st(b.size(), 0);
+    const size_t off = b.size() - op.sizes.size();
+    for (size_t i = 0; i < op.sizes.size(); ++i) st[off + i] = op.sizes[i] == 1 ? 0 : op.strides[i];
+    op.strides = std::move(st);
+  }
+  bool adjacent = true;
+  for (size_t k = 1; k < ops.size(); ++k) adjacent &= ops[k].dim == ops[k - 1].dim + 1;
+  // Result layout: b in place of the indexed dims when adjacent, else first;
+  // then self's other dims in order.
+  const int64_t nb = static_cast<int64_t>(b.size());
+  Shape res_sizes;
+  std::vector<int64_t> self_dim_at;  // result position -> self dim, or -1 for b dims
+  int64_t first_b = -1;
+  auto push_b = [&] {
+    first_b = static_cast<int64_t>(res_sizes.size());
+    for (int64_t i = 0; i < nb; ++i) {
+      res_sizes.push_back(b[i]);
+      self_dim_at.push_back(-1);
+    }
+  };
+  if (!adjacent || ops.empty()) push_b();
+  for (int64_t d = 0; d < nd; ++d) {
+    const bool indexed = std::any_of(ops.begin(), ops.end(), [d](const IndexOperand& o) { return o.dim == d; });
+    if (adjacent && !ops.empty() && d == ops.front().dim) push_b();
+    if (indexed) continue;
+    res_sizes.push_back(om.sizes[d]);
+    self_dim_at.push_back(d);
+  }
+  // values broadcast to the result shape.
+  const TensorMeta& vm = *values.meta;
+  const int64_t nr = static_cast<int64_t>(res_sizes.size());
+  Shape v_strides(nr, 0);
+  bool fits = vm.dim() <= nr;
+  for (int64_t i = 0; fits && i < vm.dim(); ++i) {
+    const int64_t r = nr - vm.dim() + i;
+    if (vm.sizes[i] == res_sizes[r]) {
+      v_strides[r] = vm.strides[i];
+    } else if (vm.sizes[i] != 1) {
+      fits = false;
+    }
+  }
+  if (!fits) {
+    return RuntimeErr(absl::StrCat("index_put: shape mismatch: value tensor of shape ", ShapeToString(vm.sizes),
+                                   " cannot be broadcast to indexing result of shape ", ShapeToString(res_sizes)));
+  }
+  // Check every index, then write.
+  for (const IndexOperand& op : ops) {
+    const int64_t size = om.sizes[op.dim];
+    bool bad = false;
+    int64_t bad_value = 0;
+    ForEachCoord(b, [&](const int64_t* c) {
+      if (bad) return;
+      const int64_t v = LoadIndex(op.data + Offset(c, op.strides) * ItemSize(op.dtype), op.dtype);
+      if (v < -size || v >= size) {
+        bad = true;
+        bad_value = v;
+      }
+    });
+    if (bad) return OutOfBounds("index_put", bad_value, op.dim, size, ErrorKind::kIndex);
+  }
+  const int64_t item = om.itemsize();
+  auto target = [&](const int64_t* c) -> char* {
+    int64_t off = 0;
+    for (int64_t r = 0; r < nr; ++r) {
+      if (self_dim_at[r] >= 0) off += c[r] * om.strides[self_dim_at[r]];
+    }
+    const int64_t* bc = c + (first_b < 0 ? 0 : first_b);
+    for (const IndexOperand& op : ops) {
+      int64_t v = LoadIndex(op.data + Offset(bc, op.strides) * ItemSize(op.dtype), op.dtype);
+      if (v < 0) v += om.sizes[op.dim];
+      off += v * om.strides[op.dim];
+    }
+    return out.data_at_offset() + off * item;
+  };
+  if (!accumulate) {
+    ForEachCoord(res_sizes, [&](const int64_t* c) {
+      std::memcpy(target(c), values.data_at_offset() + Offset(c, v_strides) * item, static_cast<size_t>(item));
+    });
+    return absl::OkStatus();
+  }
+  return Dispatch<kSetAllButF8>(om.dtype, "index_put", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    const ComputeT<T> one = ScalarTo<T>(Scalar::Int(1));
+    ForEachCoord(res_sizes, [&](const int64_t* c) {
+      AccumulateScaled<T>(target(c), values.data_at_offset() + Offset(c, v_strides) * item, one);
+    });
+    return absl::OkStatus();
+  });
+}
+
+// ---- masked_scatter -----------------------------------------------------------------
+
+// masked_scatter(self, mask, source): out = self broadcast with mask; the
+// k-th true element of the broadcast mask (row-major) takes source's k-th
+// element (row-major).
+absl::Status MaskedScatter(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef source, InputTensor(ctx, 2));
+  const TensorRef& out = ctx.outputs[0];
+  TD_INTERNAL_CHECK(source.meta->dtype == out.meta->dtype, "masked_scatter: source dtype");
+  TD_INTERNAL_CHECK(mask.meta->dtype == ScalarType::kBool || mask.meta->dtype == ScalarType::kUInt8,
+                    "masked_scatter: mask dtype");
+  TD_RETURN_IF_ERROR(CopyConvert(out, self));
+  const TensorMeta& om = *out.meta;
+  TD_ASSIGN_OR_RETURN(Shape mask_bytes, BroadcastByteStrides(*mask.meta, om.sizes));
+  std::unique_ptr<TempTensor> hs;
+  TD_ASSIGN_OR_RETURN(TensorRef src, AsContiguous(source, hs));
+  const int64_t item = om.itemsize();
+  int64_t count = 0;
+  ForEachCoord(om.sizes, [&](const int64_t* c) { count += mask.data_at_offset()[Offset(c, mask_bytes)] != 0; });
+  if (count > src.meta->numel()) {
+    return RuntimeErr(absl::StrCat("masked_scatter: Number of elements of source < number of ones in mask (",
+                                   src.meta->numel(), " < ", count, ")"));
+  }
+  int64_t k = 0;
+  ForEachCoord(om.sizes, [&](const int64_t* c) {
+    if (mask.data_at_offset()[Offset(c, mask_bytes)] == 0) return;
+    std::memcpy(out.data_at_offset() + Offset(c, om.strides) * item, src.data_at_offset() + k * item,
+                static_cast<size_t>(item));
+    ++k;
+  });
+  return absl::OkStatus();
+}
+
+// ---- select_backward / slice_backward -----------------------------------------------
+
+std::vector<int64_t> IntListAt(const KernelContext& ctx, size_t i) {
+  if (ctx.args[i].kind() == Value::Kind::kInt) return {ctx.args[i].to_int()};
+  return ctx.args[i].int_list();
+}
+
+// out = zeros(input_sizes); out.select(dim, index) = grad_output.
+absl::Status SelectBackward(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
+  const std::vector<int64_t> sizes = IntListAt(ctx, 1);
+  int64_t dim = ctx.args[2].to_int();
+  int64_t index = ctx.args[3].to_int();
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("select_backward", out, sizes));
+  const TensorMeta& om = *out.meta;
+  const int64_t nd = om.dim();
+  if (nd == 0) return IndexErr("select_backward: select() cannot be applied to a 0-dim tensor.");
+  if (dim < 0) dim += nd;
+  TD_INTERNAL_CHECK(dim >= 0 && dim < nd, "select_backward: dim");
+  const int64_t size = om.sizes[dim];
+  if (index < -size || index >= size) {
+    return IndexErr(absl::StrCat("select_backward: select(): index ", index, " out of range for tensor of size ",
+                                 ShapeToString(om.sizes), " at dimension ", dim));
+  }
+  if (index < 0) index += size;
+  TD_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
+  Shape vs = om.sizes, vst = om.strides;
+  vs.erase(vs.begin() + dim);
+  vst.erase(vst.begin() + dim);
+  const TensorMeta view = ViewMeta(om, vs, vst, om.storage_offset + index * om.strides[dim]);
+  TD_ASSIGN_OR_RETURN(Shape unused, BroadcastByteStrides(*grad.meta, view.sizes));
+  (void)unused;
+  return CopyConvert(TensorRef{out.base, &view}, grad);
+}
+
+// out = zeros(input_sizes); out.slice(dim, start, end, step) = grad_output.
+absl::Status SliceBackward(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
+  const std::vector<int64_t> sizes = IntListAt(ctx, 1);
+  int64_t dim = ctx.args[2].to_int();
+  int64_t start = ctx.args[3].to_int();
+  int64_t end = ctx.args[4].to_int();
+  const int64_t step = ctx.args[5].to_int();
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("slice_backward", out, sizes));
+  const TensorMeta& om = *out.meta;
+  const int64_t nd = om.dim();
+  if (nd == 0) return IndexErr("slice_backward: slice() cannot be applied to a 0-dim tensor.");
+  if (dim < 0) dim += nd;
+  TD_INTERNAL_CHECK(dim >= 0 && dim < nd, "slice_backward: dim");
+  if (step <= 0) return RuntimeErr("slice_backward: slice step must be positive");
+  const int64_t size = om.sizes[dim];
+  if (start < 0) start += size;
+  if (end < 0) end += size;
+  start = std::min(std::max<int64_t>(start, 0), size);
+  end = std::min(std::max(end, start), size);
+  const int64_t len = end - start;
+  TD_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
+  Shape vs = om.sizes, vst = om.strides;
+  vs[dim] = len == 0 ? 0 : 1 + (len - 1) / step;
+  vst[dim] = om.strides[dim] * step;
+  const TensorMeta view = ViewMeta(om, vs, vst, om.storage_offset + start * om.strides[dim]);
+  TD_ASSIGN_OR_RETURN(Shape unused, BroadcastByteStrides(*grad.meta, view.sizes));
+  (void)unused;
+  return CopyConvert(TensorRef{out.base, &view}, grad);
+}
+
+}  // namespace
+
+absl::Status RegisterScatterKernels(KernelRegistry& r) {
+  struct Entry {
+    const char* name;
+    KernelFn fn;
+  };
+  const Entry entries[] = {
+      {"scatter_add", ScatterAdd},     {"index_add", IndexAdd},          {"index_put", IndexPut},
+      {"masked_scatter", MaskedScatter}, {"select_backward", SelectBackward}, {"slice_backward", SliceBackward},
+  };
+  for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::cpu
