@@ -246,23 +246,24 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
 
   const Session::Writer write = [stream](const v1::ServerMessage& m) { return stream->Write(m); };
-  bool alive = true;
   bool client_ended = false;
-  while (alive) {
-    for (const v1::Request& r : msg.requests()) {
-      if (!session->Execute(r, write)) {
-        alive = false;
-        break;
-      }
-    }
-    if (!alive) break;
-    if (!stream->Read(&msg)) {
+  bool stream_ended = false;
+  // The engine reads through this while it waits for a BackwardCallback's
+  // result; the main loop below reads through it too.
+  const Session::Reader read = [&](v1::ClientMessage* m) {
+    if (stream_ended) return false;
+    if (!stream->Read(m)) {
+      stream_ended = true;
       client_ended = !context->IsCancelled();
-      break;
+      return false;
     }
-    if (msg.has_attach()) {
+    if (m->has_attach()) {
       Log(LogLevel::kDebug, "session ", HexId(id), ": attach on an attached stream ignored");
     }
+    return true;
+  };
+  while (session->ExecuteMessage(msg, write, read)) {
+    if (!read(&msg)) break;
   }
 
   {

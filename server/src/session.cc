@@ -10,10 +10,12 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
 #include "tensord/server/log.h"
+#include "internal.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
@@ -113,6 +115,43 @@ absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op) {
 
 }  // namespace
 
+bool IsInplace(const OpEntry& op) {
+  const std::vector<Argument>& a = op.schema.arguments;
+  return !a.empty() && a[0].is_write && a[0].type == ArgType::kTensor;
+}
+
+bool InplaceNeedsOriginalSelf(const OpEntry& op) {
+  // In-place ops whose derivative never reads self's old value.
+  static const absl::flat_hash_set<std::string>* kNoSelf = new absl::flat_hash_set<std::string>{
+      "add_.Tensor", "add_.Scalar", "sub_.Tensor", "sub_.Scalar", "mul_.Scalar", "div_.Scalar", "zero_",
+      "fill_.Scalar", "copy_", "uniform_", "normal_", "masked_fill_.Scalar", "addcmul_", "addcdiv_"};
+  return !kNoSelf->contains(op.full_name());
+}
+
+bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Value> args,
+                                        const std::vector<Tensor*>& inputs) {
+  const std::vector<bool>& diff = DifferentiableArgs(op);
+  auto requires = [&](const TensorMeta* m) {
+    if (m == nullptr) return false;
+    for (const Tensor* t : inputs) {
+      if (&t->meta == m) return t->requires_grad();
+    }
+    return false;
+  };
+  for (size_t i = 0; i < args.size() && i < diff.size(); ++i) {
+    if (!diff[i]) continue;
+    if (args[i].kind() == Value::Kind::kTensor && requires(args[i].tensor_ptr())) return true;
+    if (args[i].kind() == Value::Kind::kTensorList) {
+      for (const TensorMeta* m : args[i].tensor_list()) {
+        if (requires(m)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool Tensor::requires_grad() const { return ag != nullptr && ag->requires(); }
+
 void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
 
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
@@ -153,6 +192,16 @@ SessionStats Session::Close() {
     tensors.swap(tensors_);
     uploads.swap(uploads_);
     unreported_.clear();
+    queue_.clear();
+    // A .grad made with create_graph can reach, through its graph, the
+    // identity holding it: drop such grads so the cycle frees.
+    for (auto& [h, t] : tensors) {
+      if (t.ag != nullptr) t.ag->grad.reset();
+    }
+    for (const std::weak_ptr<AutogradMeta>& w : grad_holders_) {
+      if (auto ag = w.lock()) ag->grad.reset();
+    }
+    grad_holders_.clear();
     s.ops_executed = ops_executed_;
     if (!uploads.empty()) {
       Log(LogLevel::kWarning, "session ", absl::Hex(id_), ": ", uploads.size(),
@@ -167,22 +216,49 @@ SessionStats Session::Close() {
   return s;
 }
 
-bool Session::Execute(const v1::Request& request, const Writer& write) {
+bool Session::Execute(const v1::Request& request, const Writer& write, const Reader& read) {
+  v1::ClientMessage m;
+  *m.add_requests() = request;
+  return ExecuteMessage(m, write, read);
+}
+
+bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
-  try {
-    return ExecuteLocked(request, write);
-  } catch (const std::bad_alloc&) {
-    RecordError(OutOfMemoryErr("the daemon ran out of memory while executing a request"), "", 0, "");
-  } catch (const std::exception& e) {
-    RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
-  } catch (...) {
-    RecordError(InternalErr("internal error while executing a request"), "", 0, "");
+  for (const v1::Request& r : message.requests()) queue_.push_back(r);
+  const Writer* old_write = write_;
+  const Reader* old_read = read_;
+  write_ = &write;
+  read_ = read ? &read : nullptr;
+  const bool ok = DrainLocked();
+  write_ = old_write;
+  read_ = old_read;
+  if (!ok) queue_.clear();
+  return ok && !closed_;
+}
+
+bool Session::DrainLocked() {
+  while (!queue_.empty()) {
+    if (closed_) return false;
+    v1::Request request = std::move(queue_.front());
+    queue_.pop_front();
+    bool ok = true;
+    try {
+      ok = ExecuteLocked(request);
+    } catch (const std::bad_alloc&) {
+      RecordError(OutOfMemoryErr("the daemon ran out of memory while executing a request"), "", 0, "");
+    } catch (const std::exception& e) {
+      RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
+    } catch (...) {
+      RecordError(InternalErr("internal error while executing a request"), "", 0, "");
+    }
+    if (!ok) return false;
   }
   return true;
 }
 
-bool Session::ExecuteLocked(const v1::Request& request, const Writer& write) {
+bool Session::ExecuteLocked(const v1::Request& request) {
+  const Writer& write = *write_;
   switch (request.kind_case()) {
     case v1::Request::kCall:
       ExecuteCall(request.call());
@@ -199,10 +275,46 @@ bool Session::ExecuteLocked(const v1::Request& request, const Writer& write) {
       return ExecuteSync(request.sync(), write);
     case v1::Request::kDescribe:
       return ExecuteDescribe(request.describe(), write);
+    case v1::Request::kSetRequiresGrad:
+      ExecuteSetRequiresGrad(request.set_requires_grad());
+      return true;
+    case v1::Request::kRetainGrad:
+      ExecuteRetainGrad(request.retain_grad());
+      return true;
+    case v1::Request::kSetGrad:
+      ExecuteSetGrad(request.set_grad());
+      return true;
+    case v1::Request::kGetGrad:
+      ExecuteGetGrad(request.get_grad());
+      return true;
+    case v1::Request::kBackward:
+      return ExecuteBackward(request.backward());
+    case v1::Request::kRecordFunction:
+      ExecuteRecordFunction(request.record_function());
+      return true;
+    case v1::Request::kCallbackResult: {
+      const uint64_t id = request.callback_result().callback_id();
+      if (pending_callbacks_.empty()) {
+        RecordError(RuntimeErr(absl::StrCat("CallbackResult for callback ", id,
+                                            ": no backward callback is waiting for a result")),
+                    "backward", 0, "");
+      } else if (pending_callbacks_.back() != id || callback_result_ != nullptr) {
+        RecordError(RuntimeErr(absl::StrCat("CallbackResult for callback ", id, ": the daemon waits for callback ",
+                                            pending_callbacks_.back())),
+                    "backward", 0, "");
+      } else {
+        callback_result_ = std::make_unique<v1::CallbackResult>(request.callback_result());
+      }
+      return true;
+    }
+    case v1::Request::kManualSeed:
+      generator_.engine.seed(request.manual_seed().seed());
+      return true;
     case v1::Request::KIND_NOT_SET:
       break;
   }
-  RecordError(RuntimeErr("malformed request: none of call, upload, release, fetch, sync, describe is set"),
+  RecordError(RuntimeErr("malformed request: no request kind (call, upload, release, fetch, sync, describe, "
+                         "autograd...) is set"),
               "request", 0, "");
   return true;
 }
@@ -245,6 +357,7 @@ void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_
   Tensor t;
   if (meta != nullptr) t.meta = *meta;
   t.error = std::move(error);
+  t.ag = std::make_shared<AutogradMeta>();
   tensors_.emplace(handle, std::move(t));
 }
 
@@ -268,6 +381,9 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const OpEntry* op = call.op_id() < table.size() ? &table.at(call.op_id()) : nullptr;
   const std::string op_name = op != nullptr ? op->full_name() : absl::StrCat("op ", call.op_id());
   const int n_out = call.outputs_size();
+  // An in-place op's return is its first argument: the client may name it
+  // with handle 0 (no new handle; the result is self).
+  const bool inplace = op != nullptr && IsInplace(*op);
 
   // Output handles first: a failure must be able to mark them.
   std::vector<bool> out_ok(n_out, false);
@@ -276,6 +392,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     absl::flat_hash_set<uint64_t> seen;
     for (int i = 0; i < n_out; ++i) {
       const uint64_t h = call.outputs(i);
+      if (h == 0 && inplace && i == 0) continue;
       if (h != 0 && uploads_.contains(h)) AbandonUpload(h, op_name);
       absl::Status s = CheckNewHandle(h);
       if (s.ok() && !seen.insert(h).second) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
@@ -286,11 +403,11 @@ void Session::ExecuteCall(const v1::OpCall& call) {
       out_ok[i] = true;
     }
   }
-  std::vector<Tensor> outs;
+  std::vector<TensorMeta> metas;  // output metas known when the call failed
   auto mark_failed = [&](const std::shared_ptr<OpError>& err) {
     for (int i = 0; i < n_out; ++i) {
       if (!out_ok[i]) continue;
-      InsertFailed(call.outputs(i), i < static_cast<int>(outs.size()) ? &outs[i].meta : nullptr, err);
+      InsertFailed(call.outputs(i), i < static_cast<int>(metas.size()) ? &metas[i] : nullptr, err);
     }
   };
   auto fail = [&](absl::Status s) {
@@ -314,7 +431,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   }
 
   // Decode the arguments; tensors are resolved in this session's table only.
-  std::vector<const Tensor*> inputs;
+  std::vector<Tensor*> inputs;
   std::shared_ptr<OpError> input_error;
   std::vector<uint64_t> interrupted;
   auto lookup = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
@@ -344,23 +461,89 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   // A failed input fails the outputs with the original error, without running.
   if (input_error != nullptr) return mark_failed(input_error);
 
-  if (absl::Status s = ValidateArgs(schema, args); !s.ok()) return fail(s);
+  absl::StatusOr<std::vector<Tensor>> outs = Dispatch(*op, std::move(args), inputs, call.record_grad(), &metas);
+  inputs.clear();
+  if (!outs.ok()) return fail(outs.status());
+  for (int i = 0; i < n_out && i < static_cast<int>(outs->size()); ++i) {
+    if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move((*outs)[i]));
+  }
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::vector<Value> args,
+                                                     const std::vector<Tensor*>& inputs, bool record,
+                                                     std::vector<TensorMeta>* metas_on_failure) {
+  const OpEntry* op = &opr;
+  const OpTable& table = OpTable::Get();
+  const std::string op_name = op->full_name();
+  const FunctionSchema& schema = op->schema;
+  const bool inplace = IsInplace(*op);
+  std::vector<Tensor> outs;
+  auto fail = [&](absl::Status s) -> absl::Status {
+    if (metas_on_failure != nullptr) {
+      metas_on_failure->clear();
+      for (const Tensor& t : outs) metas_on_failure->push_back(t.meta);
+    }
+    return s;
+  };
+  auto find_input = [&](const TensorMeta* m) -> Tensor* {
+    for (Tensor* t : inputs) {
+      if (&t->meta == m) return t;
+    }
+    return nullptr;
+  };
+
+  TD_RETURN_IF_ERROR(ValidateArgs(schema, args));
   for (const Value& v : args) {
-    if (v.kind() == Value::Kind::kDevice && !v.device().is_cpu()) return fail(DeviceUnavailable(op_name, v.device()));
+    if (v.kind() == Value::Kind::kDevice && !v.device().is_cpu()) return DeviceUnavailable(op_name, v.device());
+  }
+  for (const Tensor* t : inputs) {
+    if (t->failed()) return t->error->status;
+    if (t->storage == nullptr) return InternalErr(absl::StrCat(op_name, ": an input tensor has no storage"));
+  }
+
+  // In-place ops: the autograd checks come before anything runs.
+  Tensor* self = nullptr;
+  Tensor self_before;
+  bool will_record = false;
+  if (inplace) {
+    self = find_input(args[0].tensor_ptr());
+    if (self == nullptr) return InternalErr(absl::StrCat(op_name, ": self is not among the inputs"));
+    will_record = record && !op->has(kNotDifferentiable) && AnyDifferentiableInputRequiresGrad(*op, args, inputs);
+    if (will_record) {
+      if (self->ag != nullptr && self->ag->is_leaf() && self->ag->requires_grad) {
+        return RuntimeErr("a leaf Variable that requires grad is being used in an in-place operation.");
+      }
+      if (self->ag != nullptr && self->ag->is_view) {
+        return NotImplementedErr(absl::StrCat(op_name, ": an in-place operation on a view of a tensor that "
+                                              "requires grad is not supported by tensord's autograd; clone() the "
+                                              "view first"));
+      }
+      if (InplaceNeedsOriginalSelf(*op)) {
+        const OpEntry* clone = table.Find("clone");
+        if (clone == nullptr) return InternalErr("autograd needs op 'clone', which is not in the op table");
+        std::vector<Tensor*> in = {self};
+        TD_ASSIGN_OR_RETURN(std::vector<Tensor> c, Dispatch(*clone, {Value(&self->meta)}, in, false, nullptr));
+        self_before = std::move(c[0]);
+        self_before.ag = self->ag;  // the clone stands for self as it was (same history)
+      }
+    }
   }
 
   const bool data_dependent = op->has(kDataDependent);
-  bool need_kernel = data_dependent;
+  bool need_kernel = data_dependent || inplace;
+  int64_t n_out = static_cast<int64_t>(schema.returns.size());
   if (data_dependent) {
     outs.reserve(n_out);
   } else {
     absl::StatusOr<MetaResult> r = table.RunMeta(*op, args);
     if (!r.ok()) return fail(r.status());
-    if (r->outputs.size() != static_cast<size_t>(n_out) || r->alias_of.size() != r->outputs.size()) {
-      return fail(TypeErr(absl::StrCat(op_name, ": the op returns ", r->outputs.size(), " tensor",
-                                       r->outputs.size() == 1 ? "" : "s", " but the call names ", n_out,
-                                       " output handle", n_out == 1 ? "" : "s")));
+    if (r->alias_of.size() != r->outputs.size() ||
+        (!schema.returns.empty() && schema.returns[0].type != ArgType::kTensorList &&
+         r->outputs.size() != schema.returns.size())) {
+      return fail(InternalErr(absl::StrCat(op_name, ": the meta function returned ", r->outputs.size(),
+                                           " outputs for ", schema.returns.size(), " returns")));
     }
+    n_out = static_cast<int64_t>(r->outputs.size());
     outs.resize(r->outputs.size());
     for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = std::move(r->outputs[i]);
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -371,15 +554,13 @@ void Session::ExecuteCall(const v1::OpCall& call) {
       if (!need.ok()) return fail(need.status());
       const int a = r->alias_of[i];
       if (a >= 0) {
-        // A view: share the aliased argument's storage, if the view fits in it.
+        // A view (or self, for an in-place op): share the aliased argument's
+        // storage, if the view fits in it.
         if (static_cast<size_t>(a) >= args.size() || !args[a].is_tensor()) {
           return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases argument ", a,
                                                ", which is not a tensor")));
         }
-        const Tensor* src = nullptr;
-        for (const Tensor* t : inputs) {
-          if (&t->meta == args[a].tensor_ptr()) src = t;
-        }
+        const Tensor* src = find_input(args[a].tensor_ptr());
         if (src == nullptr || src->storage == nullptr) {
           return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases an unknown input")));
         }
@@ -390,11 +571,28 @@ void Session::ExecuteCall(const v1::OpCall& call) {
                                               "of argument '", schema.arguments[a].name, "' holds ",
                                               src->storage->nbytes(), " bytes")));
         }
-        outs[i].storage = src->storage;
+        if (inplace && src == self && i == 0) {
+          if (m != self->meta) {
+            return fail(InternalErr(absl::StrCat(op_name, ": the in-place result's meta ", m.ToString(),
+                                                 " differs from self's ", self->meta.ToString())));
+          }
+          outs[i] = *self;  // same storage, same identity
+          if (outs[i].ag == nullptr) {
+            self->ag = std::make_shared<AutogradMeta>();
+            outs[i].ag = self->ag;
+          }
+        } else {
+          outs[i].storage = src->storage;
+          outs[i].ag = std::make_shared<AutogradMeta>();
+          // A differentiable view (detach's result is not one: it may be
+          // written in place freely, as in PyTorch).
+          outs[i].ag->is_view = !op->has(kNotDifferentiable);
+        }
       } else {
         absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(*need, op_name);
         if (!st.ok()) return fail(st.status());
         outs[i].storage = *std::move(st);
+        outs[i].ag = std::make_shared<AutogradMeta>();
         need_kernel = true;
       }
     }
@@ -412,7 +610,11 @@ void Session::ExecuteCall(const v1::OpCall& call) {
       }
       return nullptr;
     };
-    for (Tensor& t : outs) ctx.outputs.push_back(TensorRef{t.storage->data(), &t.meta});
+    for (size_t i = 0; i < outs.size(); ++i) {
+      // An in-place op's output 0 is self: its storage and its very meta.
+      const TensorMeta* m = (inplace && i == 0 && self != nullptr) ? &self->meta : &outs[i].meta;
+      ctx.outputs.push_back(TensorRef{outs[i].storage->data(), m});
+    }
     ctx.allocate_output = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
       if (!data_dependent) return InternalErr(absl::StrCat(op_name, ": allocate_output called by a structured kernel"));
       if (outs.size() >= static_cast<size_t>(n_out)) {
@@ -427,22 +629,32 @@ void Session::ExecuteCall(const v1::OpCall& call) {
       Tensor t;
       t.meta = m;
       t.storage = std::move(st);
+      t.ag = std::make_shared<AutogradMeta>();
       outs.push_back(std::move(t));  // capacity reserved: earlier metas stay put
       TensorRef ref{outs.back().storage->data(), &outs.back().meta};
       ctx.outputs.push_back(ref);
       return ref;
     };
     ctx.generator = &generator_;
-    if (absl::Status s = RunKernel(fn, ctx, op_name); !s.ok()) return fail(s);
+    if (absl::Status s = RunKernel(fn, ctx, op_name); !s.ok()) {
+      if (inplace && self != nullptr && self->storage != nullptr) self->storage->bump_version();
+      return fail(s);
+    }
     if (outs.size() != static_cast<size_t>(n_out)) {
       return fail(InternalErr(absl::StrCat(op_name, ": the kernel produced ", outs.size(), " outputs, expected ",
                                            n_out)));
     }
   }
-
-  inputs.clear();
-  for (int i = 0; i < n_out; ++i) tensors_.emplace(call.outputs(i), std::move(outs[i]));
+  if (inplace && self != nullptr) {
+    self->storage->bump_version();
+    outs[0].meta = self->meta;
+  }
   ++ops_executed_;
+
+  if (record && !op->has(kNotDifferentiable)) {
+    TD_RETURN_IF_ERROR(RecordNode(*op, args, inputs, outs, self_before.defined() ? &self_before : nullptr));
+  }
+  return outs;
 }
 
 // ------------------------------------------------------------------- uploads
@@ -534,6 +746,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
   Tensor t;
   t.meta = std::move(up.meta);
   t.storage = std::move(up.storage);
+  t.ag = std::make_shared<AutogradMeta>();
   uploads_.erase(it);
   tensors_.emplace(h, std::move(t));
 }
@@ -626,6 +839,7 @@ bool Session::ExecuteSync(const v1::Sync& sync, const Writer& write) {
     dropped_errors_ = 0;
   }
   unreported_.clear();
+  AddReleasedFunctions(ack);
   return write(msg);
 }
 
@@ -654,6 +868,7 @@ bool Session::ExecuteDescribe(const v1::Describe& describe, const Writer& write)
       t.error->ToProto(ack->add_errors());
     }
   }
+  AddReleasedFunctions(ack);
   return write(msg);
 }
 

@@ -82,6 +82,12 @@ class Storage {
   char* data() const { return data_; }
   int64_t nbytes() const { return nbytes_; }
 
+  // Autograd's version counter, shared by every tensor viewing this storage:
+  // bumped by each in-place op (a schema argument `Tensor(a!)`) that writes
+  // it. A tensor saved for backward remembers the version it was saved at.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
   friend class MemoryAccount;
   Storage(char* data, int64_t nbytes, std::shared_ptr<MemoryAccount> account)
@@ -90,6 +96,7 @@ class Storage {
   char* data_;
   int64_t nbytes_;
   std::shared_ptr<MemoryAccount> account_;
+  uint64_t version_ = 0;  // guarded by the owning session's mutex
 };
 
 }  // namespace tensord::server

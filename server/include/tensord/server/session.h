@@ -1,7 +1,8 @@
 // tensord/server/session.h — one client session in the daemon: its handle
 // table, its memory account, its random generator, and the dispatcher that
 // executes the requests of its stream in order (op calls, uploads, releases,
-// fetches, syncs, describes).
+// fetches, syncs, describes, and the autograd requests: the graph is
+// recorded as ops run and backward runs in the daemon, see autograd.h).
 //
 // Every field of every request is treated as hostile: handles are looked up
 // in this session's table only (another session's ids are simply unknown),
@@ -14,6 +15,7 @@
 #define TENSORD_SERVER_SESSION_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +28,7 @@
 #include "tensord/kernels/registry.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/server/allocator.h"
+#include "tensord/server/autograd.h"
 #include "tensord/v1/tensord.pb.h"
 
 namespace tensord::server {
@@ -45,16 +48,6 @@ struct OpError {
   bool reported = false;   // sent to the client already (guarded by the session's mutex)
 
   void ToProto(v1::Error* out) const;
-};
-
-// A tensor in the daemon: metadata, the storage it views, or the error that
-// prevented it from being computed.
-struct Tensor {
-  TensorMeta meta;
-  std::shared_ptr<Storage> storage;   // null when failed
-  std::shared_ptr<OpError> error;     // non-null when failed
-
-  bool failed() const { return error != nullptr; }
 };
 
 struct SessionStats {
@@ -82,10 +75,23 @@ class Session {
   const std::string& token() const { return token_; }
   const std::string& client_name() const { return client_name_; }
 
+  // Reads the next client message of the stream; returns false when the
+  // stream ended. The autograd engine reads through it while it waits for a
+  // BackwardCallback's result.
+  using Reader = std::function<bool(v1::ClientMessage*)>;
+
   // Executes one request. Returns false when `write` failed (the stream is
   // gone) or the session is closed; errors of the request itself are
-  // reported to the client, never returned.
-  bool Execute(const v1::Request& request, const Writer& write);
+  // reported to the client, never returned. Without a reader, a backward
+  // that reaches a Python function fails (there is no stream to call back on).
+  bool Execute(const v1::Request& request, const Writer& write, const Reader& read = nullptr);
+
+  // Executes the requests of one client message in order. A backward among
+  // them may read further messages through `read` (to get a callback's
+  // result); requests that follow the result in such a message run after the
+  // backward finishes, before this returns. Returns false when the stream is
+  // gone or the session closed.
+  bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read);
 
   // Frees every tensor and discards unfinished uploads. Idempotent; later
   // Execute calls return false. Returns the final statistics.
@@ -105,8 +111,51 @@ class Session {
     uint64_t call_id = 0;
   };
 
-  bool ExecuteLocked(const v1::Request& request, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ExecuteLocked(const v1::Request& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the queued requests until the queue is empty (or the stream is gone).
+  bool DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteCall(const v1::OpCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The dispatcher: meta -> allocate or alias -> kernel on daemon tensors.
+  // `args` are bound in schema order (tensor values point at the metas of
+  // `inputs`' elements, which must stay put during the call). In-place ops
+  // (first argument `Tensor(a!)`) write self's storage and return self
+  // (same identity), bumping its version counter. With `record`, the call is
+  // recorded for autograd when a differentiable input requires grad.
+  // Returns the outputs (one per schema return), or the error.
+  // On failure, `metas_on_failure` (when given) receives the output metas
+  // computed before the failure.
+  absl::StatusOr<std::vector<Tensor>> Dispatch(const OpEntry& op, std::vector<Value> args,
+                                              const std::vector<Tensor*>& inputs, bool record,
+                                              std::vector<TensorMeta>* metas_on_failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dispatch with daemon-made arguments (trailing ones default): the engine's
+  // and the formulas' entry point.
+  absl::StatusOr<std::vector<Tensor>> RunOp(absl::string_view full_name, std::vector<Arg> args, bool record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a node for a finished call (Dispatch's autograd half).
+  absl::Status RecordNode(const OpEntry& op, const std::vector<Value>& args, const std::vector<Tensor*>& inputs,
+                          std::vector<Tensor>& outs, const Tensor* self_before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Autograd requests.
+  void ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExecuteRetainGrad(const v1::RetainGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExecuteSetGrad(const v1::SetGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExecuteGetGrad(const v1::GetGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExecuteRecordFunction(const v1::RecordFunction& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ExecuteBackward(const v1::Backward& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The engine; fills `ack`'s autograd fields. Returns the backward's error.
+  absl::Status RunBackward(const v1::Backward& r, v1::Ack* ack, bool* stream_ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls a Python function node back: binds the grads, writes the callback,
+  // executes the client's requests until the matching CallbackResult.
+  absl::StatusOr<std::vector<Tensor>> CallBack(Node& node, const std::vector<Tensor>& grads, bool create_graph,
+                                              bool* stream_ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The gradient edge of a tensor (grad_fn or its leaf's AccumulateGrad).
+  Edge GradientEdge(const Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the function ids of destroyed function nodes to `ack`.
+  void AddReleasedFunctions(v1::Ack* ack);
+  // A tensor of the table by handle (nullptr when unknown or being uploaded).
+  Tensor* FindTensor(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteUpload(const v1::Upload& upload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRelease(const v1::Release& release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteFetch(const v1::Fetch& fetch, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -146,6 +195,23 @@ class Session {
   uint64_t dropped_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ops_executed_ ABSL_GUARDED_BY(mu_) = 0;
   Generator generator_ ABSL_GUARDED_BY(mu_);
+
+  // The stream's writer and reader while a message executes, and the
+  // requests read but not yet executed.
+  const Writer* write_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const Reader* read_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::deque<v1::Request> queue_ ABSL_GUARDED_BY(mu_);
+  // Autograd: node sequence numbers, the callbacks waiting for a result
+  // (innermost last), daemon-named handles, and identities whose .grad may
+  // hold a graph (their grads are dropped at Close to break cycles).
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_callback_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_daemon_handle_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> pending_callbacks_ ABSL_GUARDED_BY(mu_);
+  // The result of the innermost pending callback, once it arrived.
+  std::unique_ptr<v1::CallbackResult> callback_result_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<AutogradMeta>> grad_holders_ ABSL_GUARDED_BY(mu_);
+  const std::shared_ptr<ReleasedFunctions> released_functions_ = std::make_shared<ReleasedFunctions>();
 };
 
 }  // namespace tensord::server

@@ -1,0 +1,242 @@
+// tensord/server/autograd.h — the daemon's autograd graph: a tensor's
+// autograd identity, graph nodes, saved tensors, and the derivative formulas
+// registered against the op table.
+//
+// Ownership follows PyTorch: a tensor holds its grad_fn node strongly; a node
+// holds the nodes of its inputs (its next edges) and the tensors it saved.
+// A node saves its own outputs without their grad_fn (re-attached when
+// unpacked), so no node keeps itself alive. Releasing the last handle of a
+// tensor frees the part of the graph only it reached.
+#ifndef TENSORD_SERVER_AUTOGRAD_H_
+#define TENSORD_SERVER_AUTOGRAD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "tensord/meta/op_table.h"
+#include "tensord/meta/tensor_meta.h"
+#include "tensord/meta/value.h"
+#include "tensord/server/allocator.h"
+
+namespace tensord::server {
+
+struct OpError;
+struct AutogradMeta;
+class Node;
+
+// A tensor in the daemon: metadata, the storage it views (or the error that
+// prevented it from being computed), and its autograd identity. Copies share
+// storage and identity (two handles bound to one tensor, as GetGrad makes).
+// A default-constructed Tensor is "undefined" (None, or no gradient).
+struct Tensor {
+  TensorMeta meta;
+  std::shared_ptr<Storage> storage;   // null when failed or undefined
+  std::shared_ptr<OpError> error;     // non-null when failed
+  std::shared_ptr<AutogradMeta> ag;   // autograd identity (null: a leaf that does not require grad)
+
+  bool failed() const { return error != nullptr; }
+  bool defined() const { return storage != nullptr || error != nullptr; }
+  bool requires_grad() const;
+};
+
+// Where a gradient flows: input `input_nr` of node `fn` (null fn: nowhere).
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// Autograd identity of a tensor (shared by its handles, not by its views).
+struct AutogradMeta {
+  bool requires_grad = false;        // leaves only; non-leaves require grad through grad_fn
+  std::shared_ptr<Node> grad_fn;     // null for leaves
+  uint32_t output_nr = 0;
+  std::shared_ptr<Tensor> grad;      // .grad; null = None
+  bool retains_grad = false;
+  bool is_view = false;              // produced by a view op (shares its base's storage)
+  std::weak_ptr<Node> accumulator;   // leaves: their AccumulateGrad node, while it lives
+
+  bool is_leaf() const { return grad_fn == nullptr; }
+  bool requires() const { return requires_grad || grad_fn != nullptr; }
+};
+
+// A tensor a node keeps for its backward: the data as of the forward call and
+// the storage version then. Outputs of the node itself are kept without
+// identity (no cycle) and get the node back as grad_fn when unpacked.
+struct SavedTensor {
+  Tensor data;                 // ag null for own outputs
+  uint64_t version = 0;
+  bool is_output = false;
+  bool output_differentiable = false;
+  uint32_t output_nr = 0;
+  std::string grad_fn_name;    // for the version error ("ExpBackward0"), empty for leaves
+};
+
+// Where destroyed Python-function nodes report their function ids (drained
+// into the next Ack's released_functions). Thread-safe.
+class ReleasedFunctions {
+ public:
+  void Add(uint64_t id) {
+    absl::MutexLock l(&mu_);
+    ids_.push_back(id);
+  }
+  std::vector<uint64_t> Take() {
+    absl::MutexLock l(&mu_);
+    std::vector<uint64_t> out;
+    out.swap(ids_);
+    return out;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<uint64_t> ids_ ABSL_GUARDED_BY(mu_);
+};
+
+// One node of the graph: the backward of one recorded op call
+// (kOp), the gradient sink of a leaf (kAccumulate), or a user-defined
+// autograd.Function whose backward runs in the client (kFunction).
+class Node {
+ public:
+  enum class Kind { kOp, kAccumulate, kFunction };
+  Node(Kind kind, uint64_t seq, std::string name) : kind(kind), seq(seq), name(std::move(name)) {}
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const Kind kind;
+  const uint64_t seq;          // creation order; the engine runs newest first
+  const std::string name;      // "MulBackward0", "AccumulateGrad", the Function's name
+
+  // One edge per input slot (kOp: the op's tensor arguments flattened in
+  // schema order, list elements included; kFunction: the forward's inputs).
+  std::vector<Edge> next;
+  // Per input slot: the input's metadata (gradient shapes and dtypes are
+  // checked and reduced against it); for absent inputs a default meta.
+  std::vector<TensorMeta> input_metas;
+  std::vector<bool> input_present;
+  // Per forward output: metadata (zeros for missing gradients) and whether it
+  // is differentiable.
+  std::vector<TensorMeta> output_metas;
+  std::vector<bool> output_differentiable;
+
+  // kOp: the op, its arguments (tensor values point at saved[...].data.meta)
+  // and the saved tensors: the inputs (slot order) then the outputs.
+  const OpEntry* op = nullptr;
+  std::vector<Value> args;
+  std::vector<std::vector<int>> arg_slots;  // per argument: its input slots (-1: None in a list)
+  std::vector<SavedTensor> saved_inputs;    // per input slot
+  std::vector<SavedTensor> saved_outputs;   // per output
+  bool released = false;                    // saved tensors freed by a backward without retain_graph
+
+  // Non-leaf tensors whose .grad is kept (retain_grad): output number and identity.
+  std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
+
+  // kAccumulate: the leaf (strong: the leaf's identity outlives its handles
+  // while a graph needs it) and its metadata.
+  std::shared_ptr<AutogradMeta> leaf;
+  TensorMeta leaf_meta;
+
+  // kFunction.
+  uint64_t function_id = 0;
+  bool materialize_grads = true;
+  std::shared_ptr<ReleasedFunctions> released_sink;
+};
+
+// One argument of an op call made by the daemon itself (the engine and the
+// derivative formulas): a tensor, a list of tensors (undefined ones are
+// None), or any other Value.
+struct Arg {
+  enum class Kind { kValue, kTensor, kTensorList };
+  Kind kind = Kind::kValue;
+  Value value;
+  Tensor tensor;
+  std::vector<Tensor> list;
+
+  Arg(const Tensor& t) : kind(Kind::kTensor), tensor(t) {}                 // NOLINT
+  Arg(std::vector<Tensor> l) : kind(Kind::kTensorList), list(std::move(l)) {}  // NOLINT
+  template <typename T, typename = std::enable_if_t<!std::is_same_v<std::decay_t<T>, Tensor> &&
+                                                    !std::is_same_v<std::decay_t<T>, std::vector<Tensor>> &&
+                                                    !std::is_same_v<std::decay_t<T>, Arg>>>
+  Arg(T&& v) : value(Value(std::forward<T>(v))) {}  // NOLINT
+};
+
+// Runs one op of the table on daemon tensors: arguments in schema order
+// (trailing ones may be omitted and take the schema's defaults). Records the
+// call for autograd when the runner was made with recording on.
+using OpRunnerFn = std::function<absl::StatusOr<std::vector<Tensor>>(absl::string_view full_name, std::vector<Arg>)>;
+
+// An error carried out of a derivative formula (formulas are straight-line
+// code; every op they run either succeeds or ends the formula with its status).
+struct FormulaError {
+  absl::Status status;
+};
+
+// What a derivative formula sees: the incoming gradients (one per forward
+// output, undefined when none flowed), the saved arguments, and a way to run
+// ops (recorded when the backward has create_graph).
+class FormulaContext {
+ public:
+  FormulaContext(Node* node, std::shared_ptr<Node> self, std::vector<Tensor> grads, OpRunnerFn run)
+      : node_(node), self_(std::move(self)), grads_(std::move(grads)), run_(std::move(run)) {}
+
+  // Gradient of forward output `i` (undefined when none flowed to it).
+  const Tensor& grad(size_t i = 0) const;
+  // The argument named `name`: throws FormulaError when the node's saved
+  // tensors were freed or the tensor was modified in place since it was saved.
+  Tensor in(absl::string_view name) const;
+  // Input slot `slot` (tensor lists: one slot per element).
+  Tensor slot(size_t slot) const;
+  // Metadata of an argument tensor or input slot (never freed, never checked).
+  const TensorMeta& meta(absl::string_view name) const;
+  const TensorMeta& slot_meta(size_t slot) const { return node_->input_metas[slot]; }
+  size_t num_slots() const { return node_->next.size(); }
+  // The input slots of argument `name` (one for a tensor, n for a list).
+  const std::vector<int>& slots(absl::string_view name) const;
+  // Whether a gradient is needed for the argument (any of its slots has an edge).
+  bool needs(absl::string_view name) const;
+  bool needs_slot(size_t slot) const { return slot < node_->next.size() && node_->next[slot].valid(); }
+  // Forward output `i`, with this node as grad_fn.
+  Tensor out(size_t i = 0) const;
+  // A non-tensor argument.
+  const Value& value(absl::string_view name) const;
+  const OpEntry& op() const { return *node_->op; }
+
+  // Runs an op (throws FormulaError on failure); returns its first / all outputs.
+  Tensor call(absl::string_view full_name, std::vector<Arg> args) const;
+  std::vector<Tensor> call_all(absl::string_view full_name, std::vector<Arg> args) const;
+
+ private:
+  int ArgIndex(absl::string_view name) const;
+  Tensor Unpack(const SavedTensor& s) const;
+
+  Node* node_;
+  std::shared_ptr<Node> self_;
+  std::vector<Tensor> grads_;
+  OpRunnerFn run_;
+};
+
+// A derivative formula: returns one gradient per input slot (undefined where
+// none). Gradients need not have the input's shape or dtype when they
+// broadcast to it: the engine sums over broadcast dims and casts.
+using FormulaFn = std::vector<Tensor> (*)(FormulaContext& ctx);
+
+// The formula registered for `op` (by full name), or nullptr.
+FormulaFn FindFormula(const OpEntry& op);
+// Full names of the registered formulas (tests check completeness with it).
+std::vector<std::string> FormulaNames();
+
+// Throws FormulaError(InternalErr) naming `full_name` when the op table lacks it.
+const OpEntry& RequireOp(absl::string_view full_name);
+
+}  // namespace tensord::server
+
+#endif  // TENSORD_SERVER_AUTOGRAD_H_

@@ -1,0 +1,162 @@
+// Graph nodes and the context derivative formulas run in.
+#include "absl/strings/str_cat.h"
+#include "tensord/meta/errors.h"
+#include "tensord/server/autograd.h"
+
+namespace tensord::server {
+
+namespace {
+
+// Moves out of `n` the nodes only `n` keeps alive (through its edges or the
+// identities of the tensors it saved), so that they are destroyed by the
+// caller's loop rather than recursively.
+void Harvest(Node& n, std::vector<std::shared_ptr<Node>>& stack) {
+  for (Edge& e : n.next) {
+    if (e.fn != nullptr && e.fn.use_count() == 1) stack.push_back(std::move(e.fn));
+  }
+  n.next.clear();
+  for (SavedTensor& s : n.saved_inputs) {
+    std::shared_ptr<AutogradMeta>& ag = s.data.ag;
+    if (ag != nullptr && ag.use_count() == 1 && ag->grad_fn != nullptr && ag->grad_fn.use_count() == 1) {
+      stack.push_back(std::move(ag->grad_fn));
+    }
+  }
+}
+
+}  // namespace
+
+Node::~Node() {
+  if (kind == Kind::kFunction && released_sink != nullptr) released_sink->Add(function_id);
+  // Long chains (a loop unrolled over many steps) would recurse once per node
+  // when the last reference goes; unlink the chain iteratively instead.
+  std::vector<std::shared_ptr<Node>> stack;
+  Harvest(*this, stack);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    Harvest(*n, stack);
+  }
+}
+
+const OpEntry& RequireOp(absl::string_view full_name) {
+  const OpEntry* op = OpTable::Get().Find(full_name);
+  if (op == nullptr) {
+    throw FormulaError{InternalErr(
+        absl::StrCat("an autograd formula needs op '", full_name, "', which is not in this daemon's op table"))};
+  }
+  return *op;
+}
+
+const Tensor& FormulaContext::grad(size_t i) const {
+  static const Tensor* kUndefined = new Tensor();
+  return i < grads_.size() ? grads_[i] : *kUndefined;
+}
+
+int FormulaContext::ArgIndex(absl::string_view name) const {
+  const int i = node_->op->schema.ArgIndex(name);
+  if (i < 0) {
+    throw FormulaError{InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), " reads argument '", name,
+                                                "', which the schema lacks"))};
+  }
+  return i;
+}
+
+const std::vector<int>& FormulaContext::slots(absl::string_view name) const {
+  return node_->arg_slots[ArgIndex(name)];
+}
+
+bool FormulaContext::needs(absl::string_view name) const {
+  for (int s : slots(name)) {
+    if (s >= 0 && needs_slot(static_cast<size_t>(s))) return true;
+  }
+  return false;
+}
+
+const TensorMeta& FormulaContext::meta(absl::string_view name) const {
+  const std::vector<int>& s = slots(name);
+  if (s.size() != 1 || s[0] < 0) {
+    throw FormulaError{InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), ": argument '", name,
+                                                "' is not one tensor"))};
+  }
+  return node_->input_metas[s[0]];
+}
+
+const Value& FormulaContext::value(absl::string_view name) const { return node_->args[ArgIndex(name)]; }
+
+Tensor FormulaContext::Unpack(const SavedTensor& s) const {
+  if (node_->released) {
+    throw FormulaError{RuntimeErr(
+        "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+        "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+        "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
+        "you need to access saved tensors after calling backward.")};
+  }
+  if (s.data.storage == nullptr) {
+    throw FormulaError{InternalErr(absl::StrCat(node_->name, ": a saved tensor has no storage"))};
+  }
+  const uint64_t now = s.data.storage->version();
+  if (now != s.version) {
+    std::string owner;
+    if (s.is_output) {
+      owner = absl::StrCat(", which is output ", s.output_nr, " of ", node_->name, ",");
+    } else if (!s.grad_fn_name.empty()) {
+      owner = absl::StrCat(", which is output ", s.output_nr, " of ", s.grad_fn_name, ",");
+    }
+    throw FormulaError{RuntimeErr(absl::StrCat(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+        DtypeC10Name(s.data.meta.dtype), "Tensor ", ShapeToString(s.data.meta.sizes), "]", owner, " is at version ",
+        now, "; expected version ", s.version,
+        " instead. Hint: the backtrace further above shows the operation that failed to compute its gradient. The "
+        "variable in question was changed in there or anywhere later. Good luck!"))};
+  }
+  Tensor t = s.data;
+  if (s.is_output) {
+    t.ag = std::make_shared<AutogradMeta>();
+    if (s.output_differentiable) {
+      t.ag->grad_fn = self_;
+      t.ag->output_nr = s.output_nr;
+    }
+  }
+  return t;
+}
+
+Tensor FormulaContext::in(absl::string_view name) const {
+  const std::vector<int>& s = slots(name);
+  if (s.size() != 1 || s[0] < 0) {
+    throw FormulaError{InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), ": argument '", name,
+                                                "' is not one tensor"))};
+  }
+  return Unpack(node_->saved_inputs[s[0]]);
+}
+
+Tensor FormulaContext::slot(size_t slot) const {
+  if (slot >= node_->saved_inputs.size()) {
+    throw FormulaError{InternalErr(absl::StrCat(node_->name, ": no input slot ", slot))};
+  }
+  return Unpack(node_->saved_inputs[slot]);
+}
+
+Tensor FormulaContext::out(size_t i) const {
+  if (i >= node_->saved_outputs.size()) {
+    throw FormulaError{InternalErr(absl::StrCat(node_->name, ": no output ", i))};
+  }
+  return Unpack(node_->saved_outputs[i]);
+}
+
+std::vector<Tensor> FormulaContext::call_all(absl::string_view full_name, std::vector<Arg> args) const {
+  RequireOp(full_name);
+  absl::StatusOr<std::vector<Tensor>> r = run_(full_name, std::move(args));
+  if (!r.ok()) {
+    throw FormulaError{WithContext(r.status(), absl::StrCat("in the backward of ", node_->op->full_name(), " (",
+                                                            full_name, ")"))};
+  }
+  return *std::move(r);
+}
+
+Tensor FormulaContext::call(absl::string_view full_name, std::vector<Arg> args) const {
+  std::vector<Tensor> r = call_all(full_name, std::move(args));
+  if (r.empty()) throw FormulaError{InternalErr(absl::StrCat(full_name, " returned no tensor"))};
+  return r[0];
+}
+
+}  // namespace tensord::server

@@ -1,0 +1,916 @@
+// The session's autograd half: recording nodes as ops run, the autograd
+// requests (SetRequiresGrad, RetainGrad, SetGrad, GetGrad, RecordFunction,
+// Backward) and the engine that runs a backward pass, calling the client back
+// for user-defined functions.
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <queue>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "internal.h"
+#include "tensord/meta/autograd_rules.h"
+#include "tensord/meta/errors.h"
+#include "tensord/server/log.h"
+#include "tensord/server/session.h"
+#include "tensord/wire/wire.h"
+
+namespace tensord::server {
+namespace {
+
+constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
+
+// PyTorch's torch.Size repr: "torch.Size([2, 3])".
+std::string TorchSize(absl::Span<const int64_t> s) { return absl::StrCat("torch.Size(", ShapeToString(s), ")"); }
+
+// A snapshot of an identity's history (for tensors an in-place node saves
+// that are self: the node must not hold the identity it rebases onto itself).
+std::shared_ptr<AutogradMeta> Snapshot(const std::shared_ptr<AutogradMeta>& ag) {
+  if (ag == nullptr) return nullptr;
+  auto s = std::make_shared<AutogradMeta>();
+  s->requires_grad = ag->requires_grad;
+  s->grad_fn = ag->grad_fn;
+  s->output_nr = ag->output_nr;
+  return s;
+}
+
+}  // namespace
+
+Tensor* Session::FindTensor(uint64_t handle) {
+  auto it = tensors_.find(handle);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+void Session::AddReleasedFunctions(v1::Ack* ack) {
+  for (uint64_t id : released_functions_->Take()) ack->add_released_functions(id);
+}
+
+Edge Session::GradientEdge(const Tensor& t) {
+  if (t.ag == nullptr) return {};
+  if (t.ag->grad_fn != nullptr) return {t.ag->grad_fn, t.ag->output_nr};
+  if (!t.ag->requires_grad) return {};
+  std::shared_ptr<Node> acc = t.ag->accumulator.lock();
+  if (acc == nullptr) {
+    acc = std::make_shared<Node>(Node::Kind::kAccumulate, std::numeric_limits<uint64_t>::max(), "AccumulateGrad");
+    acc->leaf = t.ag;
+    acc->leaf_meta = t.meta;
+    acc->output_metas = {t.meta};
+    acc->output_differentiable = {true};
+    t.ag->accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::RunOp(absl::string_view full_name, std::vector<Arg> args, bool record) {
+  const OpEntry* op = OpTable::Get().Find(full_name);
+  if (op == nullptr) {
+    return InternalErr(absl::StrCat("autograd needs op '", full_name, "', which is not in this daemon's op table"));
+  }
+  const FunctionSchema& schema = op->schema;
+  if (args.size() > schema.arguments.size()) {
+    return InternalErr(absl::StrCat("autograd called ", full_name, " with ", args.size(), " arguments; it takes ",
+                                    schema.arguments.size()));
+  }
+  std::deque<Tensor> holders;  // stable addresses for the metas the values point at
+  std::vector<Tensor*> inputs;
+  std::vector<Value> vals;
+  vals.reserve(schema.arguments.size());
+  for (size_t i = 0; i < schema.arguments.size(); ++i) {
+    const Argument& a = schema.arguments[i];
+    if (i >= args.size()) {
+      if (a.default_value.has_value()) {
+        vals.push_back(*a.default_value);
+      } else if (a.optional) {
+        vals.emplace_back();
+      } else {
+        return InternalErr(absl::StrCat("autograd called ", full_name, " without its argument '", a.name, "'"));
+      }
+      continue;
+    }
+    Arg& g = args[i];
+    switch (g.kind) {
+      case Arg::Kind::kTensor:
+        if (!g.tensor.defined()) {
+          vals.emplace_back();
+          break;
+        }
+        if (g.tensor.failed()) return g.tensor.error->status;
+        holders.push_back(g.tensor);
+        inputs.push_back(&holders.back());
+        vals.emplace_back(&holders.back().meta);
+        break;
+      case Arg::Kind::kTensorList: {
+        TensorList l;
+        for (const Tensor& t : g.list) {
+          if (!t.defined()) {
+            l.push_back(nullptr);
+            continue;
+          }
+          if (t.failed()) return t.error->status;
+          holders.push_back(t);
+          inputs.push_back(&holders.back());
+          l.push_back(&holders.back().meta);
+        }
+        vals.emplace_back(std::move(l));
+        break;
+      }
+      case Arg::Kind::kValue: {
+        Value v = std::move(g.value);
+        const Value::Kind k = v.kind();
+        if (a.type == ArgType::kIntList && k == Value::Kind::kInt) {
+          v = Value(std::vector<int64_t>{v.to_int()});
+        } else if (a.type == ArgType::kScalar && (k == Value::Kind::kInt || k == Value::Kind::kFloat ||
+                                                  k == Value::Kind::kBool)) {
+          v = Value(v.scalar());
+        } else if (a.type == ArgType::kFloat && k == Value::Kind::kInt) {
+          v = Value(static_cast<double>(v.to_int()));
+        }
+        vals.push_back(std::move(v));
+        break;
+      }
+    }
+  }
+  return Dispatch(*op, std::move(vals), inputs, record, nullptr);
+}
+
+absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& args, const std::vector<Tensor*>& inputs,
+                                 std::vector<Tensor>& outs, const Tensor* self_before) {
+  if (!AnyDifferentiableInputRequiresGrad(op, args, inputs)) return absl::OkStatus();
+  const std::vector<bool>& diff = DifferentiableArgs(op);
+  const bool inplace = IsInplace(op);
+  const std::shared_ptr<AutogradMeta> self_ag = inplace && !outs.empty() ? outs[0].ag : nullptr;
+  auto find = [&](const TensorMeta* m) -> Tensor* {
+    for (Tensor* t : inputs) {
+      if (&t->meta == m) return t;
+    }
+    return nullptr;
+  };
+  auto node = std::make_shared<Node>(Node::Kind::kOp, ++next_seq_, GradFnName(op));
+  node->op = &op;
+  size_t n_slots = 0;
+  for (const Value& v : args) {
+    if (v.kind() == Value::Kind::kTensor) ++n_slots;
+    if (v.kind() == Value::Kind::kTensorList) n_slots += v.tensor_list().size();
+  }
+  node->saved_inputs.reserve(n_slots);
+  node->arg_slots.resize(args.size());
+  node->args = args;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto add_slot = [&](const TensorMeta* m) -> int {
+      if (m == nullptr) return -1;
+      Tensor* t = find(m);
+      if (t == nullptr) return -1;
+      const Tensor& src = (self_before != nullptr && i == 0) ? *self_before : *t;
+      SavedTensor s;
+      s.data.meta = src.meta;
+      s.data.storage = src.storage;
+      s.data.ag = (self_ag != nullptr && src.ag == self_ag) ? Snapshot(src.ag) : src.ag;
+      s.version = src.storage != nullptr ? src.storage->version() : 0;
+      if (src.ag != nullptr && src.ag->grad_fn != nullptr) {
+        s.grad_fn_name = src.ag->grad_fn->name;
+        s.output_nr = src.ag->output_nr;
+      }
+      node->saved_inputs.push_back(std::move(s));
+      node->next.push_back(i < diff.size() && diff[i] && t->requires_grad() ? GradientEdge(*t) : Edge{});
+      node->input_metas.push_back(t->meta);
+      node->input_present.push_back(true);
+      return static_cast<int>(node->saved_inputs.size() - 1);
+    };
+    if (args[i].kind() == Value::Kind::kTensor) {
+      const int s = add_slot(args[i].tensor_ptr());
+      node->arg_slots[i] = {s};
+      if (s >= 0) node->args[i] = Value(&node->saved_inputs[s].data.meta);
+    } else if (args[i].kind() == Value::Kind::kTensorList) {
+      TensorList l;
+      for (const TensorMeta* m : args[i].tensor_list()) {
+        const int s = add_slot(m);
+        node->arg_slots[i].push_back(s);
+        l.push_back(s >= 0 ? &node->saved_inputs[s].data.meta : nullptr);
+      }
+      node->args[i] = Value(std::move(l));
+    }
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const bool d = IsDifferentiableDtype(outs[i].meta.dtype);
+    node->output_metas.push_back(outs[i].meta);
+    node->output_differentiable.push_back(d);
+    SavedTensor s;
+    s.data.meta = outs[i].meta;
+    s.data.storage = outs[i].storage;
+    s.version = outs[i].storage != nullptr ? outs[i].storage->version() : 0;
+    s.is_output = true;
+    s.output_differentiable = d;
+    s.output_nr = static_cast<uint32_t>(i);
+    node->saved_outputs.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!node->output_differentiable[i] || outs[i].ag == nullptr) continue;
+    AutogradMeta& ag = *outs[i].ag;
+    ag.grad_fn = node;
+    ag.output_nr = static_cast<uint32_t>(i);
+    ag.requires_grad = false;
+    if (ag.retains_grad) node->retained.emplace_back(static_cast<uint32_t>(i), outs[i].ag);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------- autograd requests
+
+void Session::ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) {
+  for (uint64_t h : r.handles()) {
+    Tensor* t = FindTensor(h);
+    if (t == nullptr) {
+      RecordError(UnknownHandle("requires_grad_", h), "requires_grad_", r.call_id(), r.call_site());
+      continue;
+    }
+    if (t->failed()) continue;  // the tensor's own error is reported already
+    if (t->ag == nullptr) t->ag = std::make_shared<AutogradMeta>();
+    if (!t->ag->is_leaf()) {
+      if (r.requires_grad()) continue;  // a non-leaf requires grad already: nothing to change
+      RecordError(RuntimeErr(absl::StrCat(
+                      "you can only change requires_grad flags of leaf variables. If you want to use a computed "
+                      "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach(). "
+                      "(handle ",
+                      h, ")")),
+                  "requires_grad_", r.call_id(), r.call_site());
+      continue;
+    }
+    if (r.requires_grad() && !IsDifferentiableDtype(t->meta.dtype)) {
+      RecordError(RuntimeErr(absl::StrCat("only Tensors of floating point and complex dtype can require gradients "
+                                          "(handle ",
+                                          h, " has dtype ", DtypeName(t->meta.dtype), ")")),
+                  "requires_grad_", r.call_id(), r.call_site());
+      continue;
+    }
+    t->ag->requires_grad = r.requires_grad();
+  }
+}
+
+void Session::ExecuteRetainGrad(const v1::RetainGrad& r) {
+  Tensor* t = FindTensor(r.handle());
+  if (t == nullptr) {
+    RecordError(UnknownHandle("retain_grad", r.handle()), "retain_grad", 0, "");
+    return;
+  }
+  if (t->failed()) return;
+  if (!t->requires_grad()) {
+    RecordError(RuntimeErr("can't retain_grad on Tensor that has requires_grad=False"), "retain_grad", 0, "");
+    return;
+  }
+  if (t->ag->is_leaf() || t->ag->retains_grad) return;  // leaves keep their .grad anyway
+  t->ag->retains_grad = true;
+  t->ag->grad_fn->retained.emplace_back(t->ag->output_nr, t->ag);
+}
+
+void Session::ExecuteSetGrad(const v1::SetGrad& r) {
+  Tensor* t = FindTensor(r.handle());
+  if (t == nullptr) {
+    RecordError(UnknownHandle("grad setter", r.handle()), "grad", 0, "");
+    return;
+  }
+  if (t->ag == nullptr) t->ag = std::make_shared<AutogradMeta>();
+  if (r.grad() == 0) {
+    t->ag->grad.reset();
+    return;
+  }
+  Tensor* g = FindTensor(r.grad());
+  if (g == nullptr) {
+    RecordError(UnknownHandle("grad setter", r.grad()), "grad", 0, "");
+    return;
+  }
+  if (g->failed()) {
+    RecordError(g->error->status, "grad", 0, "");
+    return;
+  }
+  if (g->meta.dtype != t->meta.dtype) {
+    RecordError(RuntimeErr(absl::StrCat("assigned grad has data of a different type (", DtypeName(g->meta.dtype),
+                                        " for a tensor of ", DtypeName(t->meta.dtype), ")")),
+                "grad", 0, "");
+    return;
+  }
+  if (g->meta.sizes != t->meta.sizes) {
+    RecordError(RuntimeErr(absl::StrCat("assigned grad has data of a different size (", ShapeToString(g->meta.sizes),
+                                        " for a tensor of ", ShapeToString(t->meta.sizes), ")")),
+                "grad", 0, "");
+    return;
+  }
+  if (g->ag == nullptr) g->ag = std::make_shared<AutogradMeta>();
+  t->ag->grad = std::make_shared<Tensor>(*g);
+  if (g->requires_grad()) grad_holders_.push_back(t->ag);
+}
+
+void Session::ExecuteGetGrad(const v1::GetGrad& r) {
+  if (absl::Status s = CheckNewHandle(r.output()); !s.ok()) {
+    RecordError(RuntimeErr(absl::StrCat("grad: output handle: ", s.message())), "grad", 0, "");
+    return;
+  }
+  Tensor* t = FindTensor(r.handle());
+  std::shared_ptr<OpError> err;
+  if (t == nullptr) {
+    err = RecordError(UnknownHandle("grad", r.handle()), "grad", 0, "");
+  } else if (t->ag == nullptr || t->ag->grad == nullptr) {
+    err = RecordError(RuntimeErr(absl::StrCat("grad: tensor handle ", r.handle(), " has no .grad (it is None)")),
+                      "grad", 0, "");
+  } else {
+    tensors_.emplace(r.output(), *t->ag->grad);
+    return;
+  }
+  InsertFailed(r.output(), nullptr, err);
+}
+
+void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
+  const std::string what = absl::StrCat(r.name().empty() ? "Function" : r.name(), " (function ", r.function_id(), ")");
+  auto fail = [&](absl::Status s) {
+    released_functions_->Add(r.function_id());
+    RecordError(std::move(s), what, r.call_id(), r.call_site());
+  };
+  std::vector<Tensor*> ins;
+  for (uint64_t h : r.inputs()) {
+    if (h == 0) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    Tensor* t = FindTensor(h);
+    if (t == nullptr) return fail(UnknownHandle(what, h));
+    ins.push_back(t);
+  }
+  std::vector<Tensor*> outs;
+  for (uint64_t h : r.outputs()) {
+    Tensor* t = FindTensor(h);
+    if (t == nullptr) return fail(UnknownHandle(what, h));
+    if (t->failed()) return fail(t->error->status);
+    if (t->ag == nullptr) t->ag = std::make_shared<AutogradMeta>();
+    outs.push_back(t);
+  }
+  if (r.non_differentiable_size() != 0 && r.non_differentiable_size() != r.outputs_size()) {
+    return fail(RuntimeErr(absl::StrCat(what, ": non_differentiable has ", r.non_differentiable_size(),
+                                        " entries for ", r.outputs_size(), " outputs")));
+  }
+  bool any = false;
+  for (Tensor* t : ins) any = any || (t != nullptr && t->requires_grad());
+  if (!any) {
+    released_functions_->Add(r.function_id());  // no node: the client may drop the ctx now
+    return;
+  }
+  absl::flat_hash_set<uint64_t> dirty(r.dirty().begin(), r.dirty().end());
+  auto node = std::make_shared<Node>(Node::Kind::kFunction, ++next_seq_,
+                                     r.name().empty() ? "FunctionBackward" : r.name());
+  node->function_id = r.function_id();
+  node->materialize_grads = r.materialize_grads();
+  node->released_sink = released_functions_;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    Tensor* t = ins[i];
+    node->next.push_back(t != nullptr && t->requires_grad() ? GradientEdge(*t) : Edge{});
+    node->input_metas.push_back(t != nullptr ? t->meta : TensorMeta());
+    node->input_present.push_back(t != nullptr);
+  }
+  for (int i = 0; i < r.outputs_size(); ++i) {
+    Tensor* t = outs[i];
+    const bool nd = r.non_differentiable_size() > 0 && r.non_differentiable(i);
+    const bool d = !nd && IsDifferentiableDtype(t->meta.dtype);
+    node->output_metas.push_back(t->meta);
+    node->output_differentiable.push_back(d);
+    if (!d) {
+      // A non-differentiable output of a function does not require grad.
+      if (!dirty.contains(r.outputs(i))) {
+        t->ag = std::make_shared<AutogradMeta>();
+      }
+      continue;
+    }
+    if (t->ag->is_leaf() && t->ag->requires_grad && !dirty.contains(r.outputs(i))) {
+      // An input returned as is: PyTorch returns a view of it; here it keeps its identity.
+      continue;
+    }
+    t->ag->grad_fn = node;
+    t->ag->output_nr = static_cast<uint32_t>(i);
+    t->ag->requires_grad = false;
+    if (t->ag->retains_grad) node->retained.emplace_back(static_cast<uint32_t>(i), t->ag);
+  }
+}
+
+// ------------------------------------------------------------------ backward
+
+bool Session::ExecuteBackward(const v1::Backward& r) {
+  v1::ServerMessage msg;
+  v1::Ack* ack = msg.mutable_ack();
+  ack->set_request_id(r.request_id());
+  bool stream_ok = true;
+  absl::Status s = RunBackward(r, ack, &stream_ok);
+  if (!stream_ok) return false;
+  if (!s.ok()) {
+    // Nothing of a failed backward is reported as done; outputs fail.
+    ack->clear_grad_changed();
+    ack->clear_grad_metas();
+    ack->clear_grad_requires_grad();
+    ack->clear_defined();
+    ack->clear_metas();
+    OpError e;
+    e.status = s;
+    e.op = r.accumulate() ? "backward" : "grad";
+    e.call_site = r.call_site();
+    e.ToProto(ack->add_errors());
+    auto shared = std::make_shared<OpError>(e);
+    shared->reported = true;
+    for (uint64_t h : r.outputs()) {
+      if (CheckNewHandle(h).ok()) InsertFailed(h, nullptr, shared);
+    }
+  }
+  AddReleasedFunctions(ack);
+  return (*write_)(msg);
+}
+
+absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* stream_ok) {
+  const bool create_graph = r.create_graph();
+  const bool retain_graph = r.retain_graph() || create_graph;
+  const bool grad_mode = !r.accumulate();
+  auto has_kernel = [&](absl::string_view name) {
+    const OpEntry* op = OpTable::Get().Find(name);
+    return op != nullptr && kernels_ != nullptr && kernels_->Find(DeviceType::kCPU, op->id) != nullptr;
+  };
+  auto run = [&](absl::string_view name, std::vector<Arg> args, bool record) -> absl::StatusOr<Tensor> {
+    TD_ASSIGN_OR_RETURN(std::vector<Tensor> o, RunOp(name, std::move(args), record));
+    if (o.empty()) return InternalErr(absl::StrCat(name, " returned no tensor"));
+    return o[0];
+  };
+
+  if (r.roots_size() == 0) return RuntimeErr("grad requires non-empty inputs: no tensors to differentiate were given");
+  if (r.grad_roots_size() != 0 && r.grad_roots_size() != r.roots_size()) {
+    return RuntimeErr(absl::StrCat("grad can be implicitly created only for scalar outputs; got ", r.grad_roots_size(),
+                                   " gradients for ", r.roots_size(), " tensors"));
+  }
+  if (grad_mode && r.inputs_size() == 0) return RuntimeErr("grad requires non-empty inputs.");
+  if (grad_mode) {
+    absl::flat_hash_set<uint64_t> seen;
+    for (uint64_t h : r.outputs()) {
+      if (absl::Status s = CheckNewHandle(h); !s.ok() || !seen.insert(h).second) {
+        return RuntimeErr(absl::StrCat("grad: output handle ", h, " is not a fresh handle"));
+      }
+    }
+    if (r.outputs_size() != r.inputs_size()) {
+      return RuntimeErr(absl::StrCat("grad: ", r.inputs_size(), " inputs but ", r.outputs_size(), " output handles"));
+    }
+  }
+
+  // Roots and their gradients.
+  std::vector<Edge> root_edges;
+  std::vector<Tensor> root_grads;
+  for (int i = 0; i < r.roots_size(); ++i) {
+    Tensor* t = FindTensor(r.roots(i));
+    if (t == nullptr) return UnknownHandle("backward", r.roots(i));
+    if (t->failed()) return t->error->status;
+    if (!t->requires_grad()) {
+      return RuntimeErr(absl::StrCat("element ", i, " of tensors does not require grad and does not have a grad_fn"));
+    }
+    const Tensor root = *t;
+    Tensor g;
+    const uint64_t gh = r.grad_roots_size() ? r.grad_roots(i) : 0;
+    if (gh == 0) {
+      if (root.meta.numel() != 1) return RuntimeErr("grad can be implicitly created only for scalar outputs");
+      TD_ASSIGN_OR_RETURN(g, run("ones_like", {root}, false));
+    } else {
+      Tensor* gt = FindTensor(gh);
+      if (gt == nullptr) return UnknownHandle("backward", gh);
+      if (gt->failed()) return gt->error->status;
+      g = *gt;
+      if (g.meta.sizes != root.meta.sizes) {
+        return RuntimeErr(absl::StrCat("Mismatch in shape: grad_output[", i, "] has a shape of ",
+                                       TorchSize(g.meta.sizes), " and output[", i, "] has a shape of ",
+                                       TorchSize(root.meta.sizes), "."));
+      }
+      if (g.meta.dtype != root.meta.dtype) {
+        TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, root.meta.dtype}, create_graph));
+      }
+    }
+    root_edges.push_back(GradientEdge(root));
+    root_grads.push_back(std::move(g));
+  }
+
+  // Inputs: where gradients are captured (grad) or the only ones accumulated.
+  struct Capture {
+    Node* node;
+    uint32_t nr;
+  };
+  std::vector<Tensor> input_tensors;
+  std::vector<Edge> input_edges;
+  for (int i = 0; i < r.inputs_size(); ++i) {
+    Tensor* t = FindTensor(r.inputs(i));
+    if (t == nullptr) return UnknownHandle(grad_mode ? "grad" : "backward", r.inputs(i));
+    if (t->failed()) return t->error->status;
+    if (!t->requires_grad()) return RuntimeErr("One of the differentiated Tensors does not require grad");
+    input_tensors.push_back(*t);
+    input_edges.push_back(GradientEdge(*t));
+  }
+  const bool pruned = r.inputs_size() > 0;
+
+  // The graph reachable from the roots (every node once).
+  std::vector<Node*> order;
+  absl::flat_hash_map<Node*, std::shared_ptr<Node>> keep;  // holds every node while the pass runs
+  {
+    std::vector<Node*> stack;
+    for (const Edge& e : root_edges) {
+      if (e.valid() && keep.emplace(e.fn.get(), e.fn).second) stack.push_back(e.fn.get());
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
+      for (const Edge& e : n->next) {
+        if (e.valid() && keep.emplace(e.fn.get(), e.fn).second) stack.push_back(e.fn.get());
+      }
+    }
+  }
+  // Which nodes must run: all, or (with inputs) those leading to an input.
+  absl::flat_hash_set<Node*> targets;
+  absl::flat_hash_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;  // node -> (input_nr, input index)
+  for (size_t i = 0; i < input_edges.size(); ++i) {
+    targets.insert(input_edges[i].fn.get());
+    captures[input_edges[i].fn.get()].emplace_back(input_edges[i].input_nr, i);
+  }
+  absl::flat_hash_set<Node*> needed;
+  if (!pruned) {
+    for (Node* n : order) needed.insert(n);
+  } else {
+    // Fixed point over the (acyclic) graph: a node is needed when it is a
+    // target or one of its next nodes is needed.
+    absl::flat_hash_map<Node*, int> state;  // 0 new, 1 visiting, 2 done
+    for (Node* start : order) {
+      if (state[start] == 2) continue;
+      std::vector<std::pair<Node*, size_t>> st{{start, 0}};
+      state[start] = 1;
+      while (!st.empty()) {
+        auto& [n, k] = st.back();
+        if (k < n->next.size()) {
+          Node* c = n->next[k++].fn.get();
+          if (c != nullptr && state[c] == 0) {
+            state[c] = 1;
+            st.emplace_back(c, 0);
+          }
+          continue;
+        }
+        bool need = targets.contains(n);
+        for (const Edge& e : n->next) need = need || (e.valid() && needed.contains(e.fn.get()));
+        if (need) needed.insert(n);
+        state[n] = 2;
+        st.pop_back();
+      }
+    }
+  }
+  absl::flat_hash_map<Node*, int> deps;
+  for (Node* n : order) {
+    if (!needed.contains(n)) continue;
+    for (const Edge& e : n->next) {
+      if (e.valid() && needed.contains(e.fn.get())) ++deps[e.fn.get()];
+    }
+  }
+
+  // Gradient buffers per node input (= the forward's outputs).
+  absl::flat_hash_map<Node*, std::vector<Tensor>> buffers;
+  auto add_to_buffer = [&](Node* n, uint32_t nr, Tensor g) -> absl::Status {
+    std::vector<Tensor>& b = buffers[n];
+    if (b.size() < n->output_metas.size()) b.resize(n->output_metas.size());
+    if (nr >= b.size()) return InternalErr(absl::StrCat("gradient for input ", nr, " of ", n->name));
+    if (!b[nr].defined()) {
+      b[nr] = std::move(g);
+    } else {
+      TD_ASSIGN_OR_RETURN(b[nr], run("add.Tensor", {b[nr], g}, create_graph));
+    }
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < root_edges.size(); ++i) {
+    if (!root_edges[i].valid() || !needed.contains(root_edges[i].fn.get())) continue;
+    TD_RETURN_IF_ERROR(add_to_buffer(root_edges[i].fn.get(), root_edges[i].input_nr, root_grads[i]));
+  }
+
+  auto cmp = [](Node* a, Node* b) { return a->seq < b->seq; };  // newest (largest seq) first
+  std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
+  for (Node* n : order) {
+    if (needed.contains(n) && deps[n] == 0) ready.push(n);
+  }
+
+  std::vector<Tensor> captured(input_edges.size());
+  absl::flat_hash_set<AutogradMeta*> changed;
+  absl::flat_hash_map<AutogradMeta*, std::shared_ptr<AutogradMeta>> changed_keep;
+  auto mark_changed = [&](const std::shared_ptr<AutogradMeta>& ag) {
+    changed.insert(ag.get());
+    changed_keep[ag.get()] = ag;
+    if (create_graph) grad_holders_.push_back(ag);
+  };
+  // Sets or accumulates `ag`'s .grad (leaves: layout of the leaf; retained
+  // non-leaves: a clone).
+  auto accumulate = [&](const std::shared_ptr<AutogradMeta>& ag, const TensorMeta& like,
+                        const Tensor& g) -> absl::Status {
+    if (ag->grad == nullptr || !ag->grad->defined()) {
+      Tensor fresh;
+      if (has_kernel("copy_")) {
+        TensorMeta m = like;
+        m.dtype = g.meta.dtype;
+        m.storage_offset = 0;
+        if (!m.is_non_overlapping_and_dense()) m.strides = ContiguousStrides(m.sizes);
+        TD_ASSIGN_OR_RETURN(int64_t need, m.StorageBytesNeeded());
+        TD_ASSIGN_OR_RETURN(fresh.storage, memory_->Allocate(need, "backward"));
+        fresh.meta = std::move(m);
+        fresh.ag = std::make_shared<AutogradMeta>();
+        TD_ASSIGN_OR_RETURN(fresh, run("copy_", {fresh, g}, create_graph));
+      } else {
+        TD_ASSIGN_OR_RETURN(fresh, run("clone", {g}, create_graph));
+      }
+      ag->grad = std::make_shared<Tensor>(std::move(fresh));
+      mark_changed(ag);
+      return absl::OkStatus();
+    }
+    Tensor& cur = *ag->grad;
+    if (cur.failed()) return cur.error->status;
+    if (!create_graph && has_kernel("add_.Tensor") && !cur.requires_grad()) {
+      TD_ASSIGN_OR_RETURN(Tensor unused, run("add_.Tensor", {cur, g}, false));
+      (void)unused;
+      return absl::OkStatus();
+    }
+    TD_ASSIGN_OR_RETURN(Tensor sum, run("add.Tensor", {cur, g}, create_graph));
+    ag->grad = std::make_shared<Tensor>(std::move(sum));
+    mark_changed(ag);
+    return absl::OkStatus();
+  };
+
+  // Shape and dtype of a gradient for input slot `i` of `n`: broadcast dims
+  // summed away, cast to the input's dtype.
+  auto fit = [&](Node* n, size_t i, Tensor g) -> absl::StatusOr<Tensor> {
+    const TensorMeta& want = n->input_metas[i];
+    if (g.meta.sizes != want.sizes) {
+      const int64_t gd = g.meta.dim(), wd = want.dim();
+      bool ok = gd >= wd;
+      std::vector<int64_t> lead, keep_dims;
+      for (int64_t d = 0; ok && d < gd; ++d) {
+        if (d < gd - wd) {
+          lead.push_back(d);
+          continue;
+        }
+        const int64_t ws = want.sizes[d - (gd - wd)];
+        if (ws == g.meta.sizes[d]) continue;
+        if (ws == 1) {
+          keep_dims.push_back(d);
+        } else {
+          ok = false;
+        }
+      }
+      if (!ok) {
+        return RuntimeErr(absl::StrCat("Function ", n->name, " returned an invalid gradient at index ", i, " - got ",
+                                       ShapeToString(g.meta.sizes), " but expected shape compatible with ",
+                                       ShapeToString(want.sizes)));
+      }
+      if (!keep_dims.empty()) {
+        TD_ASSIGN_OR_RETURN(g, run("sum", {g, keep_dims, true}, create_graph));
+      }
+      if (!lead.empty()) {
+        TD_ASSIGN_OR_RETURN(g, run("sum", {g, lead, false}, create_graph));
+      }
+      if (g.meta.sizes != want.sizes) {
+        TD_ASSIGN_OR_RETURN(g, run("view", {g, want.sizes}, create_graph));
+      }
+    }
+    if (g.meta.dtype != want.dtype && IsDifferentiableDtype(want.dtype)) {
+      TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, want.dtype}, create_graph));
+    }
+    return g;
+  };
+
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    std::shared_ptr<Node> self = keep[n];
+    std::vector<Tensor> grads = std::move(buffers[n]);
+    buffers.erase(n);
+    grads.resize(n->output_metas.size());
+
+    // Hooks: retained grads of non-leaf outputs.
+    for (auto& [nr, weak] : n->retained) {
+      std::shared_ptr<AutogradMeta> ag = weak.lock();
+      if (ag == nullptr || nr >= grads.size() || !grads[nr].defined() || ag->grad_fn.get() != n) continue;
+      if (ag->grad == nullptr) {
+        TD_ASSIGN_OR_RETURN(Tensor c, run("clone", {grads[nr]}, create_graph));
+        ag->grad = std::make_shared<Tensor>(std::move(c));
+      } else {
+        TD_ASSIGN_OR_RETURN(Tensor c, run("add.Tensor", {*ag->grad, grads[nr]}, create_graph));
+        ag->grad = std::make_shared<Tensor>(std::move(c));
+      }
+      mark_changed(ag);
+    }
+    bool captured_only = false;
+    if (auto it = captures.find(n); it != captures.end()) {
+      for (auto [nr, idx] : it->second) {
+        if (nr < grads.size() && grads[nr].defined()) {
+          if (!captured[idx].defined()) {
+            captured[idx] = grads[nr];
+          } else {
+            TD_ASSIGN_OR_RETURN(captured[idx], run("add.Tensor", {captured[idx], grads[nr]}, create_graph));
+          }
+        }
+      }
+      // A node where gradients are only captured runs only when it leads
+      // on to another input (grad(): a leaf's gradient is returned, not
+      // accumulated; backward(inputs=) does accumulate into a leaf).
+      bool leads_on = false;
+      for (const Edge& e : n->next) leads_on = leads_on || (e.valid() && needed.contains(e.fn.get()));
+      if (!leads_on && (grad_mode || n->kind != Node::Kind::kAccumulate)) captured_only = true;
+    }
+    bool any = false;
+    for (const Tensor& g : grads) any = any || g.defined();
+
+    std::vector<Tensor> in_grads;
+    if (any && !captured_only) {
+      switch (n->kind) {
+        case Node::Kind::kAccumulate:
+          if (n->leaf != nullptr) TD_RETURN_IF_ERROR(accumulate(n->leaf, n->leaf_meta, grads[0]));
+          break;
+        case Node::Kind::kOp: {
+          FormulaFn f = n->op != nullptr ? FindFormula(*n->op) : nullptr;
+          if (f == nullptr) {
+            return NotImplementedErr(absl::StrCat("the derivative for '",
+                                                  n->op != nullptr ? n->op->full_name() : n->name,
+                                                  "' is not implemented"));
+          }
+          OpRunnerFn runner = [this, create_graph](absl::string_view name, std::vector<Arg> args) {
+            return RunOp(name, std::move(args), create_graph);
+          };
+          FormulaContext ctx(n, self, grads, std::move(runner));
+          try {
+            in_grads = f(ctx);
+          } catch (const FormulaError& e) {
+            return e.status;
+          }
+          if (in_grads.size() != n->next.size()) {
+            return InternalErr(absl::StrCat(n->name, ": the formula returned ", in_grads.size(),
+                                            " gradients for ", n->next.size(), " inputs"));
+          }
+          break;
+        }
+        case Node::Kind::kFunction: {
+          TD_ASSIGN_OR_RETURN(in_grads, CallBack(*n, grads, create_graph, stream_ok));
+          break;
+        }
+      }
+    }
+    if (!retain_graph && n->kind == Node::Kind::kOp) {
+      n->released = true;
+      for (SavedTensor& s : n->saved_inputs) {
+        s.data.storage.reset();
+        s.data.ag.reset();
+      }
+      for (SavedTensor& s : n->saved_outputs) s.data.storage.reset();
+    }
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.valid() || !needed.contains(e.fn.get())) continue;
+      if (i < in_grads.size() && in_grads[i].defined()) {
+        TD_ASSIGN_OR_RETURN(Tensor g, fit(n, i, std::move(in_grads[i])));
+        TD_RETURN_IF_ERROR(add_to_buffer(e.fn.get(), e.input_nr, std::move(g)));
+      }
+      if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
+    }
+  }
+
+  if (grad_mode) {
+    for (size_t i = 0; i < captured.size(); ++i) {
+      if (!captured[i].defined()) {
+        if (!r.allow_unused()) {
+          return RuntimeErr("One of the differentiated Tensors appears to not have been used in the graph. "
+                            "Set allow_unused=True if this is the desired behavior.");
+        }
+      }
+    }
+    for (size_t i = 0; i < captured.size(); ++i) {
+      if (!captured[i].defined()) {
+        ack->add_defined(false);
+        continue;
+      }
+      Tensor g = captured[i];
+      if (g.ag == nullptr) g.ag = std::make_shared<AutogradMeta>();
+      ack->add_defined(true);
+      wire::ToProto(g.meta, ack->add_metas());
+      ack->add_grad_requires_grad(g.requires_grad());
+      tensors_.emplace(r.outputs(static_cast<int>(i)), std::move(g));
+    }
+    return absl::OkStatus();
+  }
+  // backward(inputs=) on non-leaf inputs: their .grad accumulates too.
+  for (size_t i = 0; i < captured.size(); ++i) {
+    const Tensor& t = input_tensors[i];
+    if (captured[i].defined() && t.ag != nullptr && !t.ag->is_leaf()) {
+      TD_RETURN_IF_ERROR(accumulate(t.ag, t.meta, captured[i]));
+    }
+  }
+  if (!changed.empty()) {
+    std::vector<uint64_t> handles;
+    for (const auto& [h, t] : tensors_) {
+      if (t.ag != nullptr && changed.contains(t.ag.get())) handles.push_back(h);
+    }
+    std::sort(handles.begin(), handles.end());
+    for (uint64_t h : handles) {
+      const Tensor& t = tensors_.at(h);
+      ack->add_grad_changed(h);
+      wire::ToProto(t.ag->grad->meta, ack->add_grad_metas());
+      ack->add_grad_requires_grad(t.ag->grad->requires_grad());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::vector<Tensor>& grads, bool create_graph,
+                                                     bool* stream_ok) {
+  if (read_ == nullptr) {
+    return InternalErr(absl::StrCat(node.name, ": no stream to call the client back on"));
+  }
+  v1::ServerMessage msg;
+  v1::BackwardCallback* cb = msg.mutable_callback();
+  const uint64_t id = ++next_callback_id_;
+  cb->set_callback_id(id);
+  cb->set_function_id(node.function_id);
+  cb->set_create_graph(create_graph);
+  for (size_t i = 0; i < node.output_metas.size(); ++i) {
+    Tensor g = i < grads.size() ? grads[i] : Tensor();
+    if (!g.defined() && node.materialize_grads) {
+      TensorMeta m = node.output_metas[i];
+      TD_ASSIGN_OR_RETURN(std::vector<Tensor> z, RunOp("zeros", {m.sizes, m.dtype}, false));
+      g = z[0];
+    }
+    if (!g.defined()) {
+      cb->add_grads(0);
+      continue;
+    }
+    if (g.ag == nullptr) g.ag = std::make_shared<AutogradMeta>();
+    uint64_t h = kDaemonHandleBit | ++next_daemon_handle_;
+    // A hostile client may have taken a daemon-style handle: skip it.
+    while (tensors_.contains(h) || uploads_.contains(h)) h = kDaemonHandleBit | ++next_daemon_handle_;
+    cb->add_grads(h);
+    wire::ToProto(g.meta, cb->add_metas());
+    cb->add_requires_grad(g.requires_grad());
+    tensors_.emplace(h, std::move(g));
+  }
+  if (!(*write_)(msg)) {
+    *stream_ok = false;
+    return RuntimeErr("the stream ended during backward");
+  }
+  pending_callbacks_.push_back(id);
+  std::unique_ptr<v1::CallbackResult> saved_result = std::move(callback_result_);
+  // Execute the client's requests until the result arrives.
+  while (callback_result_ == nullptr) {
+    if (queue_.empty()) {
+      v1::ClientMessage m;
+      if (closed_ || !(*read_)(&m)) {
+        *stream_ok = false;
+        pending_callbacks_.pop_back();
+        return RuntimeErr("the stream ended during backward");
+      }
+      for (const v1::Request& req : m.requests()) queue_.push_back(req);
+      continue;
+    }
+    v1::Request req = std::move(queue_.front());
+    queue_.pop_front();
+    bool ok = true;
+    try {
+      ok = ExecuteLocked(req);
+    } catch (const std::exception& e) {
+      RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
+    }
+    if (!ok) {
+      *stream_ok = false;
+      pending_callbacks_.pop_back();
+      return RuntimeErr("the stream ended during backward");
+    }
+  }
+  pending_callbacks_.pop_back();
+  std::unique_ptr<v1::CallbackResult> result = std::move(callback_result_);
+  callback_result_ = std::move(saved_result);
+
+  if (result->has_error() && (!result->error().message().empty() || !result->error().kind().empty())) {
+    return wire::FromProto(result->error());
+  }
+  if (static_cast<size_t>(result->grads_size()) != node.next.size()) {
+    return RuntimeErr(absl::StrCat("function ", node.name, " returned an incorrect number of gradients (expected ",
+                                   node.next.size(), ", got ", result->grads_size(), ")"));
+  }
+  std::vector<Tensor> out(node.next.size());
+  for (int i = 0; i < result->grads_size(); ++i) {
+    const uint64_t h = result->grads(i);
+    if (h == 0 || !node.input_present[i]) continue;
+    Tensor* t = FindTensor(h);
+    if (t == nullptr) return UnknownHandle(absl::StrCat(node.name, " backward result"), h);
+    if (t->failed()) return t->error->status;
+    if (t->meta.sizes != node.input_metas[i].sizes) {
+      // Broadcastable gradients are reduced by the engine; others fail there.
+      const TensorMeta& want = node.input_metas[i];
+      if (t->meta.dim() < want.dim()) {
+        return RuntimeErr(absl::StrCat("Function ", node.name, " returned an invalid gradient at index ", i,
+                                       " - got ", ShapeToString(t->meta.sizes),
+                                       " but expected shape compatible with ", ShapeToString(want.sizes)));
+      }
+    }
+    out[i] = *t;
+  }
+  return out;
+}
+
+}  // namespace tensord::server
