@@ -8,7 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "autograd_internal.h"
+#include "tensord/client/autograd.h"
 #include "tensord/client/session.h"
+#include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
@@ -207,12 +210,108 @@ absl::StatusOr<std::shared_ptr<Session>> SessionFor(const OpEntry& op, const std
   return CurrentSession();
 }
 
-std::vector<Tensor> MakeMetaTensors(std::vector<TensorMeta> metas) {
+std::vector<Tensor> MakeMetaTensors(std::vector<TensorMeta> metas,
+                                    const std::vector<std::optional<Tensor>>& write_results = {}) {
   std::vector<Tensor> out;
   out.reserve(metas.size());
-  for (TensorMeta& m : metas) out.emplace_back(std::make_shared<TensorImpl>(nullptr, 0, std::move(m)));
+  for (size_t i = 0; i < metas.size(); ++i) {
+    if (i < write_results.size() && write_results[i].has_value()) {
+      out.push_back(*write_results[i]);  // an in-place op returns self
+    } else {
+      out.emplace_back(std::make_shared<TensorImpl>(nullptr, 0, std::move(metas[i])));
+    }
+  }
   CountMetaOp();
   return out;
+}
+
+// ---- autograd ---------------------------------------------------------------
+
+// What autograd does with one call: whether it is recorded (grad mode on, the
+// op differentiable, some differentiable input requires grad — the daemon
+// applies the same rule), the new node's edges, and for in-place ops the
+// Tensor each aliased-write return gives back.
+struct AutogradPlan {
+  bool record = false;
+  std::vector<std::pair<std::shared_ptr<GradNode>, int>> edges;
+  std::vector<std::optional<Tensor>> write_results;  // per output; empty when none
+};
+
+const Tensor* TensorFor(const TensorMeta* m, const std::vector<Tensor>& tensors) {
+  if (m == nullptr) return nullptr;
+  for (const Tensor& t : tensors) {
+    if (&t.impl()->meta == m) return &t;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const std::vector<Value>& values,
+                                          const std::vector<Tensor>& tensors) {
+  AutogradPlan p;
+  const std::vector<bool>& diff = DifferentiableArgs(op);
+  std::vector<const Tensor*> inputs;  // differentiable tensor inputs, nullptr for None
+  for (size_t i = 0; i < values.size() && i < diff.size(); ++i) {
+    if (!diff[i]) continue;
+    const Value& v = values[i];
+    if (v.kind() == Value::Kind::kTensor) {
+      inputs.push_back(TensorFor(&v.tensor(), tensors));
+    } else if (v.kind() == Value::Kind::kTensorList) {
+      for (const TensorMeta* m : v.tensor_list()) inputs.push_back(TensorFor(m, tensors));
+    }
+  }
+  bool any_requires_grad = false;
+  for (const Tensor* t : inputs) any_requires_grad |= t != nullptr && t->requires_grad();
+  p.record = IsGradEnabled() && !op.has(kNotDifferentiable) && any_requires_grad;
+  for (size_t i = 0; i < op.return_aliases.size(); ++i) {
+    const int a = op.return_aliases[i];
+    if (a < 0 || !op.schema.arguments[a].is_write) continue;
+    const Tensor* self = values[a].kind() == Value::Kind::kTensor ? TensorFor(&values[a].tensor(), tensors) : nullptr;
+    if (self == nullptr) return InternalErr(absl::StrCat(op.full_name(), ": the written argument is not a tensor"));
+    if (IsGradEnabled() && self->requires_grad() && self->is_leaf()) {
+      return RuntimeErr("a leaf Variable that requires grad is being used in an in-place operation.");
+    }
+    if (p.record && self->impl()->is_view) {
+      return NotImplementedErr(absl::StrCat(
+          op.full_name(), ": an in-place operation on a view is not supported while recording gradients (tensord's "
+                          "autograd does not rebase views); clone() the view first, or run it under no_grad()"));
+    }
+    if (p.write_results.empty()) p.write_results.resize(op.schema.returns.size());
+    p.write_results[i] = *self;
+  }
+  if (p.record) {
+    for (const Tensor* t : inputs) {
+      p.edges.push_back(t != nullptr ? internal::GradEdge(t->impl()) : std::make_pair(nullptr, 0));
+    }
+  }
+  return p;
+}
+
+// Sets the outputs' requires_grad / grad_fn / is_view after the call; an
+// in-place op's self is rebased onto the new node when the call is recorded.
+void ApplyAutograd(const OpEntry& op, AutogradPlan& p, const std::vector<int>& alias_of, std::vector<Tensor>& outs) {
+  std::shared_ptr<GradNode> node;
+  if (p.record) {
+    node = std::make_shared<GradNode>();
+    node->name = GradFnName(op);
+    node->next_functions = std::move(p.edges);
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    TensorImpl& im = *outs[i].impl();
+    const bool rg = p.record && IsDifferentiableDtype(im.meta.dtype);
+    const bool written = i < p.write_results.size() && p.write_results[i].has_value();
+    if (written) {
+      if (rg) {
+        im.requires_grad = true;
+        im.grad_fn = node;
+        im.output_nr = static_cast<int>(i);
+      }
+      continue;
+    }
+    im.requires_grad = rg;
+    im.grad_fn = rg ? node : nullptr;
+    im.output_nr = rg ? static_cast<int>(i) : 0;
+    im.is_view = i < alias_of.size() && alias_of[i] >= 0 && !op.has(kNotDifferentiable);
+  }
 }
 
 // A real tensor on `device` with `t`'s sizes, dtype and (when t is dense)
@@ -286,14 +385,22 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   if (op.has(kDataDependent) && any_real_input && !any_meta_input) {
     // Output shapes depend on values: validate, then let the daemon say.
     TD_RETURN_IF_ERROR(ValidateArgs(op.schema, b.values));
+    TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
-    return s->CallDataDependent(op, b.values, c.tensors, site);
+    TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->CallDataDependent(op, b.values, c.tensors, site, plan.record));
+    ApplyAutograd(op, plan, {}, outs);
+    return outs;
   }
 
   TD_ASSIGN_OR_RETURN(MetaResult r, PredictMeta(b));
   const bool all_meta_outputs =
       std::all_of(r.outputs.begin(), r.outputs.end(), [](const TensorMeta& m) { return m.device.is_meta(); });
-  if (all_meta_outputs) return MakeMetaTensors(std::move(r.outputs));
+  if (all_meta_outputs) {
+    TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
+    std::vector<Tensor> outs = MakeMetaTensors(std::move(r.outputs), plan.write_results);
+    ApplyAutograd(op, plan, r.alias_of, outs);
+    return outs;
+  }
   if (any_meta_input) {
     const TensorMeta& real = *std::find_if(r.outputs.begin(), r.outputs.end(),
                                            [](const TensorMeta& m) { return !m.device.is_meta(); });
@@ -312,8 +419,13 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
     return RuntimeErr(absl::StrCat(op.full_name(), ": Expected all tensors to be on the same device, but found at least ",
                                    "two devices, meta and ", real.device.ToString(), "!"));
   }
+  TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
-  return s->EnqueueCall(op, b.values, c.tensors, std::move(r.outputs), site);
+  std::vector<int> alias_of = r.alias_of;
+  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->EnqueueCall(op, b.values, c.tensors, std::move(r.outputs), site,
+                                                               plan.record, plan.write_results));
+  ApplyAutograd(op, plan, alias_of, outs);
+  return outs;
 }
 
 absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwargs kwargs, CallMode mode,

@@ -8,13 +8,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "autograd_internal.h"
 #include "embedded_daemon.h"
+#include "tensord/client/autograd.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
 #include "tensord/wire/wire.h"
@@ -36,6 +39,37 @@ struct Waiter {
   // Sync / Describe
   v1::Ack ack;
 };
+
+// Function ids whose daemon node is gone (Ack.released_functions of every
+// session), until TakeReleasedFunctions.
+struct ReleasedFunctions {
+  absl::Mutex mu;
+  std::vector<uint64_t> ids ABSL_GUARDED_BY(mu);
+};
+ReleasedFunctions& Released() {
+  static ReleasedFunctions* r = new ReleasedFunctions();
+  return *r;
+}
+
+// The process-wide BackwardCallback handler.
+struct HandlerSlot {
+  absl::Mutex mu;
+  BackwardCallbackHandler handler ABSL_GUARDED_BY(mu);
+};
+HandlerSlot& Handler() {
+  static HandlerSlot* h = new HandlerSlot();
+  return *h;
+}
+
+// The seed of the last ManualSeed, for sessions opened later.
+struct SeedSlot {
+  absl::Mutex mu;
+  std::optional<uint64_t> seed ABSL_GUARDED_BY(mu);
+};
+SeedSlot& Seed() {
+  static SeedSlot* s = new SeedSlot();
+  return *s;
+}
 
 absl::Status GrpcError(absl::string_view what, const std::string& address, const grpc::Status& s) {
   return RuntimeErr(absl::StrCat(what, " (tensord daemon at ", address, "): ", s.error_message(), " (gRPC code ",
@@ -74,9 +108,14 @@ struct Session::Impl {
   // Reader side: waits in flight and what the stream's end said.
   absl::Mutex wmu;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters ABSL_GUARDED_BY(wmu);
+  std::deque<v1::BackwardCallback> callbacks ABSL_GUARDED_BY(wmu);
   std::vector<v1::Error> unclaimed_errors ABSL_GUARDED_BY(wmu);
   bool reader_done ABSL_GUARDED_BY(wmu) = false;
   absl::Status stream_status ABSL_GUARDED_BY(wmu);
+
+  // Tensors whose .grad the daemon may change, by handle.
+  absl::Mutex grad_mu;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<TensorImpl>> grad_targets ABSL_GUARDED_BY(grad_mu);
 
   std::string address;
   uint64_t session_id = 0;
@@ -143,6 +182,25 @@ struct Session::Impl {
         +[](Waiter* w) { return w->done; }, w.get()));
     waiters.erase(id);
     return w->status;
+  }
+
+  // Blocks until `w` completes or a BackwardCallback arrives; returns the
+  // callback (to be run by the caller without locks), or nullopt once `w`
+  // is done.
+  std::optional<v1::BackwardCallback> WaitOrCallback(const std::shared_ptr<Waiter>& w) {
+    struct State {
+      Waiter* w;
+      std::deque<v1::BackwardCallback>* q;
+    } st{w.get(), &callbacks};
+    absl::MutexLock wl(&wmu);
+    wmu.Await(absl::Condition(
+        +[](State* s) { return s->w->done || !s->q->empty(); }, &st));
+    if (!callbacks.empty()) {
+      v1::BackwardCallback cb = std::move(callbacks.front());
+      callbacks.pop_front();
+      return cb;
+    }
+    return std::nullopt;
   }
 
   void ReaderLoop() {
@@ -213,6 +271,11 @@ struct Session::Impl {
         return;
       }
       case v1::ServerMessage::kAck: {
+        if (msg.ack().released_functions_size() > 0) {
+          ReleasedFunctions& r = Released();
+          absl::MutexLock rl(&r.mu);
+          r.ids.insert(r.ids.end(), msg.ack().released_functions().begin(), msg.ack().released_functions().end());
+        }
         auto it = waiters.find(msg.ack().request_id());
         if (it == waiters.end() || it->second->done) {
           for (const v1::Error& e : msg.ack().errors()) unclaimed_errors.push_back(e);
@@ -232,6 +295,9 @@ struct Session::Impl {
         it->second->done = true;
         return;
       }
+      case v1::ServerMessage::kCallback:
+        callbacks.push_back(msg.callback());
+        return;
       case v1::ServerMessage::KIND_NOT_SET:
         return;
     }
@@ -425,6 +491,13 @@ absl::Status Session::Start() {
     Close().IgnoreError();
     return lost;
   }
+  std::optional<uint64_t> seed;
+  {
+    SeedSlot& ss = Seed();
+    absl::MutexLock l(&ss.mu);
+    seed = ss.seed;
+  }
+  if (seed.has_value()) TD_RETURN_IF_ERROR(SendManualSeed(*seed));
   return absl::OkStatus();
 }
 
@@ -499,13 +572,19 @@ Stats Session::stats() const {
 
 void Session::QueueRelease(uint64_t handle) {
   if (impl_->closed.load()) return;
+  {
+    absl::MutexLock gl(&impl_->grad_mu);
+    impl_->grad_targets.erase(handle);
+  }
   absl::MutexLock rl(&impl_->release_mu);
   impl_->releases.push_back(handle);
 }
 
 absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
                                                          absl::Span<const Tensor> tensor_args,
-                                                         std::vector<TensorMeta> outputs, const CallSite& site) {
+                                                         std::vector<TensorMeta> outputs, const CallSite& site,
+                                                         bool record_grad,
+                                                         const std::vector<std::optional<Tensor>>& write_results) {
   v1::Request req;
   v1::OpCall* call = req.mutable_call();
   bool unknown_tensor = false;
@@ -521,6 +600,8 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
   TD_INTERNAL_CHECK(!unknown_tensor, op.full_name(), ": a tensor argument without a handle");
   call->set_op_id(op.id);
   call->set_call_site(site.text);
+  call->set_record_grad(record_grad);
+  auto written = [&](size_t i) { return i < write_results.size() && write_results[i].has_value(); };
 
   Impl& im = *impl_;
   std::vector<uint64_t> handles(outputs.size());
@@ -528,9 +609,9 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     call->set_call_id(im.next_call_id++);
-    for (uint64_t& h : handles) {
-      h = im.next_handle++;
-      call->add_outputs(h);
+    for (size_t i = 0; i < handles.size(); ++i) {
+      handles[i] = written(i) ? 0 : im.next_handle++;
+      call->add_outputs(handles[i]);
     }
     *im.pending.add_requests() = std::move(req);
     ++im.stats.ops_issued;
@@ -539,18 +620,22 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
   std::vector<Tensor> result;
   result.reserve(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
-    result.emplace_back(std::make_shared<TensorImpl>(shared_from_this(), handles[i], std::move(outputs[i])));
+    if (written(i)) {
+      result.push_back(*write_results[i]);
+    } else {
+      result.emplace_back(std::make_shared<TensorImpl>(shared_from_this(), handles[i], std::move(outputs[i])));
+    }
   }
   return result;
 }
 
 absl::StatusOr<std::vector<Tensor>> Session::CallDataDependent(const OpEntry& op, absl::Span<const Value> args,
                                                                absl::Span<const Tensor> tensor_args,
-                                                               const CallSite& site) {
+                                                               const CallSite& site, bool record_grad) {
   // Stream the call with placeholder metas, then ask for the real ones.
   std::vector<TensorMeta> placeholders(op.schema.returns.size());
   for (TensorMeta& m : placeholders) m.device = tensor_args.empty() ? kCPU : tensor_args[0].device();
-  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, EnqueueCall(op, args, tensor_args, placeholders, site));
+  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, EnqueueCall(op, args, tensor_args, placeholders, site, record_grad));
   Impl& im = *impl_;
   uint64_t id = 0;
   std::shared_ptr<Waiter> w;
@@ -724,6 +809,290 @@ absl::Status Session::Synchronize() {
                                                   errors.size() > 2 ? "s" : "", " since the last sync)"));
   }
   return first;
+}
+
+// ---------------------------------------------------------------- autograd
+
+namespace {
+
+std::shared_ptr<TensorImpl> MakeEngineTensor(std::shared_ptr<Session> s, uint64_t handle, TensorMeta meta,
+                                             bool requires_grad) {
+  auto impl = std::make_shared<TensorImpl>(std::move(s), handle, std::move(meta));
+  impl->requires_grad = requires_grad;
+  if (requires_grad) impl->grad_fn = internal::EngineResultNode();
+  return impl;
+}
+
+}  // namespace
+
+absl::Status Session::SendSetRequiresGrad(uint64_t handle, bool requires_grad, const CallSite& site) {
+  Impl& im = *impl_;
+  absl::MutexLock l(&im.mu);
+  TD_RETURN_IF_ERROR(im.Usable());
+  v1::SetRequiresGrad* r = im.pending.add_requests()->mutable_set_requires_grad();
+  r->add_handles(handle);
+  r->set_requires_grad(requires_grad);
+  r->set_call_id(im.next_call_id++);
+  r->set_call_site(site.text);
+  return im.MaybeFlushLocked();
+}
+
+absl::Status Session::SendRetainGrad(uint64_t handle) {
+  Impl& im = *impl_;
+  absl::MutexLock l(&im.mu);
+  TD_RETURN_IF_ERROR(im.Usable());
+  im.pending.add_requests()->mutable_retain_grad()->set_handle(handle);
+  return im.MaybeFlushLocked();
+}
+
+absl::Status Session::SendSetGrad(uint64_t handle, uint64_t grad) {
+  Impl& im = *impl_;
+  absl::MutexLock l(&im.mu);
+  TD_RETURN_IF_ERROR(im.Usable());
+  v1::SetGrad* r = im.pending.add_requests()->mutable_set_grad();
+  r->set_handle(handle);
+  r->set_grad(grad);
+  return im.MaybeFlushLocked();
+}
+
+absl::StatusOr<Tensor> Session::BindGrad(uint64_t handle, const TensorMeta& meta) {
+  Impl& im = *impl_;
+  uint64_t out = 0;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    out = im.next_handle++;
+    v1::GetGrad* r = im.pending.add_requests()->mutable_get_grad();
+    r->set_handle(handle);
+    r->set_output(out);
+    TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
+  }
+  return Tensor(std::make_shared<TensorImpl>(shared_from_this(), out, meta));
+}
+
+absl::Status Session::SendManualSeed(uint64_t seed) {
+  Impl& im = *impl_;
+  absl::MutexLock l(&im.mu);
+  TD_RETURN_IF_ERROR(im.Usable());
+  im.pending.add_requests()->mutable_manual_seed()->set_seed(seed);
+  return im.MaybeFlushLocked();
+}
+
+absl::Status Session::SendRecordFunction(uint64_t function_id, const std::string& name,
+                                         const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
+                                         const std::vector<bool>& non_differentiable,
+                                         const std::vector<uint64_t>& dirty, bool materialize_grads,
+                                         const CallSite& site) {
+  Impl& im = *impl_;
+  absl::MutexLock l(&im.mu);
+  TD_RETURN_IF_ERROR(im.Usable());
+  v1::RecordFunction* r = im.pending.add_requests()->mutable_record_function();
+  r->set_call_id(im.next_call_id++);
+  r->set_function_id(function_id);
+  r->set_name(name);
+  r->mutable_inputs()->Add(inputs.begin(), inputs.end());
+  r->mutable_outputs()->Add(outputs.begin(), outputs.end());
+  for (bool b : non_differentiable) r->add_non_differentiable(b);
+  r->mutable_dirty()->Add(dirty.begin(), dirty.end());
+  r->set_materialize_grads(materialize_grads);
+  r->set_call_site(site.text);
+  return im.MaybeFlushLocked();
+}
+
+void Session::RegisterGradTarget(const std::shared_ptr<TensorImpl>& impl) {
+  if (impl == nullptr || impl->handle == 0) return;
+  absl::MutexLock gl(&impl_->grad_mu);
+  impl_->grad_targets[impl->handle] = impl;
+}
+
+void Session::RunCallback(const void* callback_message) {
+  const v1::BackwardCallback& cb = *static_cast<const v1::BackwardCallback*>(callback_message);
+  BackwardCallbackRequest req;
+  req.callback_id = cb.callback_id();
+  req.function_id = cb.function_id();
+  req.create_graph = cb.create_graph();
+  absl::Status bad;
+  int k = 0;
+  for (uint64_t h : cb.grads()) {
+    if (h == 0) {
+      req.grads.emplace_back(std::nullopt);
+      continue;
+    }
+    if (k >= cb.metas_size()) {
+      bad = InternalErr(absl::StrCat("the daemon's backward callback ", cb.callback_id(), " has ", cb.metas_size(),
+                                     " metas for more gradients"));
+      break;
+    }
+    absl::StatusOr<TensorMeta> m = wire::FromProto(cb.metas(k), "backward callback gradient");
+    if (!m.ok()) {
+      bad = m.status();
+      break;
+    }
+    const bool rg = k < cb.requires_grad_size() && cb.requires_grad(k);
+    req.grads.emplace_back(Tensor(MakeEngineTensor(shared_from_this(), h, *std::move(m), rg)));
+    ++k;
+  }
+  BackwardCallbackHandler handler;
+  {
+    HandlerSlot& slot = Handler();
+    absl::MutexLock l(&slot.mu);
+    handler = slot.handler;
+  }
+  absl::StatusOr<std::vector<std::optional<Tensor>>> r;
+  if (!bad.ok()) {
+    r = bad;
+  } else if (!handler) {
+    r = RuntimeErr(absl::StrCat("the daemon asked for the backward of function ", cb.function_id(),
+                                " but no backward callback handler is registered in this client"));
+  } else {
+    const bool previous = IsGradEnabled();
+    SetGradEnabled(cb.create_graph());
+    r = handler(req);
+    SetGradEnabled(previous);
+  }
+  v1::Request out;
+  v1::CallbackResult* cr = out.mutable_callback_result();
+  cr->set_callback_id(cb.callback_id());
+  if (r.ok()) {
+    for (const std::optional<Tensor>& g : *r) {
+      if (!g.has_value() || !g->defined()) {
+        cr->add_grads(0);
+      } else if (g->is_meta() || g->session().get() != this) {
+        r = RuntimeErr(absl::StrCat("the backward of function ", cb.function_id(),
+                                    " returned a gradient that is not a tensor of this session (",
+                                    g->ToString(), ")"));
+        break;
+      } else {
+        cr->add_grads(g->handle());
+      }
+    }
+  }
+  if (!r.ok()) {
+    cr->clear_grads();
+    wire::ToProto(r.status(), "", 0, "", cr->mutable_error());
+  }
+  Impl& im = *impl_;
+  absl::MutexLock l(&im.mu);
+  if (!im.Usable().ok()) return;
+  *im.pending.add_requests() = std::move(out);
+  im.FlushLocked().IgnoreError();  // a lost stream fails the waiting backward
+  // `r` (holding the returned gradients) is destroyed after the flush: their
+  // releases travel in a later message, after the daemon took them.
+}
+
+absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
+    const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grad_roots,
+    const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph, bool accumulate, bool allow_unused,
+    const CallSite& site) {
+  Impl& im = *impl_;
+  uint64_t id = 0;
+  std::shared_ptr<Waiter> w;
+  std::vector<uint64_t> out_handles;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    w = im.AddWaiterLocked(&id);
+    v1::Backward* b = im.pending.add_requests()->mutable_backward();
+    b->set_request_id(id);
+    for (size_t i = 0; i < roots.size(); ++i) {
+      b->add_roots(roots[i].handle());
+      const bool given = i < grad_roots.size() && grad_roots[i].has_value() && grad_roots[i]->defined();
+      b->add_grad_roots(given ? grad_roots[i]->handle() : 0);
+    }
+    for (const Tensor& t : inputs) {
+      b->add_inputs(t.handle());
+      if (!accumulate) {
+        out_handles.push_back(im.next_handle++);
+        b->add_outputs(out_handles.back());
+      }
+    }
+    b->set_retain_graph(retain_graph);
+    b->set_create_graph(create_graph);
+    b->set_accumulate(accumulate);
+    b->set_allow_unused(allow_unused);
+    b->set_call_site(site.text);
+    ++im.stats.round_trips;
+    absl::Status st = im.FlushLocked();
+    if (!st.ok()) {
+      absl::MutexLock wl(&im.wmu);
+      im.waiters.erase(id);
+      return st;
+    }
+  }
+  while (std::optional<v1::BackwardCallback> cb = im.WaitOrCallback(w)) RunCallback(&*cb);
+  {
+    absl::MutexLock wl(&im.wmu);
+    im.waiters.erase(id);
+  }
+  TD_RETURN_IF_ERROR(w->status);
+  const v1::Ack& ack = w->ack;
+  if (ack.errors_size() > 0) {
+    absl::Status first = wire::FromProto(ack.errors(0));
+    if (ack.errors_size() > 1) {
+      first = MakeError(KindOf(first), absl::StrCat(first.message(), " (and ", ack.errors_size() - 1, " more error",
+                                                    ack.errors_size() > 2 ? "s" : "", ")"));
+    }
+    return first;
+  }
+  std::vector<std::optional<Tensor>> results;
+  if (accumulate) {
+    for (int i = 0; i < ack.grad_changed_size(); ++i) {
+      if (i >= ack.grad_metas_size()) return InternalErr("the daemon's backward Ack lacks grad metas");
+      TD_ASSIGN_OR_RETURN(TensorMeta m, wire::FromProto(ack.grad_metas(i), "grad"));
+      std::shared_ptr<TensorImpl> impl;
+      {
+        absl::MutexLock gl(&im.grad_mu);
+        auto it = im.grad_targets.find(ack.grad_changed(i));
+        if (it != im.grad_targets.end()) impl = it->second.lock();
+      }
+      if (impl == nullptr) continue;
+      impl->grad.reset();
+      impl->grad_pending = true;
+      impl->grad_meta = std::move(m);
+      impl->grad_requires_grad = i < ack.grad_requires_grad_size() && ack.grad_requires_grad(i);
+    }
+    return results;
+  }
+  int k = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool defined = static_cast<int>(i) < ack.defined_size() && ack.defined(static_cast<int>(i));
+    if (!defined) {
+      results.emplace_back(std::nullopt);
+      continue;
+    }
+    if (k >= ack.metas_size()) return InternalErr("the daemon's grad Ack lacks metas");
+    TD_ASSIGN_OR_RETURN(TensorMeta m, wire::FromProto(ack.metas(k), "grad"));
+    const bool rg = k < ack.grad_requires_grad_size() && ack.grad_requires_grad(k);
+    results.emplace_back(Tensor(MakeEngineTensor(shared_from_this(), out_handles[i], std::move(m), rg)));
+    ++k;
+  }
+  return results;
+}
+
+void SetBackwardCallbackHandler(BackwardCallbackHandler handler) {
+  HandlerSlot& slot = Handler();
+  absl::MutexLock l(&slot.mu);
+  slot.handler = std::move(handler);
+}
+
+std::vector<uint64_t> TakeReleasedFunctions() {
+  ReleasedFunctions& r = Released();
+  absl::MutexLock l(&r.mu);
+  std::vector<uint64_t> out;
+  out.swap(r.ids);
+  return out;
+}
+
+absl::Status ManualSeed(uint64_t seed) {
+  {
+    SeedSlot& ss = Seed();
+    absl::MutexLock l(&ss.mu);
+    ss.seed = seed;
+  }
+  std::shared_ptr<Session> s = t_session;
+  if (s == nullptr || s->closed()) s = DefaultSessionIfAny();
+  if (s == nullptr || s->closed()) return absl::OkStatus();
+  return s->SendManualSeed(seed);
 }
 
 }  // namespace tensord::client

@@ -11,11 +11,13 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tensord/client/client.h"
+#include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 
@@ -220,7 +222,19 @@ py::object CallOp(const std::string& name, py::args args, py::dict kwargs, tc::C
     py::gil_scoped_release nogil;
     r = tc::Call(name, std::move(a), std::move(k), mode, std::move(site));
   }
-  return Wrap(Unwrap(std::move(r)));
+  std::vector<tc::Tensor> out = Unwrap(std::move(r));
+  // An in-place op returns its written argument: give back the caller's own
+  // Python object (`x.add_(1) is x`, a Parameter stays a Parameter).
+  for (py::handle h : args) {
+    if (!py::isinstance<tc::Tensor>(h)) continue;
+    const tc::TensorImpl* impl = h.cast<const tc::Tensor&>().impl().get();
+    for (const tc::Tensor& t : out) {
+      if (t.impl().get() == impl) {
+        if (out.size() == 1) return py::reinterpret_borrow<py::object>(h);
+      }
+    }
+  }
+  return Wrap(std::move(out));
 }
 
 // ---------------------------------------------------------------- host data
@@ -353,18 +367,166 @@ std::vector<tc::TensorIndex> ToIndices(py::handle key) {
 
 std::shared_ptr<tc::Session> SessionOrNone() { return tc::DefaultSessionIfAny(); }
 
+// ---------------------------------------------------------------- autograd
+
+std::optional<tc::Tensor> OptionalTensor(py::handle o, const char* what) {
+  if (o.is_none()) return std::nullopt;
+  if (!py::isinstance<tc::Tensor>(o)) {
+    Raise(tensord::TypeErr(absl::StrCat(what, " must be a Tensor or None, not ",
+                                        py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>())));
+  }
+  return o.cast<tc::Tensor>();
+}
+
+std::vector<tc::Tensor> TensorSeq(py::handle seq, const char* what) {
+  std::vector<tc::Tensor> out;
+  for (py::handle h : py::reinterpret_borrow<py::sequence>(seq)) {
+    std::optional<tc::Tensor> t = OptionalTensor(h, what);
+    if (!t) Raise(tensord::TypeErr(absl::StrCat(what, " must hold Tensors, not None")));
+    out.push_back(*t);
+  }
+  return out;
+}
+
+std::vector<std::optional<tc::Tensor>> OptionalTensorSeq(py::handle seq, const char* what) {
+  std::vector<std::optional<tc::Tensor>> out;
+  if (seq.is_none()) return out;
+  for (py::handle h : py::reinterpret_borrow<py::sequence>(seq)) out.push_back(OptionalTensor(h, what));
+  return out;
+}
+
+py::object OptionalToPy(const std::optional<tc::Tensor>& t) {
+  if (!t.has_value() || !t->defined()) return py::none();
+  return py::cast(*t);
+}
+
+// The Python handler for BackwardCallbacks (set by tensord.autograd at
+// import). Leaked: it must outlive interpreter teardown order.
+py::object* g_backward_handler = nullptr;
+
+// Maps a Python exception to a Status of the matching kind (its message
+// keeps the exception's type name and text).
+absl::Status StatusFromPython(py::error_already_set& e) {
+  std::string msg = e.what();
+  tensord::ErrorKind kind = tensord::ErrorKind::kRuntime;
+  if (e.matches(PyExc_TypeError)) {
+    kind = tensord::ErrorKind::kType;
+  } else if (e.matches(PyExc_IndexError)) {
+    kind = tensord::ErrorKind::kIndex;
+  } else if (e.matches(PyExc_NotImplementedError)) {
+    kind = tensord::ErrorKind::kNotImplemented;
+  } else if (e.matches(PyExc_MemoryError)) {
+    kind = tensord::ErrorKind::kOutOfMemory;
+  }
+  return tensord::MakeError(kind, msg);
+}
+
+absl::StatusOr<std::vector<std::optional<tc::Tensor>>> RunPythonBackward(const tc::BackwardCallbackRequest& req) {
+  py::gil_scoped_acquire gil;
+  if (g_backward_handler == nullptr) {
+    return tensord::RuntimeErr("no Python backward handler is registered (import tensord.autograd)");
+  }
+  try {
+    py::list grads;
+    for (const auto& g : req.grads) grads.append(OptionalToPy(g));
+    py::object r = (*g_backward_handler)(req.function_id, grads, req.create_graph);
+    std::vector<std::optional<tc::Tensor>> out;
+    for (py::handle h : py::reinterpret_borrow<py::sequence>(r)) {
+      out.push_back(OptionalTensor(h, "a gradient returned by backward"));
+    }
+    return out;
+  } catch (py::error_already_set& e) {
+    return StatusFromPython(e);
+  }
+}
+
+std::string NodeRepr(const tc::GradNode& n) {
+  return absl::StrCat("<", n.name, " object at 0x", absl::Hex(reinterpret_cast<uintptr_t>(&n)), ">");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "tensord._C: the compiled binding of the tensord C++ client (use the tensord package instead).";
 
   // ---- Tensor ---------------------------------------------------------------
-  py::class_<tc::Tensor>(m, "Tensor", R"doc(A tensor: a handle to data in a tensord daemon, or a meta tensor.
+  // ---- autograd graph nodes ---------------------------------------------------
+  py::class_<tc::GradNode, std::shared_ptr<tc::GradNode>>(m, "Node", R"doc(A node of the autograd graph (a tensor's grad_fn).
+
+The graph runs in the daemon; this is the client's mirror of it: name() is
+PyTorch's class name ("AddBackward0", "AccumulateGrad", "ExpBackward" for a
+user-defined Function Exp), next_functions the (node, output number) pairs
+of the inputs (None for inputs that need no gradient).)doc")
+      .def("name", [](const tc::GradNode& n) { return n.name; }, "The node's class name, e.g. 'MulBackward0'.")
+      .def_property_readonly(
+          "next_functions",
+          [](const tc::GradNode& n) {
+            py::tuple t(n.next_functions.size());
+            for (size_t i = 0; i < n.next_functions.size(); ++i) {
+              const auto& [node, nr] = n.next_functions[i];
+              t[i] = py::make_tuple(node ? py::cast(node) : py::none(), nr);
+            }
+            return t;
+          },
+          "A tuple of (Node or None, output number) per differentiable input, in the op's argument order.")
+      .def_property_readonly(
+          "variable",
+          [](const tc::GradNode& n) -> py::object {
+            std::shared_ptr<tc::TensorImpl> v = n.variable.lock();
+            if (v == nullptr) {
+              if (n.name == "AccumulateGrad") Raise(tensord::RuntimeErr("the leaf of this AccumulateGrad node is gone"));
+              Raise(tensord::TypeErr(absl::StrCat("'", n.name, "' object has no attribute 'variable'")));
+            }
+            return py::cast(tc::Tensor(v));
+          },
+          "AccumulateGrad nodes: the leaf tensor they accumulate into.")
+      .def_property_readonly("_function_id", [](const tc::GradNode& n) { return n.function_id; })
+      .def("__repr__", &NodeRepr);
+
+  py::class_<tc::Tensor>(m, "Tensor", py::dynamic_attr(), R"doc(A tensor: a handle to data in a tensord daemon, or a meta tensor.
 
 Its metadata (shape, strides, dtype, device) is known locally at once; reading
 values (numpy(), item(), tolist(), printing) is a sync point that waits for
 the daemon. Create tensors with tensord.tensor, tensord.from_numpy or the
-factories (tensord.zeros, tensord.randn, ...), never with Tensor() itself.)doc")
+factories (tensord.zeros, tensord.randn, ...). ``Tensor(other)`` makes a new
+Python object sharing ``other``'s handle and autograd state (what
+``class Parameter(Tensor)`` builds on).)doc")
+      .def(py::init([](const tc::Tensor& other) { return tc::Tensor(other); }), py::arg("other"),
+           "Tensor(other): a new Python object for the same tensor (same handle, data and autograd state).")
+      .def_property_readonly("_impl_id",
+                             [](const tc::Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl().get()); })
+      .def_property_readonly("_requires_grad", &tc::Tensor::requires_grad)
+      .def(
+          "_set_requires_grad",
+          [](tc::Tensor& t, bool flag) {
+            tc::CallSite site = PyCallSite();
+            Check(t.SetRequiresGrad(flag, std::move(site)));
+          },
+          py::arg("requires_grad"))
+      .def_property_readonly("is_leaf", &tc::Tensor::is_leaf,
+                             "True for tensors that do not require grad and for tensors that require grad but were "
+                             "not produced by a recorded op (their .grad is filled by backward).")
+      .def_property_readonly(
+          "grad_fn", [](const tc::Tensor& t) -> py::object {
+            if (t.grad_fn() == nullptr) return py::none();
+            return py::cast(t.grad_fn());
+          },
+          "The Node that produced this tensor in the autograd graph, or None for a leaf.")
+      .def_property_readonly("retains_grad", &tc::Tensor::retains_grad,
+                             "True when retain_grad() was called on this non-leaf.")
+      .def_property_readonly("output_nr", &tc::Tensor::output_nr,
+                             "Which output of its grad_fn this tensor is.")
+      .def(
+          "retain_grad",
+          [](tc::Tensor& t) {
+            tc::CallSite site = PyCallSite();
+            Check(t.RetainGrad(std::move(site)));
+          },
+          "Makes a non-leaf keep its .grad after backward (a no-op on leaves). RuntimeError when the tensor does not "
+          "require grad.")
+      .def("_grad_tensor", [](const tc::Tensor& t) { return OptionalToPy(Unwrap(t.Grad())); })
+      .def("_set_grad",
+           [](tc::Tensor& t, py::handle g) { Check(t.SetGrad(OptionalTensor(g, "assigned grad"))); })
       .def("_sizes", [](const tc::Tensor& t) { return py::tuple(py::cast(t.sizes())); })
       .def("_strides", [](const tc::Tensor& t) { return py::tuple(py::cast(t.strides())); })
       .def("_size_of", [](const tc::Tensor& t, int64_t d) { return Unwrap(t.size(d)); })
@@ -496,6 +658,8 @@ NotImplementedError.)doc")
           d["is_random"] = e.has(tensord::kRandom);
           d["data_dependent"] = e.has(tensord::kDataDependent);
           d["is_view"] = e.is_view();
+          d["not_differentiable"] = e.has(tensord::kNotDifferentiable);
+          d["differentiable_args"] = tensord::DifferentiableArgs(e);
           py::list args, rets;
           for (const tensord::Argument& a : e.schema.arguments) args.append(a.name);
           for (const tensord::Return& r : e.schema.returns) rets.append(r.name);
@@ -507,6 +671,89 @@ NotImplementedError.)doc")
       },
       "The op table: one dict per op (name, overload, schema, flags, argument and return names).");
   m.def("op_table_digest", []() { return tensord::OpTable::Get().digest(); });
+
+  // ---- autograd ---------------------------------------------------------------
+  m.def("is_grad_enabled", &tc::IsGradEnabled, "Whether ops on this thread are recorded for autograd.");
+  m.def("_set_grad_enabled", &tc::SetGradEnabled, py::arg("mode"));
+  m.def(
+      "_backward",
+      [](py::handle roots, py::handle grad_roots, py::object retain_graph, bool create_graph, py::handle inputs) {
+        std::vector<tc::Tensor> r = TensorSeq(roots, "tensors");
+        std::vector<std::optional<tc::Tensor>> g = OptionalTensorSeq(grad_roots, "grad_tensors");
+        std::vector<tc::Tensor> in = inputs.is_none() ? std::vector<tc::Tensor>{} : TensorSeq(inputs, "inputs");
+        std::optional<bool> retain;
+        if (!retain_graph.is_none()) retain = retain_graph.cast<bool>();
+        tc::CallSite site = PyCallSite();
+        absl::Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = tc::Backward(r, g, retain, create_graph, in, std::move(site));
+        }
+        Check(st);
+      },
+      "_backward(tensors, grad_tensors, retain_graph, create_graph, inputs): one blocking Backward request.");
+  m.def(
+      "_grad",
+      [](py::handle outputs, py::handle inputs, py::handle grad_outputs, py::object retain_graph, bool create_graph,
+         bool allow_unused) {
+        std::vector<tc::Tensor> o = TensorSeq(outputs, "outputs");
+        std::vector<tc::Tensor> in = TensorSeq(inputs, "inputs");
+        std::vector<std::optional<tc::Tensor>> g = OptionalTensorSeq(grad_outputs, "grad_outputs");
+        std::optional<bool> retain;
+        if (!retain_graph.is_none()) retain = retain_graph.cast<bool>();
+        tc::CallSite site = PyCallSite();
+        absl::StatusOr<std::vector<std::optional<tc::Tensor>>> r;
+        {
+          py::gil_scoped_release nogil;
+          r = tc::Grad(o, in, g, retain, create_graph, allow_unused, std::move(site));
+        }
+        std::vector<std::optional<tc::Tensor>> v = Unwrap(std::move(r));
+        py::tuple out(v.size());
+        for (size_t i = 0; i < v.size(); ++i) out[i] = OptionalToPy(v[i]);
+        return out;
+      },
+      "_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused): tuple of Tensor or None.");
+  m.def(
+      "_record_function",
+      [](uint64_t function_id, const std::string& name, py::handle inputs, py::handle outputs,
+         std::vector<bool> non_differentiable, py::handle dirty, bool materialize_grads) {
+        tc::FunctionRecord rec;
+        rec.function_id = function_id;
+        rec.name = name;
+        for (py::handle h : py::reinterpret_borrow<py::sequence>(inputs)) {
+          rec.inputs.push_back(py::isinstance<tc::Tensor>(h) ? std::optional<tc::Tensor>(h.cast<tc::Tensor>())
+                                                             : std::nullopt);
+        }
+        rec.outputs = TensorSeq(outputs, "outputs");
+        rec.non_differentiable = std::move(non_differentiable);
+        rec.dirty = TensorSeq(dirty, "dirty tensors");
+        rec.materialize_grads = materialize_grads;
+        tc::CallSite site = PyCallSite();
+        return Unwrap(tc::RecordFunction(rec, std::move(site)));
+      },
+      "_record_function(id, name, inputs, outputs, non_differentiable, dirty, materialize_grads) -> recorded.");
+  m.def(
+      "_set_backward_handler",
+      [](py::object handler) {
+        if (g_backward_handler == nullptr) g_backward_handler = new py::object();
+        *g_backward_handler = std::move(handler);
+        tc::SetBackwardCallbackHandler(&RunPythonBackward);
+      },
+      "Registers handler(function_id, grads, create_graph) -> grads, run when the daemon reaches a Function node.");
+  m.def("_take_released_functions", &tc::TakeReleasedFunctions,
+        "Function ids whose daemon node is gone since the last call.");
+  m.def(
+      "manual_seed",
+      [](py::int_ seed) {
+        const uint64_t s = seed.cast<uint64_t>();
+        absl::Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = tc::ManualSeed(s);
+        }
+        Check(st);
+      },
+      "manual_seed(seed): reseeds the current session's generator and every session opened later.");
 
   // ---- dtypes and devices -----------------------------------------------------
   m.def(

@@ -19,6 +19,7 @@ daemon; ``tensord.connect(address)`` selects a daemon (default:
 ``$TENSORD_ADDRESS`` or an embedded one). Importing tensord starts nothing.
 """
 import atexit as _atexit
+import builtins as _builtins
 import os as _os
 
 from . import _C
@@ -26,23 +27,39 @@ from ._device import device
 from ._dtype import ALIASES as _ALIASES, BY_NAME as _BY_NAME, dtype
 from ._size import Size
 from ._tensor import Tensor, install_tensor_api as _install_tensor_api
-from ._creation import as_tensor, from_numpy, tensor
+from ._creation import as_tensor, from_numpy, tensor, wrap_factories as _wrap_factories
 from ._session import Session, connect, default_session, stats, synchronize
 from . import _ops
 
 _C._register_types(dtype, device, _os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 _install_tensor_api()
 _functions, _methods = _ops.install(globals(), Tensor)
+_wrap_factories(globals(), _C.op_table())
 return_types = _ops.return_types
+from . import autograd  # noqa: E402
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+
+
+def manual_seed(seed):
+    """Seeds the random number generator of the current session (the ops rand,
+    randn, uniform_, normal_, dropout, ... draw from it) and of every session
+    opened later in this process, so runs repeat. ``seed`` is an int (negative
+    values wrap modulo 2**64, as PyTorch). Returns None."""
+    if not isinstance(seed, _builtins.int) or isinstance(seed, _builtins.bool):  # int/bool are dtypes here
+        raise TypeError(f"manual_seed expected an int, got {type(seed).__name__}")
+    _C.manual_seed(seed & 0xFFFFFFFFFFFFFFFF)
 
 # dtypes: canonical names and PyTorch's aliases (these shadow builtins such as
 # `float` and `bool` inside this module only, as in torch).
 globals().update(_BY_NAME)
 globals().update(_ALIASES)
 
+from . import nn, optim  # noqa: E402  (tensord.nn, tensord.optim)
+from .serialization import load, save  # noqa: E402  (safetensors files)
 _atexit.register(_C.shutdown)
 
 __all__ = (["Tensor", "Size", "device", "dtype", "tensor", "from_numpy", "as_tensor", "connect", "Session",
-            "default_session", "synchronize", "stats", "return_types"]
+            "default_session", "synchronize", "stats", "return_types", "autograd", "no_grad", "enable_grad",
+            "set_grad_enabled", "is_grad_enabled", "manual_seed"]
            + sorted(_functions) + sorted(_BY_NAME) + sorted(_ALIASES))
 __version__ = "0.1.0"

@@ -61,7 +61,7 @@ def _infer(data):
     raise TypeError(f"tensor(): could not infer a dtype from data of NumPy kind {kind!r} ({arr.dtype})")
 
 
-def tensor(data, dtype=None, device=None):
+def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data``.
 
     Args:
@@ -73,6 +73,8 @@ def tensor(data, dtype=None, device=None):
         device: 'cpu' (default, or the innermost ``with tensord.device(...)``),
             'cuda:N', or 'meta' (a meta tensor of the data's shape: nothing is
             uploaded and no daemon is needed).
+        requires_grad: make the new tensor a leaf that requires grad
+            (RuntimeError for non-floating dtypes).
 
     Returns a Tensor of the data's shape (0-dim for a number). The upload is
     streamed, not waited for. Raises ValueError for ragged sequences and
@@ -80,17 +82,44 @@ def tensor(data, dtype=None, device=None):
     """
     _check_dtype(dtype)
     if isinstance(data, _C.Tensor):
-        out = _C.call_method("clone", data)
+        # A copy without history (PyTorch's tensor(t) is t.clone().detach()).
+        out = _C.call_method("clone", _C.call_method("detach", data))
         if dtype is not None:
             out = _C.call_method("to", out, dtype)
         if device is not None:
             out = _C.call_method("to", out, _device_arg(device))
-        return out
-    if isinstance(data, np.ndarray):
-        arr, inferred = data, from_numpy_dtype(data.dtype)
     else:
-        arr, inferred = _infer(data)
-    return _upload(arr, dtype or inferred, device)
+        if isinstance(data, np.ndarray):
+            arr, inferred = data, from_numpy_dtype(data.dtype)
+        else:
+            arr, inferred = _infer(data)
+        out = _upload(arr, dtype or inferred, device)
+    if requires_grad:
+        out._set_requires_grad(True)
+    return out
+
+
+def wrap_factories(module_dict, op_table):
+    """Adds PyTorch's ``requires_grad=False`` keyword to every generated function
+    whose op takes ``device=`` (factories and ``*_like``): the result is made a
+    leaf that requires grad when it is True."""
+    names = {e["name"] for e in op_table if e["is_function"] and "device" in e["arguments"]}
+    for name in names:
+        fn = module_dict.get(name)
+        if fn is None:
+            continue
+
+        def wrapped(*args, requires_grad=False, _fn=fn, **kwargs):
+            out = _fn(*args, **kwargs)
+            if requires_grad:
+                out._set_requires_grad(True)
+            return out
+        wrapped.__name__ = fn.__name__
+        wrapped.__qualname__ = fn.__qualname__
+        wrapped.__module__ = fn.__module__
+        wrapped.__doc__ = (fn.__doc__ or "") + ("\n\n``requires_grad=True`` makes the result a leaf that requires "
+                                                 "grad (floating dtypes only).")
+        module_dict[name] = wrapped
 
 
 def from_numpy(ndarray):

@@ -44,6 +44,12 @@ _LIKE = ("{what} with the shape of ``self``, and its dtype, device and memory la
 _VIEW = ("{what}. A view: the result aliases ``self``'s storage (no data is copied); its strides "
          "and storage offset are computed by the meta function.")
 
+_INPLACE = ("In place: {what}, with broadcasting of the other operands to ``self``'s shape; returns "
+            "``self``. The result is cast to self's dtype; RuntimeError when PyTorch would refuse the cast "
+            "(e.g. a float result into an integer tensor: 'result type Float can't be cast to the desired "
+            "output type Long'), when the broadcast shape differs from self's, or when self has overlapping "
+            "elements (an expanded tensor).")
+
 OP_DOCS = {
     "empty": _FACTORY.format(what="A tensor of the given sizes with unspecified values", default="float32"),
     "zeros": _FACTORY.format(what="A tensor of the given sizes filled with 0", default="float32"),
@@ -174,6 +180,57 @@ OP_DOCS = {
     "masked_select": ("The elements of ``self`` where ``mask`` is true, as a 1-D tensor (broadcasting). Its "
                       "shape depends on the data: NotImplementedError on meta tensors; one round trip on real "
                       "ones. Used by ``x[bool_mask]``."),
+    # In-place ops: they write into ``self`` and return it (the same Tensor object).
+    "add_": _INPLACE.format(what="``self += alpha * other``"),
+    "sub_": _INPLACE.format(what="``self -= alpha * other``"),
+    "mul_": _INPLACE.format(what="``self *= other``"),
+    "div_": _INPLACE.format(what="``self /= other`` (true division: RuntimeError for an integer self)"),
+    "clamp_": _INPLACE.format(what="clamp of ``self`` into [min, max]"),
+    "masked_fill_": _INPLACE.format(what="``value`` written where ``mask`` (bool, broadcastable to self) is true"),
+    "addcmul": ("``self + value * tensor1 * tensor2`` elementwise; the three broadcast together and the dtype "
+                "follows PyTorch type promotion. RuntimeError for bool."),
+    "addcmul_": _INPLACE.format(what="``self += value * tensor1 * tensor2``"),
+    "addcdiv": ("``self + value * tensor1 / tensor2`` elementwise (broadcasting, type promotion). RuntimeError "
+                "when tensor1 and tensor2 are both integer tensors, as PyTorch."),
+    "addcdiv_": _INPLACE.format(what="``self += value * tensor1 / tensor2``"),
+    "copy_": ("Copies ``src`` into ``self`` (in place; returns self): src broadcasts to self's shape and is "
+              "converted to self's dtype (any pair of dtypes). NotImplementedError when src is a meta tensor "
+              "and self is not; RuntimeError when src's shape does not broadcast to self's or self has "
+              "overlapping elements."),
+    "zero_": "Fills ``self`` with zeros in place; returns self.",
+    "fill_": ("Fills ``self`` with ``value`` in place; returns self. RuntimeError when the value does not fit "
+              "self's dtype (e.g. 300 for int8)."),
+    "uniform_": ("Fills ``self`` (floating) in place with uniform values in [from, to), drawn from the "
+                 "session's generator; returns self. RuntimeError when from > to; NotImplementedError-style "
+                 "RuntimeError for integer dtypes."),
+    "normal_": ("Fills ``self`` (floating) in place with normal values of mean ``mean`` and standard deviation "
+                "``std``, drawn from the session's generator; returns self. RuntimeError when std < 0."),
+    "erf": _UNARY_FLOAT.format(what="error function erf(x)"),
+    "gelu": ("Elementwise GELU x * Phi(x) of a floating tensor: ``approximate='none'`` uses the exact normal "
+             "CDF, ``'tanh'`` PyTorch's tanh approximation; any other string is a RuntimeError."),
+    "softmax": ("Softmax along ``dim``: exp(x - max) / sum(exp(x - max)). ``dtype=`` converts the input first. "
+                "Floating inputs only (RuntimeError otherwise); the output is contiguous."),
+    "log_softmax": ("Log-softmax along ``dim``: x - max - log(sum(exp(x - max))), computed stably. ``dtype=`` "
+                    "converts the input first. Floating inputs only; the output is contiguous."),
+    "detach": ("A view of ``self`` sharing its storage that is not part of any autograd graph "
+               "(requires_grad=False)."),
+    "scatter_add": ("A copy of ``self`` (contiguous) where, for every position i of ``index`` (int64, same rank), "
+                    "src[i] is added at i with its ``dim`` coordinate replaced by index[i]. Out-of-range "
+                    "indices fail in the daemon (RuntimeError naming the op, at the next sync point)."),
+    "index_add": ("A copy of ``self`` (contiguous) with ``alpha * source`` added along ``dim`` at the "
+                  "positions given by the 1-D int32/int64 ``index`` (one per source.size(dim); duplicates "
+                  "accumulate). Out-of-range indices fail in the daemon (IndexError at the next sync point)."),
+    "index_put": ("A copy of ``self`` (layout preserved) with ``self[indices] = values`` (or ``+=`` with "
+                  "``accumulate=True``; duplicates then accumulate). ``indices``: int64 tensors, bool masks or "
+                  "None, as advanced indexing; values must have self's dtype and broadcast to the indexing "
+                  "result's shape."),
+    "masked_scatter": ("A contiguous copy of ``self`` (broadcast with ``mask``) where the k-th true element of "
+                       "the bool ``mask`` (row-major) takes the k-th element of ``source`` (same dtype as self). "
+                       "RuntimeError (at the next sync point) when source has too few elements."),
+    "select_backward": ("Zeros of ``input_sizes`` (contiguous, grad_output's dtype) with ``grad_output`` written "
+                        "into ``select(dim, index)``: the gradient of select."),
+    "slice_backward": ("Zeros of ``input_sizes`` with ``grad_output`` written into ``slice(dim, start, end, "
+                       "step)`` (bounds clamped as slice does): the gradient of slice."),
 }
 
 # Named tuples for ops with several returns: tensord.return_types.topk, ...

@@ -174,10 +174,110 @@ def _getitem(self, key):
     return _C.index(self, _to_index_key(self, key))
 
 
+def _is_basic_key(key):
+    items = key if isinstance(key, tuple) else (key,)
+    return all(k is None or k is Ellipsis or isinstance(k, (int, slice)) for k in items) and \
+        not any(isinstance(k, bool) for k in items)
+
+
 def _setitem(self, key, value):
-    raise NotImplementedError(
-        "tensord tensors do not support item assignment (x[...] = v) yet: there are no in-place ops in "
-        "the op table; build the result with where(), masked_fill() or cat() instead")
+    """``x[key] = value`` for basic keys (ints, slices, None, Ellipsis): writes
+    ``value`` (a number, or a Tensor broadcast to the indexed shape, any dtype)
+    into the view ``x[key]`` with the in-place ops fill_/copy_. Advanced keys
+    (tensors, lists, bool masks) raise NotImplementedError: use masked_fill,
+    where or index_put instead."""
+    key = _to_index_key(self, key)
+    if not _is_basic_key(key):
+        raise NotImplementedError(
+            "tensord tensors support item assignment only with basic indices (ints, slices, None, ...); for "
+            "tensor, list or mask indices use masked_fill(), where() or index_put() instead")
+    view = _C.index(self, key)
+    if isinstance(value, Tensor):
+        _call_method("copy_", view, value)
+    elif _is_operand(value):
+        _call_method("fill_", view, value)
+    else:
+        raise TypeError(f"can't assign a {type(value).__name__} to a tensord Tensor")
+
+
+# ---------------------------------------------------------------- autograd
+
+def _requires_grad_get(self):
+    """Whether gradients are recorded for this tensor. Settable on leaves
+    (``x.requires_grad = True``); RuntimeError for a non-leaf set to False and for
+    non-floating dtypes set to True."""
+    return self._requires_grad
+
+
+def _requires_grad_set(self, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"requires_grad must be a bool, not {type(value).__name__}")
+    self._set_requires_grad(value)
+
+
+def _requires_grad_(self, requires_grad=True):
+    """Sets ``requires_grad`` in place and returns ``self`` (see the property)."""
+    self._set_requires_grad(bool(requires_grad))
+    return self
+
+
+def _grad_get(self):
+    """The gradient accumulated by ``backward()`` (a Tensor in the daemon), or None.
+
+    The same object is returned until a backward replaces the gradient
+    (``p.grad is p.grad``); in-place changes to it (``p.grad.zero_()``) change
+    the gradient itself. For a non-leaf without ``retain_grad()`` it is None
+    (with a UserWarning, as PyTorch)."""
+    g = self._grad_tensor()
+    d = self.__dict__
+    if g is None:
+        d.pop("_grad_obj", None)
+        if self._requires_grad and not self.is_leaf and not self.retains_grad:
+            import warnings
+            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+                          "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+                          "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor.",
+                          UserWarning, stacklevel=2)
+        return None
+    cached = d.get("_grad_obj")
+    if cached is not None and cached._impl_id == g._impl_id:
+        return cached
+    d["_grad_obj"] = g
+    return g
+
+
+def _grad_set(self, value):
+    """``x.grad = g``: g must have x's shape, dtype and device (RuntimeError
+    otherwise) or be None."""
+    if value is not None and not isinstance(value, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type {type(value).__name__}")
+    self._set_grad(value)
+    if value is None:
+        self.__dict__.pop("_grad_obj", None)
+    else:
+        self.__dict__["_grad_obj"] = value
+
+
+def _grad_del(self):
+    _grad_set(self, None)
+
+
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Computes the gradient of this tensor with respect to the graph's leaves and
+    accumulates it into their ``.grad`` (see ``tensord.autograd.backward``).
+    ``gradient`` may be omitted only for a tensor of one element."""
+    from .autograd import backward
+    backward(self, None if gradient is None else [gradient], retain_graph, create_graph, inputs)
+
+
+def _data_get(self):
+    """The tensor without its autograd history: ``self.detach()`` (shares data)."""
+    return _call_method("detach", self)
+
+
+def _data_set(self, value):
+    raise NotImplementedError("tensord: assigning to .data is not supported (the handle cannot be rebound); "
+                              "use `with tensord.no_grad(): t.copy_(value)` instead")
 
 
 # ---------------------------------------------------------------- conversions
@@ -336,3 +436,8 @@ def install_tensor_api():
               __pos__, __abs__, __invert__):
         setattr(T, f.__name__, f)
     T._daemon_meta = _daemon_meta
+    T.requires_grad = property(_requires_grad_get, _requires_grad_set, doc=_requires_grad_get.__doc__)
+    T.requires_grad_ = _requires_grad_
+    T.grad = property(_grad_get, _grad_set, _grad_del, doc=_grad_get.__doc__)
+    T.backward = _backward
+    T.data = property(_data_get, _data_set, doc=_data_get.__doc__)

@@ -384,6 +384,186 @@ OPINFOS += [
            np_ref=lambda x, m: x[np.broadcast_to(m, x.shape)]),
 ]
 
+# ---------------------------------------------------------------- issue 3: in-place, nn and backward helpers
+
+def _inplace_ref(fn):
+    """NumPy reference of an in-place op: the out-of-place result cast to self's dtype."""
+    return lambda self, *a, **k: np.asarray(fn(self, *a, **k)).astype(self.dtype)
+
+
+def _erf(x):
+    import math
+    return np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+
+
+def _gelu_ref(x, approximate="none"):
+    x = x.astype(np.float64)
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return x * 0.5 * (1 + _erf(x / np.sqrt(2)))
+
+
+def _softmax_ref(x, dim, dtype=None):
+    x = x.astype(np.float64)
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def _log_softmax_ref(x, dim, dtype=None):
+    x = x.astype(np.float64)
+    m = np.max(x, axis=dim, keepdims=True)
+    return x - m - np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True))
+
+
+def _scatter_add_ref(x, dim, index, src):
+    out = x.copy()
+    for i in np.ndindex(*index.shape):
+        j = list(i)
+        j[dim] = index[i]
+        out[tuple(j)] += src[i]
+    return out
+
+
+def _index_add_ref(x, dim, index, source, alpha=1):
+    out = x.copy()
+    for k, i in enumerate(index):
+        sel = [slice(None)] * x.ndim
+        sel[dim] = i
+        src = [slice(None)] * x.ndim
+        src[dim] = k
+        out[tuple(sel)] += alpha * source[tuple(src)]
+    return out
+
+
+def _index_put_ref(x, indices, values, accumulate=False):
+    out = x.copy()
+    key = tuple(slice(None) if i is None else i for i in indices)
+    if accumulate:
+        np.add.at(out, key, values)
+    else:
+        out[key] = values
+    return out
+
+
+def _masked_scatter_ref(x, mask, source):
+    shape = np.broadcast_shapes(x.shape, mask.shape)
+    out = np.broadcast_to(x, shape).copy()
+    m = np.broadcast_to(mask, shape)
+    out[m] = source.reshape(-1)[:int(m.sum())]
+    return out
+
+
+def _select_backward_ref(grad, sizes, dim, index):
+    out = np.zeros(sizes, dtype=grad.dtype)
+    sel = [slice(None)] * len(sizes)
+    sel[dim] = index
+    out[tuple(sel)] = grad
+    return out
+
+
+def _slice_backward_ref(grad, sizes, dim, start, end, step):
+    out = np.zeros(sizes, dtype=grad.dtype)
+    sel = [slice(None)] * len(sizes)
+    sel[dim] = slice(start, end, step)
+    out[tuple(sel)] = grad
+    return out
+
+
+OPINFOS += [
+    # ---- in-place (self is written and returned)
+    OpInfo("add_.Tensor", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4)), Sample(f32(r, 3, 4), f32(r, 1, 4), alpha=2),
+                                     Sample(f32(r, 2, 3), f64(r, 2, 3)), Sample(i64(r, 3, 2), i64(r, 3, 2)),
+                                     Sample(f32(r, 2, 3), i64(r, 3))],
+           np_ref=_inplace_ref(lambda a, b, alpha=1: a + alpha * b)),
+    OpInfo("add_.Scalar", lambda r: [Sample(f32(r, 3, 4), 2.5), Sample(i64(r, 4), 3), Sample(f64(r, 2, 2), -1)],
+           np_ref=_inplace_ref(lambda a, b, alpha=1: a + alpha * b)),
+    OpInfo("sub_.Tensor", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4)), Sample(f32(r, 3, 4), f32(r, 4), alpha=0.5),
+                                     Sample(i64(r, 2, 3), i64(r, 2, 3))],
+           np_ref=_inplace_ref(lambda a, b, alpha=1: a - alpha * b)),
+    OpInfo("sub_.Scalar", lambda r: [Sample(f32(r, 3, 4), 2.5), Sample(i64(r, 4), 3)],
+           np_ref=_inplace_ref(lambda a, b, alpha=1: a - alpha * b)),
+    OpInfo("mul_.Tensor", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4)), Sample(f32(r, 3, 4), f32(r, 3, 1)),
+                                     Sample(i64(r, 2, 3), i64(r, 2, 3)), Sample(f64(r, 2, 3), f32(r, 2, 3))],
+           np_ref=_inplace_ref(np.multiply)),
+    OpInfo("mul_.Scalar", lambda r: [Sample(f32(r, 3, 4), -1.5), Sample(i64(r, 5), 2)], np_ref=_inplace_ref(np.multiply)),
+    OpInfo("div_.Tensor", lambda r: [Sample(f32(r, 3, 4), pos32(r, 3, 4)), Sample(f64(r, 2, 3), pos32(r, 3))],
+           np_ref=_inplace_ref(lambda a, b: a / b), rtol=1e-5),
+    OpInfo("div_.Scalar", lambda r: [Sample(f32(r, 3, 4), 4), Sample(f64(r, 3), -0.5)],
+           np_ref=_inplace_ref(lambda a, b: a / b), rtol=1e-5),
+    OpInfo("clamp_", lambda r: [Sample(f32(r, 3, 4), -0.5, 0.5), Sample(f32(r, 3, 4), min=0.0),
+                                Sample(i64(r, 5), max=2)],
+           np_ref=_inplace_ref(lambda x, min=None, max=None: np.clip(x, min, max))),
+    OpInfo("masked_fill_.Scalar", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), 0.0),
+                                             Sample(i64(r, 3, 4), bools(r, 1, 4), 9)],
+           np_ref=_inplace_ref(lambda x, m, v: np.where(m, v, x))),
+    OpInfo("addcmul", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4), f32(r, 3, 4)),
+                                 Sample(f32(r, 3, 1), f32(r, 1, 4), f32(r, 3, 4), value=0.5),
+                                 Sample(i64(r, 2, 3), i64(r, 2, 3), i64(r, 2, 3), value=2),
+                                 Sample(f32(r, 2, 3), i64(r, 2, 3), f64(r, 2, 3))],
+           np_ref=lambda s, a, b, value=1: s + value * a * b, rtol=1e-5),
+    OpInfo("addcmul_", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4), f32(r, 1, 4), value=2),
+                                  Sample(f64(r, 2, 3), f64(r, 2, 3), f64(r, 3))],
+           np_ref=_inplace_ref(lambda s, a, b, value=1: s + value * a * b), rtol=1e-5),
+    OpInfo("addcdiv", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4), pos32(r, 3, 4)),
+                                 Sample(f32(r, 3, 1), f32(r, 1, 4), pos32(r, 3, 4), value=-0.5),
+                                 Sample(f64(r, 2, 3), i64(r, 2, 3), pos32(r, 2, 3))],
+           np_ref=lambda s, a, b, value=1: s + value * a / b, rtol=1e-5),
+    OpInfo("addcdiv_", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4), pos32(r, 3, 4), value=0.1),
+                                  Sample(f32(r, 3), f32(r, 3), pos32(r, 3))],
+           np_ref=_inplace_ref(lambda s, a, b, value=1: s + value * a / b), rtol=1e-5),
+    OpInfo("copy_", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4)), Sample(f32(r, 3, 4), f32(r, 4)),
+                               Sample(i64(r, 2, 3), f64(r, 2, 3) * 4), Sample(f64(r, 2, 2), bools(r, 2, 2))],
+           np_ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype)),
+    OpInfo("zero_", lambda r: [Sample(f32(r, 3, 4)), Sample(i64(r, 5))], np_ref=np.zeros_like),
+    OpInfo("fill_.Scalar", lambda r: [Sample(f32(r, 3, 4), 2.5), Sample(i64(r, 4), 3), Sample(bools(r, 3), True)],
+           np_ref=lambda x, v: np.full_like(x, v)),
+    OpInfo("uniform_", lambda r: [Sample(f32(r, 3, 4)), Sample(f64(r, 5), -2.0, 3.0)], random=True),
+    OpInfo("normal_", lambda r: [Sample(f32(r, 3, 4)), Sample(f64(r, 5), 1.0, 0.5)], random=True),
+
+    # ---- forward ops for nn
+    unary("erf", _erf, ("f32", "f64", "i64"), rtol=1e-5, atol=1e-6),
+    OpInfo("gelu", lambda r: [Sample(f32(r, 3, 4)), Sample(f64(r, 2, 5), approximate="tanh"),
+                              Sample(f32(r, 4), approximate="none")],
+           np_ref=_gelu_ref, torch_ref=torch.nn.functional.gelu, rtol=1e-5, atol=1e-6),
+    OpInfo("softmax.int", lambda r: [Sample(f32(r, 3, 4), 1), Sample(f32(r, 2, 3, 4), 0),
+                                     Sample(f32(r, 3, 4), -1, dtype=D("float64")), Sample(i64(r, 3, 4), 1, dtype=D("float32"))],
+           np_ref=_softmax_ref, rtol=1e-5, atol=1e-6),
+    OpInfo("log_softmax.int", lambda r: [Sample(f32(r, 3, 4), 1), Sample(f64(r, 2, 3, 4), 2), Sample(f32(r, 5), 0)],
+           np_ref=_log_softmax_ref, rtol=1e-5, atol=1e-5),
+    OpInfo("detach", lambda r: [Sample(f32(r, 3, 4)), Sample(i64(r, 5))], np_ref=lambda x: x),
+
+    # ---- ops that derivative formulas call
+    # An index smaller than src (last sample) is valid forward, but its src gradient has index's shape
+    # (PyTorch 1.13 raises "ScatterAddBackward0 returned an invalid gradient" too), so floating samples
+    # use an index of src's shape.
+    OpInfo("scatter_add", lambda r: [Sample(f32(r, 3, 4), 0, r.integers(0, 3, (2, 4)), f32(r, 2, 4)),
+                                     Sample(f32(r, 3, 4), 1, r.integers(0, 4, (3, 2)), f32(r, 3, 2)),
+                                     Sample(i64(r, 4), 0, np.array([0, 3, 0]), i64(r, 3)),
+                                     Sample(i64(r, 3, 4), 1, r.integers(0, 4, (3, 2)), i64(r, 3, 5))],
+           np_ref=_scatter_add_ref, rtol=1e-5),
+    OpInfo("index_add", lambda r: [Sample(f32(r, 4, 3), 0, np.array([3, 0, 0]), f32(r, 3, 3)),
+                                   Sample(f32(r, 4, 3), 1, np.array([2, 1]), f32(r, 4, 2), alpha=2),
+                                   Sample(i64(r, 5), 0, np.array([4, 4]), i64(r, 2))],
+           np_ref=_index_add_ref, rtol=1e-5),
+    OpInfo("index_put", lambda r: [Sample(f32(r, 5, 3), [np.array([4, 0, 2])], f32(r, 3, 3)),
+                                   Sample(f32(r, 5, 3), [None, np.array([0, 2])], f32(r, 5, 2)),
+                                   Sample(f32(r, 5, 3), [np.array([1, 1, 3])], f32(r, 3), True),
+                                   Sample(f32(r, 3, 4), [np.array([0, 2]), np.array([3, 1])], f32(r, 2)),
+                                   Sample(f32(r, 3, 4), [bools(r, 3, 4)], np.array(7.0, dtype=np.float32))],
+           np_ref=_index_put_ref,
+           torch_ref=lambda x, idx, v, acc=False: torch.ops.aten.index_put(x, idx, v, acc)),
+    OpInfo("masked_scatter", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), f32(r, 12)),
+                                        Sample(f32(r, 4), bools(r, 3, 4), f32(r, 3, 4)),
+                                        Sample(i64(r, 2, 3), bools(r, 2, 3), i64(r, 7))],
+           np_ref=_masked_scatter_ref),
+    OpInfo("select_backward", lambda r: [Sample(f32(r, 3), [4, 3], 0, 2), Sample(f32(r, 4), [4, 3], 1, -1),
+                                         Sample(f64(r, 2, 3), [2, 5, 3], 1, 0)],
+           np_ref=_select_backward_ref, torch_ref=lambda *a: torch.ops.aten.select_backward(*a)),
+    OpInfo("slice_backward", lambda r: [Sample(f32(r, 2, 4), [5, 4], 0, 1, 5, 2), Sample(f32(r, 3, 2), [3, 6], 1, 0, 100, 3),
+                                        Sample(f64(r, 1, 3), [4, 3], 0, -1, 4, 1)],
+           np_ref=_slice_backward_ref, torch_ref=lambda *a: torch.ops.aten.slice_backward(*a)),
+]
+
 BY_NAME = {}
 for _info in OPINFOS:
     BY_NAME.setdefault(_info.name, []).append(_info)

@@ -166,8 +166,13 @@ def test_tensor_and_mask_indexing():
         t[0, 0, 0]
     with pytest.raises(IndexError, match="only integers"):
         t["x"]
+    # Basic-index assignment writes in place (copy_/fill_ on the view);
+    # advanced-index assignment is not supported yet.
+    t[0] = 1
+    a[0] = 1
+    np.testing.assert_array_equal(t.numpy(), a)
     with pytest.raises(NotImplementedError, match="item assignment"):
-        t[0] = 1
+        t[[0, 1]] = 1
 
 
 def test_views_alias_and_report_daemon_strides():

@@ -9,6 +9,7 @@
 #ifndef TENSORD_CLIENT_CLIENT_H_
 #define TENSORD_CLIENT_CLIENT_H_
 
+#include "tensord/client/autograd.h"  // IWYU pragma: export
 #include "tensord/client/ops.h"      // IWYU pragma: export
 #include "tensord/client/session.h"  // IWYU pragma: export
 #include "tensord/client/tensor.h"   // IWYU pragma: export

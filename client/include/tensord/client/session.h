@@ -101,13 +101,45 @@ class Session : public std::enable_shared_from_this<Session> {
   // Appends a call of `op` with bound `args` to the pending batch; outputs get
   // fresh handles and the metas in `outputs`. `tensor_args` maps each tensor
   // Value (by meta pointer) to its Tensor; all must belong to this session.
+  // `record_grad` is sent as OpCall.record_grad. `write_results`, when not
+  // empty, has one entry per output: an aliased-write return (`Tensor(a!)`)
+  // is sent as handle 0 and the given Tensor (the written argument) is
+  // returned for it.
   absl::StatusOr<std::vector<Tensor>> EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
                                                   absl::Span<const Tensor> tensor_args,
-                                                  std::vector<TensorMeta> outputs, const CallSite& site);
+                                                  std::vector<TensorMeta> outputs, const CallSite& site,
+                                                  bool record_grad = false,
+                                                  const std::vector<std::optional<Tensor>>& write_results = {});
   // A call of a data-dependent op: streams it with a Describe of its outputs
   // and waits for their metadata (one round trip).
   absl::StatusOr<std::vector<Tensor>> CallDataDependent(const OpEntry& op, absl::Span<const Value> args,
-                                                        absl::Span<const Tensor> tensor_args, const CallSite& site);
+                                                        absl::Span<const Tensor> tensor_args, const CallSite& site,
+                                                        bool record_grad = false);
+
+  // ---- autograd requests (see tensord/client/autograd.h) -----------------
+  absl::Status SendSetRequiresGrad(uint64_t handle, bool requires_grad, const CallSite& site);
+  absl::Status SendRetainGrad(uint64_t handle);
+  // grad = 0: None.
+  absl::Status SendSetGrad(uint64_t handle, uint64_t grad);
+  // GetGrad: a new tensor of `meta` bound to the current .grad of `handle`.
+  absl::StatusOr<Tensor> BindGrad(uint64_t handle, const TensorMeta& meta);
+  absl::Status SendManualSeed(uint64_t seed);
+  absl::Status SendRecordFunction(uint64_t function_id, const std::string& name,
+                                  const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
+                                  const std::vector<bool>& non_differentiable, const std::vector<uint64_t>& dirty,
+                                  bool materialize_grads, const CallSite& site);
+  // One Backward request, waited for while running Function callbacks. With
+  // `accumulate`, the .grad caches of the tensors whose .grad changed are
+  // invalidated and an empty vector is returned; without, one result per
+  // input (nullopt when unused).
+  absl::StatusOr<std::vector<std::optional<Tensor>>> RunBackward(
+      const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grad_roots,
+      const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph, bool accumulate, bool allow_unused,
+      const CallSite& site);
+  // Tensors whose .grad the daemon may set (leaves that require grad,
+  // retain_grad() tensors, backward inputs): their handle maps to their impl
+  // so a backward's Ack can invalidate the cached .grad.
+  void RegisterGradTarget(const std::shared_ptr<TensorImpl>& impl);
   // Uploads `nbytes` at `data` as a new contiguous tensor of `meta`.
   absl::StatusOr<Tensor> Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site);
   absl::StatusOr<HostData> Fetch(uint64_t handle);
@@ -120,6 +152,9 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   struct Impl;
   Session(SessionOptions options, std::string address);
+  // Runs one BackwardCallback (the registered handler) and sends its
+  // CallbackResult.
+  void RunCallback(const void* callback_message);
   absl::Status Start();
 
   SessionOptions options_;

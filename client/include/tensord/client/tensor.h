@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -35,9 +36,36 @@ struct CallSite {
   static CallSite Of(std::string text) { return CallSite{std::move(text)}; }
 };
 
+struct TensorImpl;
+
+// A node of the client's mirror of the autograd graph (the graph itself lives
+// in the daemon). Built by the client from the same rules as the daemon
+// (tensord/meta/autograd_rules.h), so `grad_fn` answers without a round trip.
+// Nodes are held by the tensors they produced and by later nodes; a node
+// never holds its own outputs.
+struct GradNode {
+  // PyTorch's class name: "AddBackward0" for a recorded op, "ExpBackward" for
+  // a user-defined autograd.Function `Exp`, "AccumulateGrad" for a leaf.
+  std::string name;
+  // One edge per differentiable tensor input (schema order; tensor lists
+  // flattened): the input's grad_fn and output number, the leaf's
+  // AccumulateGrad node, or {nullptr, 0} when the input needs no gradient.
+  std::vector<std::pair<std::shared_ptr<GradNode>, int>> next_functions;
+  // AccumulateGrad: the leaf it accumulates into (weak: the leaf owns the
+  // edge to this node, not the other way round).
+  std::weak_ptr<TensorImpl> variable;
+  // A user-defined Function's node: its client-side id (0 otherwise).
+  uint64_t function_id = 0;
+};
+
 // The shared state behind Tensor copies. `session` is null for meta tensors
 // (which have no handle: `handle` is 0). Destroying a non-meta impl queues
 // its handle for release on the session (a no-op once the session closed).
+//
+// Autograd fields mirror the daemon's view of the tensor; they are updated
+// by the thread that calls ops or backward on the tensor (as PyTorch, a
+// tensor's autograd metadata is not meant to be changed from two threads at
+// once).
 struct TensorImpl {
   TensorImpl(std::shared_ptr<Session> s, uint64_t h, TensorMeta m)
       : session(std::move(s)), handle(h), meta(std::move(m)) {}
@@ -48,6 +76,22 @@ struct TensorImpl {
   std::shared_ptr<Session> session;
   uint64_t handle = 0;
   TensorMeta meta;
+
+  // ---- autograd -----------------------------------------------------------
+  bool requires_grad = false;
+  std::shared_ptr<GradNode> grad_fn;  // nullptr: a leaf
+  int output_nr = 0;                  // which output of grad_fn this is
+  bool retains_grad = false;          // retain_grad() on a non-leaf
+  bool is_view = false;               // a differentiable view of another tensor
+  std::weak_ptr<GradNode> grad_accumulator;  // a leaf's AccumulateGrad node, while referenced
+  // .grad: `grad` is the client tensor bound to the daemon's .grad (an
+  // alias); when the daemon reports a new .grad (after backward) it is
+  // dropped and `grad_pending` says the daemon holds one with `grad_meta`,
+  // bound to a new handle on the next access.
+  std::shared_ptr<TensorImpl> grad;
+  bool grad_pending = false;
+  TensorMeta grad_meta;
+  bool grad_requires_grad = false;
 };
 
 // A tensor's data copied to the host: `bytes` holds the elements in the
@@ -116,6 +160,31 @@ class Tensor {
 
   // "tensor(handle=3, sizes=[2, 3], dtype=float32, device=cpu)"
   std::string ToString() const;
+
+  // ---- autograd (see tensord/client/autograd.h) --------------------------
+  bool requires_grad() const { return impl_->requires_grad; }
+  // PyTorch's rule: a tensor that does not require grad, or one that
+  // requires grad and was not produced by a recorded op, is a leaf.
+  bool is_leaf() const { return !impl_->requires_grad || impl_->grad_fn == nullptr; }
+  const std::shared_ptr<GradNode>& grad_fn() const { return impl_->grad_fn; }
+  int output_nr() const { return impl_->output_nr; }
+  bool retains_grad() const { return impl_->retains_grad; }
+  // tensor.requires_grad_(flag). RuntimeError for a non-leaf asked for False
+  // ("you can only change requires_grad flags of leaf variables. ...") and
+  // for a non-floating dtype asked for True ("only Tensors of floating point
+  // and complex dtype can require gradients"). On meta tensors only the
+  // local flag changes.
+  absl::Status SetRequiresGrad(bool requires_grad, CallSite site = CallSite::Current());
+  // tensor.retain_grad(): a non-leaf keeps its .grad after backward (a no-op
+  // on leaves). RuntimeError when the tensor does not require grad.
+  absl::Status RetainGrad(CallSite site = CallSite::Current());
+  // The current .grad (nullopt: None). No round trip: a .grad the daemon
+  // reported after backward is bound to a new handle (GetGrad) and cached, so
+  // two calls give the same TensorImpl until the next backward replaces it.
+  absl::StatusOr<std::optional<Tensor>> Grad() const;
+  // tensor.grad = g (nullopt: None). RuntimeError when g has other sizes,
+  // another dtype or device, or belongs to another session.
+  absl::Status SetGrad(const std::optional<Tensor>& grad);
 
  private:
   std::shared_ptr<TensorImpl> impl_;

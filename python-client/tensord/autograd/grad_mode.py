@@ -1,0 +1,95 @@
+"""Grad mode: whether ops on the current thread are recorded for autograd.
+
+``no_grad``, ``enable_grad`` and ``set_grad_enabled`` work as context managers
+and as function decorators, as in PyTorch. The flag is thread-local and kept
+by the C++ client (it decides ``OpCall.record_grad`` for every call).
+"""
+import functools
+
+from .. import _C
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+
+
+def is_grad_enabled():
+    """True when ops on this thread are recorded for autograd (the default)."""
+    return _C.is_grad_enabled()
+
+
+class _GradModeContext:
+    """Base of the grad-mode contexts: restores the previous mode on exit and
+    wraps functions when used as a decorator."""
+
+    _mode = None
+
+    def __enter__(self):
+        self._prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(self._mode)
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
+        return False
+
+    def __call__(self, func):
+        mode_cls = type(self)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with mode_cls():
+                return func(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        """A new context of the same kind."""
+        return type(self)()
+
+
+class no_grad(_GradModeContext):
+    """Context manager (and decorator) that disables gradient recording on this
+    thread: ops run in the daemon as usual but record no graph, and their
+    outputs have ``requires_grad=False``. Used for inference and for in-place
+    parameter updates (optimizers, ``nn.init``)."""
+
+    _mode = False
+
+
+class enable_grad(_GradModeContext):
+    """Context manager (and decorator) that enables gradient recording on this
+    thread, e.g. inside a ``no_grad`` block."""
+
+    _mode = True
+
+
+class set_grad_enabled(_GradModeContext):
+    """``set_grad_enabled(mode)``: sets grad mode to ``mode`` (a bool) at once;
+    used as a context manager, the previous mode comes back on exit; also a
+    decorator. TypeError when ``mode`` is not a bool."""
+
+    def __init__(self, mode):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled() expects a bool, got {type(mode).__name__}")
+        self._prev = _C.is_grad_enabled()
+        self._mode = mode
+        _C._set_grad_enabled(mode)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
+        return False
+
+    def __call__(self, func):
+        _C._set_grad_enabled(self._prev)  # as a decorator, the mode applies only inside calls
+        mode = self._mode
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return func(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        """A new context with the same mode."""
+        return set_grad_enabled(self._mode)

@@ -1,0 +1,596 @@
+"""Autograd semantics from Python: the client's local flags (meta mode, no
+daemon), grad mode, in-place rules, backward/grad through the daemon's engine,
+double backward, the version-counter error, .grad caching, and user-defined
+Functions (the TensorPlay extension page's Exp and Mul, mark_non_differentiable,
+mark_dirty, set_materialize_grads, needs_input_grad, a Python backward inside a
+graph of daemon ops). Values are compared with NumPy and, where torch is
+importable, with PyTorch.
+"""
+import threading
+
+import numpy as np
+import pytest
+
+import tensord
+from tensord.autograd import Function, gradcheck, gradgradcheck
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - python3-torch is in the dev image
+    torch = None
+
+
+def f64(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def leaf(arr):
+    return tensord.from_numpy(np.asarray(arr, dtype=np.float64)).requires_grad_()
+
+
+# ================================================================ meta mode (no daemon)
+
+class TestMetaFlags:
+    def test_leaf_and_op_outputs(self):
+        with tensord.device("meta"):
+            x = tensord.randn(3, 4, requires_grad=True)
+            w = tensord.randn(4, 2)
+            assert x.requires_grad and x.is_leaf and x.grad_fn is None
+            assert not w.requires_grad and w.is_leaf
+            y = x @ w
+            assert y.requires_grad and not y.is_leaf
+            assert y.grad_fn.name() == "MatmulBackward0"
+            assert repr(y.grad_fn).startswith("<MatmulBackward0 object at 0x")
+            (acc, nr), (none, nr2) = y.grad_fn.next_functions
+            assert acc.name() == "AccumulateGrad" and nr == 0
+            assert acc.variable._impl_id == x._impl_id
+            assert none is None and nr2 == 0
+            assert y.grad_fn is y.grad_fn
+            z = (y + 1).sum()
+            assert z.grad_fn.name() == "SumBackward0"
+            assert z.grad_fn.next_functions[0][0].name() == "AddBackward0"
+
+    def test_integer_outputs_and_nondifferentiable_ops(self):
+        with tensord.device("meta"):
+            x = tensord.randn(3, 4, requires_grad=True)
+            assert not x.argmax().requires_grad
+            m = x.max(1)
+            assert m.values.requires_grad and not m.indices.requires_grad
+            assert m.values.grad_fn.name() == "MaxBackward0"
+            assert not (x > 0).requires_grad
+            d = x.detach()
+            assert not d.requires_grad and d.is_leaf
+            assert not tensord.zeros_like(x).requires_grad
+
+    def test_no_grad_and_enable_grad(self):
+        with tensord.device("meta"):
+            x = tensord.randn(3, requires_grad=True)
+            with tensord.no_grad():
+                assert not tensord.is_grad_enabled()
+                y = x * 2
+                with tensord.enable_grad():
+                    z = x * 2
+            assert tensord.is_grad_enabled()
+            assert not y.requires_grad and y.grad_fn is None
+            assert z.requires_grad
+
+            @tensord.no_grad()
+            def f():
+                return x * 3, tensord.is_grad_enabled()
+            out, mode = f()
+            assert not out.requires_grad and mode is False and tensord.is_grad_enabled()
+
+            tensord.set_grad_enabled(False)
+            try:
+                assert not (x * 2).requires_grad
+            finally:
+                tensord.set_grad_enabled(True)
+            with tensord.set_grad_enabled(False):
+                assert not tensord.is_grad_enabled()
+            assert tensord.is_grad_enabled()
+            with pytest.raises(TypeError):
+                tensord.set_grad_enabled(1)
+
+    def test_grad_mode_is_thread_local(self):
+        seen = []
+        with tensord.no_grad():
+            t = threading.Thread(target=lambda: seen.append(tensord.is_grad_enabled()))
+            t.start()
+            t.join()
+        assert seen == [True]
+
+    def test_requires_grad_errors(self):
+        with tensord.device("meta"):
+            x = tensord.randn(3, requires_grad=True)
+            y = x * 2
+            with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf variables"):
+                y.requires_grad_(False)
+            y.requires_grad_(True)  # a non-leaf that requires grad: allowed, nothing changes
+            with pytest.raises(RuntimeError, match="only Tensors of floating point"):
+                tensord.zeros(3, dtype=tensord.int64).requires_grad_()
+            with pytest.raises(RuntimeError, match="only Tensors of floating point"):
+                tensord.tensor([1, 2], device="meta", requires_grad=True)
+            with pytest.raises(TypeError):
+                x.requires_grad = 1
+            x.requires_grad = False
+            assert not x.requires_grad
+            with pytest.raises(RuntimeError, match="can't retain_grad on Tensor that has requires_grad=False"):
+                x.retain_grad()
+
+    def test_inplace_rules(self):
+        with tensord.device("meta"):
+            x = tensord.randn(3, requires_grad=True)
+            with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+                x.add_(1)
+            with tensord.no_grad():
+                assert x.add_(1) is x   # allowed without recording (optimizer steps)
+            a = tensord.zeros(3)
+            r = a.add_(x)
+            assert r is a
+            assert a.requires_grad and not a.is_leaf and a.grad_fn.name() == "AddBackward0"
+            b = x * 1
+            old = b.grad_fn
+            b.mul_(2)
+            assert b.grad_fn.name() == "MulBackward0"
+            assert b.grad_fn.next_functions[0][0] is old   # the rebase keeps the old history as input
+            v = (x * 1)[1:]
+            with pytest.raises(NotImplementedError, match="view"):
+                v.mul_(2)
+            with tensord.no_grad():
+                v.mul_(2)
+
+    def test_factories_and_tensor_requires_grad(self):
+        with tensord.device("meta"):
+            assert tensord.zeros(2, 3, requires_grad=True).requires_grad
+            assert tensord.ones(2, requires_grad=True).is_leaf
+            assert not tensord.empty(2).requires_grad
+        t = tensord.tensor([1.0, 2.0], device="meta", requires_grad=True)
+        assert t.requires_grad and t.is_leaf
+
+    def test_tensor_copy_construct_and_subclass(self):
+        class Param(tensord.Tensor):
+            def __init__(self, data):
+                super().__init__(data.detach())
+                self.requires_grad_(True)
+
+        with tensord.device("meta"):
+            base = tensord.randn(2, 2)
+            p = Param(base)
+            assert isinstance(p, tensord.Tensor) and type(p) is Param
+            assert p.requires_grad and p.is_leaf and not base.requires_grad
+            assert p.shape == (2, 2)
+            same = tensord.Tensor(p)
+            assert same._impl_id == p._impl_id and same.requires_grad
+            with tensord.no_grad():
+                assert p.mul_(2) is p   # in-place returns the caller's object, a Param
+
+    def test_function_on_meta(self):
+        class Exp(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.exp()
+
+            @staticmethod
+            def backward(ctx, g):
+                x, = ctx.saved_tensors
+                return g * x.exp()
+
+        with tensord.device("meta"):
+            x = tensord.randn(4, requires_grad=True)
+            y = Exp.apply(x)
+            assert y.requires_grad and y.grad_fn.name() == "ExpBackward"
+            assert y.grad_fn.next_functions[0][0].name() == "AccumulateGrad"
+            with tensord.no_grad():
+                assert not Exp.apply(x).requires_grad
+        with pytest.raises(RuntimeError, match="apply"):
+            Exp()
+
+
+# ================================================================ through the daemon
+
+class TestBackward:
+    def test_backward_and_grad_caching(self, session):
+        a = f64(5)
+        x = leaf(a)
+        y = (x * x).sum()
+        assert y.grad_fn.name() == "SumBackward0"
+        y.backward()
+        np.testing.assert_allclose(x.grad.numpy(), 2 * a)
+        assert x.grad is x.grad
+        g = x.grad
+        (x * 3).sum().backward()          # accumulates in place into the same .grad
+        np.testing.assert_allclose(g.numpy(), 2 * a + 3)
+        x.grad = None
+        assert x.grad is None
+        (x * 4).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(5, 4.0))
+
+    def test_grad_set_and_delete(self, session):
+        x = leaf(f64(3))
+        g = tensord.ones(3, dtype=tensord.float64)
+        x.grad = g
+        assert x.grad is g
+        (x * 2).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 3.0))
+        del x.grad
+        assert x.grad is None
+        with pytest.raises(RuntimeError, match="different size"):
+            x.grad = tensord.ones(4, dtype=tensord.float64)
+        with pytest.raises(RuntimeError, match="different type"):
+            x.grad = tensord.ones(3)
+
+    def test_zero_grad_in_place(self, session):
+        x = leaf(f64(3))
+        (x * 2).sum().backward()
+        x.grad.zero_()
+        (x * 5).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 5.0))
+
+    def test_errors(self, session):
+        x = leaf(f64(3))
+        with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+            tensord.ones(3).sum().backward()
+        with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+            (x * 2).backward()
+        y = (x * x).sum()
+        y.backward()
+        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+            y.backward()
+        with tensord.no_grad():
+            z = (x * 2).sum()
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            z.backward()
+
+    def test_retain_graph_and_gradient_argument(self, session):
+        a = f64(2, 3)
+        x = leaf(a)
+        y = x * x
+        w = np.arange(6.0).reshape(2, 3)
+        y.backward(tensord.from_numpy(w), retain_graph=True)
+        y.backward(tensord.from_numpy(w))
+        np.testing.assert_allclose(x.grad.numpy(), 2 * (2 * a * w))
+
+    def test_broadcasting_reduces_to_input_shape(self, session):
+        a, b = f64(3, 1, seed=1), f64(1, 4, seed=2)
+        x, y = leaf(a), leaf(b)
+        (x * y).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.broadcast_to(b, (3, 4)).sum(1, keepdims=True))
+        np.testing.assert_allclose(y.grad.numpy(), np.broadcast_to(a, (3, 4)).sum(0, keepdims=True))
+        assert x.grad.shape == (3, 1) and y.grad.shape == (1, 4)
+
+    def test_retain_grad_on_non_leaf(self, session):
+        x = leaf(f64(3))
+        y = x * 2
+        y.retain_grad()
+        assert y.retains_grad
+        (y * y).sum().backward()
+        np.testing.assert_allclose(y.grad.numpy(), 2 * (2 * f64(3)))
+        z = x * 3
+        (z * 1).sum().backward()
+        with pytest.warns(UserWarning, match="not a leaf"):
+            assert z.grad is None
+
+    def test_backward_inputs(self, session):
+        x, y = leaf(f64(3)), leaf(f64(3, seed=1))
+        (x * y).sum().backward(inputs=[x])
+        np.testing.assert_allclose(x.grad.numpy(), f64(3, seed=1))
+        assert y.grad is None
+
+    def test_autograd_grad(self, session):
+        a = f64(4)
+        x = leaf(a)
+        y = leaf(f64(4, seed=3))
+        out = (x.exp() * 2).sum()
+        gx, = tensord.autograd.grad(out, x, retain_graph=True)
+        np.testing.assert_allclose(gx.numpy(), 2 * np.exp(a))
+        assert x.grad is None
+        with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+            tensord.autograd.grad(out, [x, y], retain_graph=True)
+        gx2, gy = tensord.autograd.grad(out, [x, y], allow_unused=True)
+        assert gy is None
+        np.testing.assert_allclose(gx2.numpy(), 2 * np.exp(a))
+
+    def test_double_backward(self, session):
+        a = f64(4)
+        x = leaf(a)
+        y = (x ** 3).sum()
+        g, = tensord.autograd.grad(y, x, create_graph=True)
+        assert g.requires_grad
+        np.testing.assert_allclose(g.numpy(), 3 * a ** 2)
+        g.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), 6 * a)
+
+    def test_backward_create_graph_grad_requires_grad(self, session):
+        a = f64(3)
+        x = leaf(a)
+        (x * x).sum().backward(create_graph=True)
+        assert x.grad.requires_grad
+        g = x.grad
+        x.grad = None
+        g.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0))
+
+    def test_inplace_on_non_leaf_rebases(self, session):
+        a = f64(3)
+        x = leaf(a)
+        y = x * 1
+        y.mul_(3)
+        y.add_(x)
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 4.0))
+
+    def test_inplace_leaf_error_raised_at_call(self, session):
+        x = leaf(f64(3))
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            x.mul_(2)
+        with tensord.no_grad():
+            x.sub_(1.0)
+        np.testing.assert_allclose(x.detach().numpy(), f64(3) - 1)
+
+    def test_version_counter_error(self, session):
+        x = leaf(f64(3))
+        e = x.exp()
+        out = (e * 2).sum()   # exp saved its result e
+        e.add_(1)             # e is now at version 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.backward()
+
+    def test_detach_and_data(self, session):
+        x = leaf(f64(3))
+        d = x.detach()
+        assert not d.requires_grad
+        np.testing.assert_allclose(x.data.numpy(), f64(3))
+        (x * d).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), f64(3))
+
+    def test_tensor_of_a_tensor_has_no_history(self, session):
+        x = leaf(f64(3))
+        t = tensord.tensor(x * 2)
+        assert not t.requires_grad and t.is_leaf
+        np.testing.assert_allclose(t.numpy(), 2 * f64(3))
+        p = tensord.tensor(f64(2), requires_grad=True)
+        assert p.requires_grad and p.is_leaf and p.dtype == tensord.float64
+
+    def test_tensor_copy_construct_shares_the_handle(self, session):
+        x = tensord.from_numpy(f64(3))
+        y = tensord.Tensor(x)
+        y.requires_grad_()
+        assert x.requires_grad and y._impl_id == x._impl_id
+        (y * y).sum().backward()
+        assert x.grad is not None
+        np.testing.assert_allclose(x.grad.numpy(), 2 * f64(3))
+
+    def test_setitem_under_no_grad(self, session):
+        t = tensord.zeros(2, 3)
+        t[0] = 1.5
+        t[1, 1:] = tensord.tensor([2.0, 3.0])
+        np.testing.assert_allclose(t.numpy(), [[1.5, 1.5, 1.5], [0, 2, 3]])
+
+    def test_manual_seed(self, session):
+        tensord.manual_seed(123)
+        a = tensord.randn(6).numpy()
+        tensord.manual_seed(123)
+        b = tensord.randn(6).numpy()
+        np.testing.assert_array_equal(a, b)
+        tensord.manual_seed(124)
+        assert not np.array_equal(tensord.randn(6).numpy(), a)
+
+    @pytest.mark.skipif(torch is None, reason="python3-torch is not installed")
+    def test_mlp_gradients_equal_pytorch(self, session):
+        rng = np.random.default_rng(7)
+        xs = rng.standard_normal((8, 5)).astype(np.float32)
+        w1 = rng.standard_normal((6, 5)).astype(np.float32)
+        b1 = rng.standard_normal(6).astype(np.float32)
+        w2 = rng.standard_normal((3, 6)).astype(np.float32)
+        b2 = rng.standard_normal(3).astype(np.float32)
+        target = rng.integers(0, 3, (8, 1))
+
+        def run(lib, make, params):
+            x = make(xs)
+            h = (x @ params[0].T + params[1]).relu()
+            logits = h @ params[2].T + params[3]
+            logp = logits.log_softmax(1)
+            return -(logp.gather(1, make(target)).mean())
+
+        tp = [tensord.from_numpy(p).requires_grad_() for p in (w1, b1, w2, b2)]
+        run(tensord, tensord.from_numpy, tp).backward()
+        pp = [torch.from_numpy(p.copy()).requires_grad_() for p in (w1, b1, w2, b2)]
+        run(torch, torch.from_numpy, pp).backward()
+        for a, b in zip(tp, pp):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ================================================================ Function
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, = ctx.saved_tensors
+        return grad_out * x.exp()
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(a, b):
+        return a * b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b = inputs
+        ctx.save_for_backward(a, b)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        a, b = ctx.saved_tensors
+        return grad_out * b, grad_out * a
+
+
+class TestFunction:
+    def test_page_examples_pass_gradcheck(self, session):
+        x = tensord.randn(5, dtype=tensord.float64, requires_grad=True)
+        out = Exp.apply(x)
+        assert out.grad_fn.name() == "ExpBackward"
+        assert gradcheck(Exp.apply, (x,))
+        a = tensord.randn(5, dtype=tensord.float64, requires_grad=True)
+        b = tensord.randn(5, dtype=tensord.float64, requires_grad=True)
+        assert gradcheck(Mul.apply, (a, b))
+
+    def test_page_examples_pass_gradgradcheck(self, session):
+        x = tensord.randn(4, dtype=tensord.float64, requires_grad=True)
+        assert gradgradcheck(Exp.apply, (x,))
+        a = tensord.randn(3, dtype=tensord.float64, requires_grad=True)
+        b = tensord.randn(3, dtype=tensord.float64, requires_grad=True)
+        assert gradgradcheck(Mul.apply, (a, b))
+
+    def test_gradcheck_detects_a_wrong_backward(self, session):
+        class Wrong(Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 3
+
+        x = tensord.randn(3, dtype=tensord.float64, requires_grad=True)
+        assert not gradcheck(Wrong.apply, (x,), raise_exception=False)
+        with pytest.raises(tensord.autograd.GradcheckError, match="Jacobian mismatch"):
+            gradcheck(Wrong.apply, (x,))
+
+    def test_python_backward_inside_daemon_graph(self, session):
+        a = f64(4)
+        x = leaf(a)
+        y = (Exp.apply(x * 2) * 3).sum()
+        y.backward()
+        np.testing.assert_allclose(x.grad.numpy(), 6 * np.exp(2 * a), rtol=1e-12)
+
+    def test_needs_input_grad(self, session):
+        seen = []
+
+        class F(Function):
+            @staticmethod
+            def forward(ctx, a, b, k):
+                return a * b * k
+
+            @staticmethod
+            def backward(ctx, g):
+                seen.append(ctx.needs_input_grad)
+                return g * 2, None, None
+
+        a = leaf(f64(3))
+        b = tensord.from_numpy(f64(3, seed=1))
+        F.apply(a, b, 2.0).sum().backward()
+        assert seen == [(True, False, False)]
+        np.testing.assert_allclose(a.grad.numpy(), np.full(3, 2.0))
+
+    def test_mark_non_differentiable(self, session):
+        class SortLike(Function):
+            @staticmethod
+            def forward(ctx, x):
+                idx = x.argmax().to(tensord.float64)
+                ctx.mark_non_differentiable(idx)
+                return x * 2, idx
+
+            @staticmethod
+            def backward(ctx, g, g_idx):
+                return g * 2
+
+        x = leaf(f64(3))
+        y, idx = SortLike.apply(x)
+        assert y.requires_grad and not idx.requires_grad
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            idx.sum().backward()
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0))
+
+    @pytest.mark.parametrize("materialize", [True, False])
+    def test_set_materialize_grads(self, session, materialize):
+        seen = []
+
+        class Two(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.set_materialize_grads(materialize)
+                return x * 1, x * 2
+
+            @staticmethod
+            def backward(ctx, g1, g2):
+                seen.append(g2 if g2 is None else g2.numpy().tolist())
+                out = g1 * 1
+                if g2 is not None:
+                    out = out + g2 * 2
+                return out
+
+        x = leaf(f64(3))
+        a, _ = Two.apply(x)
+        a.sum().backward()
+        assert seen == ([[0.0, 0.0, 0.0]] if materialize else [None])
+        np.testing.assert_allclose(x.grad.numpy(), np.ones(3))
+
+    def test_mark_dirty(self, session):
+        class Double(Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.mul_(2)
+                ctx.mark_dirty(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        a = leaf(f64(3))
+        y = a * 1
+        out = Double.apply(y)
+        assert out._impl_id == y._impl_id and y.grad_fn.name() == "DoubleBackward"
+        out.sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), np.full(3, 2.0))
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            Double.apply(leaf(f64(3)))
+
+    def test_errors_in_backward_propagate(self, session):
+        class Boom(Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                raise ValueError("boom in backward")
+
+        class TooMany(Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 1
+
+            @staticmethod
+            def backward(ctx, g):
+                return g, g
+
+        x = leaf(f64(3))
+        with pytest.raises(ValueError, match="boom in backward"):
+            Boom.apply(x).sum().backward()
+        with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+            TooMany.apply(x).sum().backward()
+        # The session still works afterwards.
+        (x * 2).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 2.0))
+
+    def test_contexts_are_freed_with_the_graph(self, session):
+        from tensord.autograd import function as fmod
+        x = leaf(f64(3))
+        y = Exp.apply(x)
+        fid = y.grad_fn._function_id
+        assert fid in fmod._functions
+        y.sum().backward()
+        del y
+        tensord.synchronize()
+        tensord.synchronize()
+        fmod._drop_released()
+        assert fid not in fmod._functions
