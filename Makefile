@@ -1,5 +1,5 @@
 # tensord — the two commands in the README, and a few more.
-#   make demo   install deps, build, run the k-NN example and the meta-mode example
+#   make demo   install deps, build, train the digits MLP through the daemon, then k-NN and meta mode
 #   make test   install deps, build, run every C++ and Python test
 PY      := /usr/bin/python3
 BUILD   ?= build
@@ -21,6 +21,7 @@ build: deps
 install-dev: build
 
 demo: build
+	$(PY) examples/digits_mlp.py
 	$(PY) examples/digits_knn.py
 	$(PY) examples/infer_shapes.py
 

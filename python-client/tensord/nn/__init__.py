@@ -1,0 +1,16 @@
+"""``tensord.nn``: modules, parameters, functional layers and initialisers, as ``torch.nn``.
+
+Modules hold Parameters (tensord tensors: their data lives in the daemon);
+forward passes are ops streamed to the daemon, recorded by its autograd
+engine; ``tensord.optim`` updates the parameters in place in the daemon.
+Modules built inside ``with tensord.device("meta"):`` have meta parameters
+and need no daemon until ``to_empty(device=...)``.
+"""
+from . import functional, init
+from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear, LogSoftmax, ModuleList, ReLU,
+                     Sequential, Sigmoid, Softmax, Tanh)
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Module", "Parameter", "Identity", "Linear", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
+           "Flatten", "Sequential", "ModuleList", "Dropout", "Embedding", "LayerNorm", "functional", "init"]
