@@ -310,9 +310,16 @@ def load(f, map_location=None):
     Raises RuntimeError for a malformed file: a truncated header or data
     region, invalid JSON, a header entry whose byte span does not match its
     shape and dtype, or tensors that do not tile the data region exactly;
-    TypeError for a safetensors dtype tensord lacks (U16, U32, U64).
+    TypeError for a safetensors dtype tensord lacks (U16, U32, U64);
+    RuntimeError when map_location names a device the daemon does not have.
     """
     dev = _target_device(map_location)
+    if dev != "meta":
+        from ._session import connect, default_session
+        have = (default_session() or connect()).devices
+        if dev not in have:
+            raise RuntimeError(f"load: map_location {dev!r} is not a device of the daemon (it has "
+                               f"{', '.join(have)})")
     fh, own = _open(f)
     try:
         entries, _, start, data_len = _parse_header(fh)

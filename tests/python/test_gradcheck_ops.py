@@ -158,3 +158,9 @@ GRADGRAD = [
 @pytest.mark.parametrize("name,fn,make", GRADGRAD, ids=[g[0] for g in GRADGRAD])
 def test_gradgradcheck(session, name, fn, make):
     assert gradgradcheck(fn, make())
+
+
+def test_gradgradcheck_of_a_scalar_loss():
+    # 0-dim outputs (every loss) get 0-dim random grad_outputs.
+    x = tensord.randn(2, 3, dtype=tensord.float64, requires_grad=True)
+    assert tensord.autograd.gradgradcheck(lambda x: (x * x * x).sum(), (x,))

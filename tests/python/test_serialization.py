@@ -241,3 +241,10 @@ def test_save_refuses_what_safetensors_cannot_hold(session, tmp_path):
         tensord.save({"a": tensord.zeros(1)}, p, metadata={"k": 1})
     with pytest.raises(TypeError, match="map_location"):
         tensord.load(p, map_location=lambda s, loc: s)
+
+
+def test_load_refuses_a_device_the_daemon_lacks(tmp_path):
+    path = tmp_path / "w.safetensors"
+    tensord.save({"w": tensord.ones(2)}, str(path))
+    with pytest.raises(RuntimeError, match="not a device of the daemon"):
+        tensord.load(str(path), map_location="cuda:7")

@@ -39,7 +39,7 @@ def _host(t):
 
 def _upload_like(arr, like):
     import tensord
-    t = tensord.from_numpy(np.ascontiguousarray(arr.astype(np.dtype(like.dtype._name))))
+    t = tensord.from_numpy(np.array(arr, dtype=np.dtype(like.dtype._name), order="C"))  # keeps 0-dim shapes
     if like.requires_grad:
         t.requires_grad_(True)
     return t
@@ -155,7 +155,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-
     if grad_outputs is None:
         rng = np.random.default_rng(0)
         grad_outputs = tuple(
-            tensord.from_numpy(rng.standard_normal(tuple(o.shape)).astype(np.dtype(o.dtype._name)))
+            tensord.from_numpy(np.asarray(rng.standard_normal(tuple(o.shape)), dtype=np.dtype(o.dtype._name)))
             .requires_grad_(True) for o in outputs)
     grad_outputs = _as_tuple(grad_outputs)
     n_go = len(grad_outputs)
