@@ -228,6 +228,9 @@ absl::StatusOr<bool> RecordFunction(const FunctionRecord& rec, CallSite site) {
     any_rg |= in->requires_grad();
   }
   for (const Tensor& t : rec.outputs) all.push_back(&t);
+  for (const auto& t : rec.saved) {
+    if (t.has_value() && t->defined()) all.push_back(&*t);
+  }
   if (!IsGradEnabled() || !any_rg) return false;
   if (!rec.non_differentiable.empty() && rec.non_differentiable.size() != rec.outputs.size()) {
     return InternalErr("RecordFunction: non_differentiable must have one flag per output");
@@ -253,14 +256,16 @@ absl::StatusOr<bool> RecordFunction(const FunctionRecord& rec, CallSite site) {
     if (in.has_value() && in->defined()) node->next_functions.push_back(internal::GradEdge(in->impl()));
   }
   if (s != nullptr) {
-    std::vector<uint64_t> inputs, outputs, dirty;
+    std::vector<uint64_t> inputs, outputs, dirty, saved;
     for (const auto& in : rec.inputs) inputs.push_back(in.has_value() && in->defined() ? in->handle() : 0);
     for (const Tensor& t : rec.outputs) outputs.push_back(t.handle());
     for (const Tensor& t : rec.dirty) dirty.push_back(t.handle());
+    for (const auto& t : rec.saved) saved.push_back(t.has_value() && t->defined() ? t->handle() : 0);
     std::vector<bool> nd = rec.non_differentiable;
     nd.resize(rec.outputs.size(), false);
     TD_RETURN_IF_ERROR(
-        s->SendRecordFunction(rec.function_id, rec.name, inputs, outputs, nd, dirty, rec.materialize_grads, site));
+        s->SendRecordFunction(rec.function_id, rec.name, inputs, outputs, nd, dirty, rec.materialize_grads, saved,
+                             site));
   }
   for (size_t j = 0; j < rec.outputs.size(); ++j) {
     TensorImpl& im = *rec.outputs[j].impl();

@@ -882,7 +882,7 @@ absl::Status Session::SendRecordFunction(uint64_t function_id, const std::string
                                          const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
                                          const std::vector<bool>& non_differentiable,
                                          const std::vector<uint64_t>& dirty, bool materialize_grads,
-                                         const CallSite& site) {
+                                         const std::vector<uint64_t>& saved, const CallSite& site) {
   Impl& im = *impl_;
   absl::MutexLock l(&im.mu);
   TD_RETURN_IF_ERROR(im.Usable());
@@ -895,6 +895,7 @@ absl::Status Session::SendRecordFunction(uint64_t function_id, const std::string
   for (bool b : non_differentiable) r->add_non_differentiable(b);
   r->mutable_dirty()->Add(dirty.begin(), dirty.end());
   r->set_materialize_grads(materialize_grads);
+  r->mutable_saved()->Add(saved.begin(), saved.end());
   r->set_call_site(site.text);
   return im.MaybeFlushLocked();
 }
@@ -930,6 +931,27 @@ void Session::RunCallback(const void* callback_message) {
     }
     const bool rg = k < cb.requires_grad_size() && cb.requires_grad(k);
     req.grads.emplace_back(Tensor(MakeEngineTensor(shared_from_this(), h, *std::move(m), rg)));
+    ++k;
+  }
+  k = 0;
+  for (uint64_t h : cb.saved()) {
+    if (!bad.ok()) break;
+    if (h == 0) {
+      req.saved.emplace_back(std::nullopt);
+      continue;
+    }
+    if (k >= cb.saved_metas_size()) {
+      bad = InternalErr(absl::StrCat("the daemon's backward callback ", cb.callback_id(), " has ",
+                                     cb.saved_metas_size(), " metas for more saved tensors"));
+      break;
+    }
+    absl::StatusOr<TensorMeta> m = wire::FromProto(cb.saved_metas(k), "backward callback saved tensor");
+    if (!m.ok()) {
+      bad = m.status();
+      break;
+    }
+    const bool rg = k < cb.saved_requires_grad_size() && cb.saved_requires_grad(k);
+    req.saved.emplace_back(Tensor(MakeEngineTensor(shared_from_this(), h, *std::move(m), rg)));
     ++k;
   }
   BackwardCallbackHandler handler;

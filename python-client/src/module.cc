@@ -429,7 +429,9 @@ absl::StatusOr<std::vector<std::optional<tc::Tensor>>> RunPythonBackward(const t
   try {
     py::list grads;
     for (const auto& g : req.grads) grads.append(OptionalToPy(g));
-    py::object r = (*g_backward_handler)(req.function_id, grads, req.create_graph);
+    py::list saved;
+    for (const auto& t : req.saved) saved.append(OptionalToPy(t));
+    py::object r = (*g_backward_handler)(req.function_id, grads, req.create_graph, saved);
     std::vector<std::optional<tc::Tensor>> out;
     for (py::handle h : py::reinterpret_borrow<py::sequence>(r)) {
       out.push_back(OptionalTensor(h, "a gradient returned by backward"));
@@ -716,7 +718,7 @@ NotImplementedError.)doc")
   m.def(
       "_record_function",
       [](uint64_t function_id, const std::string& name, py::handle inputs, py::handle outputs,
-         std::vector<bool> non_differentiable, py::handle dirty, bool materialize_grads) {
+         std::vector<bool> non_differentiable, py::handle dirty, bool materialize_grads, py::handle saved) {
         tc::FunctionRecord rec;
         rec.function_id = function_id;
         rec.name = name;
@@ -728,10 +730,18 @@ NotImplementedError.)doc")
         rec.non_differentiable = std::move(non_differentiable);
         rec.dirty = TensorSeq(dirty, "dirty tensors");
         rec.materialize_grads = materialize_grads;
+        if (!saved.is_none()) {
+          for (py::handle h : py::reinterpret_borrow<py::sequence>(saved)) {
+            rec.saved.push_back(OptionalTensor(h, "a tensor given to save_for_backward"));
+          }
+        }
         tc::CallSite site = PyCallSite();
         return Unwrap(tc::RecordFunction(rec, std::move(site)));
       },
-      "_record_function(id, name, inputs, outputs, non_differentiable, dirty, materialize_grads) -> recorded.");
+      py::arg("function_id"), py::arg("name"), py::arg("inputs"), py::arg("outputs"), py::arg("non_differentiable"),
+      py::arg("dirty"), py::arg("materialize_grads"), py::arg("saved") = py::none(),
+      "_record_function(id, name, inputs, outputs, non_differentiable, dirty, materialize_grads, saved=None) -> "
+      "recorded. saved: ctx.save_for_backward's tensors (Tensor or None each), kept in the daemon's node.");
   m.def(
       "_set_backward_handler",
       [](py::object handler) {
@@ -739,7 +749,8 @@ NotImplementedError.)doc")
         *g_backward_handler = std::move(handler);
         tc::SetBackwardCallbackHandler(&RunPythonBackward);
       },
-      "Registers handler(function_id, grads, create_graph) -> grads, run when the daemon reaches a Function node.");
+      "Registers handler(function_id, grads, create_graph, saved) -> grads, run when the daemon reaches a Function "
+      "node (saved: the node's unpacked saved tensors, Tensor or None each).");
   m.def("_take_released_functions", &tc::TakeReleasedFunctions,
         "Function ids whose daemon node is gone since the last call.");
   m.def(

@@ -350,6 +350,18 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
     return fail(RuntimeErr(absl::StrCat(what, ": non_differentiable has ", r.non_differentiable_size(),
                                         " entries for ", r.outputs_size(), " outputs")));
   }
+  // ctx.save_for_backward's tensors (nullptr: None).
+  std::vector<Tensor*> saved;
+  for (uint64_t h : r.saved()) {
+    if (h == 0) {
+      saved.push_back(nullptr);
+      continue;
+    }
+    Tensor* t = FindTensor(h);
+    if (t == nullptr) return fail(UnknownHandle(absl::StrCat(what, " saved tensor"), h));
+    if (t->failed()) return fail(t->error->status);
+    saved.push_back(t);
+  }
   bool any = false;
   for (Tensor* t : ins) any = any || (t != nullptr && t->requires_grad());
   if (!any) {
@@ -389,6 +401,31 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
     t->ag->output_nr = static_cast<uint32_t>(i);
     t->ag->requires_grad = false;
     if (t->ag->retains_grad) node->retained.emplace_back(static_cast<uint32_t>(i), t->ag);
+  }
+  // The saved tensors live in saved_inputs (in ctx order; an undefined entry
+  // is None). An output of this node is kept without its identity (no
+  // cycle) and gets the node back as grad_fn when unpacked, like a built-in
+  // node's saved outputs.
+  node->saved_inputs.reserve(saved.size());
+  for (Tensor* t : saved) {
+    SavedTensor s;
+    if (t != nullptr) {
+      s.data.meta = t->meta;
+      s.data.storage = t->storage;
+      s.version = t->storage != nullptr ? t->storage->version() : 0;
+      if (t->ag != nullptr && t->ag->grad_fn == node) {
+        s.is_output = true;
+        s.output_differentiable = true;
+        s.output_nr = t->ag->output_nr;
+      } else {
+        s.data.ag = t->ag;
+        if (t->ag != nullptr && t->ag->grad_fn != nullptr) {
+          s.grad_fn_name = t->ag->grad_fn->name;
+          s.output_nr = t->ag->output_nr;
+        }
+      }
+    }
+    node->saved_inputs.push_back(std::move(s));
   }
 }
 
@@ -736,11 +773,8 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
             return RunOp(name, std::move(args), create_graph);
           };
           FormulaContext ctx(n, self, grads, std::move(runner));
-          try {
-            in_grads = f(ctx);
-          } catch (const FormulaError& e) {
-            return e.status;
-          }
+          in_grads = f(ctx);
+          TD_RETURN_IF_ERROR(ctx.status());  // a freed or modified saved tensor, a failed op
           if (in_grads.size() != n->next.size()) {
             return InternalErr(absl::StrCat(n->name, ": the formula returned ", in_grads.size(),
                                             " gradients for ", n->next.size(), " inputs"));
@@ -748,12 +782,12 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
           break;
         }
         case Node::Kind::kFunction: {
-          TD_ASSIGN_OR_RETURN(in_grads, CallBack(*n, grads, create_graph, stream_ok));
+          TD_ASSIGN_OR_RETURN(in_grads, CallBack(*n, self, grads, create_graph, stream_ok));
           break;
         }
       }
     }
-    if (!retain_graph && n->kind == Node::Kind::kOp) {
+    if (!retain_graph && n->kind != Node::Kind::kAccumulate) {  // kFunction: its ctx's saved tensors
       n->released = true;
       for (SavedTensor& s : n->saved_inputs) {
         s.data.storage.reset();
@@ -818,10 +852,49 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::vector<Tensor>& grads, bool create_graph,
+absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::shared_ptr<Node>& self,
+                                                     const std::vector<Tensor>& grads, bool create_graph,
                                                      bool* stream_ok) {
   if (read_ == nullptr) {
     return InternalErr(absl::StrCat(node.name, ": no stream to call the client back on"));
+  }
+  // Unpack ctx's saved tensors first: a freed graph or a saved tensor
+  // modified in place since forward fails the backward before the client runs.
+  std::vector<Tensor> unpacked;
+  if (node.released && !node.saved_inputs.empty()) {
+    return RuntimeErr(
+        "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+        "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+        "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
+        "you need to access saved tensors after calling backward.");
+  }
+  for (const SavedTensor& s : node.saved_inputs) {
+    if (!s.data.defined()) {
+      unpacked.emplace_back();  // None
+      continue;
+    }
+    const uint64_t now = s.data.storage != nullptr ? s.data.storage->version() : 0;
+    if (now != s.version) {
+      std::string owner;
+      if (s.is_output) {
+        owner = absl::StrCat(", which is output ", s.output_nr, " of ", node.name, ",");
+      } else if (!s.grad_fn_name.empty()) {
+        owner = absl::StrCat(", which is output ", s.output_nr, " of ", s.grad_fn_name, ",");
+      }
+      return RuntimeErr(absl::StrCat(
+          "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+          DtypeC10Name(s.data.meta.dtype), "Tensor ", ShapeToString(s.data.meta.sizes), "]", owner,
+          " is at version ", now, "; expected version ", s.version,
+          " instead. Hint: the backtrace further above shows the operation that failed to compute its gradient. "
+          "The variable in question was changed in there or anywhere later. Good luck!"));
+    }
+    Tensor t = s.data;
+    if (s.is_output) {
+      t.ag = std::make_shared<AutogradMeta>();
+      t.ag->grad_fn = self;
+      t.ag->output_nr = s.output_nr;
+    }
+    unpacked.push_back(std::move(t));
   }
   v1::ServerMessage msg;
   v1::BackwardCallback* cb = msg.mutable_callback();
@@ -848,6 +921,19 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::vec
     wire::ToProto(g.meta, cb->add_metas());
     cb->add_requires_grad(g.requires_grad());
     tensors_.emplace(h, std::move(g));
+  }
+  for (Tensor& t : unpacked) {
+    if (!t.defined()) {
+      cb->add_saved(0);
+      continue;
+    }
+    if (t.ag == nullptr) t.ag = std::make_shared<AutogradMeta>();
+    uint64_t h = kDaemonHandleBit | ++next_daemon_handle_;
+    while (tensors_.contains(h) || uploads_.contains(h)) h = kDaemonHandleBit | ++next_daemon_handle_;
+    cb->add_saved(h);
+    wire::ToProto(t.meta, cb->add_saved_metas());
+    cb->add_saved_requires_grad(t.requires_grad());
+    tensors_.emplace(h, std::move(t));
   }
   if (!(*write_)(msg)) {
     *stream_ok = false;

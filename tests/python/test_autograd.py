@@ -594,3 +594,175 @@ class TestFunction:
         tensord.synchronize()
         fmod._drop_released()
         assert fid not in fmod._functions
+
+
+# ================================================ Function: saved tensors in the daemon
+
+class ExpOut(Function):
+    """The TensorPlay page's Exp that saves its OUTPUT (backward g * y)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        y, = ctx.saved_tensors
+        return grad_out * y
+
+
+class Square(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, = ctx.saved_tensors
+        return 2 * grad_out * x
+
+
+class TestFunctionSavedTensors:
+    def test_saved_input_modified_in_place_is_an_error(self, session):
+        x = leaf(f64(3))
+        a = x * 1
+        y = Square.apply(a)
+        a.mul_(2)
+        with pytest.raises(RuntimeError, match=r"one of the variables needed for gradient computation has been "
+                                               r"modified by an inplace operation: \[DoubleTensor \[3\]\], which is "
+                                               r"output 0 of MulBackward0, is at version 1; expected version 0"):
+            y.sum().backward()
+        assert x.grad is None
+
+    def test_saved_output_modified_in_place_is_an_error(self, session):
+        x = leaf(f64(4))
+        y = ExpOut.apply(x)
+        y.add_(1)
+        with pytest.raises(RuntimeError, match=r"modified by an inplace operation: \[DoubleTensor \[4\]\], which is "
+                                               r"output 0 of ExpOutBackward, is at version 1; expected version 0"):
+            y.sum().backward()
+
+    def test_unmodified_saved_tensors_give_the_right_gradient(self, session):
+        v = f64(3, seed=4)
+        x = leaf(v)
+        a = x * 1
+        Square.apply(a).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), 2 * v)
+
+    def test_second_backward_through_only_functions_is_rejected(self, session):
+        x = leaf(f64(3))
+        y = Square.apply(ExpOut.apply(x))
+        g = tensord.ones(3, dtype=tensord.float64)
+        y.backward(g)
+        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+            y.backward(g)
+
+    def test_second_backward_with_retain_graph_accumulates(self, session):
+        v = f64(3, seed=2)
+        x = leaf(v)
+        y = ExpOut.apply(x)
+        g = tensord.ones(3, dtype=tensord.float64)
+        y.backward(g, retain_graph=True)
+        y.backward(g)
+        np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(v), rtol=1e-12)
+
+    def test_second_backward_of_a_function_without_saved_tensors_works(self, session):
+        class Double(Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        x = leaf(f64(3))
+        y = Double.apply(x)
+        g = tensord.ones(3, dtype=tensord.float64)
+        y.backward(g)
+        y.backward(g)  # nothing saved, nothing freed: PyTorch allows it too
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 4.0))
+
+    def test_exp_saving_its_output_supports_double_backward(self, session):
+        v = f64(4, seed=3)
+        x = leaf(v)
+        g, = tensord.autograd.grad(ExpOut.apply(x).sum(), x, create_graph=True)
+        np.testing.assert_allclose(g.numpy(), np.exp(v), rtol=1e-12)
+        assert g.requires_grad
+        gg, = tensord.autograd.grad(g.sum(), x)
+        np.testing.assert_allclose(gg.numpy(), np.exp(v), rtol=1e-12)
+
+    def test_exp_saving_its_output_passes_gradcheck_and_gradgradcheck(self, session):
+        x = tensord.randn(4, dtype=tensord.float64, requires_grad=True)
+        assert gradcheck(ExpOut.apply, (x,))
+        assert gradgradcheck(ExpOut.apply, (x,))
+
+    def test_saved_tensors_outside_backward_are_what_forward_saved(self, session):
+        seen = {}
+
+        class Keep(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x, None)
+                seen["ctx"] = ctx
+                return x * 3
+
+            @staticmethod
+            def backward(ctx, g):
+                x, none = ctx.saved_tensors
+                seen["none"] = none
+                seen["x"] = x.numpy()
+                return g * 3
+
+        v = f64(3, seed=5)
+        x = leaf(v)
+        y = Keep.apply(x)
+        saved = seen["ctx"].saved_tensors
+        assert saved[0] is x and saved[1] is None
+        y.sum().backward()
+        assert seen["none"] is None
+        np.testing.assert_allclose(seen["x"], v)
+        np.testing.assert_allclose(x.grad.numpy(), np.full(3, 3.0))
+
+    def test_gradient_for_a_non_tensor_input_is_an_error(self, session):
+        class Scale(Function):
+            @staticmethod
+            def forward(ctx, x, k):
+                ctx.k = k
+                return x * k
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * ctx.k, g
+
+        x = leaf(f64(3))
+        with pytest.raises(RuntimeError, match="function ScaleBackward returned a gradient different than None at "
+                                               "position 2, but the corresponding forward input was not a Variable"):
+            Scale.apply(x, 2.0).sum().backward()
+        # None for the non-tensor input is fine.
+        class Scale2(Scale):
+            @staticmethod
+            def backward(ctx, g):
+                return g * ctx.k, None
+
+        x2 = leaf(f64(3))
+        Scale2.apply(x2, 2.0).sum().backward()
+        np.testing.assert_allclose(x2.grad.numpy(), np.full(3, 2.0))
+
+    def test_a_function_saving_its_output_is_freed_with_the_graph(self, session):
+        # The node keeps its saved output without the output's identity, so no
+        # cycle keeps it alive once the graph's tensors are gone.
+        from tensord.autograd import function as fmod
+        x = leaf(f64(3))
+        y = ExpOut.apply(x)
+        fid = y.grad_fn._function_id
+        assert fid in fmod._functions
+        y.sum().backward(retain_graph=True)
+        del y
+        tensord.synchronize()
+        tensord.synchronize()
+        fmod._drop_released()
+        assert fid not in fmod._functions

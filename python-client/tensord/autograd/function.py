@@ -58,7 +58,9 @@ class FunctionCtx:
 
     def __init__(self):
         self._saved = ()
+        self._backward_saved = None  # the daemon's unpacked saved tensors, during backward
         self._freed = False
+        self._tensor_inputs = ()
         self._non_differentiable = []
         self._dirty = []
         self.materialize_grads = True
@@ -76,8 +78,12 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
-        """The tensors given to ``save_for_backward`` (a tuple). RuntimeError once the
-        daemon freed the function's node."""
+        """The tensors given to ``save_for_backward`` (a tuple). Inside ``backward``
+        they are the daemon's saved tensors (checked against in-place changes
+        since forward; a saved output has this function as grad_fn, so double
+        backward sees it). RuntimeError once the daemon freed the function's node."""
+        if self._backward_saved is not None:
+            return self._backward_saved
         if self._freed:
             raise RuntimeError(
                 "Trying to backward through the graph a second time (or directly access saved tensors after they "
@@ -168,6 +174,7 @@ class Function(metaclass=_FunctionMeta):
         ctx = FunctionCtx()
         grad_on = _C.is_grad_enabled()
         ctx.needs_input_grad = tuple(grad_on and isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx._tensor_inputs = tuple(isinstance(a, Tensor) for a in args)
         separate = getattr(cls.setup_context, "__func__", cls.setup_context) is not \
             getattr(Function.setup_context, "__func__", Function.setup_context)
         with no_grad():
@@ -190,29 +197,41 @@ class Function(metaclass=_FunctionMeta):
         if any(ctx.needs_input_grad):
             fid = next(_next_id)
             nd = [any(_same(o, n) for n in ctx._non_differentiable) for o in tensor_outs]
-            # Saved outputs are kept as detached aliases: a saved output holding
-            # its own grad_fn would keep the node (and itself) alive forever.
+            # The daemon keeps the saved tensors in the node (sent as they are,
+            # so it knows which are the function's own outputs); backward gets
+            # them from there. Here saved outputs are kept only as detached
+            # aliases: a saved output holding its own grad_fn would keep the
+            # node (and itself) alive forever.
+            to_save = list(ctx._saved)
             ctx._saved = tuple(
                 (t.detach() if isinstance(t, Tensor) and any(_same(t, o) for o in tensor_outs)
                  and not any(_same(t, a) for a in tensor_inputs) else t)
                 for t in ctx._saved)
             recorded = _C._record_function(fid, cls._backward_name, list(args), tensor_outs, nd, list(ctx._dirty),
-                                           ctx.materialize_grads)
+                                           ctx.materialize_grads, to_save)
             if recorded and any(not o.is_meta for o in tensor_outs + tensor_inputs):
                 _functions[fid] = (cls, ctx, len(args))
         return tuple(outs) if is_tuple else outs[0]
 
 
-def _backward_handler(function_id, grads, create_graph):
+def _backward_handler(function_id, grads, create_graph, saved=None):
     """Run by the C++ client when the daemon reaches a Function's node: calls the
-    class's backward and returns one gradient (or None) per forward argument."""
+    class's backward (``ctx.saved_tensors`` = ``saved``, the daemon's unpacked
+    saved tensors) and returns one gradient (or None) per forward argument.
+    RuntimeError when backward returns a gradient for a non-tensor input."""
     try:
         rec = _functions.get(function_id)
         if rec is None:
             raise RuntimeError(f"the daemon asked for the backward of autograd.Function #{function_id}, whose "
                                "context is no longer held by this client")
         cls, ctx, nargs = rec
-        result = cls.backward(ctx, *grads)
+        previous = ctx._backward_saved
+        if saved is not None and not ctx._freed:
+            ctx._backward_saved = tuple(saved)
+        try:
+            result = cls.backward(ctx, *grads)
+        finally:
+            ctx._backward_saved = previous
         if not isinstance(result, tuple):
             result = (result,)
         if len(result) > nargs and all(r is None for r in result[nargs:]):
@@ -225,6 +244,9 @@ def _backward_handler(function_id, grads, create_graph):
             if g is not None and not isinstance(g, Tensor):
                 raise TypeError(f"function {cls._backward_name} returned a gradient of type {type(g).__name__} "
                                 f"for input {i}; expected a Tensor or None")
+            if g is not None and i < len(ctx._tensor_inputs) and not ctx._tensor_inputs[i]:
+                raise RuntimeError(f"function {cls._backward_name} returned a gradient different than None at "
+                                   f"position {i + 1}, but the corresponding forward input was not a Variable")
             out.append(g if (g is not None and ctx.needs_input_grad[i]) else None)
         return out
     except BaseException as e:  # noqa: B902  (re-raised by the waiting backward())

@@ -38,13 +38,17 @@ Node::~Node() {
   }
 }
 
-const OpEntry& RequireOp(absl::string_view full_name) {
+const OpEntry* RequireOp(absl::string_view full_name, absl::Status* error) {
   const OpEntry* op = OpTable::Get().Find(full_name);
-  if (op == nullptr) {
-    throw FormulaError{InternalErr(
-        absl::StrCat("an autograd formula needs op '", full_name, "', which is not in this daemon's op table"))};
+  if (op == nullptr && error != nullptr && error->ok()) {
+    *error = InternalErr(
+        absl::StrCat("an autograd formula needs op '", full_name, "', which is not in this daemon's op table"));
   }
-  return *op;
+  return op;
+}
+
+void FormulaContext::Fail(absl::Status s) const {
+  if (status_.ok() && !s.ok()) status_ = std::move(s);
 }
 
 const Tensor& FormulaContext::grad(size_t i) const {
@@ -54,15 +58,18 @@ const Tensor& FormulaContext::grad(size_t i) const {
 
 int FormulaContext::ArgIndex(absl::string_view name) const {
   const int i = node_->op->schema.ArgIndex(name);
-  if (i < 0) {
-    throw FormulaError{InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), " reads argument '", name,
-                                                "', which the schema lacks"))};
+  if (i < 0 || static_cast<size_t>(i) >= node_->arg_slots.size() || static_cast<size_t>(i) >= node_->args.size()) {
+    Fail(InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), " reads argument '", name,
+                                  "', which the schema lacks")));
+    return -1;
   }
   return i;
 }
 
 const std::vector<int>& FormulaContext::slots(absl::string_view name) const {
-  return node_->arg_slots[ArgIndex(name)];
+  static const std::vector<int>* kNoSlots = new std::vector<int>();
+  const int i = ArgIndex(name);
+  return i < 0 ? *kNoSlots : node_->arg_slots[i];
 }
 
 bool FormulaContext::needs(absl::string_view name) const {
@@ -73,26 +80,38 @@ bool FormulaContext::needs(absl::string_view name) const {
 }
 
 const TensorMeta& FormulaContext::meta(absl::string_view name) const {
+  static const TensorMeta* kNoMeta = new TensorMeta();
   const std::vector<int>& s = slots(name);
-  if (s.size() != 1 || s[0] < 0) {
-    throw FormulaError{InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), ": argument '", name,
-                                                "' is not one tensor"))};
+  if (s.size() != 1 || s[0] < 0 || static_cast<size_t>(s[0]) >= node_->input_metas.size()) {
+    Fail(InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), ": argument '", name,
+                                  "' is not one tensor")));
+    return *kNoMeta;
   }
   return node_->input_metas[s[0]];
 }
 
-const Value& FormulaContext::value(absl::string_view name) const { return node_->args[ArgIndex(name)]; }
+const Value& FormulaContext::value(absl::string_view name) const {
+  static const Value* kNone = new Value();
+  const int i = ArgIndex(name);
+  return i < 0 ? *kNone : node_->args[i];
+}
 
 Tensor FormulaContext::Unpack(const SavedTensor& s) const {
+  // On an error the result is undefined (no storage, no error) but keeps the
+  // saved metadata, so a formula's shape arithmetic stays in range.
+  Tensor failed;
+  failed.meta = s.data.meta;
   if (node_->released) {
-    throw FormulaError{RuntimeErr(
+    Fail(RuntimeErr(
         "Trying to backward through the graph a second time (or directly access saved tensors after they have "
         "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
         "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
-        "you need to access saved tensors after calling backward.")};
+        "you need to access saved tensors after calling backward."));
+    return failed;
   }
   if (s.data.storage == nullptr) {
-    throw FormulaError{InternalErr(absl::StrCat(node_->name, ": a saved tensor has no storage"))};
+    Fail(InternalErr(absl::StrCat(node_->name, ": a saved tensor has no storage")));
+    return failed;
   }
   const uint64_t now = s.data.storage->version();
   if (now != s.version) {
@@ -102,12 +121,13 @@ Tensor FormulaContext::Unpack(const SavedTensor& s) const {
     } else if (!s.grad_fn_name.empty()) {
       owner = absl::StrCat(", which is output ", s.output_nr, " of ", s.grad_fn_name, ",");
     }
-    throw FormulaError{RuntimeErr(absl::StrCat(
+    Fail(RuntimeErr(absl::StrCat(
         "one of the variables needed for gradient computation has been modified by an inplace operation: [",
         DtypeC10Name(s.data.meta.dtype), "Tensor ", ShapeToString(s.data.meta.sizes), "]", owner, " is at version ",
         now, "; expected version ", s.version,
         " instead. Hint: the backtrace further above shows the operation that failed to compute its gradient. The "
-        "variable in question was changed in there or anywhere later. Good luck!"))};
+        "variable in question was changed in there or anywhere later. Good luck!")));
+    return failed;
   }
   Tensor t = s.data;
   if (s.is_output) {
@@ -122,40 +142,47 @@ Tensor FormulaContext::Unpack(const SavedTensor& s) const {
 
 Tensor FormulaContext::in(absl::string_view name) const {
   const std::vector<int>& s = slots(name);
-  if (s.size() != 1 || s[0] < 0) {
-    throw FormulaError{InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), ": argument '", name,
-                                                "' is not one tensor"))};
+  if (s.size() != 1 || s[0] < 0 || static_cast<size_t>(s[0]) >= node_->saved_inputs.size()) {
+    Fail(InternalErr(absl::StrCat("the formula of ", node_->op->full_name(), ": argument '", name,
+                                  "' is not one tensor")));
+    return Tensor();
   }
   return Unpack(node_->saved_inputs[s[0]]);
 }
 
 Tensor FormulaContext::slot(size_t slot) const {
   if (slot >= node_->saved_inputs.size()) {
-    throw FormulaError{InternalErr(absl::StrCat(node_->name, ": no input slot ", slot))};
+    Fail(InternalErr(absl::StrCat(node_->name, ": no input slot ", slot)));
+    return Tensor();
   }
   return Unpack(node_->saved_inputs[slot]);
 }
 
 Tensor FormulaContext::out(size_t i) const {
   if (i >= node_->saved_outputs.size()) {
-    throw FormulaError{InternalErr(absl::StrCat(node_->name, ": no output ", i))};
+    Fail(InternalErr(absl::StrCat(node_->name, ": no output ", i)));
+    return Tensor();
   }
   return Unpack(node_->saved_outputs[i]);
 }
 
 std::vector<Tensor> FormulaContext::call_all(absl::string_view full_name, std::vector<Arg> args) const {
-  RequireOp(full_name);
+  if (!status_.ok()) return {};  // an earlier step failed: its inputs may be undefined
+  if (RequireOp(full_name, &status_) == nullptr) return {};
   absl::StatusOr<std::vector<Tensor>> r = run_(full_name, std::move(args));
   if (!r.ok()) {
-    throw FormulaError{WithContext(r.status(), absl::StrCat("in the backward of ", node_->op->full_name(), " (",
-                                                            full_name, ")"))};
+    Fail(WithContext(r.status(), absl::StrCat("in the backward of ", node_->op->full_name(), " (", full_name, ")")));
+    return {};
   }
   return *std::move(r);
 }
 
 Tensor FormulaContext::call(absl::string_view full_name, std::vector<Arg> args) const {
   std::vector<Tensor> r = call_all(full_name, std::move(args));
-  if (r.empty()) throw FormulaError{InternalErr(absl::StrCat(full_name, " returned no tensor"))};
+  if (r.empty()) {
+    if (status_.ok()) Fail(InternalErr(absl::StrCat(full_name, " returned no tensor")));
+    return Tensor();
+  }
   return r[0];
 }
 

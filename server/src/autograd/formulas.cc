@@ -6,6 +6,11 @@
 // Each formula returns one gradient per input slot (undefined where none or
 // not needed). Gradients may be broadcast versions of the input's shape or of
 // another floating dtype: the engine sums over broadcast dims and casts.
+//
+// Errors are recorded in the context (FormulaContext::Fail, or by a failing
+// ctx.call / ctx.in), never thrown; after one, every further ctx.call is a
+// no-op returning an undefined Tensor, so formulas need no error checks of
+// their own except before indexing sizes (SizeAt, Wrap).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -22,8 +27,6 @@ namespace {
 
 using C = FormulaContext;
 using Grads = std::vector<Tensor>;
-
-[[noreturn]] void Fail(absl::Status s) { throw FormulaError{std::move(s)}; }
 
 // ------------------------------------------------------------ op shorthands
 Tensor Mul(const C& c, const Tensor& a, const Tensor& b) { return c.call("mul.Tensor", {a, b}); }
@@ -67,23 +70,37 @@ void Set(const C& c, Grads& out, absl::string_view name, Tensor t) {
   if (s.size() == 1 && s[0] >= 0) out[s[0]] = std::move(t);
 }
 
-int64_t Wrap(int64_t d, int64_t rank) {
+// `d` wrapped into [0, max(rank, 1)); out of range records an InternalErr
+// (the forward's meta checked it) and gives 0.
+int64_t Wrap(const C& c, int64_t d, int64_t rank) {
   const int64_t r = std::max<int64_t>(rank, 1);
-  if (d < -r || d >= r) Fail(InternalErr(absl::StrCat("autograd: dim ", d, " out of range for rank ", rank)));
+  if (d < -r || d >= r) {
+    c.Fail(InternalErr(absl::StrCat("autograd: dim ", d, " out of range for rank ", rank)));
+    return 0;
+  }
   return d < 0 ? d + r : d;
 }
 
+// m.sizes[d]; a `d` outside [0, m.dim()) records an InternalErr and gives 0.
+int64_t SizeAt(const C& c, const TensorMeta& m, int64_t d) {
+  if (d < 0 || d >= m.dim()) {
+    c.Fail(InternalErr(absl::StrCat("autograd: dim ", d, " out of range for sizes ", ShapeToString(m.sizes))));
+    return 0;
+  }
+  return m.sizes[d];
+}
+
 // Reduced dims of a reduction (`dim` None or [] = all), sorted.
-std::vector<int64_t> ReducedDims(const Value& dim, int64_t rank) {
+std::vector<int64_t> ReducedDims(const C& c, const Value& dim, int64_t rank) {
   std::vector<int64_t> out;
   if (dim.is_none() || (dim.kind() == Value::Kind::kIntList && dim.int_list().empty())) {
     for (int64_t d = 0; d < rank; ++d) out.push_back(d);
     return out;
   }
   if (dim.kind() == Value::Kind::kInt) {
-    out.push_back(Wrap(dim.to_int(), rank));
+    out.push_back(Wrap(c, dim.to_int(), rank));
   } else {
-    for (int64_t d : dim.int_list()) out.push_back(Wrap(d, rank));
+    for (int64_t d : dim.int_list()) out.push_back(Wrap(c, d, rank));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -382,7 +399,7 @@ Grads SumF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
-  const std::vector<int64_t> dims = ReducedDims(c.value("dim"), m.dim());
+  const std::vector<int64_t> dims = ReducedDims(c, c.value("dim"), m.dim());
   Tensor g = Unreduce(c, c.grad(), dims, c.value("keepdim").to_bool(), m.dim());
   Set(c, o, "self", Expand(c, g, m.sizes));
   return o;
@@ -391,9 +408,11 @@ Grads MeanF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
-  const std::vector<int64_t> dims = ReducedDims(c.value("dim"), m.dim());
+  const std::vector<int64_t> dims = ReducedDims(c, c.value("dim"), m.dim());
   int64_t n = 1;
-  for (int64_t d : dims) n *= m.sizes[d];
+  for (int64_t d : dims) {
+    if (d < m.dim()) n *= m.sizes[d];  // a 0-dim self reduced over dim 0 or -1: one element
+  }
   Tensor g = Unreduce(c, c.grad(), dims, c.value("keepdim").to_bool(), m.dim());
   g = c.call("div.Scalar", {g, Scalar::Int(n)});
   Set(c, o, "self", Expand(c, g, m.sizes));
@@ -405,7 +424,7 @@ Grads AmaxF(C& c) {
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
   const bool all = c.op().schema.arguments.size() == 1;
-  const std::vector<int64_t> dims = ReducedDims(all ? Value() : c.value("dim"), m.dim());
+  const std::vector<int64_t> dims = ReducedDims(c, all ? Value() : c.value("dim"), m.dim());
   const bool keepdim = all ? false : c.value("keepdim").to_bool();
   const Tensor x = c.in("self");
   const Tensor y = Unreduce(c, c.out(), dims, keepdim, m.dim());
@@ -421,7 +440,7 @@ Grads IndexedReductionF(C& c) {
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
   const bool topk = c.op().name() == "topk";
-  const int64_t dim = Wrap(c.value("dim").to_int(), m.dim());
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), m.dim());
   const bool keepdim = topk ? true : c.value("keepdim").to_bool();
   Tensor g = c.grad(0);
   Tensor idx = c.out(1);
@@ -498,7 +517,14 @@ Grads PermuteF(C& c) {
   const std::vector<int64_t>& dims = c.value("dims").int_list();
   const int64_t rank = c.meta("self").dim();
   std::vector<int64_t> inv(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inv[Wrap(dims[i], rank)] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = Wrap(c, dims[i], rank);
+    if (d >= static_cast<int64_t>(inv.size())) {
+      c.Fail(InternalErr(absl::StrCat("autograd: permute dims ", ShapeToString(dims), " for rank ", rank)));
+      return o;
+    }
+    inv[d] = static_cast<int64_t>(i);
+  }
   Set(c, o, "self", c.call("permute", {c.grad(), inv}));
   return o;
 }
@@ -506,8 +532,8 @@ Grads SliceF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
-  const int64_t dim = Wrap(c.value("dim").to_int(), m.dim());
-  const int64_t n = m.sizes[dim];
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), m.dim());
+  const int64_t n = SizeAt(c, m, dim);
   auto norm = [n](const Value& v, int64_t dflt) {
     if (v.is_none()) return dflt;
     int64_t x = v.to_int();
@@ -523,9 +549,9 @@ Grads NarrowF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
-  const int64_t dim = Wrap(c.value("dim").to_int(), m.dim());
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), m.dim());
   int64_t start = c.value("start").to_int();
-  if (start < 0) start += m.sizes[dim];
+  if (start < 0) start += SizeAt(c, m, dim);
   const int64_t end = start + c.value("length").to_int();
   Set(c, o, "self", c.call("slice_backward", {c.grad(), m.sizes, dim, start, end, int64_t{1}}));
   return o;
@@ -534,9 +560,9 @@ Grads SelectF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
-  const int64_t dim = Wrap(c.value("dim").to_int(), m.dim());
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), m.dim());
   int64_t index = c.value("index").to_int();
-  if (index < 0) index += m.sizes[dim];
+  if (index < 0) index += SizeAt(c, m, dim);
   Set(c, o, "self", c.call("select_backward", {c.grad(), m.sizes, dim, index}));
   return o;
 }
@@ -576,13 +602,13 @@ Grads CatF(C& c) {
   Grads o = Out(c);
   const Tensor g = c.grad();
   const std::vector<int>& slots = c.slots("tensors");
-  const int64_t dim = Wrap(c.value("dim").to_int(), g.meta.dim());
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), g.meta.dim());
   int64_t offset = 0;
   for (int s : slots) {
     if (s < 0) continue;
     const TensorMeta& m = c.slot_meta(s);
     if (m.dim() == 1 && m.sizes[0] == 0 && g.meta.dim() != 1) continue;  // legacy empty inputs take no part
-    const int64_t len = m.sizes[dim];
+    const int64_t len = SizeAt(c, m, dim);
     if (c.needs_slot(s)) o[s] = c.call("narrow", {g, dim, offset, len});
     offset += len;
   }
@@ -592,7 +618,7 @@ Grads StackF(C& c) {
   Grads o = Out(c);
   const Tensor g = c.grad();
   const std::vector<int>& slots = c.slots("tensors");
-  const int64_t dim = Wrap(c.value("dim").to_int(), g.meta.dim());
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), g.meta.dim());
   for (size_t k = 0; k < slots.size(); ++k) {
     const int s = slots[k];
     if (s >= 0 && c.needs_slot(s)) o[s] = c.call("select.int", {g, dim, static_cast<int64_t>(k)});
@@ -606,7 +632,10 @@ Grads MaskedSelectF(C& c) {
   const Tensor mask = c.in("mask");
   const Tensor g = c.grad();
   absl::StatusOr<Shape> shape = BroadcastShapes("masked_select", {m.sizes, mask.meta.sizes});
-  if (!shape.ok()) Fail(shape.status());
+  if (!shape.ok()) {
+    c.Fail(shape.status());
+    return o;
+  }
   Set(c, o, "self", c.call("masked_scatter", {Zeros(c, *shape, g.meta.dtype), mask, g}));
   return o;
 }
@@ -695,7 +724,7 @@ Grads SoftmaxF(C& c) {
   if (!c.needs("self")) return o;
   const Tensor y = c.out();
   const Tensor g = c.grad();
-  const int64_t dim = Wrap(c.value("dim").to_int(), y.meta.dim());
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), y.meta.dim());
   const Tensor gy = Mul(c, g, y);
   const Tensor s = y.meta.dim() == 0 ? gy : SumDims(c, gy, {dim}, true);
   Set(c, o, "self", Mul(c, y, Sub(c, g, s)));
@@ -706,7 +735,7 @@ Grads LogSoftmaxF(C& c) {
   if (!c.needs("self")) return o;
   const Tensor y = c.out();
   const Tensor g = c.grad();
-  const int64_t dim = Wrap(c.value("dim").to_int(), y.meta.dim());
+  const int64_t dim = Wrap(c, c.value("dim").to_int(), y.meta.dim());
   const Tensor s = y.meta.dim() == 0 ? g : SumDims(c, g, {dim}, true);
   Set(c, o, "self", Sub(c, g, Mul(c, c.call("exp", {y}), s)));
   return o;

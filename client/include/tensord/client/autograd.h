@@ -91,6 +91,10 @@ struct FunctionRecord {
   std::vector<bool> non_differentiable;          // per output
   std::vector<Tensor> dirty;                     // inputs modified in place
   bool materialize_grads = true;
+  // ctx.save_for_backward's tensors in order (nullopt: None). The daemon keeps
+  // them in the node (version-checked, freed by a backward without
+  // retain_graph) and hands them back in the BackwardCallbackRequest.
+  std::vector<std::optional<Tensor>> saved;
 };
 absl::StatusOr<bool> RecordFunction(const FunctionRecord& record, CallSite site = CallSite::Current());
 
@@ -103,6 +107,11 @@ struct BackwardCallbackRequest {
   // materialize_grads).
   std::vector<std::optional<Tensor>> grads;
   bool create_graph = false;
+  // One per saved tensor of the function (FunctionRecord::saved order): the
+  // daemon's unpacked saved tensor bound to a daemon-named handle (an output
+  // of the function has it as grad_fn, for double backward), or nullopt for
+  // None.
+  std::vector<std::optional<Tensor>> saved;
 };
 // Returns one gradient per forward input (nullopt: None), or an error that
 // fails the backward.

@@ -127,7 +127,8 @@ class Session : public std::enable_shared_from_this<Session> {
   absl::Status SendRecordFunction(uint64_t function_id, const std::string& name,
                                   const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
                                   const std::vector<bool>& non_differentiable, const std::vector<uint64_t>& dirty,
-                                  bool materialize_grads, const CallSite& site);
+                                  bool materialize_grads, const std::vector<uint64_t>& saved,
+                                  const CallSite& site);
   // One Backward request, waited for while running Function callbacks. With
   // `accumulate`, the .grad caches of the tensors whose .grad changed are
   // invalidated and an empty vector is returned; without, one result per

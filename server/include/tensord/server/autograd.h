@@ -145,7 +145,9 @@ class Node {
   std::shared_ptr<AutogradMeta> leaf;
   TensorMeta leaf_meta;
 
-  // kFunction.
+  // kFunction (its ctx.save_for_backward tensors are kept in saved_inputs,
+  // in ctx order, an undefined entry for None; version-checked and unpacked
+  // by Session::CallBack, freed like a kOp node's).
   uint64_t function_id = 0;
   bool materialize_grads = true;
   std::shared_ptr<ReleasedFunctions> released_sink;
@@ -174,59 +176,77 @@ struct Arg {
 // call for autograd when the runner was made with recording on.
 using OpRunnerFn = std::function<absl::StatusOr<std::vector<Tensor>>(absl::string_view full_name, std::vector<Arg>)>;
 
-// An error carried out of a derivative formula (formulas are straight-line
-// code; every op they run either succeeds or ends the formula with its status).
-struct FormulaError {
-  absl::Status status;
-};
-
 // What a derivative formula sees: the incoming gradients (one per forward
 // output, undefined when none flowed), the saved arguments, and a way to run
 // ops (recorded when the backward has create_graph).
+//
+// Errors are sticky statuses, not exceptions: the first failure (a freed or
+// modified saved tensor, an op that fails, a formula bug) is kept in status();
+// from then on every call() returns an undefined Tensor without running
+// anything, so a formula stays straight-line code and the engine fails the
+// backward with status() after the formula returns. Tensors handed out after
+// an error keep their saved metadata (sizes, dtype) so shape arithmetic in a
+// formula stays in range.
 class FormulaContext {
  public:
   FormulaContext(Node* node, std::shared_ptr<Node> self, std::vector<Tensor> grads, OpRunnerFn run)
       : node_(node), self_(std::move(self)), grads_(std::move(grads)), run_(std::move(run)) {}
 
+  // The first error recorded (OK when none); the formula's gradients are
+  // meaningless unless this is OK.
+  const absl::Status& status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+  // Records `s` unless an error is already recorded (the first one wins).
+  void Fail(absl::Status s) const;
+
   // Gradient of forward output `i` (undefined when none flowed to it).
   const Tensor& grad(size_t i = 0) const;
-  // The argument named `name`: throws FormulaError when the node's saved
-  // tensors were freed or the tensor was modified in place since it was saved.
+  // The argument named `name`. When the node's saved tensors were freed or
+  // the tensor was modified in place since it was saved, records the
+  // PyTorch-worded RuntimeError and returns an undefined Tensor that keeps the
+  // saved metadata.
   Tensor in(absl::string_view name) const;
-  // Input slot `slot` (tensor lists: one slot per element).
+  // Input slot `slot` (tensor lists: one slot per element); errors as in().
   Tensor slot(size_t slot) const;
-  // Metadata of an argument tensor or input slot (never freed, never checked).
+  // Metadata of an argument tensor or input slot (never freed, never checked;
+  // a default meta plus a recorded InternalErr when `name` is not one tensor).
   const TensorMeta& meta(absl::string_view name) const;
   const TensorMeta& slot_meta(size_t slot) const { return node_->input_metas[slot]; }
   size_t num_slots() const { return node_->next.size(); }
-  // The input slots of argument `name` (one for a tensor, n for a list).
+  // The input slots of argument `name` (one for a tensor, n for a list; empty
+  // plus a recorded InternalErr when the schema lacks `name`).
   const std::vector<int>& slots(absl::string_view name) const;
   // Whether a gradient is needed for the argument (any of its slots has an edge).
   bool needs(absl::string_view name) const;
   bool needs_slot(size_t slot) const { return slot < node_->next.size() && node_->next[slot].valid(); }
-  // Forward output `i`, with this node as grad_fn.
+  // Forward output `i`, with this node as grad_fn; errors as in().
   Tensor out(size_t i = 0) const;
-  // A non-tensor argument.
+  // A non-tensor argument (None plus a recorded InternalErr when the schema
+  // lacks `name`).
   const Value& value(absl::string_view name) const;
   const OpEntry& op() const { return *node_->op; }
 
-  // Runs an op (throws FormulaError on failure); returns its first / all outputs.
+  // Runs an op and returns its first / all outputs. When an error is already
+  // recorded, runs nothing and returns an undefined Tensor / no tensors; when
+  // the op fails, records its status (with the formula named) and returns the same.
   Tensor call(absl::string_view full_name, std::vector<Arg> args) const;
   std::vector<Tensor> call_all(absl::string_view full_name, std::vector<Arg> args) const;
 
  private:
-  int ArgIndex(absl::string_view name) const;
+  int ArgIndex(absl::string_view name) const;  // -1 (and a recorded error) when absent
   Tensor Unpack(const SavedTensor& s) const;
 
   Node* node_;
   std::shared_ptr<Node> self_;
   std::vector<Tensor> grads_;
   OpRunnerFn run_;
+  mutable absl::Status status_;
 };
 
 // A derivative formula: returns one gradient per input slot (undefined where
 // none). Gradients need not have the input's shape or dtype when they
-// broadcast to it: the engine sums over broadcast dims and casts.
+// broadcast to it: the engine sums over broadcast dims and casts. A formula
+// reports failure through ctx.status() (the gradients are then ignored).
 using FormulaFn = std::vector<Tensor> (*)(FormulaContext& ctx);
 
 // The formula registered for `op` (by full name), or nullptr.
@@ -234,8 +254,10 @@ FormulaFn FindFormula(const OpEntry& op);
 // Full names of the registered formulas (tests check completeness with it).
 std::vector<std::string> FormulaNames();
 
-// Throws FormulaError(InternalErr) naming `full_name` when the op table lacks it.
-const OpEntry& RequireOp(absl::string_view full_name);
+// The op `full_name` of the table, or nullptr when the table lacks it; then an
+// InternalErr naming `full_name` is stored in *error unless *error already
+// holds an error (error may be null).
+const OpEntry* RequireOp(absl::string_view full_name, absl::Status* error);
 
 }  // namespace tensord::server
 

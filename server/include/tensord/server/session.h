@@ -146,9 +146,12 @@ class Session {
   bool ExecuteBackward(const v1::Backward& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The engine; fills `ack`'s autograd fields. Returns the backward's error.
   absl::Status RunBackward(const v1::Backward& r, v1::Ack* ack, bool* stream_ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Calls a Python function node back: binds the grads, writes the callback,
-  // executes the client's requests until the matching CallbackResult.
-  absl::StatusOr<std::vector<Tensor>> CallBack(Node& node, const std::vector<Tensor>& grads, bool create_graph,
+  // Calls a Python function node back: unpacks its saved tensors (version
+  // checked; `self` is the node, the grad_fn of saved outputs), binds them
+  // and the grads, writes the callback, executes the client's requests until
+  // the matching CallbackResult.
+  absl::StatusOr<std::vector<Tensor>> CallBack(Node& node, const std::shared_ptr<Node>& self,
+                                              const std::vector<Tensor>& grads, bool create_graph,
                                               bool* stream_ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gradient edge of a tensor (grad_fn or its leaf's AccumulateGrad).
   Edge GradientEdge(const Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
