@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
@@ -298,12 +299,15 @@ bool Session::ExecuteLocked(const v1::Request& request) {
         RecordError(RuntimeErr(absl::StrCat("CallbackResult for callback ", id,
                                             ": no backward callback is waiting for a result")),
                     "backward", 0, "");
-      } else if (pending_callbacks_.back() != id || callback_result_ != nullptr) {
-        RecordError(RuntimeErr(absl::StrCat("CallbackResult for callback ", id, ": the daemon waits for callback ",
-                                            pending_callbacks_.back())),
+      } else if (std::find(pending_callbacks_.begin(), pending_callbacks_.end(), id) == pending_callbacks_.end() ||
+                 callback_results_.contains(id)) {
+        RecordError(RuntimeErr(absl::StrCat("CallbackResult for callback ", id, ": the daemon waits for callback",
+                                            pending_callbacks_.size() == 1 ? " " : "s ",
+                                            absl::StrJoin(pending_callbacks_, ", "),
+                                            callback_results_.contains(id) ? " (and already has this one)" : "")),
                     "backward", 0, "");
       } else {
-        callback_result_ = std::make_unique<v1::CallbackResult>(request.callback_result());
+        callback_results_.emplace(id, request.callback_result());
       }
       return true;
     }

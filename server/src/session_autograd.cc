@@ -940,16 +940,21 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     return RuntimeErr("the stream ended during backward");
   }
   pending_callbacks_.push_back(id);
-  std::unique_ptr<v1::CallbackResult> saved_result = std::move(callback_result_);
-  // Execute the client's requests until the result arrives.
-  while (callback_result_ == nullptr) {
+  // Execute the client's requests until the result arrives (a nested
+  // backward's pump may receive it first and leave it in callback_results_).
+  auto remove_pending = [this, id] {
+    pending_callbacks_.erase(std::find(pending_callbacks_.begin(), pending_callbacks_.end(), id));
+  };
+  auto fail_stream = [&] {
+    *stream_ok = false;
+    remove_pending();
+    callback_results_.erase(id);
+    return RuntimeErr("the stream ended during backward");
+  };
+  while (!callback_results_.contains(id)) {
     if (queue_.empty()) {
       v1::ClientMessage m;
-      if (closed_ || !(*read_)(&m)) {
-        *stream_ok = false;
-        pending_callbacks_.pop_back();
-        return RuntimeErr("the stream ended during backward");
-      }
+      if (closed_ || !(*read_)(&m)) return fail_stream();
       for (const v1::Request& req : m.requests()) queue_.push_back(req);
       continue;
     }
@@ -961,15 +966,11 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     } catch (const std::exception& e) {
       RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
     }
-    if (!ok) {
-      *stream_ok = false;
-      pending_callbacks_.pop_back();
-      return RuntimeErr("the stream ended during backward");
-    }
+    if (!ok) return fail_stream();
   }
-  pending_callbacks_.pop_back();
-  std::unique_ptr<v1::CallbackResult> result = std::move(callback_result_);
-  callback_result_ = std::move(saved_result);
+  remove_pending();
+  auto node_result = callback_results_.extract(id);
+  std::unique_ptr<v1::CallbackResult> result = std::make_unique<v1::CallbackResult>(std::move(node_result.mapped()));
 
   if (result->has_error() && (!result->error().message().empty() || !result->error().kind().empty())) {
     return wire::FromProto(result->error());

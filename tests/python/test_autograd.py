@@ -766,3 +766,38 @@ class TestFunctionSavedTensors:
         tensord.synchronize()
         fmod._drop_released()
         assert fid not in fmod._functions
+
+
+def test_two_threads_backward_through_functions_at_once():
+    # Both backward requests reach the daemon; the second runs nested inside
+    # the first's callback wait, and the answers may come in either order.
+    import threading
+
+    class Double(tensord.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            for _ in range(5):
+                x = tensord.ones(2, requires_grad=True)
+                Double.apply(x).sum().backward()
+                results[k] = x.grad.tolist()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "backward hung"
+    assert errors == []
+    assert results == {0: [2.0, 2.0], 1: [2.0, 2.0]}

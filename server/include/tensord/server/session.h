@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -211,8 +212,10 @@ class Session {
   uint64_t next_callback_id_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_daemon_handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> pending_callbacks_ ABSL_GUARDED_BY(mu_);
-  // The result of the innermost pending callback, once it arrived.
-  std::unique_ptr<v1::CallbackResult> callback_result_ ABSL_GUARDED_BY(mu_);
+  // Results that arrived for pending callbacks, by callback id. Any pending
+  // callback may be answered first: two client threads running backward in
+  // one session nest their callbacks here in whatever order they answer.
+  absl::flat_hash_map<uint64_t, v1::CallbackResult> callback_results_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<AutogradMeta>> grad_holders_ ABSL_GUARDED_BY(mu_);
   const std::shared_ptr<ReleasedFunctions> released_functions_ = std::make_shared<ReleasedFunctions>();
 };
