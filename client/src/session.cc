@@ -912,48 +912,29 @@ void Session::RunCallback(const void* callback_message) {
   req.callback_id = cb.callback_id();
   req.function_id = cb.function_id();
   req.create_graph = cb.create_graph();
-  absl::Status bad;
-  int k = 0;
-  for (uint64_t h : cb.grads()) {
-    if (h == 0) {
-      req.grads.emplace_back(std::nullopt);
-      continue;
+  // Grads and saved tensors arrive the same way: one handle per slot (0 for
+  // None), metas and requires_grad flags for the non-zero ones, in order.
+  auto decode = [&](const auto& handles, const auto& metas, const auto& requires_grad, absl::string_view what,
+                    std::vector<std::optional<Tensor>>* out) -> absl::Status {
+    int k = 0;
+    for (uint64_t h : handles) {
+      if (h == 0) {
+        out->emplace_back(std::nullopt);
+        continue;
+      }
+      if (k >= metas.size()) {
+        return InternalErr(absl::StrCat("the daemon's backward callback ", cb.callback_id(), " has ", metas.size(),
+                                        " metas for more ", what, "s"));
+      }
+      TD_ASSIGN_OR_RETURN(TensorMeta m, wire::FromProto(metas[k], absl::StrCat("backward callback ", what)));
+      const bool rg = k < requires_grad.size() && requires_grad[k];
+      out->emplace_back(Tensor(MakeEngineTensor(shared_from_this(), h, std::move(m), rg)));
+      ++k;
     }
-    if (k >= cb.metas_size()) {
-      bad = InternalErr(absl::StrCat("the daemon's backward callback ", cb.callback_id(), " has ", cb.metas_size(),
-                                     " metas for more gradients"));
-      break;
-    }
-    absl::StatusOr<TensorMeta> m = wire::FromProto(cb.metas(k), "backward callback gradient");
-    if (!m.ok()) {
-      bad = m.status();
-      break;
-    }
-    const bool rg = k < cb.requires_grad_size() && cb.requires_grad(k);
-    req.grads.emplace_back(Tensor(MakeEngineTensor(shared_from_this(), h, *std::move(m), rg)));
-    ++k;
-  }
-  k = 0;
-  for (uint64_t h : cb.saved()) {
-    if (!bad.ok()) break;
-    if (h == 0) {
-      req.saved.emplace_back(std::nullopt);
-      continue;
-    }
-    if (k >= cb.saved_metas_size()) {
-      bad = InternalErr(absl::StrCat("the daemon's backward callback ", cb.callback_id(), " has ",
-                                     cb.saved_metas_size(), " metas for more saved tensors"));
-      break;
-    }
-    absl::StatusOr<TensorMeta> m = wire::FromProto(cb.saved_metas(k), "backward callback saved tensor");
-    if (!m.ok()) {
-      bad = m.status();
-      break;
-    }
-    const bool rg = k < cb.saved_requires_grad_size() && cb.saved_requires_grad(k);
-    req.saved.emplace_back(Tensor(MakeEngineTensor(shared_from_this(), h, *std::move(m), rg)));
-    ++k;
-  }
+    return absl::OkStatus();
+  };
+  absl::Status bad = decode(cb.grads(), cb.metas(), cb.requires_grad(), "gradient", &req.grads);
+  if (bad.ok()) bad = decode(cb.saved(), cb.saved_metas(), cb.saved_requires_grad(), "saved tensor", &req.saved);
   BackwardCallbackHandler handler;
   {
     HandlerSlot& slot = Handler();
