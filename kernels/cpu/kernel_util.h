@@ -136,6 +136,9 @@ absl::Status RegisterCopyKernels(KernelRegistry& r);
 absl::Status RegisterIndexKernels(KernelRegistry& r);
 absl::Status RegisterNnKernels(KernelRegistry& r);
 absl::Status RegisterScatterKernels(KernelRegistry& r);
+absl::Status RegisterScanKernels(KernelRegistry& r);    // scan.cc: cumsum, cumprod
+absl::Status RegisterShapeKernels(KernelRegistry& r);   // shape.cc: flip, roll, repeat, tril, triu, pad, scatter
+absl::Status RegisterConvKernels(KernelRegistry& r);    // conv.cc: convolution, pooling
 
 }  // namespace tensord::cpu
 

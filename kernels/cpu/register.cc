@@ -15,6 +15,9 @@ absl::Status RegisterCpuKernels(KernelRegistry& registry) {
   TD_RETURN_IF_ERROR(cpu::RegisterIndexKernels(registry));
   TD_RETURN_IF_ERROR(cpu::RegisterNnKernels(registry));
   TD_RETURN_IF_ERROR(cpu::RegisterScatterKernels(registry));
+  TD_RETURN_IF_ERROR(cpu::RegisterScanKernels(registry));
+  TD_RETURN_IF_ERROR(cpu::RegisterShapeKernels(registry));
+  TD_RETURN_IF_ERROR(cpu::RegisterConvKernels(registry));
   return absl::OkStatus();
 }
 

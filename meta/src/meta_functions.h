@@ -83,6 +83,14 @@ absl::StatusOr<MetaResult> SelectBackward(absl::string_view op, absl::Span<const
 absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value> args);
 
+// ---- complete meta op set (issue 4): one block per family ---------------------
+// [pointwise-decls]
+// [reduction-decls]
+// [shape-decls]
+// [matmul-decls]
+// [nn-decls]
+// [factory-decls]
+
 // ---- in-place ops -----------------------------------------------------------
 // The meta of an in-place op `op_` (self is argument 0) from its out-of-place
 // op's meta function `base`, with PyTorch's in-place checks, in PyTorch's

@@ -194,6 +194,19 @@ const OpDef kOps[] = {
     {"masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor", meta::MaskedScatter, FM},
     {"select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor", meta::SelectBackward, F},
     {"slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor", meta::SliceBackward, F},
+    // ==== complete meta op set (issue 4); one block per family, in this order.
+    // ---- pointwise (exp2 ... lerp) --------------------------------------
+    // [pointwise-end]
+    // ---- reductions and scans -------------------------------------------
+    // [reduction-end]
+    // ---- shape ops (split, chunk, unbind, flip, roll, repeat, tril, triu, pad, scatter)
+    // [shape-end]
+    // ---- matmul family (addmm, baddbmm, dot, outer, linear) -------------
+    // [matmul-end]
+    // ---- nn ops (convolution, pooling) ----------------------------------
+    // [nn-end]
+    // ---- factories (linspace, randint, empty_strided) -------------------
+    // [factory-end]
 };
 
 #undef FACTORY_KW

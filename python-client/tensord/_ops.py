@@ -233,6 +233,26 @@ OP_DOCS = {
                        "step)`` (bounds clamped as slice does): the gradient of slice."),
 }
 
+# Docs of the families added with the complete meta op set, one block each.
+OP_DOCS.update({
+    # [pointwise-docs]
+})
+OP_DOCS.update({
+    # [reduction-docs]
+})
+OP_DOCS.update({
+    # [shape-docs]
+})
+OP_DOCS.update({
+    # [matmul-docs]
+})
+OP_DOCS.update({
+    # [nn-docs]
+})
+OP_DOCS.update({
+    # [factory-docs]
+})
+
 # Named tuples for ops with several returns: tensord.return_types.topk, ...
 return_types = types.ModuleType("tensord.return_types", "Named tuples returned by ops with several outputs.")
 

@@ -768,8 +768,10 @@ TEST(FormulaCompleteness, EveryDifferentiableOpHasAFormula) {
     if (server::FindFormula(e) == nullptr) missing.push_back(e.full_name());
   }
   EXPECT_TRUE(missing.empty()) << "no derivative formula for: " << ::testing::PrintToString(missing);
+  std::set<std::string> seen;
   for (const std::string& n : server::FormulaNames()) {
     EXPECT_NE(OpTable::Get().Find(n), nullptr) << "formula for an op the table lacks: " << n;
+    EXPECT_TRUE(seen.insert(n).second) << "two formulas for " << n << " (formulas*.cc tables)";
   }
 }
 

@@ -22,115 +22,12 @@
 #include "tensord/meta/shape_rules.h"
 #include "tensord/server/autograd.h"
 
+#include "formula_util.h"
+
 namespace tensord::server {
 namespace {
 
-using C = FormulaContext;
-using Grads = std::vector<Tensor>;
-
-// ------------------------------------------------------------ op shorthands
-Tensor Mul(const C& c, const Tensor& a, const Tensor& b) { return c.call("mul.Tensor", {a, b}); }
-Tensor MulS(const C& c, const Tensor& a, Scalar s) { return c.call("mul.Scalar", {a, s}); }
-Tensor MulS(const C& c, const Tensor& a, double s) { return MulS(c, a, Scalar::Float(s)); }
-Tensor Div(const C& c, const Tensor& a, const Tensor& b) { return c.call("div.Tensor", {a, b}); }
-Tensor Add(const C& c, const Tensor& a, const Tensor& b) { return c.call("add.Tensor", {a, b}); }
-Tensor Sub(const C& c, const Tensor& a, const Tensor& b) { return c.call("sub.Tensor", {a, b}); }
-Tensor Neg(const C& c, const Tensor& a) { return c.call("neg", {a}); }
-Tensor AddS(const C& c, const Tensor& a, double s) { return c.call("add.Scalar", {a, Scalar::Float(s)}); }
-Tensor RsubS(const C& c, const Tensor& a, double s) { return c.call("rsub.Scalar", {a, Scalar::Float(s)}); }
-Tensor ZerosLike(const C& c, const Tensor& a) { return c.call("zeros_like", {a}); }
-Tensor Zeros(const C& c, const Shape& sizes, ScalarType dt) { return c.call("zeros", {sizes, dt}); }
-Tensor Where(const C& c, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return c.call("where.self", {cond, a, b});
-}
-// cond ? a : 0
-Tensor WhereOr0(const C& c, const Tensor& cond, const Tensor& a) {
-  return c.call("where.ScalarOther", {cond, a, Scalar::Float(0.0)});
-}
-Tensor SumDims(const C& c, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
-  return c.call("sum", {a, std::move(dims), keepdim});
-}
-Tensor Unsqueeze(const C& c, const Tensor& a, int64_t d) { return c.call("unsqueeze", {a, d}); }
-Tensor Squeeze(const C& c, const Tensor& a, int64_t d) { return c.call("squeeze.dim", {a, d}); }
-Tensor Reshape(const C& c, const Tensor& a, const Shape& s) { return c.call("reshape", {a, s}); }
-Tensor Expand(const C& c, const Tensor& a, const Shape& s) { return c.call("expand", {a, s}); }
-Tensor TransposeLast(const C& c, const Tensor& a) {
-  return c.call("transpose.int", {a, int64_t{-1}, int64_t{-2}});
-}
-Tensor Matmul(const C& c, const Tensor& a, const Tensor& b) { return c.call("matmul", {a, b}); }
-Tensor Sq(const C& c, const Tensor& a) { return Mul(c, a, a); }
-
-bool ScalarIsOne(const Scalar& s) { return s.to_double() == 1.0; }
-Tensor MaybeScale(const C& c, const Tensor& g, const Scalar& s) { return ScalarIsOne(s) ? g : MulS(c, g, s); }
-
-// The result vector, and setting the gradient of a one-tensor argument when needed.
-Grads Out(const C& c) { return Grads(c.num_slots()); }
-void Set(const C& c, Grads& out, absl::string_view name, Tensor t) {
-  const std::vector<int>& s = c.slots(name);
-  if (s.size() == 1 && s[0] >= 0) out[s[0]] = std::move(t);
-}
-
-// `d` wrapped into [0, max(rank, 1)); out of range records an InternalErr
-// (the forward's meta checked it) and gives 0.
-int64_t Wrap(const C& c, int64_t d, int64_t rank) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  if (d < -r || d >= r) {
-    c.Fail(InternalErr(absl::StrCat("autograd: dim ", d, " out of range for rank ", rank)));
-    return 0;
-  }
-  return d < 0 ? d + r : d;
-}
-
-// m.sizes[d]; a `d` outside [0, m.dim()) records an InternalErr and gives 0.
-int64_t SizeAt(const C& c, const TensorMeta& m, int64_t d) {
-  if (d < 0 || d >= m.dim()) {
-    c.Fail(InternalErr(absl::StrCat("autograd: dim ", d, " out of range for sizes ", ShapeToString(m.sizes))));
-    return 0;
-  }
-  return m.sizes[d];
-}
-
-// Reduced dims of a reduction (`dim` None or [] = all), sorted.
-std::vector<int64_t> ReducedDims(const C& c, const Value& dim, int64_t rank) {
-  std::vector<int64_t> out;
-  if (dim.is_none() || (dim.kind() == Value::Kind::kIntList && dim.int_list().empty())) {
-    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
-    return out;
-  }
-  if (dim.kind() == Value::Kind::kInt) {
-    out.push_back(Wrap(c, dim.to_int(), rank));
-  } else {
-    for (int64_t d : dim.int_list()) out.push_back(Wrap(c, d, rank));
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-// A reduction's gradient (or result) brought back to the input's rank: the
-// reduced dims re-inserted as size 1 when keepdim was false.
-Tensor Unreduce(const C& c, Tensor g, const std::vector<int64_t>& dims, bool keepdim, int64_t rank) {
-  if (keepdim || rank == 0) return g;
-  for (int64_t d : dims) g = Unsqueeze(c, g, d);  // ascending: each lands at its final place
-  return g;
-}
-
-// ------------------------------------------------------------ unary
-Grads ZeroGrad(C& c) {
-  Grads o = Out(c);
-  if (c.needs("self")) Set(c, o, "self", ZerosLike(c, c.grad()));
-  return o;
-}
-Grads Identity(C& c) {
-  Grads o = Out(c);
-  Set(c, o, "self", c.grad());
-  return o;
-}
-Grads Unary(C& c, Tensor (*f)(const C&, const Tensor& g)) {
-  Grads o = Out(c);
-  if (c.needs("self")) Set(c, o, "self", f(c, c.grad()));
-  return o;
-}
+using namespace formula_util;  // NOLINT: the formula shorthands
 
 Grads NegF(C& c) {
   return Unary(c, [](const C& c, const Tensor& g) { return Neg(c, g); });
@@ -745,12 +642,7 @@ Grads LogSoftmaxF(C& c) {
 // input's value does not reach the output (fill_, zero_, uniform_, normal_).
 Grads NoInputsF(C& c) { return Out(c); }
 
-struct Entry {
-  const char* name;
-  FormulaFn fn;
-};
-
-const Entry kFormulas[] = {
+const FormulaEntry kFormulas[] = {
     {"neg", NegF},
     {"abs", AbsF},
     {"sign", ZeroGrad},
@@ -860,12 +752,27 @@ const Entry kFormulas[] = {
 
 }  // namespace
 
+namespace formula_util {
+absl::Span<const FormulaEntry> CoreFormulas() { return kFormulas; }
+}  // namespace formula_util
+
+namespace {
+// Every formula table, in the order FindFormula reads them (a later row for
+// the same op would win; the completeness test forbids duplicates).
+std::vector<absl::Span<const formula_util::FormulaEntry>> AllTables() {
+  return {formula_util::CoreFormulas(), formula_util::PointwiseFormulas(), formula_util::ReductionFormulas(),
+          formula_util::ShapeFormulas(), formula_util::NnFormulas()};
+}
+}  // namespace
+
 FormulaFn FindFormula(const OpEntry& op) {
   static const auto* by_id = [] {
     auto* v = new std::vector<FormulaFn>(OpTable::Get().size(), nullptr);
-    for (const Entry& e : kFormulas) {
-      const OpEntry* o = OpTable::Get().Find(e.name);
-      if (o != nullptr) (*v)[o->id] = e.fn;
+    for (const auto& table : AllTables()) {
+      for (const formula_util::FormulaEntry& e : table) {
+        const OpEntry* o = OpTable::Get().Find(e.name);
+        if (o != nullptr) (*v)[o->id] = e.fn;
+      }
     }
     return v;
   }();
@@ -874,7 +781,9 @@ FormulaFn FindFormula(const OpEntry& op) {
 
 std::vector<std::string> FormulaNames() {
   std::vector<std::string> out;
-  for (const Entry& e : kFormulas) out.emplace_back(e.name);
+  for (const auto& table : AllTables()) {
+    for (const formula_util::FormulaEntry& e : table) out.emplace_back(e.name);
+  }
   return out;
 }
 

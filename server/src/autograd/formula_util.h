@@ -1,0 +1,147 @@
+// Internal to the daemon's autograd: the shorthands every derivative formula
+// file uses (op calls by full name, dim wrapping, reduction helpers), and the
+// per-file formula tables that FindFormula (formulas.cc) merges.
+//
+// To add formulas for new ops: write them in a formulas_*.cc file with the
+// helpers below and list them in that file's table; the completeness test
+// (tests/server/autograd_test.cc) fails while a differentiable op has none.
+#ifndef TENSORD_SERVER_SRC_AUTOGRAD_FORMULA_UTIL_H_
+#define TENSORD_SERVER_SRC_AUTOGRAD_FORMULA_UTIL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "tensord/meta/errors.h"
+#include "tensord/meta/shape_rules.h"
+#include "tensord/server/autograd.h"
+
+namespace tensord::server::formula_util {
+
+using C = FormulaContext;
+using Grads = std::vector<Tensor>;
+
+// ------------------------------------------------------------ op shorthands
+inline Tensor Mul(const C& c, const Tensor& a, const Tensor& b) { return c.call("mul.Tensor", {a, b}); }
+inline Tensor MulS(const C& c, const Tensor& a, Scalar s) { return c.call("mul.Scalar", {a, s}); }
+inline Tensor MulS(const C& c, const Tensor& a, double s) { return MulS(c, a, Scalar::Float(s)); }
+inline Tensor Div(const C& c, const Tensor& a, const Tensor& b) { return c.call("div.Tensor", {a, b}); }
+inline Tensor Add(const C& c, const Tensor& a, const Tensor& b) { return c.call("add.Tensor", {a, b}); }
+inline Tensor Sub(const C& c, const Tensor& a, const Tensor& b) { return c.call("sub.Tensor", {a, b}); }
+inline Tensor Neg(const C& c, const Tensor& a) { return c.call("neg", {a}); }
+inline Tensor AddS(const C& c, const Tensor& a, double s) { return c.call("add.Scalar", {a, Scalar::Float(s)}); }
+inline Tensor RsubS(const C& c, const Tensor& a, double s) { return c.call("rsub.Scalar", {a, Scalar::Float(s)}); }
+inline Tensor ZerosLike(const C& c, const Tensor& a) { return c.call("zeros_like", {a}); }
+inline Tensor Zeros(const C& c, const Shape& sizes, ScalarType dt) { return c.call("zeros", {sizes, dt}); }
+inline Tensor Where(const C& c, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return c.call("where.self", {cond, a, b});
+}
+// cond ? a : 0
+inline Tensor WhereOr0(const C& c, const Tensor& cond, const Tensor& a) {
+  return c.call("where.ScalarOther", {cond, a, Scalar::Float(0.0)});
+}
+inline Tensor SumDims(const C& c, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
+  return c.call("sum", {a, std::move(dims), keepdim});
+}
+inline Tensor Unsqueeze(const C& c, const Tensor& a, int64_t d) { return c.call("unsqueeze", {a, d}); }
+inline Tensor Squeeze(const C& c, const Tensor& a, int64_t d) { return c.call("squeeze.dim", {a, d}); }
+inline Tensor Reshape(const C& c, const Tensor& a, const Shape& s) { return c.call("reshape", {a, s}); }
+inline Tensor Expand(const C& c, const Tensor& a, const Shape& s) { return c.call("expand", {a, s}); }
+inline Tensor TransposeLast(const C& c, const Tensor& a) {
+  return c.call("transpose.int", {a, int64_t{-1}, int64_t{-2}});
+}
+inline Tensor Matmul(const C& c, const Tensor& a, const Tensor& b) { return c.call("matmul", {a, b}); }
+inline Tensor Sq(const C& c, const Tensor& a) { return Mul(c, a, a); }
+
+inline bool ScalarIsOne(const Scalar& s) { return s.to_double() == 1.0; }
+inline Tensor MaybeScale(const C& c, const Tensor& g, const Scalar& s) { return ScalarIsOne(s) ? g : MulS(c, g, s); }
+
+// The result vector, and setting the gradient of a one-tensor argument when needed.
+inline Grads Out(const C& c) { return Grads(c.num_slots()); }
+inline void Set(const C& c, Grads& out, absl::string_view name, Tensor t) {
+  const std::vector<int>& s = c.slots(name);
+  if (s.size() == 1 && s[0] >= 0) out[s[0]] = std::move(t);
+}
+
+// `d` wrapped into [0, max(rank, 1)); out of range records an InternalErr
+// (the forward's meta checked it) and gives 0.
+inline int64_t Wrap(const C& c, int64_t d, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  if (d < -r || d >= r) {
+    c.Fail(InternalErr(absl::StrCat("autograd: dim ", d, " out of range for rank ", rank)));
+    return 0;
+  }
+  return d < 0 ? d + r : d;
+}
+
+// m.sizes[d]; a `d` outside [0, m.dim()) records an InternalErr and gives 0.
+inline int64_t SizeAt(const C& c, const TensorMeta& m, int64_t d) {
+  if (d < 0 || d >= m.dim()) {
+    c.Fail(InternalErr(absl::StrCat("autograd: dim ", d, " out of range for sizes ", ShapeToString(m.sizes))));
+    return 0;
+  }
+  return m.sizes[d];
+}
+
+// Reduced dims of a reduction (`dim` None or [] = all), sorted.
+inline std::vector<int64_t> ReducedDims(const C& c, const Value& dim, int64_t rank) {
+  std::vector<int64_t> out;
+  if (dim.is_none() || (dim.kind() == Value::Kind::kIntList && dim.int_list().empty())) {
+    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
+    return out;
+  }
+  if (dim.kind() == Value::Kind::kInt) {
+    out.push_back(Wrap(c, dim.to_int(), rank));
+  } else {
+    for (int64_t d : dim.int_list()) out.push_back(Wrap(c, d, rank));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// A reduction's gradient (or result) brought back to the input's rank: the
+// reduced dims re-inserted as size 1 when keepdim was false.
+inline Tensor Unreduce(const C& c, Tensor g, const std::vector<int64_t>& dims, bool keepdim, int64_t rank) {
+  if (keepdim || rank == 0) return g;
+  for (int64_t d : dims) g = Unsqueeze(c, g, d);  // ascending: each lands at its final place
+  return g;
+}
+
+// ------------------------------------------------------------ unary
+inline Grads ZeroGrad(C& c) {
+  Grads o = Out(c);
+  if (c.needs("self")) Set(c, o, "self", ZerosLike(c, c.grad()));
+  return o;
+}
+inline Grads Identity(C& c) {
+  Grads o = Out(c);
+  Set(c, o, "self", c.grad());
+  return o;
+}
+inline Grads Unary(C& c, Tensor (*f)(const C&, const Tensor& g)) {
+  Grads o = Out(c);
+  if (c.needs("self")) Set(c, o, "self", f(c, c.grad()));
+  return o;
+}
+
+
+// One formula table row: an op's full name and its formula.
+struct FormulaEntry {
+  const char* name;
+  FormulaFn fn;
+};
+
+// The formula tables of the formulas_*.cc files (formulas.cc has the first).
+absl::Span<const FormulaEntry> CoreFormulas();       // formulas.cc
+absl::Span<const FormulaEntry> PointwiseFormulas();  // formulas_pointwise.cc
+absl::Span<const FormulaEntry> ReductionFormulas();  // formulas_reduction.cc
+absl::Span<const FormulaEntry> ShapeFormulas();      // formulas_shape.cc
+absl::Span<const FormulaEntry> NnFormulas();         // formulas_nn.cc
+
+}  // namespace tensord::server::formula_util
+
+#endif  // TENSORD_SERVER_SRC_AUTOGRAD_FORMULA_UTIL_H_

@@ -1,0 +1,16 @@
+// Derivative formulas of matmul-family, shape and indexing ops, written as calls of
+// other table ops (see formula_util.h and formulas.cc for the conventions).
+#include "formula_util.h"
+
+namespace tensord::server {
+namespace {
+
+using namespace formula_util;  // NOLINT: the formula shorthands
+
+}  // namespace
+
+namespace formula_util {
+absl::Span<const FormulaEntry> ShapeFormulas() { return {}; }
+}  // namespace formula_util
+
+}  // namespace tensord::server
