@@ -747,7 +747,7 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle) {
   return out;
 }
 
-absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle) {
+absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_id) {
   Impl& im = *impl_;
   uint64_t id = 0;
   std::shared_ptr<Waiter> w;
@@ -775,6 +775,7 @@ absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle) {
   if (w->ack.metas_size() != 1) {
     return InternalErr(absl::StrCat("the daemon described ", w->ack.metas_size(), " tensors, expected 1"));
   }
+  if (storage_id != nullptr) *storage_id = w->ack.storage_ids_size() == 1 ? w->ack.storage_ids(0) : 0;
   return wire::FromProto(w->ack.metas(0), absl::StrCat("handle ", handle));
 }
 
