@@ -160,7 +160,9 @@ def unary(name, np_fn, kinds=("f32",), **kw):
     makers = {"f32": lambda r: f32(r, 3, 4), "f64": lambda r: f64(r, 2, 5), "i64": lambda r: i64(r, 3, 4),
               "i32": lambda r: i32(r, 4, 3), "bool": lambda r: bools(r, 3, 4), "pos": lambda r: pos32(r, 3, 4),
               "f32_1d": lambda r: f32(r, 7), "pos_1d": lambda r: pos32(r, 7), "f32_0d": lambda r: np.array(1.5, dtype=np.float32),
-              "f16": lambda r: f32(r, 3, 4).astype(np.float16)}
+              "f16": lambda r: f32(r, 3, 4).astype(np.float16),
+              # (N, C, 1, 1): in the channels_last layout its strides are (C, 1, C, C)
+              "nc11": lambda r: f32(r, 2, 3, 1, 1)}
     return OpInfo(name, lambda r: [Sample(makers[k](r)) for k in kinds], np_ref=np_fn, **kw)
 
 
@@ -188,6 +190,10 @@ def binary(name, np_fn, kinds=("same", "broadcast", "mixed"), **kw):
                 out.append(Sample(f64(r, 2, 3), f32(r, 2, 3)))
             elif k == "f16":
                 out.append(Sample(f32(r, 3, 4).astype(np.float16), f32(r, 3, 4).astype(np.float16)))
+            elif k == "bf16_0d_f32":  # a 0-dim float32 tensor does not widen bfloat16
+                out.append(Sample(Cast(f32(r, 3, 4), "bfloat16"), np.array(1.5, dtype=np.float32)))
+            elif k == "nc11":       # (N, C, 1, 1); channels_last gives strides (C, 1, C, C)
+                out.append(Sample(f32(r, 2, 3, 1, 1), f32(r, 2, 3, 1, 1)))
             elif k == "bf16_f16":   # bfloat16 with float16 promotes to float32
                 out.append(Sample(Cast(f32(r, 3, 4), "bfloat16"), f32(r, 3, 4).astype(np.float16)))
         return out
