@@ -155,3 +155,25 @@ def test_no_daemon_env_refuses_sessions_in_process(value, tmp_path):
     env.pop("TENSORD_ADDRESS", None)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert "refused:" in proc.stdout and "TENSORD_NO_DAEMON" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_modules_moved_to_devices_stay_on_meta(tmp_path):
+    script = tmp_path / "mlp.py"
+    script.write_text(textwrap.dedent('''\
+        import numpy as np
+        import tensord
+        import tensord.nn as nn
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("cuda")
+        model.to_empty(device="cpu")
+        x = tensord.from_numpy(np.zeros((3, 8), dtype=np.float32)).cuda()
+        y = model(x.to("cuda:0", tensord.float32))
+        assert tuple(y.shape) == (3, 4) and y.is_meta
+        tensord.manual_seed(0)
+        assert tensord.tensor([1, 2], device="cpu").is_meta
+        model(tensord.zeros(3, 7, device="cpu"))
+    '''))
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 1
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"{script}:11: RuntimeError: "), proc.stderr
+    assert "[3, 7]" in first, first

@@ -331,3 +331,12 @@ def test_every_dtype_on_meta_agrees_with_real(session, name):
             assert real[1] == meta[1], (case, real, meta)
     # storage/conversions work for every dtype
     assert tensord.empty(2, dtype=dt, device="meta").dtype is dt
+
+
+def test_tensor_meta_to_tensor_on_cpu_allocates_that_layout(session):
+    for m in (tensord.TensorMeta((2, 3), dtype=tensord.int16, strides=(1, 2), device="cpu"),
+              tensord.TensorMeta((2, 3), strides=(1, 4), storage_offset=5, device="cpu")):
+        t = m.to_tensor()
+        assert not t.is_meta and tensord.TensorMeta.of(t) == m
+        assert _C._daemon_meta(t) == _C._client_meta(t)
+        assert t.tolist() == [[0, 0, 0], [0, 0, 0]]
