@@ -1,9 +1,12 @@
 // Meta functions of factories: empty/zeros/ones/rand/randn, full, arange,
-// eye and the *_like forms. Outputs are contiguous (the *_like forms keep
-// self's layout, as PyTorch's preserve_format does); device None means cpu;
-// dtype None means float32 for float factories, the fill value's kind for
-// full, int64 or float32 for arange.
+// linspace, randint, eye, empty_strided and the *_like forms. Outputs are
+// contiguous (the *_like forms keep self's layout, as PyTorch's
+// preserve_format does; empty_strided takes the given strides); device None
+// means cpu; dtype None means float32 for float factories and linspace, the
+// fill value's kind for full, int64 or float32 for arange, int64 for randint.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -160,11 +163,8 @@ absl::StatusOr<MetaResult> EmptyLike(absl::string_view op, absl::Span<const Valu
   return OneOutput(PreserveFormatCopy(*self, t, device.value_or(self->device)));
 }
 
-}  // namespace tensord::meta
+// ---- linspace, randint, empty_strided ----------------------------------------
 
-// ---- issue 4: linspace, randint, empty_strided -----------------------------
-
-namespace tensord::meta {
 namespace {
 
 // caffe2::TypeMeta's names, which PyTorch's random_ bound checks print
