@@ -89,6 +89,10 @@ absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value>
 // [shape-decls]
 // [matmul-decls]
 // [nn-decls]
+absl::StatusOr<MetaResult> Linspace(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> RandintLow(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> EmptyStrided(absl::string_view op, absl::Span<const Value> args);
 // [factory-decls]
 
 // ---- in-place ops -----------------------------------------------------------
