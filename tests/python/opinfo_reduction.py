@@ -40,6 +40,8 @@ def _var_ref(std):
         if isinstance(dim, bool):   # var(self, unbiased)
             dim, unbiased = None, dim
         ddof = (1 if unbiased else 0) if correction is None else correction
+        if x.ndim == 0:
+            dim = None
         with np.errstate(all="ignore"):
             x64 = x.astype(np.float64)
             n = x64.size if _axis(dim) is None else int(np.prod([x.shape[d] for d in _axis(dim)]))
@@ -78,7 +80,7 @@ def _vector_norm_ref(x, ord=2, dim=None, keepdim=False, dtype=None):
 
 def _logsumexp_ref(x, dim, keepdim=False):
     x64 = x.astype(np.float64)
-    ax = _axis(dim)
+    ax = _axis(dim) if x.ndim else None
     m = np.max(x64, axis=ax, keepdims=True) if x.size else np.zeros([1] * x.ndim)
     m = np.where(np.isinf(m), 0, m)
     with np.errstate(divide="ignore"):
