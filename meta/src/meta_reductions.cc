@@ -221,15 +221,16 @@ absl::StatusOr<MetaResult> Norm(absl::string_view op, absl::Span<const Value> ar
   }
   TD_ASSIGN_OR_RETURN(std::vector<bool> mask, ReductionMask(op, dims, self->dim()));
   if (linalg && self->numel() == 0 && (ord < 0 || std::isinf(ord))) {
+    const std::string ord_text = p ? p->ToString() : "2";
     // No identity for max/min-like norms: PyTorch refuses reducing an empty dim.
     const bool all = dims.is_none() || (dims.kind() == Value::Kind::kIntList && dims.int_list().empty());
     if (all) {
-      return RuntimeErr(absl::StrCat("linalg.vector_norm cannot compute the ", Scalar::Float(ord).ToString(),
+      return RuntimeErr(absl::StrCat("linalg.vector_norm cannot compute the ", ord_text,
                                      " norm on an empty tensor because the operation does not have an identity"));
     }
     for (int64_t d = 0; d < self->dim(); ++d) {
       if (mask[d] && self->sizes[d] == 0) {
-        return RuntimeErr(absl::StrCat("linalg.vector_norm cannot compute the ", Scalar::Float(ord).ToString(),
+        return RuntimeErr(absl::StrCat("linalg.vector_norm cannot compute the ", ord_text,
                                        " norm on the dimension ", d,
                                        " because this dimension is empty and the operation does not have an identity"));
       }
