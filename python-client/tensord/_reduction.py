@@ -35,7 +35,7 @@ def install(module_dict, tensor_cls):
     """Replaces the generated ``tensord.norm`` and ``Tensor.norm`` with ``norm``
     (keeping the generated documentation of the schemas)."""
     generated = module_dict.get("norm")
-    doc = norm.__doc__ + ("\n" + generated.__doc__ if generated is not None and generated.__doc__ else "")
+    doc = generated.__doc__ if generated is not None and generated.__doc__ else norm.__doc__
 
     def function(input, p="fro", dim=None, keepdim=False, dtype=None):
         return norm(input, p, dim, keepdim, dtype)
