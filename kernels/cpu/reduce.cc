@@ -562,7 +562,7 @@ Shape AccByteStrides(const Shape& sizes, const std::vector<bool>& mask, int64_t 
 // double), acc starting at `init`; then out[o] = finish(acc[o]) converted to
 // the output's dtype.
 template <typename Fold, typename Finish>
-absl::Status DoubleReduce(const char* name, const ReductionSpec& spec, const TensorRef& out, double init,
+absl::Status DoubleReduce(const ReductionSpec& spec, const TensorRef& out, double init,
                           Fold fold, Finish finish) {
   std::unique_ptr<TempTensor> cast_holder;
   TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, ScalarType::kFloat64, cast_holder));
@@ -575,7 +575,6 @@ absl::Status DoubleReduce(const char* name, const ReductionSpec& spec, const Ten
   };
   TD_RETURN_IF_ERROR((ReduceInto<double, double>(in, spec.mask, acc.data, fold, run)));
   for (int64_t i = 0; i < acc.numel; ++i) acc.data[i] = finish(acc.data[i]);
-  (void)name;
   return acc.Finish();
 }
 
@@ -614,7 +613,7 @@ absl::Status Nansum(KernelContext& ctx) {
   if (!IsFloating(out.meta->dtype)) return InternalErr("internal: nansum of a float input to a non-float dtype");
   std::unique_ptr<TempTensor> holder;
   TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
-  return DoubleReduce("nansum", spec, out, 0.0, [](double a, double x) { return std::isnan(x) ? a : a + x; },
+  return DoubleReduce(spec, out, 0.0, [](double a, double x) { return std::isnan(x) ? a : a + x; },
                       [](double a) { return a; });
 }
 
@@ -635,7 +634,7 @@ absl::Status Prod(KernelContext& ctx) {
   std::unique_ptr<TempTensor> holder;
   TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
   if (IsFloating(out.meta->dtype)) {
-    return DoubleReduce("prod", spec, out, 1.0, [](double a, double x) { return a * x; },
+    return DoubleReduce(spec, out, 1.0, [](double a, double x) { return a * x; },
                         [](double a) { return a; });
   }
   std::unique_ptr<TempTensor> long_holder;
@@ -729,29 +728,28 @@ absl::Status Norm(KernelContext& ctx) {
   const bool empty = spec.count == 0;
   auto nan_or = [](double a, double v, bool take) { return std::isnan(a) ? a : (std::isnan(v) || take) ? v : a; };
   if (std::isinf(ord) && ord > 0) {
-    return DoubleReduce("norm", spec, out, 0.0,
+    return DoubleReduce(spec, out, 0.0,
                         [nan_or](double a, double x) { return nan_or(a, std::fabs(x), std::fabs(x) > a); },
                         [](double a) { return a; });
   }
   if (std::isinf(ord)) {
-    return DoubleReduce(
-        "norm", spec, out, std::numeric_limits<double>::infinity(),
+    return DoubleReduce(spec, out, std::numeric_limits<double>::infinity(),
         [nan_or](double a, double x) { return nan_or(a, std::fabs(x), std::fabs(x) < a); },
         [empty](double a) { return empty ? 0.0 : a; });
   }
   if (ord == 0) {
-    return DoubleReduce("norm", spec, out, 0.0, [](double a, double x) { return a + (x != 0 ? 1.0 : 0.0); },
+    return DoubleReduce(spec, out, 0.0, [](double a, double x) { return a + (x != 0 ? 1.0 : 0.0); },
                         [](double a) { return a; });
   }
   if (ord == 1) {
-    return DoubleReduce("norm", spec, out, 0.0, [](double a, double x) { return a + std::fabs(x); },
+    return DoubleReduce(spec, out, 0.0, [](double a, double x) { return a + std::fabs(x); },
                         [](double a) { return a; });
   }
   if (ord == 2) {
-    return DoubleReduce("norm", spec, out, 0.0, [](double a, double x) { return a + x * x; },
+    return DoubleReduce(spec, out, 0.0, [](double a, double x) { return a + x * x; },
                         [](double a) { return std::sqrt(a); });
   }
-  return DoubleReduce("norm", spec, out, 0.0, [ord](double a, double x) { return a + std::pow(std::fabs(x), ord); },
+  return DoubleReduce(spec, out, 0.0, [ord](double a, double x) { return a + std::pow(std::fabs(x), ord); },
                       [ord, empty](double a) { return empty ? 0.0 : std::pow(a, 1.0 / ord); });
 }
 

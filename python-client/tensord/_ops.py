@@ -281,8 +281,8 @@ OP_DOCS.update({
                "output has the input's shape and is contiguous whatever the input's layout (PyTorch 1.13 CPU). "
                "float16 and bool results raise RuntimeError (not implemented on CPU, as PyTorch); IndexError "
                "for a dim out of range."),
-    "cumprod": ("Cumulative product along ``dim``; dtypes, layout and errors as cumsum. Its gradient divides "
-                "by the input, so it is only valid where the input has no zeros."),
+    "cumprod": ("Cumulative product along ``dim``; dtypes, layout and errors as cumsum. Its gradient is exact "
+                "with zeros in the input (the product of the other factors, as PyTorch)."),
     # [reduction-docs]
 })
 OP_DOCS.update({

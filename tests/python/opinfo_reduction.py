@@ -274,7 +274,7 @@ OPINFOS = [
     OpInfo("cumprod", lambda r: [
         Sample(pos32(r, 3, 4), 0), Sample(pos32(r, 3, 4), 1), Sample(f64(r, 2, 3, 4), 2), Sample(i32(r, 3, 4), 1),
         Sample(bools(r, 5), 0), Sample(pos32(r, 3, 4), -1, dtype=D("float64")), Sample(np.array(2.5), 0),
-        Sample(f32(r, 0, 3), 1),
+        Sample(f32(r, 0, 3), 1), Sample(_zeros_in(r), 1), Sample(_zeros_in(r), 0),
     ], np_ref=_scan_ref(np.cumprod), rtol=1e-5,
         errors=lambda r: [ErrorInput(Sample(f32(r, 3).astype(np.float16), 0), RuntimeError, "not implemented for 'Half'")]),
 ]

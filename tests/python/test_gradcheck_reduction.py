@@ -47,6 +47,21 @@ def test_prod_gradient_with_zeros(session):
     assert gradcheck(lambda t: t.prod(), (_t(2, 2, seed=13, zeros=[(0, 1)]),))
 
 
+def test_cumprod_gradient_with_zeros(session):
+    """Zeros in the scanned slice: the first zero gets the product of the other
+    factors, later zeros get 0; matches torch and gradcheck."""
+    import torch
+    a = np.array([[2.0, 0.0, 3.0, 0.0, 5.0], [1.5, 2.0, -1.0, 0.5, 3.0], [0.0, 0.0, 2.0, 1.0, 4.0]])
+    w = np.random.default_rng(15).standard_normal(a.shape)
+    x = tensord.from_numpy(a).requires_grad_()
+    (x.cumprod(1) * tensord.from_numpy(w)).sum().backward()
+    t = torch.from_numpy(a.copy()).requires_grad_()
+    (t.cumprod(1) * torch.from_numpy(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda v: v.cumprod(0), (_t(4, 2, seed=16, zeros=[(1, 0), (2, 0), (0, 1)]),))
+    assert gradgradcheck(lambda v: v.cumprod(1), (_t(2, 4, seed=17, zeros=[(0, 1)]),))
+
+
 def test_batch_norm_statistics_of_a_transposed_input(session):
     """mean/var over (0, 2, 3) of a non-contiguous (N, C, H, W) view, as
     batch norm computes them: values, contiguous keepdim outputs, gradients."""

@@ -14,8 +14,9 @@
 //   logsumexp  g exp(x - out)
 //   cumsum     the reverse cumulative sum of g along dim:
 //              sum(g, dim, keepdim) - cumsum(g, dim) + g
-//   cumprod    reverse cumsum of (g * out) divided by x: valid when x has no
-//              zeros (a zero gives inf/NaN gradients; documented deviation)
+//   cumprod    reverse cumsum of (g * out) divided by x where x is not 0; at
+//              the first zero of a slice, the reverse cumsum of g times the
+//              cumprod with that zero replaced by 1; 0 at later zeros
 #include "formula_util.h"
 
 namespace tensord::server {
@@ -186,14 +187,25 @@ Grads CumsumF(C& c) {
   return o;
 }
 
+// cumprod: grad_i = sum_{k >= i} g_k * prod_{j <= k, j != i} x_j. Where x_i is
+// not 0 that is reverse_cumsum(g * out)_i / x_i. At the first zero z of a
+// slice it is reverse_cumsum(g * cumprod(x with x_z := 1))_z; at later zeros
+// it is 0 (the first zero stays in every product).
 Grads CumprodF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
   const int64_t dim = Wrap(c, c.value("dim").to_int(), m.dim());
   const Tensor x = c.in("self");
-  const Tensor h = Mul(c, c.grad(), c.out());
-  Set(c, o, "self", Div(c, ReverseCumsum(c, h, dim, m.dim()), x));
+  const Tensor g = c.grad();
+  const Tensor zero = EqS(c, x, 0.0);
+  const Tensor x_nz = c.call("where.ScalarSelf", {zero, Scalar::Float(1.0), x});
+  const Tensor no_zero = Div(c, ReverseCumsum(c, Mul(c, g, c.out()), dim, m.dim()), x_nz);
+  const Tensor first_zero =
+      m.dim() == 0 ? zero : c.call("logical_and", {zero, EqS(c, c.call("cumsum", {zero, dim}), 1.0)});
+  const Tensor x_first = c.call("where.ScalarSelf", {first_zero, Scalar::Float(1.0), x});
+  const Tensor at_first = ReverseCumsum(c, Mul(c, g, c.call("cumprod", {x_first, dim})), dim, m.dim());
+  Set(c, o, "self", Where(c, zero, WhereOr0(c, first_zero, at_first), no_zero));
   return o;
 }
 
