@@ -558,47 +558,60 @@ Shape AccByteStrides(const Shape& sizes, const std::vector<bool>& mask, int64_t 
   return st;
 }
 
-// acc[o] = fold(acc[o], x) over the reduced elements of `in` (converted to
-// double), acc starting at `init`; then out[o] = finish(acc[o]) converted to
-// the output's dtype.
+// acc[o] = fold(acc[o], x) for every element x of `in` (any dtype but
+// float8, read as double) in the slot o of its kept dims; `acc` is
+// contiguous over the kept dims and already initialised.
+template <typename Fold>
+absl::Status FoldAsDouble(const TensorRef& in, const std::vector<bool>& mask, double* acc, Fold fold) {
+  return Dispatch<kSetAllButF8>(in.meta->dtype, "reduction", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    auto combine = [fold](double a, ComputeT<T> x) { return fold(a, static_cast<double>(x)); };
+    auto run = [fold](const char* x, int64_t s, int64_t n, double a) {
+      for (int64_t i = 0; i < n; ++i) a = fold(a, static_cast<double>(Load<T>(x + i * s)));
+      return a;
+    };
+    return ReduceInto<T, double>(in, mask, acc, combine, run);
+  });
+}
+
+// out[o] = finish(fold over the reduced elements of slot o, from `init`),
+// computed in double and converted to the output's dtype.
 template <typename Fold, typename Finish>
 absl::Status DoubleReduce(const ReductionSpec& spec, const TensorRef& out, double init,
                           Fold fold, Finish finish) {
-  std::unique_ptr<TempTensor> cast_holder;
-  TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, ScalarType::kFloat64, cast_holder));
   AccBuffer<double> acc;
   TD_RETURN_IF_ERROR(acc.Init(out));
   acc.Fill(init);
-  auto run = [&fold](const char* x, int64_t s, int64_t n, double a) {
-    for (int64_t i = 0; i < n; ++i) a = fold(a, Load<double>(x + i * s));
-    return a;
-  };
-  TD_RETURN_IF_ERROR((ReduceInto<double, double>(in, spec.mask, acc.data, fold, run)));
+  TD_RETURN_IF_ERROR(FoldAsDouble(spec.in, spec.mask, acc.data, fold));
   for (int64_t i = 0; i < acc.numel; ++i) acc.data[i] = finish(acc.data[i]);
   return acc.Finish();
 }
 
-// A second pass: acc[o] += term(x, center[o]) where `center` is contiguous
-// over the kept dims (the first pass's result, in double).
+// A second pass: acc[o] += term(x, center[o]) for every element x of `in`
+// (read as double), where `center` and `acc` are contiguous doubles over the
+// kept dims (center: the first pass's result).
 template <typename Term>
-absl::Status CenteredPass(const TensorRef& in64, const std::vector<bool>& mask, const double* center,
+absl::Status CenteredPass(const TensorRef& in, const std::vector<bool>& mask, const double* center,
                           double* acc, Term term) {
-  const Shape& sizes = in64.meta->sizes;
+  const Shape& sizes = in.meta->sizes;
   const Shape st = AccByteStrides(sizes, mask, sizeof(double));
   StridedLoop loop(sizes);
-  TD_RETURN_IF_ERROR(loop.AddTensor(in64));
+  TD_RETURN_IF_ERROR(loop.AddTensor(in));
   loop.Add(const_cast<char*>(reinterpret_cast<const char*>(center)), st);
   loop.Add(reinterpret_cast<char*>(acc), st);
   loop.Build();
-  loop.Run([&term](char* const* p, const int64_t* s, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) {
-      const double x = *reinterpret_cast<const double*>(p[0] + i * s[0]);
-      const double c = *reinterpret_cast<const double*>(p[1] + i * s[1]);
-      double* a = reinterpret_cast<double*>(p[2] + i * s[2]);
-      *a += term(x, c);
-    }
+  return Dispatch<kSetAllButF8>(in.meta->dtype, "reduction", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    loop.Run([&term](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(Load<T>(p[0] + i * s[0]));
+        const double c = *reinterpret_cast<const double*>(p[1] + i * s[1]);
+        double* a = reinterpret_cast<double*>(p[2] + i * s[2]);
+        *a += term(x, c);
+      }
+    });
+    return absl::OkStatus();
   });
-  return absl::OkStatus();
 }
 
 // nansum: integer and bool inputs are plain sums (PyTorch redirects them);
@@ -676,20 +689,14 @@ absl::Status VarStd(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(ReadReduction(ctx, name, dims, keepdim, spec));
   const TensorRef& out = ctx.outputs[0];
   if (!IsFloating(out.meta->dtype)) return InternalErr(absl::StrCat("internal: ", name, " to a non-float dtype"));
-  std::unique_ptr<TempTensor> cast_holder;
-  TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, ScalarType::kFloat64, cast_holder));
+  const TensorRef& in = spec.in;
   const int64_t kept = out.meta->numel();
   TD_ASSIGN_OR_RETURN(auto mean, TempTensor::Make({kept}, ScalarType::kFloat64));
   TD_ASSIGN_OR_RETURN(auto m2, TempTensor::Make({kept}, ScalarType::kFloat64));
   double* mean_p = reinterpret_cast<double*>(mean->data());
   double* m2_p = reinterpret_cast<double*>(m2->data());
   for (int64_t i = 0; i < kept; ++i) mean_p[i] = m2_p[i] = 0.0;
-  auto add = [](double a, double x) { return a + x; };
-  auto run = [](const char* x, int64_t s, int64_t n, double a) {
-    for (int64_t i = 0; i < n; ++i) a += Load<double>(x + i * s);
-    return a;
-  };
-  TD_RETURN_IF_ERROR((ReduceInto<double, double>(in, spec.mask, mean_p, add, run)));
+  TD_RETURN_IF_ERROR(FoldAsDouble(in, spec.mask, mean_p, [](double a, double x) { return a + x; }));
   const double count = static_cast<double>(spec.count);
   for (int64_t i = 0; i < kept; ++i) mean_p[i] /= count;  // 0 / 0: NaN, as PyTorch
   TD_RETURN_IF_ERROR(CenteredPass(in, spec.mask, mean_p, m2_p, [](double x, double c) {
@@ -760,8 +767,7 @@ absl::Status Logsumexp(KernelContext& ctx) {
   ReductionSpec spec;
   TD_RETURN_IF_ERROR(ReadReduction(ctx, "logsumexp", ctx.args[1], ctx.args[2].to_bool(), spec));
   const TensorRef& out = ctx.outputs[0];
-  std::unique_ptr<TempTensor> cast_holder;
-  TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, ScalarType::kFloat64, cast_holder));
+  const TensorRef& in = spec.in;
   const int64_t kept = out.meta->numel();
   TD_ASSIGN_OR_RETURN(auto maxes, TempTensor::Make({kept}, ScalarType::kFloat64));
   TD_ASSIGN_OR_RETURN(auto sums, TempTensor::Make({kept}, ScalarType::kFloat64));
@@ -771,12 +777,9 @@ absl::Status Logsumexp(KernelContext& ctx) {
     m[i] = -std::numeric_limits<double>::infinity();
     s[i] = 0.0;
   }
-  auto mx = [](double a, double x) { return (std::isnan(x) || x > a) ? x : a; };
-  auto run = [mx](const char* x, int64_t st, int64_t n, double a) {
-    for (int64_t i = 0; i < n; ++i) a = mx(a, Load<double>(x + i * st));
-    return a;
-  };
-  TD_RETURN_IF_ERROR((ReduceInto<double, double>(in, spec.mask, m, mx, run)));
+  TD_RETURN_IF_ERROR(FoldAsDouble(in, spec.mask, m, [](double a, double x) {
+    return (std::isnan(x) || x > a) ? x : a;
+  }));
   for (int64_t i = 0; i < kept; ++i) {
     if (std::isinf(m[i])) m[i] = 0.0;
   }
