@@ -85,6 +85,16 @@ absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value>
 
 // ---- complete meta op set (issue 4): one block per family ---------------------
 // [pointwise-decls]
+// Reductions and scans (meta_reductions.cc): nansum, prod / prod.dim_int,
+// var/std (every overload), norm.* and linalg_vector_norm, logsumexp,
+// all/any (+ .dim), cumsum/cumprod.
+absl::StatusOr<MetaResult> AllAny(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> CumScan(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Logsumexp(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Nansum(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Norm(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Prod(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> VarStd(absl::string_view op, absl::Span<const Value> args);
 // [reduction-decls]
 // [shape-decls]
 // [matmul-decls]

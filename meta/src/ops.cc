@@ -198,6 +198,26 @@ const OpDef kOps[] = {
     // ---- pointwise (exp2 ... lerp) --------------------------------------
     // [pointwise-end]
     // ---- reductions and scans -------------------------------------------
+    {"nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Nansum, FM},
+    {"prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", meta::Prod, FM},
+    {"prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Prod, FM},
+    {"var.correction(Tensor self, int[1]? dim, *, int? correction, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"var(Tensor self, bool unbiased=True) -> Tensor", meta::VarStd, FM},
+    {"std.correction(Tensor self, int[1]? dim, *, int? correction, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"std(Tensor self, bool unbiased=True) -> Tensor", meta::VarStd, FM},
+    {"norm.Scalar(Tensor self, Scalar p=2) -> Tensor", meta::Norm, FM},
+    {"norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor", meta::Norm, FM},
+    {"norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor", meta::Norm, FM},
+    {"linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Norm, F},
+    {"logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", meta::Logsumexp, FM},
+    {"all(Tensor self) -> Tensor", meta::AllAny, FM | ND},
+    {"all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", meta::AllAny, FM | ND},
+    {"any(Tensor self) -> Tensor", meta::AllAny, FM | ND},
+    {"any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", meta::AllAny, FM | ND},
+    {"cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", meta::CumScan, FM},
+    {"cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", meta::CumScan, FM},
     // [reduction-end]
     // ---- shape ops (split, chunk, unbind, flip, roll, repeat, tril, triu, pad, scatter)
     // [shape-end]

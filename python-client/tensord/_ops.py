@@ -238,6 +238,51 @@ OP_DOCS.update({
     # [pointwise-docs]
 })
 OP_DOCS.update({
+    "nansum": _REDUCE.format(what="Sum treating NaN as 0", dtype=(
+        "Integer and bool inputs sum to int64 (a plain sum, as PyTorch); floating inputs keep their dtype. "
+        "``dtype=`` converts the input first (a floating input needs a floating dtype: RuntimeError otherwise). "
+        "``dim=()`` or ``[]`` reduces every dim.")),
+    "prod": ("Product of all elements, or along the int ``dim`` (``keepdim`` keeps it as size 1). Integer and "
+             "bool inputs give int64 (wrapping on overflow), others keep their dtype; ``dtype=`` converts the "
+             "input first. The product of no elements is 1. The output is contiguous. float16/bfloat16 results "
+             "raise RuntimeError (PyTorch 1.13's CPU prod lacks them); IndexError for a dim out of range. "
+             "Gradient: the product of the other elements (exact with zeros)."),
+    "var": ("Variance over ``dim`` (an int, a list, ``()``/``[]`` or None: every dim): "
+            "sum((x - mean)^2) / max(N - correction, 0). Overloads as PyTorch 1.13: ``var(x, unbiased=True)``, "
+            "``var(x, dim, unbiased=True, keepdim=False)`` and ``var(x, dim, *, correction, keepdim=False)`` "
+            "(correction None means 1; an integer). ``unbiased=False`` is correction 0. N <= correction gives "
+            "inf or NaN as PyTorch. Floating inputs only (RuntimeError 'std and var only support floating "
+            "point and complex dtypes' otherwise); the output has the input's dtype and is contiguous."),
+    "std": ("Standard deviation: the square root of ``var`` with the same overloads (``unbiased`` or "
+            "``correction``, default 1), dims, keepdim, dtype rules and errors. Its gradient is 0 where the "
+            "result is 0."),
+    "norm": ("Vector p-norm over ``dim`` (None: every dim), as torch.norm: ``p`` a number (default 2; "
+             "``inf``/``-inf``: max/min of |x|; 0: the count of non-zeros; other p: (sum |x|^p)^(1/p)) or "
+             "'fro' (= 2). ``keepdim`` keeps reduced dims; ``dtype=`` (floating) converts the input first and "
+             "is the result's dtype. Floating inputs only ('norm(): input dtype should be either floating point "
+             "or complex'); an empty input gives 0. The output is contiguous."),
+    "linalg_vector_norm": ("torch.linalg.vector_norm: the ``ord``-norm (default 2; inf, -inf, 0 or any number) "
+                           "of ``self`` over ``dim`` (None: every dim), ``keepdim``, and ``dtype=`` that must not "
+                           "narrow the input's dtype. Floating inputs only. RuntimeError for ord < 0 or "
+                           "+-inf over an empty dim (no identity), as PyTorch. The output is contiguous."),
+    "logsumexp": ("log(sum(exp(x))) over ``dim`` (required: an int or a list), computed stably as "
+                  "m + log(sum(exp(x - m))) with m the max (taken as 0 where infinite). Integer and bool inputs "
+                  "give float32; float16 raises RuntimeError (as PyTorch 1.13 on CPU). ``dim=()`` reduces every "
+                  "dim with keepdim=True, and fails without it on tensors of rank >= 1, as PyTorch 1.13. An "
+                  "empty reduction gives -inf. The output is contiguous."),
+    "all": ("True when every element (along the int ``dim``, if given; ``keepdim`` keeps it) is non-zero "
+            "(NaN counts as non-zero). The result is bool, or uint8 for a uint8 input (PyTorch 1.13). Empty "
+            "reductions give True. Not differentiable; the output is contiguous."),
+    "any": ("True when some element (along the int ``dim``, if given; ``keepdim`` keeps it) is non-zero. "
+            "The result is bool, or uint8 for a uint8 input (PyTorch 1.13). Empty reductions give False. Not "
+            "differentiable; the output is contiguous."),
+    "cumsum": ("Cumulative sum along ``dim``: out[..., i, ...] = sum of self[..., :i+1, ...]. Integer and bool "
+               "inputs give int64 unless ``dtype=`` says otherwise; ``dtype=`` converts the input first. The "
+               "output has the input's shape and is contiguous whatever the input's layout (PyTorch 1.13 CPU). "
+               "float16 and bool results raise RuntimeError (not implemented on CPU, as PyTorch); IndexError "
+               "for a dim out of range."),
+    "cumprod": ("Cumulative product along ``dim``; dtypes, layout and errors as cumsum. Its gradient is exact "
+                "with zeros in the input (the product of the other factors, as PyTorch)."),
     # [reduction-docs]
 })
 OP_DOCS.update({
