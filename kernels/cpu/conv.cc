@@ -149,12 +149,16 @@ absl::Status Conv2dKernel(KernelContext& ctx) {
   TD_ASSIGN_OR_RETURN(TensorRef input, InputTensor(ctx, 0));
   TD_ASSIGN_OR_RETURN(TensorRef weight, InputTensor(ctx, 1));
   std::optional<TensorRef> bias;
-  if (!ctx.args[2].is_none()) TD_ASSIGN_OR_RETURN(bias, InputTensor(ctx, 2));
+  if (!ctx.args[2].is_none()) {
+    TD_ASSIGN_OR_RETURN(bias, InputTensor(ctx, 2));
+  }
   std::unique_ptr<TempTensor> hi, hw, hb;
   TD_ASSIGN_OR_RETURN(TensorRef x, Dense(input, hi));
   TD_ASSIGN_OR_RETURN(TensorRef wt, Dense(weight, hw));
   std::optional<TensorRef> b;
-  if (bias) TD_ASSIGN_OR_RETURN(b, Dense(*bias, hb));
+  if (bias) {
+    TD_ASSIGN_OR_RETURN(b, Dense(*bias, hb));
+  }
   TensorMeta x4 = *x.meta;
   if (x4.dim() == 3) x4 = TensorMeta::Contiguous(Shape{1, x4.sizes[0], x4.sizes[1], x4.sizes[2]}, x4.dtype, x4.device);
   TD_ASSIGN_OR_RETURN(ConvGeom g, MakeGeom("conv2d", x4, *wt.meta, ctx.args[3], ctx.args[4], ctx.args[5],

@@ -399,7 +399,9 @@ absl::StatusOr<MetaResult> Conv2d(absl::string_view op, absl::Span<const Value> 
   TD_ASSIGN_OR_RETURN(const TensorMeta* input, TensorArg(op, args, 0));
   TD_ASSIGN_OR_RETURN(const TensorMeta* weight, TensorArg(op, args, 1));
   const TensorMeta* bias = nullptr;
-  if (!args[2].is_none()) TD_ASSIGN_OR_RETURN(bias, TensorArg(op, args, 2));
+  if (!args[2].is_none()) {
+    TD_ASSIGN_OR_RETURN(bias, TensorArg(op, args, 2));
+  }
   if (input->dim() != 3 && input->dim() != 4) {
     return RuntimeErr(absl::StrCat(op, ": Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: ",
                                    ShapeToString(input->sizes)));
