@@ -44,7 +44,7 @@ def _conv_errors(r):
         ErrorInput(Sample(f32(r, 3, 6), w), RuntimeError, "Expected 3D (unbatched) or 4D (batched) input to conv2d"),
         ErrorInput(Sample(x, w, None, 1, 0, 1, 0), RuntimeError, "non-positive groups is not supported"),
         ErrorInput(Sample(x.astype(np.float64), w), RuntimeError, "expected scalar type Double but found Float"),
-        ErrorInput(Sample(i64(r, 2, 3, 6, 7), i64(r, 4, 3, 3, 3)), NotImplementedError, "not implemented for 'Long'"),
+        ErrorInput(Sample(i64(r, 2, 3, 6, 7), i64(r, 4, 3, 3, 3)), RuntimeError, "not implemented for 'Long'"),
     ]
 
 
@@ -98,7 +98,7 @@ def _pool_errors(op):
             ErrorInput(Sample(f32(r, 2, 0, 6, 7), 2), RuntimeError,
                        "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input"),
             ErrorInput(Sample(x, [2, 2, 2]), RuntimeError, "kernel_size must either be a single int, or a tuple of two ints"),
-            ErrorInput(Sample(i64(r, 2, 3, 6, 7), 2), NotImplementedError, "not implemented for 'Long'"),
+            ErrorInput(Sample(i64(r, 2, 3, 6, 7), 2), RuntimeError, "not implemented for 'Long'"),
         ]
         if op == "max":
             out += [ErrorInput(Sample(x, 2, 2, 0, 0), RuntimeError, "dilation should be greater than zero"),
