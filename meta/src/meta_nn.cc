@@ -255,7 +255,7 @@ absl::StatusOr<int64_t> PoolOutSize(absl::string_view op, int64_t in, int64_t k,
                             (ceil_mode ? s - 1 : 0),
                         s) + 1;
   if (ceil_mode && (out - 1) * s >= static_cast<__int128>(in) + pad) --out;
-  if (out > INT64_MAX || out < INT64_MIN / 2) {
+  if (out > INT64_MAX || out < INT64_MIN) {
     return RuntimeErr(absl::StrCat(op, ": pooling output size overflows for input size ", in, ", kernel_size ", k,
                                    ", stride ", stride, ", dilation ", dilation));
   }
