@@ -302,7 +302,7 @@ def _cross_entropy_probs(input, target, weight, ignore_index, reduction, label_s
     if weight is not None and (weight.dim() != 1 or weight.numel() != n_classes):
         raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all {n_classes} classes or "
                            f"no classes but got weight tensor of shape: {list(weight.shape)}")
-    if label_smoothing > 0.0:
+    if label_smoothing > 0.0 and n_classes:
         target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
     logp = log_softmax(input, cdim)
     prod = logp * target
