@@ -99,8 +99,8 @@ absl::StatusOr<ConvGeom> MakeGeom(absl::string_view op, const TensorMeta& in, co
   g.ow = (g.w + 2 * g.p[1] - g.d[1] * (g.kw - 1) - 1) / g.s[1] + 1;
   // BLAS takes 32-bit sizes; the column buffer is kk x ohw.
   if (g.kk() > INT_MAX || g.ohw() > INT_MAX || g.og() > INT_MAX) {
-    return RuntimeErr(absl::StrCat(op, ": sizes too large for the CPU convolution (", g.kk(), " x ", g.ohw(),
-                                   " columns)"));
+    return RuntimeErr(
+        absl::StrCat(op, ": sizes too large for the CPU convolution (", g.kk(), " x ", g.ohw(), " columns)"));
   }
   return g;
 }
@@ -161,8 +161,8 @@ absl::Status Conv2dKernel(KernelContext& ctx) {
   }
   TensorMeta x4 = *x.meta;
   if (x4.dim() == 3) x4 = TensorMeta::Contiguous(Shape{1, x4.sizes[0], x4.sizes[1], x4.sizes[2]}, x4.dtype, x4.device);
-  TD_ASSIGN_OR_RETURN(ConvGeom g, MakeGeom("conv2d", x4, *wt.meta, ctx.args[3], ctx.args[4], ctx.args[5],
-                                           ctx.args[6].to_int()));
+  TD_ASSIGN_OR_RETURN(ConvGeom g,
+                      MakeGeom("conv2d", x4, *wt.meta, ctx.args[3], ctx.args[4], ctx.args[5], ctx.args[6].to_int()));
   Dst dst;
   TD_RETURN_IF_ERROR(dst.Init(ctx.outputs[0]));
   if (dst.ref.meta->numel() == 0) return absl::OkStatus();
@@ -171,8 +171,8 @@ absl::Status Conv2dKernel(KernelContext& ctx) {
     const T* xp = x.data<T>();
     const T* wp = wt.data<T>();
     T* op = dst.ref.data<T>();
-    const bool one_by_one = g.kh == 1 && g.kw == 1 && g.s == std::array<int64_t, 2>{1, 1} &&
-                            g.p == std::array<int64_t, 2>{0, 0};
+    const bool one_by_one =
+        g.kh == 1 && g.kw == 1 && g.s == std::array<int64_t, 2>{1, 1} && g.p == std::array<int64_t, 2>{0, 0};
     std::unique_ptr<TempTensor> col;
     if (!one_by_one && g.kk() > 0) {
       TD_ASSIGN_OR_RETURN(col, TempTensor::Make(Shape{g.kk(), g.ohw()}, x.meta->dtype));
@@ -247,7 +247,7 @@ absl::Status ConvBackwardKernel(KernelContext& ctx) {
     for (int64_t n = 0; n < g.n; ++n) {
       for (int64_t gr = 0; gr < g.groups; ++gr) {
         const T* gyo = gp + (n * g.o + gr * g.og()) * g.ohw();  // [og, ohw]
-        const T* wg = wp + gr * g.og() * g.kk();                  // [og, kk]
+        const T* wg = wp + gr * g.og() * g.kk();                // [og, kk]
         // grad_weight[og, kk] += gy[og, ohw] @ col^T[ohw, kk]
         Im2Col(xp + (n * g.c + gr * g.cg()) * g.h * g.w, g, cp);
         Gemm<T>(false, true, g.og(), g.kk(), g.ohw(), gyo, cp, T(1), gw + gr * g.og() * g.kk());
@@ -344,25 +344,25 @@ absl::Status MaxPoolBackwardKernel(KernelContext& ctx) {
   const PoolGeom g = MakePool(*self.meta, *gy.meta, ctx.args[2], ctx.args[3], ctx.args[4], &ctx.args[5]);
   Dst dst;
   TD_RETURN_IF_ERROR(dst.Init(ctx.outputs[0]));
-  TD_RETURN_IF_ERROR(Dispatch<kSetStdFloats>(gy.meta->dtype, "max_pool2d_with_indices_backward",
-                                             [&](auto tag) -> absl::Status {
-    using T = typename decltype(tag)::type;
-    const T* gp = gy.data<T>();
-    const int64_t* ip = idx.data<int64_t>();
-    T* out = dst.ref.data<T>();
-    std::fill(out, out + dst.ref.meta->numel(), T(0));
-    const int64_t plane = g.h * g.w, oplane = g.oh * g.ow;
-    for (int64_t pl = 0; pl < g.planes; ++pl)
-      for (int64_t o = 0; o < oplane; ++o) {
-        const int64_t i = ip[pl * oplane + o];
-        if (i < 0 || i >= plane) {
-          return IndexErr(absl::StrCat("max_pool2d_with_indices_backward: index ", i,
-                                       " out of range for an input plane of ", g.h, "x", g.w));
-        }
-        out[pl * plane + i] += gp[pl * oplane + o];
-      }
-    return absl::OkStatus();
-  }));
+  TD_RETURN_IF_ERROR(
+      Dispatch<kSetStdFloats>(gy.meta->dtype, "max_pool2d_with_indices_backward", [&](auto tag) -> absl::Status {
+        using T = typename decltype(tag)::type;
+        const T* gp = gy.data<T>();
+        const int64_t* ip = idx.data<int64_t>();
+        T* out = dst.ref.data<T>();
+        std::fill(out, out + dst.ref.meta->numel(), T(0));
+        const int64_t plane = g.h * g.w, oplane = g.oh * g.ow;
+        for (int64_t pl = 0; pl < g.planes; ++pl)
+          for (int64_t o = 0; o < oplane; ++o) {
+            const int64_t i = ip[pl * oplane + o];
+            if (i < 0 || i >= plane) {
+              return IndexErr(absl::StrCat("max_pool2d_with_indices_backward: index ", i,
+                                           " out of range for an input plane of ", g.h, "x", g.w));
+            }
+            out[pl * plane + i] += gp[pl * oplane + o];
+          }
+        return absl::OkStatus();
+      }));
   return dst.Finish();
 }
 
@@ -382,9 +382,12 @@ AvgWindow Window(const PoolGeom& g, int64_t y, int64_t x, bool count_include_pad
   w.x0 = std::max<int64_t>(w.x0, 0);
   w.y1 = std::min(w.y1, g.h);
   w.x1 = std::min(w.x1, g.w);
-  if (divisor) w.divisor = *divisor;
-  else if (count_include_pad) w.divisor = pool_size;
-  else w.divisor = (w.y1 - w.y0) * (w.x1 - w.x0);
+  if (divisor)
+    w.divisor = *divisor;
+  else if (count_include_pad)
+    w.divisor = pool_size;
+  else
+    w.divisor = (w.y1 - w.y0) * (w.x1 - w.x0);
   return w;
 }
 

@@ -219,8 +219,7 @@ __int128 DivRtn(__int128 x, __int128 y) {
 // An int[2] argument as (h, w): one value is used for both; `empty_ok` (a
 // pooling stride) gives `fallback` for []. Any other length: `msg`.
 absl::StatusOr<std::array<int64_t, 2>> PairArg(absl::string_view op, absl::Span<const Value> args, size_t i,
-                                               bool empty_ok, std::array<int64_t, 2> fallback,
-                                               absl::string_view msg) {
+                                               bool empty_ok, std::array<int64_t, 2> fallback, absl::string_view msg) {
   TD_ASSIGN_OR_RETURN(std::vector<int64_t> v, IntListArg(op, args, i));
   if (v.size() == 1) return std::array<int64_t, 2>{v[0], v[0]};
   if (v.size() == 2) return std::array<int64_t, 2>{v[0], v[1]};
@@ -236,7 +235,8 @@ absl::StatusOr<std::array<int64_t, 2>> ConvParam(absl::string_view op, absl::Spa
   if (v.size() == 2) return std::array<int64_t, 2>{v[0], v[1]};
   return RuntimeErr(absl::StrCat(op, ": expected ", name,
                                  " to be a single integer value or a list of 2 values to match the convolution "
-                                 "dimensions, but got ", name, "=", ShapeToString(Shape(v.begin(), v.end()))));
+                                 "dimensions, but got ",
+                                 name, "=", ShapeToString(Shape(v.begin(), v.end()))));
 }
 
 // PyTorch's pooling_output_shape (1.13): floor (or ceil) of the window count,
@@ -246,14 +246,15 @@ absl::StatusOr<int64_t> PoolOutSize(absl::string_view op, int64_t in, int64_t k,
   if (stride == 0) return RuntimeErr(absl::StrCat(op, ": stride should not be zero"));
   if (pad < 0) return RuntimeErr(absl::StrCat(op, ": pad must be non-negative, but got pad: ", pad));
   if (pad > k / 2) {
-    return RuntimeErr(absl::StrCat(op, ": pad should be at most half of kernel size, but got pad=", pad,
-                                   " and kernel_size=", k));
+    return RuntimeErr(
+        absl::StrCat(op, ": pad should be at most half of kernel size, but got pad=", pad, " and kernel_size=", k));
   }
   const __int128 s = stride;
-  __int128 out = DivRtn(static_cast<__int128>(in) + 2 * static_cast<__int128>(pad) -
-                            static_cast<__int128>(dilation) * (static_cast<__int128>(k) - 1) - 1 +
-                            (ceil_mode ? s - 1 : 0),
-                        s) + 1;
+  __int128 out =
+      DivRtn(static_cast<__int128>(in) + 2 * static_cast<__int128>(pad) -
+                 static_cast<__int128>(dilation) * (static_cast<__int128>(k) - 1) - 1 + (ceil_mode ? s - 1 : 0),
+             s) +
+      1;
   if (ceil_mode && (out - 1) * s >= static_cast<__int128>(in) + pad) --out;
   if (out > INT64_MAX || out < INT64_MIN) {
     return RuntimeErr(absl::StrCat(op, ": pooling output size overflows for input size ", in, ", kernel_size ", k,
@@ -272,12 +273,11 @@ struct Pool2d {
 // PyTorch's pool2d_shape_check (1.13), after the output sizes are known.
 absl::Status Pool2dShapeCheck(absl::string_view op, const TensorMeta& in, const Pool2d& q) {
   if (q.k[0] <= 0 || q.k[1] <= 0) {
-    return RuntimeErr(absl::StrCat(op, ": kernel size should be greater than zero, but got kH: ", q.k[0],
-                                   " kW: ", q.k[1]));
+    return RuntimeErr(
+        absl::StrCat(op, ": kernel size should be greater than zero, but got kH: ", q.k[0], " kW: ", q.k[1]));
   }
   if (q.s[0] <= 0 || q.s[1] <= 0) {
-    return RuntimeErr(absl::StrCat(op, ": stride should be greater than zero, but got dH: ", q.s[0],
-                                   " dW: ", q.s[1]));
+    return RuntimeErr(absl::StrCat(op, ": stride should be greater than zero, but got dH: ", q.s[0], " dW: ", q.s[1]));
   }
   if (q.d[0] <= 0 || q.d[1] <= 0) {
     return RuntimeErr(absl::StrCat(op, ": dilation should be greater than zero, but got dilationH: ", q.d[0],
@@ -287,13 +287,16 @@ absl::Status Pool2dShapeCheck(absl::string_view op, const TensorMeta& in, const 
   const bool valid_dims = in.sizes[nd - 3] != 0 && in.sizes[nd - 2] != 0;
   if (q.format == MemoryFormat::kChannelsLast) {
     if (!(nd == 4 && valid_dims && in.sizes[3] != 0)) {
-      return RuntimeErr(absl::StrCat(op, ": Expected 4D (batch mode) tensor expected for input with channels_last "
+      return RuntimeErr(absl::StrCat(op,
+                                     ": Expected 4D (batch mode) tensor expected for input with channels_last "
                                      "layout with optional 0 dim batch size for input, but got: ",
                                      ShapeToString(in.sizes)));
     }
   } else if (!((nd == 3 && in.sizes[0] != 0 && valid_dims) || (nd == 4 && valid_dims && in.sizes[3] != 0))) {
-    return RuntimeErr(absl::StrCat(op, ": Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for "
-                                   "input, but got:", ShapeToString(in.sizes)));
+    return RuntimeErr(absl::StrCat(op,
+                                   ": Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for "
+                                   "input, but got:",
+                                   ShapeToString(in.sizes)));
   }
   if (q.k[1] / 2 < q.p[1] || q.k[0] / 2 < q.p[0]) {
     return RuntimeErr(absl::StrCat(op, ": pad should be smaller than or equal to half of kernel size, but got padW = ",
@@ -301,8 +304,8 @@ absl::Status Pool2dShapeCheck(absl::string_view op, const TensorMeta& in, const 
   }
   if (q.oh < 1 || q.ow < 1) {
     return RuntimeErr(absl::StrCat(op, ": Given input size: (", in.sizes[nd - 3], "x", in.sizes[nd - 2], "x",
-                                   in.sizes[nd - 1], "). Calculated output size: (", in.sizes[nd - 3], "x", q.oh,
-                                   "x", q.ow, "). Output size is too small"));
+                                   in.sizes[nd - 1], "). Calculated output size: (", in.sizes[nd - 3], "x", q.oh, "x",
+                                   q.ow, "). Output size is too small"));
   }
   return absl::OkStatus();
 }
@@ -324,15 +327,19 @@ TensorMeta FreshIn(Shape sizes, MemoryFormat format, ScalarType dtype, Device de
 // 0..5 of its schema, also the first ones of its backward minus grad_output).
 absl::StatusOr<Pool2d> MaxPoolParams(absl::string_view op, const TensorMeta& self, absl::Span<const Value> a) {
   Pool2d q;
-  TD_ASSIGN_OR_RETURN(q.k, PairArg(op, a, 1, false, {}, "kernel_size must either be a single int, or a tuple of two ints"));
-  TD_ASSIGN_OR_RETURN(q.s, PairArg(op, a, 2, true, q.k,
-                                   "stride must either be omitted, a single int, or a tuple of two ints"));
-  TD_ASSIGN_OR_RETURN(q.p, PairArg(op, a, 3, false, {}, "padding must be either be a single int, or a tuple of two ints"));
-  TD_ASSIGN_OR_RETURN(q.d, PairArg(op, a, 4, false, {}, "dilation must be either a single int, or a tuple of two ints"));
+  TD_ASSIGN_OR_RETURN(q.k,
+                      PairArg(op, a, 1, false, {}, "kernel_size must either be a single int, or a tuple of two ints"));
+  TD_ASSIGN_OR_RETURN(
+      q.s, PairArg(op, a, 2, true, q.k, "stride must either be omitted, a single int, or a tuple of two ints"));
+  TD_ASSIGN_OR_RETURN(q.p,
+                      PairArg(op, a, 3, false, {}, "padding must be either be a single int, or a tuple of two ints"));
+  TD_ASSIGN_OR_RETURN(q.d,
+                      PairArg(op, a, 4, false, {}, "dilation must be either a single int, or a tuple of two ints"));
   TD_ASSIGN_OR_RETURN(q.ceil_mode, BoolArg(op, a, 5));
   q.format = SuggestMemoryFormat(self);
   if (q.format == MemoryFormat::kChannelsLast && self.dim() != 4) {
-    return RuntimeErr(absl::StrCat(op, ": non-empty 4D (batch mode) tensor expected for input with channels_last layout"));
+    return RuntimeErr(
+        absl::StrCat(op, ": non-empty 4D (batch mode) tensor expected for input with channels_last layout"));
   }
   if (self.dim() != 3 && self.dim() != 4) {
     return RuntimeErr(absl::StrCat(op, ": non-empty 3D or 4D (batch mode) tensor expected for input, but got ",
@@ -350,9 +357,10 @@ absl::StatusOr<Pool2d> MaxPoolParams(absl::string_view op, const TensorMeta& sel
 absl::StatusOr<Pool2d> AvgPoolParams(absl::string_view op, const TensorMeta& self, absl::Span<const Value> a,
                                      size_t divisor_arg) {
   Pool2d q;
-  TD_ASSIGN_OR_RETURN(q.k, PairArg(op, a, 1, false, {}, "kernel_size must either be a single int, or a tuple of two ints"));
-  TD_ASSIGN_OR_RETURN(q.s, PairArg(op, a, 2, true, q.k,
-                                   "stride must either be omitted, a single int, or a tuple of two ints"));
+  TD_ASSIGN_OR_RETURN(q.k,
+                      PairArg(op, a, 1, false, {}, "kernel_size must either be a single int, or a tuple of two ints"));
+  TD_ASSIGN_OR_RETURN(
+      q.s, PairArg(op, a, 2, true, q.k, "stride must either be omitted, a single int, or a tuple of two ints"));
   TD_ASSIGN_OR_RETURN(q.p, PairArg(op, a, 3, false, {}, "padding must either be a single int, or a tuple of two ints"));
   q.d = {1, 1};
   TD_ASSIGN_OR_RETURN(q.ceil_mode, BoolArg(op, a, 4));
@@ -361,8 +369,8 @@ absl::StatusOr<Pool2d> AvgPoolParams(absl::string_view op, const TensorMeta& sel
   const int64_t nd = self.dim();
   if (nd < 3) {  // PyTorch reads input.size(-3) first
     const int64_t r = std::max<int64_t>(nd, 1);
-    return IndexErr(absl::StrCat(op, ": Dimension out of range (expected to be in range of [", -r, ", ", r - 1,
-                                 "], but got -3)"));
+    return IndexErr(
+        absl::StrCat(op, ": Dimension out of range (expected to be in range of [", -r, ", ", r - 1, "], but got -3)"));
   }
   TD_ASSIGN_OR_RETURN(q.oh, PoolOutSize(op, self.sizes[nd - 2], q.k[0], q.p[0], q.s[0], 1, q.ceil_mode));
   TD_ASSIGN_OR_RETURN(q.ow, PoolOutSize(op, self.sizes[nd - 1], q.k[1], q.p[1], q.s[1], 1, q.ceil_mode));
@@ -403,7 +411,8 @@ absl::StatusOr<MetaResult> Conv2d(absl::string_view op, absl::Span<const Value> 
     TD_ASSIGN_OR_RETURN(bias, TensorArg(op, args, 2));
   }
   if (input->dim() != 3 && input->dim() != 4) {
-    return RuntimeErr(absl::StrCat(op, ": Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: ",
+    return RuntimeErr(absl::StrCat(op,
+                                   ": Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: ",
                                    ShapeToString(input->sizes)));
   }
   const bool batched = input->dim() == 4;
@@ -441,8 +450,8 @@ absl::StatusOr<MetaResult> Conv2d(absl::string_view op, absl::Span<const Value> 
   if (in4.sizes[1] != want_c) {
     return RuntimeErr(absl::StrCat(op, ": Given groups=", groups, ", weight of size ", ShapeToString(ws),
                                    ", expected input", ShapeToString(in4.sizes), " to have ",
-                                   static_cast<int64_t>(std::min<__int128>(want_c, INT64_MAX)),
-                                   " channels, but got ", in4.sizes[1], " channels instead"));
+                                   static_cast<int64_t>(std::min<__int128>(want_c, INT64_MAX)), " channels, but got ",
+                                   in4.sizes[1], " channels instead"));
   }
   if (bias != nullptr && !(bias->dim() == 1 && bias->sizes[0] == ws[0])) {
     return RuntimeErr(absl::StrCat(op, ": Given weight of size ", ShapeToString(ws),
@@ -498,7 +507,8 @@ absl::StatusOr<MetaResult> ConvolutionBackward(absl::string_view op, absl::Span<
     return NotImplementedErr(absl::StrCat(op, ": transposed convolution is not supported (only 2-D, non-transposed)"));
   }
   if (input->dim() != 4 || weight->dim() != 4) {
-    return NotImplementedErr(absl::StrCat(op, ": only 2-D convolution (4-D input and weight) is supported, but got input ",
+    return NotImplementedErr(absl::StrCat(op,
+                                          ": only 2-D convolution (4-D input and weight) is supported, but got input ",
                                           ShapeToString(input->sizes), " and weight ", ShapeToString(weight->sizes)));
   }
   TD_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, IntListArg(op, args, 8));

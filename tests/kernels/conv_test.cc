@@ -78,15 +78,20 @@ TEST(ConvKernelTest, ForwardMatchesNaiveLoopOnEveryLayout) {
       Tensor x = Random(dt, k.x, rng, -1, 1), w = Random(dt, k.w, rng, -1, 1), b = Random(dt, {k.w[0]}, rng, -1, 1);
       Shape out_sizes;
       const std::vector<double> bv = Values(b);
-      const std::vector<double> expect = NaiveConv(Values(x), k.x, Values(w), k.w, k.bias ? &bv : nullptr, k, &out_sizes);
+      const std::vector<double> expect =
+          NaiveConv(Values(x), k.x, Values(w), k.w, k.bias ? &bv : nullptr, k, &out_sizes);
       for (int layout = 0; layout < 4; ++layout) {
-        const Tensor xl = layout == 1 ? ChannelsLast(x) : layout == 2 ? Spread(x) : layout == 3 ? ReversedLayout(x, 2) : x;
+        const Tensor xl = layout == 1   ? ChannelsLast(x)
+                          : layout == 2 ? Spread(x)
+                          : layout == 3 ? ReversedLayout(x, 2)
+                                        : x;
         const Tensor wl = layout == 1 ? Spread(w) : layout == 3 ? ChannelsLast(w) : w;
         OpRun r = RunOp("conv2d", {In(xl), In(wl), k.bias ? In(b) : Value(), Value(V{k.s[0], k.s[1]}),
                                    Value(V{k.p[0], k.p[1]}), Value(V{k.d[0], k.d[1]}), Value(k.groups)});
         ASSERT_TRUE(r.status.ok()) << r.status;
         EXPECT_EQ(r.outputs[0].meta.sizes, out_sizes);
-        ExpectValues(r.outputs[0], expect, dt == S::kFloat32 ? 1e-5 : 1e-12, -1, "conv2d layout " + std::to_string(layout));
+        ExpectValues(r.outputs[0], expect, dt == S::kFloat32 ? 1e-5 : 1e-12, -1,
+                     "conv2d layout " + std::to_string(layout));
       }
     }
   }
@@ -139,8 +144,7 @@ TEST(ConvKernelTest, BackwardIsTheAdjoint) {
 
 TEST(PoolKernelTest, MaxPoolValuesIndicesAndNaN) {
   // One 4x4 plane with a NaN: 2x2 windows, stride 2.
-  Tensor x = FromValues(S::kFloat32, {1, 1, 4, 4},
-                        {1, 5, 2, 0, 3, 4, NAN, 1, -1, -2, 7, 7, -3, -4, 7, 6});
+  Tensor x = FromValues(S::kFloat32, {1, 1, 4, 4}, {1, 5, 2, 0, 3, 4, NAN, 1, -1, -2, 7, 7, -3, -4, 7, 6});
   OpRun r = RunOp("max_pool2d_with_indices", {In(x), Value(V{2, 2})});
   ASSERT_TRUE(r.status.ok()) << r.status;
   ExpectValues(r.outputs[0], {5, NAN, -1, 7});
@@ -148,10 +152,10 @@ TEST(PoolKernelTest, MaxPoolValuesIndicesAndNaN) {
   // padding 1, ceil_mode, dilation 2 on a channels-last input
   std::mt19937 rng(3);
   Tensor y = Random(S::kFloat64, {2, 3, 7, 6}, rng);
-  OpRun a = RunOp("max_pool2d_with_indices", {In(y), Value(V{3, 3}), Value(V{2, 1}), Value(V{1, 1}), Value(V{2, 1}),
-                                              Value(true)});
-  OpRun b = RunOp("max_pool2d_with_indices", {In(ChannelsLast(y)), Value(V{3, 3}), Value(V{2, 1}), Value(V{1, 1}),
-                                              Value(V{2, 1}), Value(true)});
+  OpRun a = RunOp("max_pool2d_with_indices",
+                  {In(y), Value(V{3, 3}), Value(V{2, 1}), Value(V{1, 1}), Value(V{2, 1}), Value(true)});
+  OpRun b = RunOp("max_pool2d_with_indices",
+                  {In(ChannelsLast(y)), Value(V{3, 3}), Value(V{2, 1}), Value(V{1, 1}), Value(V{2, 1}), Value(true)});
   ASSERT_TRUE(a.status.ok() && b.status.ok());
   ExpectValues(b.outputs[0], Values(a.outputs[0]));
   ExpectValues(b.outputs[1], Values(a.outputs[1]));
@@ -186,8 +190,8 @@ TEST(PoolKernelTest, BackwardsAreTheAdjoint) {
     OpRun f = RunOp("avg_pool2d", {In(x), Value(k), Value(s), Value(p), Value(true), Value(cip)});
     ASSERT_TRUE(f.status.ok()) << f.status;
     Tensor g = Random(S::kFloat64, f.outputs[0].meta.sizes, rng);
-    OpRun bw = RunOp("avg_pool2d_backward", {In(g), In(ChannelsLast(x)), Value(k), Value(s), Value(p), Value(true),
-                                             Value(cip), Value()});
+    OpRun bw = RunOp("avg_pool2d_backward",
+                     {In(g), In(ChannelsLast(x)), Value(k), Value(s), Value(p), Value(true), Value(cip), Value()});
     ASSERT_TRUE(bw.status.ok()) << bw.status;
     EXPECT_NEAR(Dot(Values(f.outputs[0]), Values(g)), Dot(Values(x), Values(bw.outputs[0])), 1e-9);
   }

@@ -80,8 +80,8 @@ TEST(Conv2dMetaTest, SizesAndLayouts) {
   const TensorMeta x0 = Dense({0, 3, 5, 5});
   ExpectOut(Call("conv2d", {Value(&x0), Value(&w)}), 0, {0, 4, 3, 3}, {36, 9, 3, 1});
   const TensorMeta xg = Dense({1, 4, 7, 7}, S::kFloat64), wg = Dense({6, 2, 3, 3}, S::kFloat64);
-  ExpectOut(Call("conv2d", {Value(&xg), Value(&wg), Value(), Value(int64_t{1}), Value(int64_t{2}),
-                            Value(int64_t{2}), Value(int64_t{2})}),
+  ExpectOut(Call("conv2d", {Value(&xg), Value(&wg), Value(), Value(int64_t{1}), Value(int64_t{2}), Value(int64_t{2}),
+                            Value(int64_t{2})}),
             0, {1, 6, 7, 7}, {294, 49, 7, 1}, S::kFloat64);
 }
 
@@ -112,7 +112,8 @@ TEST(Conv2dMetaTest, Errors) {
   ExpectError(Call("conv2d", {Value(&x), Value(&w), Value(), Value(int64_t{1}), Value(int64_t{-1})}),
               ErrorKind::kRuntime, "negative padding is not supported");
   ExpectError(Call("conv2d", {Value(&xi), Value(&wi)}), ErrorKind::kRuntime, "not implemented for 'Long'");
-  ExpectError(Call("conv2d", {Value(&xd), Value(&w)}), ErrorKind::kRuntime, "expected scalar type Double but found Float");
+  ExpectError(Call("conv2d", {Value(&xd), Value(&w)}), ErrorKind::kRuntime,
+              "expected scalar type Double but found Float");
   ExpectError(Call("conv2d", {Value(&x), Value(&w3)}), ErrorKind::kRuntime, "Expected 4-dimensional weight");
   // Hostile numbers: overflow is a clean error.
   ExpectError(Call("conv2d", {Value(&x), Value(&w), Value(), Value(int64_t{1}), Value(int64_t{INT64_MAX / 2})}),
@@ -123,9 +124,8 @@ TEST(ConvolutionBackwardMetaTest, ThreeGradientsInTheForwardsLayout) {
   const TensorMeta g = Dense({2, 4, 4, 5}), x = Dense({2, 3, 6, 7}), w = Dense({4, 3, 3, 3});
   const TensorMeta xcl = Strided({2, 3, 6, 7}, {126, 1, 21, 3});
   auto call = [&](const TensorMeta& in, bool transposed) {
-    return Call("convolution_backward", {Value(&g), Value(&in), Value(&w), Value(V{4}), Value(V{1, 1}),
-                                         Value(V{0, 0}), Value(V{1, 1}), Value(transposed), Value(V{0, 0}),
-                                         Value(int64_t{1})});
+    return Call("convolution_backward", {Value(&g), Value(&in), Value(&w), Value(V{4}), Value(V{1, 1}), Value(V{0, 0}),
+                                         Value(V{1, 1}), Value(transposed), Value(V{0, 0}), Value(int64_t{1})});
   };
   auto r = call(x, false);
   ExpectOut(r, 0, {2, 3, 6, 7}, {126, 42, 7, 1});
@@ -137,9 +137,8 @@ TEST(ConvolutionBackwardMetaTest, ThreeGradientsInTheForwardsLayout) {
   ExpectOut(rc, 1, {4, 3, 3, 3}, {27, 1, 9, 3});
   ExpectError(call(x, true), ErrorKind::kNotImplemented, "transposed convolution is not supported");
   const TensorMeta gbad = Dense({2, 4, 4, 4});
-  ExpectError(Call("convolution_backward", {Value(&gbad), Value(&x), Value(&w), Value(), Value(V{1, 1}),
-                                            Value(V{0, 0}), Value(V{1, 1}), Value(false), Value(V{0, 0}),
-                                            Value(int64_t{1})}),
+  ExpectError(Call("convolution_backward", {Value(&gbad), Value(&x), Value(&w), Value(), Value(V{1, 1}), Value(V{0, 0}),
+                                            Value(V{1, 1}), Value(false), Value(V{0, 0}), Value(int64_t{1})}),
               ErrorKind::kRuntime, "expected grad_output of size [2, 4, 4, 5]");
 }
 

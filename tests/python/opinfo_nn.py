@@ -40,7 +40,8 @@ def _conv_errors(r):
         ErrorInput(Sample(x, w, None, 0), RuntimeError, "non-positive stride is not supported"),
         ErrorInput(Sample(x, w, None, 1, -1), RuntimeError, "negative padding is not supported"),
         ErrorInput(Sample(x, w, None, 1, 0, 0), RuntimeError, "non-positive dilation is not supported"),
-        ErrorInput(Sample(x, w, None, [1, 1, 1]), RuntimeError, "expected stride to be a single integer value or a list of 2"),
+        ErrorInput(Sample(x, w, None, [1, 1, 1]), RuntimeError,
+                   "expected stride to be a single integer value or a list of 2"),
         ErrorInput(Sample(f32(r, 3, 6), w), RuntimeError, "Expected 3D (unbatched) or 4D (batched) input to conv2d"),
         ErrorInput(Sample(x, w, None, 1, 0, 1, 0), RuntimeError, "non-positive groups is not supported"),
         ErrorInput(Sample(x.astype(np.float64), w), RuntimeError, "expected scalar type Double but found Float"),
@@ -90,19 +91,22 @@ def _pool_errors(op):
     def errors(r):
         x = f32(r, 2, 3, 6, 7)
         out = [
-            ErrorInput(Sample(x, 3, 1, 2), RuntimeError, "pad should be at most half of kernel size, but got pad=2 and kernel_size=3"),
+            ErrorInput(Sample(x, 3, 1, 2), RuntimeError,
+                       "pad should be at most half of kernel size, but got pad=2 and kernel_size=3"),
             ErrorInput(Sample(f32(r, 3, 2, 2), 4, 1), RuntimeError,
                        "Given input size: (3x2x2). Calculated output size: (3x-1x-1). Output size is too small"),
             ErrorInput(Sample(x, 2, 0), RuntimeError, "stride should not be zero"),
             ErrorInput(Sample(x, 3, 1, -1), RuntimeError, "pad must be non-negative, but got pad: -1"),
             ErrorInput(Sample(f32(r, 2, 0, 6, 7), 2), RuntimeError,
                        "Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size for input"),
-            ErrorInput(Sample(x, [2, 2, 2]), RuntimeError, "kernel_size must either be a single int, or a tuple of two ints"),
+            ErrorInput(Sample(x, [2, 2, 2]), RuntimeError,
+                       "kernel_size must either be a single int, or a tuple of two ints"),
             ErrorInput(Sample(i64(r, 2, 3, 6, 7), 2), RuntimeError, "not implemented for 'Long'"),
         ]
         if op == "max":
             out += [ErrorInput(Sample(x, 2, 2, 0, 0), RuntimeError, "dilation should be greater than zero"),
-                    ErrorInput(Sample(f32(r, 6, 7), 2), RuntimeError, "non-empty 3D or 4D (batch mode) tensor expected")]
+                    ErrorInput(Sample(f32(r, 6, 7), 2), RuntimeError,
+                               "non-empty 3D or 4D (batch mode) tensor expected")]
         else:
             out += [ErrorInput(Sample(x, 2, 2, 0, False, True, 0), RuntimeError, "divisor must be not zero"),
                     ErrorInput(Sample(f32(r, 6, 7), 2), IndexError, "Dimension out of range")]

@@ -502,9 +502,11 @@ def test_conv2d_module_parameters_init_and_repr(session):
 
 
 def test_pooling_and_rmsnorm_modules(session):
-    for mod, ref in [(nn.MaxPool2d(2), torch.nn.MaxPool2d(2)), (nn.MaxPool2d(3, 2, 1, ceil_mode=True),
-                                                               torch.nn.MaxPool2d(3, 2, 1, ceil_mode=True)),
-                     (nn.AvgPool2d(2), torch.nn.AvgPool2d(2)), (nn.AvgPool2d((3, 2), 1, 1), torch.nn.AvgPool2d((3, 2), 1, 1))]:
+    pairs = [(nn.MaxPool2d(2), torch.nn.MaxPool2d(2)),
+             (nn.MaxPool2d(3, 2, 1, ceil_mode=True), torch.nn.MaxPool2d(3, 2, 1, ceil_mode=True)),
+             (nn.AvgPool2d(2), torch.nn.AvgPool2d(2)),
+             (nn.AvgPool2d((3, 2), 1, 1), torch.nn.AvgPool2d((3, 2), 1, 1))]
+    for mod, ref in pairs:
         assert repr(mod) == repr(ref)
         x = arr(2, 3, 7, 6)
         close(mod(up(x)), ref(torch.from_numpy(x)))

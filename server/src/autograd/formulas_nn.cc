@@ -30,9 +30,9 @@ Grads Conv2dF(C& c) {
     c.Fail(InternalErr("autograd: conv2d weight is not 4-D"));
     return o;
   }
-  std::vector<Tensor> r = c.call_all(
-      "convolution_backward", {g, x, w, std::vector<int64_t>{wm.sizes[0]}, c.value("stride"), c.value("padding"),
-                               c.value("dilation"), false, std::vector<int64_t>{0, 0}, c.value("groups")});
+  std::vector<Tensor> r = c.call_all("convolution_backward",
+                                     {g, x, w, std::vector<int64_t>{wm.sizes[0]}, c.value("stride"), c.value("padding"),
+                                      c.value("dilation"), false, std::vector<int64_t>{0, 0}, c.value("groups")});
   if (r.size() != 3) return o;
   if (c.needs("input")) Set(c, o, "input", unbatched ? Squeeze(c, r[0], 0) : r[0]);
   if (c.needs("weight")) Set(c, o, "weight", r[1]);
@@ -47,9 +47,9 @@ Grads MaxPoolF(C& c) {
   const Tensor g = c.grad(0);
   if (!g.defined()) return o;
   Set(c, o, "self",
-      c.call("max_pool2d_with_indices_backward", {g, c.in("self"), c.value("kernel_size"), c.value("stride"),
-                                                  c.value("padding"), c.value("dilation"), c.value("ceil_mode"),
-                                                  c.out(1)}));
+      c.call("max_pool2d_with_indices_backward",
+             {g, c.in("self"), c.value("kernel_size"), c.value("stride"), c.value("padding"), c.value("dilation"),
+              c.value("ceil_mode"), c.out(1)}));
   return o;
 }
 
@@ -71,9 +71,9 @@ Grads AvgPoolF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   Set(c, o, "self",
-      c.call("avg_pool2d_backward", {c.grad(), c.in("self"), c.value("kernel_size"), c.value("stride"),
-                                     c.value("padding"), c.value("ceil_mode"), c.value("count_include_pad"),
-                                     c.value("divisor_override")}));
+      c.call("avg_pool2d_backward",
+             {c.grad(), c.in("self"), c.value("kernel_size"), c.value("stride"), c.value("padding"),
+              c.value("ceil_mode"), c.value("count_include_pad"), c.value("divisor_override")}));
   return o;
 }
 
