@@ -257,8 +257,8 @@ OP_DOCS.update({
     "convolution_backward": ("Gradients (grad_input, grad_weight, grad_bias) of a 2-D convolution for "
                              "``grad_output``: aten's convolution_backward without ``output_mask`` (all three "
                              "are computed; grad_bias [C_out] even when bias_sizes is None). 4-D input and weight "
-                             "only; ``transposed=True`` or non-zero output_padding: NotImplementedError. Not "
-                             "differentiable (no double backward through conv2d)."),
+                             "only; ``transposed=True`` or non-zero output_padding: NotImplementedError. "
+                             "Differentiable (double backward through conv2d)."),
     "max_pool2d_with_indices": ("2-D max pooling of ``self`` [N, C, H, W] or [C, H, W] (float32/float64) with "
                                 "``kernel_size``, ``stride`` (default: kernel_size), ``padding`` (at most half the "
                                 "kernel), ``dilation`` and ``ceil_mode`` (PyTorch's output-size rule: the last "

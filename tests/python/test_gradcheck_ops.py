@@ -214,8 +214,9 @@ def test_gradcheck_nn_composites(session, name, fn, make):
     assert gradcheck(fn, make(), eps=1e-6, atol=1e-5, rtol=1e-3)
 
 
-# Pooling backwards are table ops with formulas: double backward works.
-@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+# The backward ops (convolution_backward, pooling backwards) are table ops with
+# formulas: double backward works.
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d", "conv2d_same", "conv2d_unbatched_groups"])
 def test_gradgradcheck_pooling(session, name):
     fn, make = {c[0]: (c[1], c[2]) for c in NN_CASES}[name]
     assert gradgradcheck(fn, make())

@@ -2,9 +2,7 @@
 // other table ops (see formula_util.h and formulas.cc for the conventions).
 // The backward ops (convolution_backward, max_pool2d_with_indices_backward,
 // avg_pool2d_backward) are table ops with meta and kernels, as in PyTorch's
-// derivatives.yaml. convolution_backward is flagged not differentiable (no
-// double backward through conv2d); the pooling backwards are linear in
-// grad_output and have formulas of their own.
+// derivatives.yaml, and have formulas of their own (double backward).
 #include "formula_util.h"
 
 namespace tensord::server {
@@ -37,6 +35,55 @@ Grads Conv2dF(C& c) {
   if (c.needs("input")) Set(c, o, "input", unbatched ? Squeeze(c, r[0], 0) : r[0]);
   if (c.needs("weight")) Set(c, o, "weight", r[1]);
   if (c.needs("bias")) Set(c, o, "bias", r[2]);
+  return o;
+}
+
+// convolution_backward (double backward through conv2d). Its outputs are
+// linear maps of grad_output g: grad_input = A(w)^T g, grad_weight = B(x)^T g,
+// grad_bias = sum(g), where conv2d(x, w) = A(w) x = B(x) w. For incoming
+// gradients (ggI, ggW, ggb) of those outputs:
+//   d/dg = conv2d(ggI, w) + conv2d(x, ggW) + ggb (per channel)
+//   d/dw = the weight gradient of conv2d(ggI, w) for g
+//   d/dx = the input gradient of conv2d(x, ggW) for g
+// (the math of PyTorch's _convolution_double_backward).
+Grads ConvolutionBackwardF(C& c) {
+  Grads o = Out(c);
+  const Tensor& ggi = c.grad(0);
+  const Tensor& ggw = c.grad(1);
+  const Tensor& ggb = c.grad(2);
+  const Tensor g = c.in("grad_output");
+  const Tensor x = c.in("input");
+  const Tensor w = c.in("weight");
+  const Value& stride = c.value("stride");
+  const Value& padding = c.value("padding");
+  const Value& dilation = c.value("dilation");
+  const Value& groups = c.value("groups");
+  auto backward = [&](const Tensor& in, const Tensor& wt) {
+    return c.call_all("convolution_backward", {g, in, wt, std::vector<int64_t>{c.meta("weight").sizes.at(0)}, stride,
+                                               padding, dilation, false, std::vector<int64_t>{0, 0}, groups});
+  };
+  if (c.meta("weight").dim() != 4) {
+    c.Fail(InternalErr("autograd: convolution_backward weight is not 4-D"));
+    return o;
+  }
+  if (c.needs("grad_output")) {
+    Tensor gg;
+    auto add = [&](Tensor t) { gg = gg.defined() ? Add(c, gg, t) : t; };
+    if (ggi.defined()) add(c.call("conv2d", {ggi, w, Value(), stride, padding, dilation, groups}));
+    if (ggw.defined()) add(c.call("conv2d", {x, ggw, Value(), stride, padding, dilation, groups}));
+    if (ggb.defined()) {
+      add(Expand(c, Reshape(c, ggb, Shape{1, c.meta("weight").sizes[0], 1, 1}), c.meta("grad_output").sizes));
+    }
+    if (gg.defined()) Set(c, o, "grad_output", gg);
+  }
+  if (c.needs("weight") && ggi.defined()) {
+    std::vector<Tensor> r = backward(ggi, w);
+    if (r.size() == 3) Set(c, o, "weight", r[1]);
+  }
+  if (c.needs("input") && ggw.defined()) {
+    std::vector<Tensor> r = backward(x, ggw);
+    if (r.size() == 3) Set(c, o, "input", r[0]);
+  }
   return o;
 }
 
@@ -89,6 +136,7 @@ Grads AvgPoolBackwardF(C& c) {
 
 const FormulaEntry kNnFormulas[] = {
     {"conv2d", Conv2dF},
+    {"convolution_backward", ConvolutionBackwardF},
     {"max_pool2d_with_indices", MaxPoolF},
     {"max_pool2d_with_indices_backward", MaxPoolBackwardF},
     {"avg_pool2d", AvgPoolF},
