@@ -109,6 +109,20 @@ def test_conv2d_unbatched_permuted_matches_torch(session, perm):
     check_same((real,), (meta,), (ref,))
 
 
+@pytest.mark.parametrize("xs,ws", [((3, 6, 5), (2, 3, 2, 2)), ((2, 1, 5, 5), (3, 1, 2, 2)),
+                                   ((2, 3, 1, 1), (4, 3, 1, 1))])
+@pytest.mark.parametrize("x_cl,w_cl", [(False, True), (True, False), (True, True)])
+def test_conv2d_channels_last_corner_cases_match_torch(session, xs, ws, x_cl, w_cl):
+    # unbatched input with a channels-last weight, one channel, 1x1 spatial
+    x, w = arr(*xs), arr(*ws)
+    x_lay = LAYOUTS4["channels_last"] if x_cl and len(xs) == 4 else (lambda t: t)
+    w_lay = LAYOUTS4["channels_last"] if w_cl else (lambda t: t)
+    real = F.conv2d(x_lay(up(x)), w_lay(up(w)))
+    meta = F.conv2d(x_lay(up(x, True)), w_lay(up(w, True)))
+    ref = TF.conv2d(x_lay(torch.from_numpy(x)), w_lay(torch.from_numpy(w)))
+    check_same((real,), (meta,), (ref,))
+
+
 @pytest.mark.parametrize("in_layout", list(LAYOUTS4))
 def test_pooling_layouts_match_torch(session, in_layout):
     x = arr(*BASE4[in_layout])
