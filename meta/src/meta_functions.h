@@ -98,6 +98,13 @@ absl::StatusOr<MetaResult> VarStd(absl::string_view op, absl::Span<const Value> 
 // [reduction-decls]
 // [shape-decls]
 // [matmul-decls]
+// nn family (meta_nn.cc): conv2d and its backward, max/avg pooling and their backwards.
+absl::StatusOr<MetaResult> Conv2d(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ConvolutionBackward(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> MaxPool2dWithIndices(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> MaxPool2dWithIndicesBackward(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> AvgPool2d(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> AvgPool2dBackward(absl::string_view op, absl::Span<const Value> args);
 // [nn-decls]
 absl::StatusOr<MetaResult> Linspace(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value> args);

@@ -224,6 +224,16 @@ const OpDef kOps[] = {
     // ---- matmul family (addmm, baddbmm, dot, outer, linear) -------------
     // [matmul-end]
     // ---- nn ops (convolution, pooling) ----------------------------------
+    // conv2d: PyTorch's conv2d schema (2-D only; input NCHW or CHW). Its
+    // backward is aten's convolution_backward without `bool[3] output_mask`
+    // (the schema language has no bool lists): all three gradients are
+    // always computed.
+    {"conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor", meta::Conv2d, F},
+    {"convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, int[] stride, SymInt[] padding, int[] dilation, bool transposed, SymInt[] output_padding, int groups) -> (Tensor, Tensor, Tensor)", meta::ConvolutionBackward, F},
+    {"max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)", meta::MaxPool2dWithIndices, F},
+    {"max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor", meta::MaxPool2dWithIndicesBackward, F},
+    {"avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor", meta::AvgPool2d, F},
+    {"avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor", meta::AvgPool2dBackward, F},
     // [nn-end]
     // ---- factories (linspace, randint, empty_strided) -------------------
     {"linspace(Scalar start, Scalar end, int steps, " FACTORY_KW ") -> Tensor", meta::Linspace, F | kFactory | ND},

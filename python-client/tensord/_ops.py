@@ -292,6 +292,33 @@ OP_DOCS.update({
     # [matmul-docs]
 })
 OP_DOCS.update({
+    "conv2d": ("2-D convolution (cross-correlation) of ``input`` [N, C_in, H, W] or unbatched [C_in, H, W] with "
+               "``weight`` [C_out, C_in / groups, kH, kW] plus optional ``bias`` [C_out]: gives [N, C_out, H_out, "
+               "W_out] with H_out = (H + 2*padding - dilation*(kH-1) - 1) // stride + 1. float32/float64 only "
+               "(same dtype for all three). The output is contiguous, or channels-last when the input or the "
+               "weight is channels-last (PyTorch 1.13 CPU). RuntimeError with PyTorch's words for a channel / "
+               "groups / bias mismatch, non-positive stride or dilation, negative padding, or a kernel larger "
+               "than the padded input."),
+    "convolution_backward": ("Gradients (grad_input, grad_weight, grad_bias) of a 2-D convolution for "
+                             "``grad_output``: aten's convolution_backward without ``output_mask`` (all three "
+                             "are computed; grad_bias [C_out] even when bias_sizes is None). 4-D input and weight "
+                             "only; ``transposed=True`` or non-zero output_padding: NotImplementedError. "
+                             "Differentiable (double backward through conv2d)."),
+    "max_pool2d_with_indices": ("2-D max pooling of ``self`` [N, C, H, W] or [C, H, W] (float32/float64) with "
+                                "``kernel_size``, ``stride`` (default: kernel_size), ``padding`` (at most half the "
+                                "kernel), ``dilation`` and ``ceil_mode`` (PyTorch's output-size rule: the last "
+                                "window must start inside the input or its left padding). Returns (values, "
+                                "indices): indices (int64) are flat positions h * W + w within each input plane; "
+                                "a NaN in the window wins. Outputs take the input's suggested memory format."),
+    "max_pool2d_with_indices_backward": ("The gradient of max_pool2d_with_indices: zeros of ``self``'s sizes "
+                                         "(its memory format) with each grad_output element added at its "
+                                         "saved index."),
+    "avg_pool2d": ("2-D average pooling of ``self`` [N, C, H, W] or [C, H, W] (float32/float64). Divisor: "
+                   "``divisor_override`` when given, else the window size including padding "
+                   "(``count_include_pad=True``) or only the in-bounds elements. Output size and errors as "
+                   "max_pool2d_with_indices; the output takes the input's suggested memory format."),
+    "avg_pool2d_backward": ("The gradient of avg_pool2d: each grad_output element divided by its window's "
+                            "divisor and added to every input position of its window."),
     # [nn-docs]
 })
 OP_DOCS.update({
