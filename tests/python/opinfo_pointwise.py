@@ -123,8 +123,6 @@ OPINFOS = [
                       Sample(i32(r, 2, 3, lo=-20, hi=21), f64(r, 2, 3), rounding_mode="floor"),
                       Sample(f64(r, 4) * 10, np.array([2.0, -3.0, 0.0, -0.0]), rounding_mode="floor"),
                       Sample(f32(r, 3) * 10, np.array([2.0, -3.0, 0.0], dtype=np.float32), rounding_mode="trunc"),
-                      Sample(f32(r, 3, 4).astype(np.float16) * 8, pos32(r, 4).astype(np.float16), rounding_mode="floor"),
-                      Sample(Cast(f32(r, 3) * 8, "bfloat16"), Cast(pos32(r, 3), "bfloat16"), rounding_mode="trunc"),
                       Sample(_i8(r, 2, 3), np.array(-3, dtype=np.int64), rounding_mode="floor"),
                       Sample(_u8(r, 4), _u8(r, 4, lo=1, hi=9), rounding_mode="floor"),
                       Sample(f32(r, 0, 3), f32(r, 3), rounding_mode="floor")],
@@ -159,13 +157,17 @@ OPINFOS = [
            lambda r: [Sample(f32(r, 3, 4) * 4, 1.5), Sample(i64(r, 3, 4, lo=-20, hi=21), -3), Sample(i32(r, 5), 2.5)],
            np_ref=np.floor_divide, rtol=1e-5),
 
+    OpInfo("div.Tensor_mode",
+           lambda r: [Sample(f32(r, 3, 4).astype(np.float16) * 8, pos32(r, 4).astype(np.float16), rounding_mode="floor"),
+                      Sample(f32(r, 3, 4).astype(np.float16) * 8, pos32(r, 4).astype(np.float16), rounding_mode="trunc"),
+                      Sample(Cast(f32(r, 3) * 8, "bfloat16"), Cast(pos32(r, 3), "bfloat16"), rounding_mode="trunc"),
+                      Sample(Cast(f32(r, 3, 2) * 8, "bfloat16"), Cast(pos32(r, 2), "bfloat16"), rounding_mode="floor")]),
+
     # ---- fmod: the sign of self
     OpInfo("fmod.Tensor",
            lambda r: [Sample(f32(r, 3, 4) * 5, pos32(r, 3, 4)), Sample(f32(r, 3, 1) * 5, -pos32(r, 1, 4)),
                       Sample(i64(r, 3, 4, lo=-20, hi=21), _nonzero_i64(r, 3, 4)),
                       Sample(i32(r, 2, 3, lo=-20, hi=21), f64(r, 2, 3)),
-                      Sample(f32(r, 3).astype(np.float16) * 5, pos32(r, 3).astype(np.float16)),
-                      Sample(Cast(f32(r, 4) * 5, "bfloat16"), Cast(pos32(r, 4), "bfloat16")),
                       Sample(_i8(r, 4), np.array(-7, dtype=np.int64)),
                       Sample(f32(r, 4), np.array([0.0, 1.0, -1.0, 2.0], dtype=np.float32)),
                       Sample(f32(r, 0), f32(r, 1))],
@@ -182,6 +184,10 @@ OPINFOS = [
                              ErrorInput(Sample(bools(r, 3), True), RuntimeError,
                                         "\"fmod_cpu\" not implemented for 'Bool'")]),
 
+    OpInfo("fmod.Tensor",
+           lambda r: [Sample(f32(r, 3).astype(np.float16) * 5, pos32(r, 3).astype(np.float16)),
+                      Sample(Cast(f32(r, 4) * 5, "bfloat16"), Cast(pos32(r, 4), "bfloat16"))]),
+
     # ---- atan2: int -> float32
     OpInfo("atan2",
            lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4)), Sample(f32(r, 3, 1), f32(r, 1, 4)),
@@ -191,7 +197,7 @@ OPINFOS = [
                       Sample(np.array([0.0, -0.0, 1.0, -1.0], dtype=np.float32),
                              np.array([-1.0, -1.0, 0.0, 0.0], dtype=np.float32)),
                       Sample(f32(r, 0, 2), f32(r, 2))],
-           np_ref=lambda a, b: np.arctan2(a, b), rtol=1e-5, atol=1e-6,
+           np_ref=lambda a, b: np.arctan2(np.asarray(a, np.float64), np.asarray(b, np.float64)), rtol=1e-5, atol=1e-6,
            errors=lambda r: [ErrorInput(Sample(f32(r, 3).astype(np.float16), f32(r, 3).astype(np.float16)),
                                         RuntimeError, "\"atan2_cpu\" not implemented for 'Half'"),
                              ErrorInput(Sample(f32(r, 2, 3), f32(r, 3, 2)), RuntimeError, "must match the size")]),
