@@ -101,7 +101,10 @@ def _pair(arr, layout, device):
     """The same view of `arr` in torch and in tensord (real or meta)."""
     view = LAYOUTS[layout][1]
     ours = tensord.from_numpy(arr) if device is None else tensord.tensor(arr, device=device)
-    return view(torch.tensor(arr)), view(ours)
+    ref = torch.from_numpy(arr.copy())
+    if ref.numel() == 0:   # NumPy gives empty arrays zero strides; start both sides contiguous
+        ref = torch.empty(arr.shape, dtype=ref.dtype)
+    return view(ref), view(ours)
 
 
 def _meta(t):
