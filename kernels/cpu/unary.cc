@@ -111,13 +111,8 @@ absl::Status Trunc(KernelContext& ctx) {
 absl::Status Relu(KernelContext& ctx) {
   return UnaryKernel<kSetInts | kSetFloats>(ctx, "relu", [](auto tag) {
     using C = TD_COMPUTE_T(tag);
-    return [](C x) -> C {
-      if constexpr (std::is_floating_point_v<C>) {
-        return (x > C(0) || std::isnan(x)) ? x : C(0);
-      } else {
-        return x > C(0) ? x : C(0);
-      }
-    };
+    // PyTorch's clamp_min(x, 0): NaN and -0.0 pass through unchanged.
+    return [](C x) -> C { return x < C(0) ? C(0) : x; };
   });
 }
 

@@ -1,4 +1,8 @@
-"""OpInfo entries of elementwise ops (unary, binary, ternary); see opinfo.py for how to add one."""
+"""OpInfo entries of elementwise ops (unary, binary, ternary); see opinfo.py for how to add one.
+
+Floating samples of differentiable ops stay where the op is smooth (gradcheck
+runs them); special values (NaN, inf, division by zero, atan2's branch cut)
+are checked against PyTorch in test_pointwise_ops.py."""
 import numpy as np
 import torch
 
@@ -83,20 +87,21 @@ OPINFOS = [
            np_ref=np.expm1, rtol=1e-5,
            errors=lambda r: [ErrorInput(Sample(f32(r, 3).astype(np.float16)), RuntimeError,
                                         "\"expm1_vml_cpu\" not implemented for 'Half'")]),
-    unary("log2", np.log2, ("pos", "f64", "pos_1d"), rtol=1e-5),
+    unary("log2", np.log2, ("pos", "pos_1d"), rtol=1e-5),
     OpInfo("log2", lambda r: [Sample(i64(r, 3, 4, lo=1, hi=100)), Sample(Cast(pos32(r, 4), "bfloat16")),
-                              Sample(with_specials(r, 2, 3)), Sample(bools(r, 4))],
+                              Sample(np.abs(f64(r, 2, 3)) + 0.1), Sample(bools(r, 4))],
            np_ref=lambda x: np.log2(x.astype(np.float64)), rtol=1e-5,
            errors=lambda r: [ErrorInput(Sample(pos32(r, 3).astype(np.float16)), RuntimeError,
                                         "\"log2_vml_cpu\" not implemented for 'Half'")]),
-    unary("log1p", np.log1p, ("pos", "f64", "f32_0d"), rtol=1e-5),
+    unary("log1p", np.log1p, ("pos", "f32_0d"), rtol=1e-5),
     OpInfo("log1p", lambda r: [Sample(i32(r, 3, 4, lo=0, hi=50)), Sample(Cast(pos32(r, 5), "bfloat16")),
-                               Sample(np.array([1e-7, -1e-6, 0.0, -1.0, -2.0], dtype=np.float32))],
+                               Sample(np.array([1e-7, -1e-6, 0.0, -0.5, 3.0], dtype=np.float32)),
+                               Sample(np.abs(f64(r, 2, 3)) - 0.5)],
            np_ref=lambda x: np.log1p(x.astype(np.float64)), rtol=1e-5,
            errors=lambda r: [ErrorInput(Sample(pos32(r, 3).astype(np.float16)), RuntimeError,
                                         "\"log1p_vml_cpu\" not implemented for 'Half'")]),
     OpInfo("silu", lambda r: [Sample(f32(r, 3, 4)), Sample(f64(r, 2, 5)), Sample(Cast(f32(r, 4), "bfloat16")),
-                              Sample(_f0(-0.75)), Sample(f32(r, 0, 2)), Sample(with_specials(r, 2, 3))],
+                              Sample(_f0(-0.75)), Sample(f32(r, 0, 2))],
            np_ref=_silu_ref, torch_ref=torch.nn.functional.silu, rtol=1e-5, atol=1e-6,
            errors=lambda r: [ErrorInput(Sample(i64(r, 3)), RuntimeError, "\"silu_cpu\" not implemented for 'Long'"),
                              ErrorInput(Sample(bools(r, 3)), RuntimeError, "\"silu_cpu\" not implemented for 'Bool'"),
@@ -107,8 +112,7 @@ OPINFOS = [
     OpInfo("square", lambda r: [Sample(bools(r, 3, 4)), Sample(_u8(r, 2, 3, hi=16)), Sample(_i8(r, 5, lo=-11, hi=12)),
                                 Sample(Cast(f32(r, 2, 3), "bfloat16")), Sample(i64(r, 0, 4))],
            np_ref=lambda x: np.square(x.astype(np.int64) if x.dtype == np.bool_ else x)),
-    OpInfo("relu_", lambda r: [Sample(f32(r, 3, 4)), Sample(i64(r, 5)), Sample(f64(r, 2, 1, 3)), Sample(_f0(-2.0)),
-                               Sample(with_specials(r, 2, 2))],
+    OpInfo("relu_", lambda r: [Sample(f32(r, 3, 4)), Sample(i64(r, 5)), Sample(f64(r, 2, 1, 3)), Sample(_f0(-2.0))],
            np_ref=lambda x: np.where(np.isnan(x), x, np.maximum(x, 0)).astype(x.dtype),
            errors=lambda r: [ErrorInput(Sample(bools(r, 3)), RuntimeError, "Boolean inputs not supported for relu")]),
 
@@ -121,8 +125,7 @@ OPINFOS = [
                       Sample(i64(r, 3, 4, lo=-20, hi=21), _nonzero_i64(r, 3, 1), rounding_mode="trunc"),
                       Sample(i64(r, 2, 3), _nonzero_i64(r, 2, 3), rounding_mode=None),
                       Sample(i32(r, 2, 3, lo=-20, hi=21), f64(r, 2, 3), rounding_mode="floor"),
-                      Sample(f64(r, 4) * 10, np.array([2.0, -3.0, 0.0, -0.0]), rounding_mode="floor"),
-                      Sample(f32(r, 3) * 10, np.array([2.0, -3.0, 0.0], dtype=np.float32), rounding_mode="trunc"),
+                      Sample(f64(r, 4) * 10, np.array([2.0, -3.0, 0.5, -0.25]), rounding_mode="floor"),
                       Sample(_i8(r, 2, 3), np.array(-3, dtype=np.int64), rounding_mode="floor"),
                       Sample(_u8(r, 4), _u8(r, 4, lo=1, hi=9), rounding_mode="floor"),
                       Sample(f32(r, 0, 3), f32(r, 3), rounding_mode="floor")],
@@ -135,8 +138,7 @@ OPINFOS = [
                       Sample(i32(r, 2, 3, lo=-20, hi=21), 2.5, rounding_mode="floor"),
                       Sample(i64(r, 5), 2, rounding_mode=None),
                       Sample(_f0(7.5), 2, rounding_mode="floor"),
-                      Sample(bools(r, 4), 2, rounding_mode="floor"),
-                      Sample(f32(r, 4) * 8, 0.0, rounding_mode="floor")],
+                      Sample(bools(r, 4), 2, rounding_mode="floor")],
            np_ref=_div_mode_ref, rtol=1e-5,
            errors=lambda r: [ErrorInput(Sample(f32(r, 3), 2, rounding_mode="nearest"), RuntimeError,
                                         "expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
@@ -169,7 +171,6 @@ OPINFOS = [
                       Sample(i64(r, 3, 4, lo=-20, hi=21), _nonzero_i64(r, 3, 4)),
                       Sample(i32(r, 2, 3, lo=-20, hi=21), f64(r, 2, 3)),
                       Sample(_i8(r, 4), np.array(-7, dtype=np.int64)),
-                      Sample(f32(r, 4), np.array([0.0, 1.0, -1.0, 2.0], dtype=np.float32)),
                       Sample(f32(r, 0), f32(r, 1))],
            np_ref=np.fmod, rtol=1e-5, atol=1e-5,
            errors=lambda r: [ErrorInput(Sample(bools(r, 3), bools(r, 3)), RuntimeError,
@@ -194,8 +195,6 @@ OPINFOS = [
                       Sample(i64(r, 2, 3), i64(r, 2, 3)), Sample(bools(r, 4), bools(r, 4)),
                       Sample(f64(r, 2, 3), f32(r, 2, 3)), Sample(i32(r, 3), _f0(2.0, np.float64)),
                       Sample(Cast(f32(r, 3), "bfloat16"), Cast(f32(r, 3), "bfloat16")),
-                      Sample(np.array([0.0, -0.0, 1.0, -1.0], dtype=np.float32),
-                             np.array([-1.0, -1.0, 0.0, 0.0], dtype=np.float32)),
                       Sample(f32(r, 0, 2), f32(r, 2))],
            np_ref=lambda a, b: np.arctan2(np.asarray(a, np.float64), np.asarray(b, np.float64)), rtol=1e-5, atol=1e-6,
            errors=lambda r: [ErrorInput(Sample(f32(r, 3).astype(np.float16), f32(r, 3).astype(np.float16)),

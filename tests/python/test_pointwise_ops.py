@@ -324,3 +324,38 @@ def test_rounding_division_has_zero_gradient(session):
         ga, gb = tensord.autograd.grad(tensord.div(a, b, rounding_mode=mode).sum(), (a, b))
         np.testing.assert_array_equal(ga.numpy(), np.zeros(4))
         np.testing.assert_array_equal(gb.numpy(), np.zeros(4))
+
+
+# ---------------------------------------------------------------- special values
+
+_SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, -2.0, 1e-7, 3.5], dtype=np.float32)
+_DIVISORS = np.array([2.0, -3.0, 0.0, -0.0, np.inf, np.nan, 0.5, 0.0, -np.inf, 1.0], dtype=np.float32)
+
+SPECIAL_CASES = [
+    ("exp2", lambda x, y: tensord.exp2(x), lambda x, y: torch.exp2(x)),
+    ("expm1", lambda x, y: tensord.expm1(x), lambda x, y: torch.expm1(x)),
+    ("log2", lambda x, y: tensord.log2(x), lambda x, y: torch.log2(x)),
+    ("log1p", lambda x, y: tensord.log1p(x), lambda x, y: torch.log1p(x)),
+    ("silu", lambda x, y: tensord.silu(x), lambda x, y: torch.nn.functional.silu(x)),
+    ("square", lambda x, y: tensord.square(x), lambda x, y: torch.square(x)),
+    ("relu_", lambda x, y: x.clone().relu_(), lambda x, y: x.clone().relu_()),
+    ("div_floor", lambda x, y: tensord.div(x, y, rounding_mode="floor"),
+     lambda x, y: torch.div(x, y, rounding_mode="floor")),
+    ("div_trunc", lambda x, y: tensord.div(x, y, rounding_mode="trunc"),
+     lambda x, y: torch.div(x, y, rounding_mode="trunc")),
+    ("floor_divide_scalar0", lambda x, y: tensord.floor_divide(x, 0.0), lambda x, y: torch.floor_divide(x, 0.0)),
+    ("fmod", lambda x, y: tensord.fmod(x, y), lambda x, y: torch.fmod(x, y)),
+    ("atan2", lambda x, y: tensord.atan2(x, y), lambda x, y: torch.atan2(x, y)),
+    ("lerp", lambda x, y: tensord.lerp(x, y, 0.5), lambda x, y: torch.lerp(x, y, 0.5)),
+]
+
+
+@pytest.mark.parametrize("name,ours,ref", SPECIAL_CASES, ids=[c[0] for c in SPECIAL_CASES])
+@pytest.mark.parametrize("dtype", ("float32", "float64"))
+def test_special_values_match_torch(session, name, ours, ref, dtype):
+    x, y = _SPECIAL.astype(dtype), _DIVISORS.astype(dtype)
+    got = ours(tensord.from_numpy(x), tensord.from_numpy(y)).numpy()
+    want = ref(torch.from_numpy(x.copy()), torch.from_numpy(y.copy())).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, equal_nan=True)
+    # signed zeros agree too (floor of -0.5 / inf is -0.0 in both)
+    np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
