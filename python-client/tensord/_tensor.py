@@ -446,8 +446,8 @@ def install_tensor_api():
         """``~self``: bitwise NOT (logical NOT for bool tensors)."""
         return _call_method("bitwise_not", self)
 
-    for f in (__rsub__, __rtruediv__, __floordiv__, __rfloordiv__, __rmod__, __rlshift__, __rrshift__, __rpow__, __rmatmul__, __neg__,
-              __pos__, __abs__, __invert__):
+    for f in (__rsub__, __rtruediv__, __floordiv__, __rfloordiv__, __rmod__, __rpow__, __rmatmul__, __neg__,
+              __pos__, __abs__, __invert__, __rlshift__, __rrshift__):
         setattr(T, f.__name__, f)
     T._daemon_meta = _daemon_meta
     T.requires_grad = property(_requires_grad_get, _requires_grad_set, doc=_requires_grad_get.__doc__)
