@@ -2,7 +2,8 @@
 // remainder, pow, maximum, minimum (computed in the output dtype, which the
 // meta function promoted); comparisons (computed in the promoted input
 // dtype, bool results); logical_and/or/xor; bitwise_and/or/xor; where; clamp;
-// masked_fill; addcmul, addcdiv; and the in-place forms of these (add_, ...,
+// masked_fill; addcmul, addcdiv; div with rounding_mode and floor_divide,
+// fmod, atan2, bitwise_left_shift / bitwise_right_shift, lerp; and the in-place forms of these (add_, ...,
 // addcdiv_, through RunInPlace). Tensor operands broadcast; Scalar operands are constants of
 // the compute dtype.
 #include <cmath>
@@ -440,6 +441,185 @@ absl::Status Addc(KernelContext& ctx) {
   });
 }
 
+// ---- div with rounding_mode, floor_divide, fmod -------------------------------
+
+// Floor division of floats as PyTorch's div_floor_floating (CPython's rule):
+// from fmod, so that a == b * q + mod holds; exactly-representable results
+// are exact; division by zero gives IEEE a / b.
+template <typename C>
+C FloorDivFloat(C a, C b) {
+  if (b == C(0)) return a / b;
+  const C mod = std::fmod(a, b);
+  C div = (a - mod) / b;
+  if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) div -= C(1);
+  if (div == C(0)) return std::copysign(C(0), a / b);
+  C floordiv = std::floor(div);
+  if (div - floordiv > C(0.5)) floordiv += C(1);
+  return floordiv;
+}
+
+// Integer trunc / floor division; b == 0 sets `zero_division` (PyTorch's
+// "ZeroDivisionError"); MIN / -1 wraps to MIN (PyTorch traps there).
+template <bool kFloor, typename C>
+C IntDiv(C a, C b, bool& zero_division) {
+  if (b == C(0)) {
+    zero_division = true;
+    return C(0);
+  }
+  if constexpr (std::is_signed_v<C>) {
+    if (b == C(-1)) return WrapNeg<C>(a);
+  }
+  const C q = static_cast<C>(a / b);
+  if constexpr (kFloor && std::is_signed_v<C>) {
+    if ((a < 0) != (b < 0) && static_cast<C>(a % b) != 0) return static_cast<C>(q - 1);
+  }
+  return q;
+}
+
+// div.Tensor_mode / div.Scalar_mode (args: self, other, rounding_mode) and
+// floor_divide / floor_divide.Scalar (always "floor"). The output dtype is the
+// meta function's: floating for rounding_mode None, the promoted dtype else.
+absl::Status DivMode(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  bool floor = true;
+  if (ctx.args.size() > 2) {
+    const Value& mode = ctx.args[2];
+    if (mode.is_none()) return Div(ctx);
+    if (mode.kind() != Value::Kind::kString || (mode.str() != "trunc" && mode.str() != "floor")) {
+      return RuntimeErr("div expected rounding_mode to be one of None, 'trunc', or 'floor'");
+    }
+    floor = mode.str() == "floor";
+  }
+  bool zero_division = false;
+  auto run = [&](auto floor_tag) {
+    constexpr bool kFloor = decltype(floor_tag)::value;
+    return ArithKernel<kSetInts | kSetFloats>(
+        ctx.outputs[0], args.self, args.other, kFloor ? "div_floor" : "div_trunc", [&zero_division](auto tag) {
+          using C = TD_COMPUTE_T(tag);
+          return [&zero_division](C a, C b) -> C {
+            if constexpr (std::is_floating_point_v<C>) {
+              if constexpr (kFloor) {
+                return FloorDivFloat<C>(a, b);
+              } else {
+                return std::trunc(a / b);
+              }
+            } else {
+              return IntDiv<kFloor, C>(a, b, zero_division);
+            }
+          };
+        });
+  };
+  TD_RETURN_IF_ERROR(floor ? run(std::true_type{}) : run(std::false_type{}));
+  if (zero_division) return RuntimeErr("ZeroDivisionError");
+  return absl::OkStatus();
+}
+
+// C's fmod: the result has the sign of self. Integer division by zero is
+// PyTorch's "ZeroDivisionError".
+absl::Status Fmod(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  bool zero_division = false;
+  TD_RETURN_IF_ERROR(ArithKernel<kSetInts | kSetFloats>(
+      ctx.outputs[0], args.self, args.other, "fmod", [&zero_division](auto tag) {
+        using C = TD_COMPUTE_T(tag);
+        return [&zero_division](C a, C b) -> C {
+          if constexpr (std::is_floating_point_v<C>) {
+            return std::fmod(a, b);
+          } else {
+            if (b == C(0)) {
+              zero_division = true;
+              return C(0);
+            }
+            if constexpr (std::is_signed_v<C>) {
+              if (b == C(-1)) return C(0);  // also avoids MIN % -1
+            }
+            return static_cast<C>(a % b);
+          }
+        };
+      }));
+  if (zero_division) return RuntimeErr("ZeroDivisionError");
+  return absl::OkStatus();
+}
+
+absl::Status Atan2(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  return ArithKernel<kSetFloats>(ctx.outputs[0], args.self, args.other, "atan2", [](auto tag) {
+    using C = TD_COMPUTE_T(tag);
+    return [](C a, C b) -> C { return std::atan2(a, b); };
+  });
+}
+
+// ---- shifts ---------------------------------------------------------------------
+
+// a << b and a >> b on integers. A shift count outside [0, bits) is defined
+// as later PyTorch releases define it (1.13 leaves it to the hardware): << gives
+// 0; >> gives the sign fill (0 or -1; 0 for unsigned types).
+template <bool kLeft, typename C>
+C Shift(C a, C b) {
+  constexpr int kBits = static_cast<int>(sizeof(C) * 8);
+  bool out_of_range = b >= C(kBits);
+  if constexpr (std::is_signed_v<C>) out_of_range = out_of_range || b < C(0);
+  if constexpr (kLeft) {
+    if (out_of_range) return C(0);
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(static_cast<U>(a) << static_cast<int>(b)));
+  } else {
+    if constexpr (std::is_signed_v<C>) {
+      if (out_of_range) return a < C(0) ? C(-1) : C(0);
+    } else {
+      if (out_of_range) return C(0);
+    }
+    return static_cast<C>(a >> static_cast<int>(b));
+  }
+}
+
+template <bool kLeft>
+absl::Status ShiftKernel(KernelContext& ctx) {
+  BinaryArgs args;
+  TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
+  return ArithKernel<kSetInts>(ctx.outputs[0], args.self, args.other,
+                               kLeft ? "bitwise_left_shift" : "bitwise_right_shift", [](auto tag) {
+                                 using C = TD_COMPUTE_T(tag);
+                                 return [](C a, C b) -> C { return Shift<kLeft, C>(a, b); };
+                               });
+}
+
+// ---- lerp -----------------------------------------------------------------------
+
+// self + weight * (end - self), computed from the nearer end as PyTorch does
+// (|weight| < 0.5: from self, else from end) so that weight 1 gives end.
+template <typename C>
+C LerpValue(C self, C end, C weight) {
+  const C diff = end - self;
+  return std::abs(weight) < C(0.5) ? self + weight * diff : end - diff * (C(1) - weight);
+}
+
+// lerp.Scalar(self, end, weight) / lerp.Tensor(self, end, weight): every
+// tensor has the output's dtype (checked by the meta function).
+absl::Status Lerp(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef end, InputTensor(ctx, 1));
+  const TensorRef& out = ctx.outputs[0];
+  const bool weight_tensor = ctx.args[2].is_tensor();
+  TensorRef weight;
+  if (weight_tensor) {
+    TD_ASSIGN_OR_RETURN(weight, InputTensor(ctx, 2));
+  }
+  return Dispatch<kSetFloats>(out.meta->dtype, "lerp", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    if (weight_tensor) {
+      return RunTernary<T, T, T, T>(out, self, end, weight, [](C a, C b, C w) { return LerpValue<C>(a, b, w); });
+    }
+    const C w = ScalarTo<T>(ctx.args[2].scalar());
+    return RunBinary<T, T, T>(out, self, end, [w](C a, C b) { return LerpValue<C>(a, b, w); });
+  });
+}
+
 #undef TD_COMPUTE_T
 
 }  // namespace
@@ -495,6 +675,19 @@ absl::Status RegisterBinaryKernels(KernelRegistry& r) {
       {"masked_fill.Scalar", MaskedFill},
       {"addcmul", Addc<false>},
       {"addcdiv", Addc<true>},
+      {"div.Tensor_mode", DivMode},
+      {"div.Scalar_mode", DivMode},
+      {"floor_divide", DivMode},
+      {"floor_divide.Scalar", DivMode},
+      {"fmod.Tensor", Fmod},
+      {"fmod.Scalar", Fmod},
+      {"atan2", Atan2},
+      {"bitwise_left_shift.Tensor", ShiftKernel<true>},
+      {"bitwise_left_shift.Tensor_Scalar", ShiftKernel<true>},
+      {"bitwise_right_shift.Tensor", ShiftKernel<false>},
+      {"bitwise_right_shift.Tensor_Scalar", ShiftKernel<false>},
+      {"lerp.Scalar", Lerp},
+      {"lerp.Tensor", Lerp},
       // In-place forms: the out-of-place kernel writing into self.
       {"add_.Tensor", InPlace<AddLike<AddKind::kAdd>>},
       {"add_.Scalar", InPlace<AddLike<AddKind::kAdd>>},

@@ -1,7 +1,9 @@
 // Unary elementwise CPU kernels: neg, abs, sign, floor, ceil, round, trunc,
 // relu, bitwise_not; exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid,
 // reciprocal, erf (integer inputs computed in the output's floating dtype);
-// gelu (floating only);
+// gelu, silu (floating only); exp2, expm1, log2, log1p (floating, the meta
+// function makes integer inputs float32); square (pow(x, 2) in the output's
+// dtype); relu_ (in place);
 // logical_not, isnan, isinf, isfinite (bool results).
 #include <cmath>
 #include <type_traits>
@@ -109,13 +111,8 @@ absl::Status Trunc(KernelContext& ctx) {
 absl::Status Relu(KernelContext& ctx) {
   return UnaryKernel<kSetInts | kSetFloats>(ctx, "relu", [](auto tag) {
     using C = TD_COMPUTE_T(tag);
-    return [](C x) -> C {
-      if constexpr (std::is_floating_point_v<C>) {
-        return (x > C(0) || std::isnan(x)) ? x : C(0);
-      } else {
-        return x > C(0) ? x : C(0);
-      }
-    };
+    // PyTorch's clamp_min(x, 0): NaN and -0.0 pass through unchanged.
+    return [](C x) -> C { return x < C(0) ? C(0) : x; };
   });
 }
 
@@ -198,6 +195,41 @@ absl::Status Reciprocal(KernelContext& ctx) {
   return FloatMathKernel(ctx, "reciprocal", [](auto x) { return decltype(x)(1) / x; });
 }
 
+absl::Status Exp2(KernelContext& ctx) {
+  return FloatMathKernel(ctx, "exp2", [](auto x) { return std::exp2(x); });
+}
+absl::Status Expm1(KernelContext& ctx) {
+  return FloatMathKernel(ctx, "expm1", [](auto x) { return std::expm1(x); });
+}
+absl::Status Log2(KernelContext& ctx) {
+  return FloatMathKernel(ctx, "log2", [](auto x) { return std::log2(x); });
+}
+absl::Status Log1p(KernelContext& ctx) {
+  return FloatMathKernel(ctx, "log1p", [](auto x) { return std::log1p(x); });
+}
+// silu(x) = x * sigmoid(x), written x / (1 + exp(-x)) as PyTorch's CPU kernel.
+absl::Status Silu(KernelContext& ctx) {
+  return FloatMathKernel(ctx, "silu", [](auto x) {
+    using C = decltype(x);
+    return x / (C(1) + std::exp(-x));
+  });
+}
+
+// square(x) = x * x in the output's dtype (bool inputs arrive as int64:
+// the meta function promoted them); integers wrap like PyTorch's pow.
+absl::Status Square(KernelContext& ctx) {
+  return UnaryKernel<kSetInts | kSetFloats>(ctx, "square", [](auto tag) {
+    using C = TD_COMPUTE_T(tag);
+    return [](C x) -> C {
+      if constexpr (std::is_floating_point_v<C>) {
+        return x * x;
+      } else {
+        return WrapMul<C>(x, x);
+      }
+    };
+  });
+}
+
 absl::Status LogicalNot(KernelContext& ctx) {
   return UnaryPredicateKernel(ctx, "logical_not", [](auto tag) {
     using C = TD_COMPUTE_T(tag);
@@ -253,6 +285,9 @@ absl::Status RegisterUnaryKernels(KernelRegistry& r) {
       {"tanh", Tanh},         {"sigmoid", Sigmoid},   {"reciprocal", Reciprocal},
       {"logical_not", LogicalNot}, {"isnan", IsNanKernel}, {"isinf", IsInf},
       {"isfinite", IsFinite},  {"erf", Erf},          {"gelu", Gelu},
+      {"exp2", Exp2},         {"expm1", Expm1},       {"log2", Log2},
+      {"log1p", Log1p},       {"silu", Silu},         {"square", Square},
+      {"relu_", InPlace<Relu>},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

@@ -431,4 +431,216 @@ absl::StatusOr<MetaResult> Gelu(absl::string_view op, absl::Span<const Value> ar
   return UnaryResult(op, *self, std::nullopt, self->dtype);
 }
 
+// ---- pointwise ops of issue 4 -------------------------------------------------
+// Each follows the TensorIterator construction PyTorch 1.13 uses for it (so
+// the output layout is PyTorch's), then refuses the dtypes PyTorch's CPU
+// kernel does not dispatch, with its kernel name ('"expm1_vml_cpu" not
+// implemented for 'Half'').
+
+namespace {
+
+// '<op>: "<kernel>" not implemented for '<Dtype>'', PyTorch's AT_DISPATCH text.
+absl::Status KernelNotImplemented(absl::string_view op, absl::string_view kernel, ScalarType t) {
+  return RuntimeErr(absl::StrCat(op, ": \"", kernel, "\" not implemented for '", DtypeC10Name(t), "'"));
+}
+
+// A dtype as PyTorch prints a caffe2::TypeMeta in messages ("float",
+// "long int", "c10::Half").
+absl::string_view TypeMetaName(ScalarType t) {
+  switch (t) {
+    case ScalarType::kBool: return "bool";
+    case ScalarType::kUInt8: return "unsigned char";
+    case ScalarType::kInt8: return "signed char";
+    case ScalarType::kInt16: return "short int";
+    case ScalarType::kInt32: return "int";
+    case ScalarType::kInt64: return "long int";
+    case ScalarType::kFloat16: return "c10::Half";
+    case ScalarType::kBFloat16: return "c10::BFloat16";
+    case ScalarType::kFloat32: return "float";
+    case ScalarType::kFloat64: return "double";
+    case ScalarType::kFloat8_e4m3fn: return "c10::Float8_e4m3fn";
+    case ScalarType::kFloat8_e5m2: return "c10::Float8_e5m2";
+  }
+  return "unknown";
+}
+
+// The output dtype of a one-output result.
+ScalarType OutDtype(const MetaResult& r) { return r.outputs[0].dtype; }
+
+}  // namespace
+
+// exp2, expm1, log2, log1p: UnaryFloat's rule (integers and bool give
+// float32); PyTorch's CPU kernels of expm1/log2/log1p (the "vml" ones) have
+// no float16 version.
+absl::StatusOr<MetaResult> UnaryFloatMath(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(MetaResult r, UnaryFloat(op, args));
+  if (OutDtype(r) == ScalarType::kFloat16 && op != "exp2") {
+    return KernelNotImplemented(op, absl::StrCat(op, "_vml_cpu"), OutDtype(r));
+  }
+  return r;
+}
+
+// silu(self): same dtype and layout as self; float32, float64 and bfloat16
+// only ("silu_cpu" covers no integer, bool or float16 tensor).
+absl::StatusOr<MetaResult> Silu(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  if (!IsFloating(self->dtype) || self->dtype == ScalarType::kFloat16) {
+    return KernelNotImplemented(op, "silu_cpu", self->dtype);
+  }
+  return UnaryResult(op, *self, std::nullopt, self->dtype);
+}
+
+// square(self) is PyTorch's pow(self, 2): result_type(self, 2), so integers
+// keep their dtype and bool gives int64; a unary op on self.to(that dtype).
+absl::StatusOr<MetaResult> Square(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  const Scalar two = Scalar::Int(2);
+  PromotionOperand operands[2] = {{self, nullptr}, {nullptr, &two}};
+  TD_ASSIGN_OR_RETURN(ScalarType common, ResultType(op, operands));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, common));
+  return UnaryResult(op, *self, common, common);
+}
+
+// relu_(self): relu's checks (bool: "Boolean inputs not supported for relu"),
+// then the in-place rules (InPlaceResult).
+absl::StatusOr<MetaResult> ReluInPlace(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  if (self->dtype == ScalarType::kBool) return RuntimeErr(absl::StrCat(op, ": Boolean inputs not supported for relu"));
+  return InPlaceResult(op, args, UnarySame);
+}
+
+namespace {
+
+enum class RoundingMode { kNone, kTrunc, kFloor };
+
+// The `str? rounding_mode` argument of div (index 2).
+absl::StatusOr<RoundingMode> ReadRoundingMode(absl::string_view op, absl::Span<const Value> args) {
+  TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 3));
+  const Value& v = args[2];
+  if (v.is_none()) return RoundingMode::kNone;
+  if (v.kind() != Value::Kind::kString) return TypeErr(absl::StrCat(op, "(): argument 'rounding_mode' must be str or None"));
+  if (v.str() == "trunc") return RoundingMode::kTrunc;
+  if (v.str() == "floor") return RoundingMode::kFloor;
+  return RuntimeErr(absl::StrCat(op, ": div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+                                 v.str(), "'"));
+}
+
+// div with a rounding mode (args: self, other[, mode]): None is true
+// division (integers give float32); "trunc" and "floor" keep the promoted dtype (integers stay integers), and
+// their CPU kernels ("div_trunc_cpu", "div_floor_cpu") refuse bool.
+absl::StatusOr<MetaResult> DivRounding(absl::string_view op, absl::Span<const Value> args, bool scalar_other,
+                                       RoundingMode mode) {
+  TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 2));
+  const BinaryKind kind = mode == RoundingMode::kNone ? BinaryKind::kTrueDiv : BinaryKind::kArith;
+  const Value binary_args[] = {args[0], args[1]};
+  TD_ASSIGN_OR_RETURN(MetaResult r, scalar_other ? BinaryTensorScalar(op, binary_args, kind)
+                                                 : BinaryTensorTensor(op, binary_args, kind));
+  if (OutDtype(r) == ScalarType::kBool) {
+    return KernelNotImplemented(op, mode == RoundingMode::kTrunc ? "div_trunc_cpu" : "div_floor_cpu", OutDtype(r));
+  }
+  return r;
+}
+
+absl::StatusOr<MetaResult> DivWithMode(absl::string_view op, absl::Span<const Value> args, bool scalar_other) {
+  TD_ASSIGN_OR_RETURN(RoundingMode mode, ReadRoundingMode(op, args));
+  return DivRounding(op, args, scalar_other, mode);
+}
+
+// fmod: the promoted dtype; "fmod_cpu" refuses bool.
+absl::StatusOr<MetaResult> FmodImpl(absl::string_view op, absl::Span<const Value> args, bool scalar_other) {
+  TD_ASSIGN_OR_RETURN(MetaResult r, scalar_other ? BinaryTensorScalar(op, args, BinaryKind::kArith)
+                                                 : BinaryTensorTensor(op, args, BinaryKind::kArith));
+  if (OutDtype(r) == ScalarType::kBool) return KernelNotImplemented(op, "fmod_cpu", OutDtype(r));
+  return r;
+}
+
+// bitwise_left_shift / bitwise_right_shift: the promoted dtype, which must be
+// an integer type ("lshift_cpu" / "rshift_cpu" refuse bool and floating).
+absl::StatusOr<MetaResult> ShiftImpl(absl::string_view op, absl::Span<const Value> args, bool scalar_other) {
+  TD_ASSIGN_OR_RETURN(MetaResult r, scalar_other ? BinaryTensorScalar(op, args, BinaryKind::kArith)
+                                                 : BinaryTensorTensor(op, args, BinaryKind::kArith));
+  if (!IsIntegral(OutDtype(r), /*include_bool=*/false)) {
+    return KernelNotImplemented(op, op == "bitwise_left_shift" ? "lshift_cpu" : "rshift_cpu", OutDtype(r));
+  }
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<MetaResult> DivMode(absl::string_view op, absl::Span<const Value> args) {
+  return DivWithMode(op, args, /*scalar_other=*/false);
+}
+
+absl::StatusOr<MetaResult> DivModeScalar(absl::string_view op, absl::Span<const Value> args) {
+  return DivWithMode(op, args, /*scalar_other=*/true);
+}
+
+// floor_divide(self, other) is div(self, other, rounding_mode="floor").
+absl::StatusOr<MetaResult> FloorDivide(absl::string_view op, absl::Span<const Value> args) {
+  return DivRounding(op, args, /*scalar_other=*/false, RoundingMode::kFloor);
+}
+
+absl::StatusOr<MetaResult> FloorDivideScalar(absl::string_view op, absl::Span<const Value> args) {
+  return DivRounding(op, args, /*scalar_other=*/true, RoundingMode::kFloor);
+}
+
+absl::StatusOr<MetaResult> Fmod(absl::string_view op, absl::Span<const Value> args) {
+  return FmodImpl(op, args, /*scalar_other=*/false);
+}
+
+absl::StatusOr<MetaResult> FmodScalar(absl::string_view op, absl::Span<const Value> args) {
+  return FmodImpl(op, args, /*scalar_other=*/true);
+}
+
+// atan2(self, other): a float op (integers and bool give float32);
+// "atan2_cpu" has no float16 kernel.
+absl::StatusOr<MetaResult> Atan2(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(MetaResult r, BinaryTensorTensor(op, args, BinaryKind::kTrueDiv));
+  if (OutDtype(r) == ScalarType::kFloat16) return KernelNotImplemented(op, "atan2_cpu", OutDtype(r));
+  return r;
+}
+
+absl::StatusOr<MetaResult> BitwiseShift(absl::string_view op, absl::Span<const Value> args) {
+  return ShiftImpl(op, args, /*scalar_other=*/false);
+}
+
+absl::StatusOr<MetaResult> BitwiseShiftScalar(absl::string_view op, absl::Span<const Value> args) {
+  return ShiftImpl(op, args, /*scalar_other=*/true);
+}
+
+// lerp(self, end, weight): no type promotion — end (and a tensor weight) must
+// have self's dtype ("expected dtype float for `end` but got dtype double");
+// the output is the TensorIterator result of (self, end[, weight]) in that
+// dtype. Kernels: float32, float64, bfloat16 (no float16, no integers).
+absl::StatusOr<MetaResult> Lerp(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(const TensorMeta* end, TensorArg(op, args, 1));
+  TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 3));
+  const TensorMeta* weight = nullptr;
+  if (args[2].is_tensor()) {
+    TD_ASSIGN_OR_RETURN(weight, TensorArg(op, args, 2));
+  } else {
+    TD_RETURN_IF_ERROR(ScalarArg(op, args, 2).status());
+  }
+  if (end->dtype != self->dtype) {
+    return RuntimeErr(absl::StrCat(op, ": expected dtype ", TypeMetaName(self->dtype), " for `end` but got dtype ",
+                                   TypeMetaName(end->dtype)));
+  }
+  if (weight != nullptr && weight->dtype != self->dtype) {
+    return RuntimeErr(absl::StrCat(op, ": expected dtype ", TypeMetaName(self->dtype), " for `weight` but got dtype ",
+                                   TypeMetaName(weight->dtype)));
+  }
+  const TensorMeta* tensors[] = {self, end, weight};
+  TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/true));
+  std::vector<const TensorMeta*> inputs = {self, end};
+  if (weight != nullptr) inputs.push_back(weight);
+  TD_ASSIGN_OR_RETURN(TensorMeta out, IteratorOutput(op, inputs, std::nullopt, self->dtype, device));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
+  if (!IsFloating(self->dtype) || self->dtype == ScalarType::kFloat16) {
+    return KernelNotImplemented(op, weight != nullptr ? "lerp_kernel_tensor" : "lerp_kernel_scalar", self->dtype);
+  }
+  return OneOutput(std::move(out));
+}
+
 }  // namespace tensord::meta

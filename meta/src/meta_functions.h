@@ -84,6 +84,23 @@ absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const 
 absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value> args);
 
 // ---- complete meta op set (issue 4): one block per family ---------------------
+// Pointwise ops of issue 4 (meta_elementwise.cc): exp2/expm1/log2/log1p
+// (int -> float32), silu, square (pow(self, 2)), relu_, div with
+// rounding_mode, fmod, atan2, bitwise shifts and lerp.
+absl::StatusOr<MetaResult> UnaryFloatMath(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Silu(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Square(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ReluInPlace(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> DivMode(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> DivModeScalar(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Fmod(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> FmodScalar(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Atan2(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> BitwiseShift(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> BitwiseShiftScalar(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Lerp(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> FloorDivide(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> FloorDivideScalar(absl::string_view op, absl::Span<const Value> args);
 // [pointwise-decls]
 // Reductions and scans (meta_reductions.cc): nansum, prod / prod.dim_int,
 // var/std (every overload), norm.* and linalg_vector_norm, logsumexp,

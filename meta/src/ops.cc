@@ -196,6 +196,26 @@ const OpDef kOps[] = {
     {"slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor", meta::SliceBackward, F},
     // ==== complete meta op set (issue 4); one block per family, in this order.
     // ---- pointwise (exp2 ... lerp) --------------------------------------
+    {"exp2(Tensor self) -> Tensor", meta::UnaryFloatMath, FM},
+    {"expm1(Tensor self) -> Tensor", meta::UnaryFloatMath, FM},
+    {"log2(Tensor self) -> Tensor", meta::UnaryFloatMath, FM},
+    {"log1p(Tensor self) -> Tensor", meta::UnaryFloatMath, FM},
+    {"silu(Tensor self) -> Tensor", meta::Silu, F},
+    {"square(Tensor self) -> Tensor", meta::Square, FM},
+    {"relu_(Tensor(a!) self) -> Tensor(a!)", meta::ReluInPlace, M},
+    {"div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor", meta::DivMode, FM},
+    {"div.Scalar_mode(Tensor self, Scalar other, *, str? rounding_mode) -> Tensor", meta::DivModeScalar, FM},
+    {"fmod.Tensor(Tensor self, Tensor other) -> Tensor", meta::Fmod, FM},
+    {"fmod.Scalar(Tensor self, Scalar other) -> Tensor", meta::FmodScalar, FM},
+    {"atan2(Tensor self, Tensor other) -> Tensor", meta::Atan2, FM},
+    {"bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor", meta::BitwiseShift, FM | ND},
+    {"bitwise_left_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor", meta::BitwiseShiftScalar, FM | ND},
+    {"bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor", meta::BitwiseShift, FM | ND},
+    {"bitwise_right_shift.Tensor_Scalar(Tensor self, Scalar other) -> Tensor", meta::BitwiseShiftScalar, FM | ND},
+    {"lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor", meta::Lerp, FM},
+    {"lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", meta::Lerp, FM},
+    {"floor_divide(Tensor self, Tensor other) -> Tensor", meta::FloorDivide, FM},
+    {"floor_divide.Scalar(Tensor self, Scalar other) -> Tensor", meta::FloorDivideScalar, FM},
     // [pointwise-end]
     // ---- reductions and scans -------------------------------------------
     {"nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Nansum, FM},

@@ -235,6 +235,42 @@ OP_DOCS = {
 
 # Docs of the families added with the complete meta op set, one block each.
 OP_DOCS.update({
+    "exp2": _UNARY_FLOAT.format(what="base-2 exponential 2**x"),
+    "expm1": _UNARY_FLOAT.format(what="exp(x) - 1, accurate near 0; float16 is refused as PyTorch's CPU kernel "
+                                      "(RuntimeError)"),
+    "log2": _UNARY_FLOAT.format(what="base-2 logarithm; float16 is refused as PyTorch's CPU kernel (RuntimeError)"),
+    "log1p": _UNARY_FLOAT.format(what="log(1 + x), accurate near 0; float16 is refused as PyTorch's CPU kernel "
+                                      "(RuntimeError)"),
+    "silu": ("Elementwise SiLU x * sigmoid(x) (PyTorch's aten::silu, also torch.nn.functional.silu). Same shape, "
+             "dtype and memory layout as the input; float32, float64 and bfloat16 only (RuntimeError for "
+             "integer, bool and float16 inputs, as PyTorch's CPU kernel)."),
+    "square": ("Elementwise x * x, PyTorch's pow(self, 2): integer inputs keep their dtype (wrapping on "
+               "overflow), bool gives int64; same shape and memory layout as the input."),
+    "relu_": _INPLACE.format(what="self = max(self, 0) (NaN stays NaN); RuntimeError for bool"),
+    "div": ("Elementwise division with broadcasting. ``rounding_mode=None`` (default): true division; integer "
+            "and bool operands give the default float dtype (float32), floating operands follow PyTorch type "
+            "promotion. ``rounding_mode='trunc'`` rounds toward zero and ``'floor'`` toward -inf; both keep the "
+            "promoted dtype (integers stay integers; bool is refused), and integer division by zero raises "
+            "RuntimeError('ZeroDivisionError') at the next sync point. Any other rounding_mode is a RuntimeError."),
+    "floor_divide": _BINARY.format(what="floor division self // other (PyTorch's floor_divide, which is "
+                                        "div(rounding_mode='floor')): rounds toward -inf; integers stay integers. "
+                                        "Integer division by zero raises RuntimeError('ZeroDivisionError') at the "
+                                        "next sync point; bool is refused"),
+    "fmod": _BINARY.format(what="C remainder fmod(self, other): the result has the sign of ``self`` (unlike "
+                                "remainder). Integer division by zero raises RuntimeError('ZeroDivisionError') at "
+                                "the next sync point; bool is refused"),
+    "atan2": _BINARY.format(what="arctangent of self / other using both signs for the quadrant; integer and bool "
+                                 "inputs give float32; float16 is refused as PyTorch's CPU kernel"),
+    "bitwise_left_shift": _BITWISE.format(what="left shift self << other (bits shifted out are lost; a shift "
+                                               "count outside [0, bits) gives 0); bool is refused too") +
+                          " ``other`` may be a Python int. The operators ``<<`` and ``other << tensor`` use it.",
+    "bitwise_right_shift": _BITWISE.format(what="arithmetic right shift self >> other (a shift count outside "
+                                                "[0, bits) gives the sign fill: 0 or -1); bool is refused too") +
+                           " ``other`` may be a Python int. The operators ``>>`` and ``other >> tensor`` use it.",
+    "lerp": ("Linear interpolation self + weight * (end - self) with NumPy broadcasting of self, end and a tensor "
+             "``weight``; ``weight`` may be a Python number. No type promotion: end (and a tensor weight) must "
+             "have self's dtype (RuntimeError 'expected dtype float for `end` but got dtype double'); float32, "
+             "float64 and bfloat16 only. The output layout follows the inputs', as PyTorch's TensorIterator."),
     # [pointwise-docs]
 })
 OP_DOCS.update({

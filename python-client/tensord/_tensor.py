@@ -367,6 +367,8 @@ def install_tensor_api():
     T.__ror__ = _binary("bitwise_or")
     T.__xor__ = _binary("bitwise_xor")
     T.__rxor__ = _binary("bitwise_xor")
+    T.__lshift__ = _binary("bitwise_left_shift")
+    T.__rshift__ = _binary("bitwise_right_shift")
     T.__eq__ = _binary("eq")
     T.__ne__ = _binary("ne")
     T.__lt__ = _binary("lt")
@@ -390,19 +392,31 @@ def install_tensor_api():
         """``self // other``: floor division (rounds toward -inf; dtype by PyTorch promotion)."""
         if not _is_operand(other):
             return NotImplemented
-        return _C.floor_divide(self, other)
+        return _call_method("floor_divide", self, other)
 
     def __rfloordiv__(self, other):
         """``other // self``."""
         if not _is_operand(other):
             return NotImplemented
-        return _C.floor_divide(_scalar_tensor(other, self), self)
+        return _call_method("floor_divide", _scalar_tensor(other, self), self)
 
     def __rmod__(self, other):
         """``other % self`` (remainder with the sign of the divisor)."""
         if not _is_operand(other):
             return NotImplemented
         return _call_method("remainder", _scalar_tensor(other, self), self)
+
+    def __rlshift__(self, other):
+        """``other << self`` (bitwise_left_shift; integer tensors only)."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _call_method("bitwise_left_shift", _scalar_tensor(other, self), self)
+
+    def __rrshift__(self, other):
+        """``other >> self`` (bitwise_right_shift; integer tensors only)."""
+        if not _is_operand(other):
+            return NotImplemented
+        return _call_method("bitwise_right_shift", _scalar_tensor(other, self), self)
 
     def __rpow__(self, other):
         """``other ** self`` (the op pow.Scalar)."""
@@ -433,7 +447,7 @@ def install_tensor_api():
         return _call_method("bitwise_not", self)
 
     for f in (__rsub__, __rtruediv__, __floordiv__, __rfloordiv__, __rmod__, __rpow__, __rmatmul__, __neg__,
-              __pos__, __abs__, __invert__):
+              __pos__, __abs__, __invert__, __rlshift__, __rrshift__):
         setattr(T, f.__name__, f)
     T._daemon_meta = _daemon_meta
     T.requires_grad = property(_requires_grad_get, _requires_grad_set, doc=_requires_grad_get.__doc__)
