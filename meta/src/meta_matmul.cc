@@ -66,16 +66,20 @@ absl::StatusOr<MetaResult> Matmul(absl::string_view op, absl::Span<const Value> 
   if (db >= 2) sizes.push_back(b->sizes[db - 1]);
   TD_ASSIGN_OR_RETURN(MetaResult r, Finish(op, sizes, *a, device));
   // PyTorch computes 2-D @ (>=3-D) as (other^T folded) @ self^T and returns
-  // the transpose made contiguous; contiguous() keeps an empty result as it
-  // is, so an empty output has the transposed layout. PyTorch skips that
-  // path when other is 3-D with its last two dims transposed.
+  // the transpose made contiguous; contiguous() keeps a view that already
+  // counts as contiguous (empty, or only size-1 dims out of order), so such a
+  // result has the transposed strides. PyTorch skips that path when other is
+  // 3-D with its last two dims transposed (it runs bmm).
   const bool other_transposed = db == 3 && b->strides[2] != 1 && b->strides[0] == b->sizes[1] * b->sizes[2];
-  if (da == 2 && db >= 3 && !other_transposed && r.outputs[0].numel() == 0) {
+  if (da == 2 && db >= 3 && !other_transposed) {
     const int64_t n = static_cast<int64_t>(sizes.size());
-    std::swap(sizes[n - 1], sizes[n - 2]);
-    Shape strides = ContiguousStrides(sizes);
+    Shape swapped = sizes;
+    std::swap(swapped[n - 1], swapped[n - 2]);
+    Shape strides = ContiguousStrides(swapped);
     std::swap(strides[n - 1], strides[n - 2]);
-    r.outputs[0].strides = std::move(strides);
+    TensorMeta view = r.outputs[0];
+    view.strides = std::move(strides);
+    if (view.is_contiguous()) r.outputs[0] = std::move(view);
   }
   return r;
 }
@@ -265,6 +269,15 @@ absl::StatusOr<MetaResult> Linear(absl::string_view op, absl::Span<const Value> 
     const TensorMeta flat = TensorMeta::Contiguous({rows, input->sizes[2]}, input->dtype, input->device);
     TD_ASSIGN_OR_RETURN(MetaResult r, AddmmMeta(op, *bias, flat, wt));
     return Finish(op, {input->sizes[0], input->sizes[1], r.outputs[0].sizes[1]}, r.outputs[0], r.outputs[0].device);
+  }
+  if (wt.dim() == 2 && input->dim() >= 1 && input->sizes[input->dim() - 1] != wt.sizes[0]) {
+    // matmul folds the input's leading dims into the rows of an mm.
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < input->dim(); ++d) {
+      if (__builtin_mul_overflow(rows, input->sizes[d], &rows)) rows = -1;
+    }
+    return RuntimeErr(absl::StrCat(op, ": mat1 and mat2 shapes cannot be multiplied (", rows, "x",
+                                   input->sizes[input->dim() - 1], " and ", wt.sizes[0], "x", wt.sizes[1], ")"));
   }
   const Value margs[] = {Value(input), Value(&wt)};
   TD_ASSIGN_OR_RETURN(MetaResult r, Matmul(op, margs));

@@ -155,7 +155,9 @@ OPINFOS = [
         Sample(f32(r, 1, 3), f32(r, 1, 3), f32(r, 1)),
         Sample(f32(r, 2, 0), f32(r, 4, 0), f32(r, 4)),                # k = 0
     ], np_ref=_linear_ref, torch_ref=_linear_torch, rtol=1e-5, atol=1e-5, errors=lambda r: [
-        ErrorInput(Sample(f32(r, 2, 3), f32(r, 4, 5)), RuntimeError, "(2x3 and 5x4)"),
+        ErrorInput(Sample(f32(r, 2, 3), f32(r, 4, 5)), RuntimeError, "mat1 and mat2 shapes cannot be multiplied (2x3 and 5x4)"),
+        ErrorInput(Sample(f32(r, 2, 5, 3), f32(r, 4, 5)), RuntimeError, "(10x3 and 5x4)"),
+        ErrorInput(Sample(f32(r, 3), f32(r, 4, 5)), RuntimeError, "(1x3 and 5x4)"),
         ErrorInput(Sample(f32(r, 2, 3), f32(r, 4, 3), f32(r, 5)), RuntimeError,
                    "The expanded size of the tensor (4) must match the existing size (5) at non-singleton dimension 1"),
         ErrorInput(Sample(f32(r, 2, 3), f32(r, 2, 4, 3)), RuntimeError,
@@ -180,6 +182,9 @@ OPINFOS = [
         Sample(f32(r, 0, 3, 4), f32(r, 4)),
         Sample(f32(r, 0), f32(r, 0, 3)),
         Sample(f32(r, 2, 1, 3, 4), f32(r, 1, 5, 4, 2)),
+        Sample(f32(r, 1, 4), f32(r, 2, 4, 5)),                        # size-1 rows on the folded path
+        Sample(f32(r, 3, 4), f32(r, 2, 4, 1)),
+        Sample(f32(r, 2, 5, 3), f32(r, 3, 1)),
         Sample(i64(r, 2, 3, 4), i64(r, 4, 2)),
         Sample(i32(r, 3, 4), i32(r, 4)),
         Sample(_bf16(r, 2, 2, 3), _bf16(r, 3, 5)),
