@@ -103,7 +103,8 @@ def _prod(sizes):
 def _contract(equation, a, la, b, lb, keep):
     """a (labels la) times b (labels lb), summing over the shared labels not in
     `keep`; the result's labels are batch + left + right. Uses one matmul on
-    [batch..., L, K] @ [batch..., K, R] (batch dims broadcast)."""
+    [batch..., L, K] @ [batch..., K, R] (batch dims broadcast), or a
+    broadcasting multiply when nothing is contracted."""
     size_a = dict(zip(la, a.shape))
     size_b = dict(zip(lb, b.shape))
     shared = [lab for lab in la if lab in size_b]
@@ -125,12 +126,22 @@ def _contract(equation, a, la, b, lb, keep):
                                  f"{size_b[lab]} for another, which do not broadcast")
     left = [lab for lab in la if lab not in size_b]
     right = [lab for lab in lb if lab not in size_a]
-    pa = a.permute(*[la.index(lab) for lab in batch + left + contracted])
-    pb = b.permute(*[lb.index(lab) for lab in batch + contracted + right])
     ba = [size_a[lab] for lab in batch]
     bb = [size_b[lab] for lab in batch]
     lsz = [size_a[lab] for lab in left]
     rsz = [size_b[lab] for lab in right]
+    if not contracted:
+        # Nothing to sum: a broadcasting multiply (mul's type promotion, as PyTorch).
+        pa = a.permute(*[la.index(lab) for lab in batch + left]).reshape(ba + lsz + [1] * len(rsz))
+        pb = b.permute(*[lb.index(lab) for lab in batch + right]).reshape(bb + [1] * len(lsz) + rsz)
+        return _C.call_any("mul.Tensor", pa, pb), batch + left + right
+    if a.dtype != b.dtype:
+        raise _err(equation, f"expected scalar type {a.dtype._name} but found {b.dtype._name}: the operands of a "
+                             "contraction must have the same dtype")
+    if a.dtype._name == "bool":
+        raise _err(equation, "a contraction of bool operands is not implemented for 'Bool'")
+    pa = a.permute(*[la.index(lab) for lab in batch + left + contracted])
+    pb = b.permute(*[lb.index(lab) for lab in batch + contracted + right])
     k = _prod(size_a[lab] for lab in contracted)
     ma = pa.reshape(ba + [_prod(lsz), k])
     mb = pb.reshape(bb + [k, _prod(rsz)])
@@ -152,15 +163,17 @@ def einsum(equation, *operands):
 
     Shapes: each operand has as many dims as its subscripts (the ellipsis
     takes the rest); a label's size must agree across operands or be 1
-    (broadcast). dtype: the operands' common dtype (operands of different
-    dtypes, or bool operands of a product, are refused by matmul). The result
+    (broadcast). dtype, as torch.einsum: a pair of operands with a summed
+    label is a matrix product and must share one dtype (not bool); a pair
+    with nothing summed is a multiply with mul's type promotion; a sum over
+    a label keeps the dtype (int32 stays int32). The result
     is composed of table ops (permute, reshape, index, sum with the input's
     dtype, matmul), so it is differentiable and works on meta tensors.
 
     Errors: RuntimeError naming einsum and the equation for a bad subscript,
     a subscript count that does not match an operand's dims, an output
     subscript that no input has or that repeats, a wrong number of operands,
-    and sizes that do not broadcast; TypeError when an operand is not a
+    sizes that do not broadcast, and mixed dtypes in a contraction; TypeError when an operand is not a
     tensord.Tensor."""
     if not isinstance(equation, str):
         raise TypeError(f"einsum(): the equation must be a str, got {type(equation).__name__}")

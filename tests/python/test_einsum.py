@@ -82,6 +82,20 @@ def test_operands_as_a_list_and_integer_dtypes(session):
     np.testing.assert_array_equal(t.numpy(), x.sum(1))
 
 
+def test_dtypes_follow_torch(session):
+    f32 = np.ones(3, dtype=np.float32)
+    f64 = np.ones(3)
+    out = tensord.einsum("i,i->i", tensord.from_numpy(f32), tensord.from_numpy(f64))   # a multiply: promotes
+    assert out.dtype == tensord.float64
+    assert torch.einsum("i,i->i", torch.from_numpy(f32), torch.from_numpy(f64)).dtype == torch.float64
+    b = tensord.from_numpy(np.array([True, False, True]))
+    assert tensord.einsum("i,i->i", b, b).dtype == tensord.bool
+    with pytest.raises(RuntimeError, match=r"einsum\(\): expected scalar type float32 but found float64.*'ij,jk'"):
+        tensord.einsum("ij,jk", tensord.ones(2, 3), tensord.ones(3, 2, dtype=tensord.float64))
+    with pytest.raises(RuntimeError, match="einsum.*Bool"):
+        tensord.einsum("i,i", b, b)
+
+
 def test_transpose_is_a_view(session):
     x = tensord.randn(3, 4)
     y = tensord.einsum("ij->ji", x)

@@ -13,8 +13,12 @@ import torch
 import tensord
 from tensord import _C
 
+from opinfo import BY_NAME
 from opinfo_base import Cast, D
-from opinfo_matmul import OPINFOS
+from opinfo_matmul import OPINFOS as _FAMILY
+
+# This family's entries plus the original matmul/mm/bmm samples of opinfo.py.
+OPINFOS = [i for i in BY_NAME["matmul"] + BY_NAME["mm"] + BY_NAME["bmm"] if i not in _FAMILY] + _FAMILY
 
 LAYOUTS = ("contiguous", "transposed", "permuted", "sliced", "expanded")
 
