@@ -70,7 +70,9 @@ absl::StatusOr<MetaResult> Matmul(absl::string_view op, absl::Span<const Value> 
   // counts as contiguous (empty, or only size-1 dims out of order), so such a
   // result has the transposed strides. PyTorch skips that path when other is
   // 3-D with its last two dims transposed (it runs bmm).
-  const bool other_transposed = db == 3 && b->strides[2] != 1 && b->strides[0] == b->sizes[1] * b->sizes[2];
+  int64_t inner = 0;
+  const bool inner_ok = db == 3 && !__builtin_mul_overflow(b->sizes[1], b->sizes[2], &inner);
+  const bool other_transposed = inner_ok && b->strides[2] != 1 && b->strides[0] == inner;
   if (da == 2 && db >= 3 && !other_transposed) {
     const int64_t n = static_cast<int64_t>(sizes.size());
     Shape swapped = sizes;
