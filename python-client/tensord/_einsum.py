@@ -74,22 +74,23 @@ def _diagonal(t, labels):
         d0, d1 = pair
         n = t.shape[d0]
         rest = [d for d in range(t.dim()) if d not in pair]
-        moved = t.permute(d0, d1, *rest)
+        moved = t.permute([d0, d1] + rest)
         idx = _C.call_any("arange", n, device=t.device)
         t = _C.call_any("index.Tensor", moved, [idx, idx])      # [n, rest...]
         new_labels = [labels[d0]] + [labels[d] for d in rest]
         # Put the kept dim back at its first position.
         order = list(range(1, d0 + 1)) + [0] + list(range(d0 + 1, len(new_labels)))
-        t = t.permute(*order)
+        t = t.permute(order)
         labels = [new_labels[i] for i in order]
 
 
 def _sum_out(t, labels, drop):
-    """Sums `t` over the labels in `drop` (keeping the dtype, as einsum does)."""
+    """Sums `t` over the labels in `drop` with sum's dtype rule (integers and
+    bool give int64), as torch.einsum's own summations do."""
     dims = [d for d, lab in enumerate(labels) if lab in drop]
     if not dims:
         return t, labels
-    t = t.sum(dims, False, dtype=t.dtype)
+    t = t.sum(dims, False)
     return t, [lab for lab in labels if lab not in drop]
 
 
@@ -114,10 +115,10 @@ def _contract(equation, a, la, b, lb, keep):
     for lab in contracted:
         if size_a[lab] != size_b[lab]:
             if size_a[lab] == 1:
-                b = b.sum([lb.index(lab)], True, dtype=b.dtype)
+                b = b.sum([lb.index(lab)], True)
                 size_b[lab] = 1
             elif size_b[lab] == 1:
-                a = a.sum([la.index(lab)], True, dtype=a.dtype)
+                a = a.sum([la.index(lab)], True)
                 size_a[lab] = 1
     for lab in shared:
         if size_a[lab] != size_b[lab] and size_a[lab] != 1 and size_b[lab] != 1:
@@ -132,16 +133,16 @@ def _contract(equation, a, la, b, lb, keep):
     rsz = [size_b[lab] for lab in right]
     if not contracted:
         # Nothing to sum: a broadcasting multiply (mul's type promotion, as PyTorch).
-        pa = a.permute(*[la.index(lab) for lab in batch + left]).reshape(ba + lsz + [1] * len(rsz))
-        pb = b.permute(*[lb.index(lab) for lab in batch + right]).reshape(bb + [1] * len(lsz) + rsz)
+        pa = a.permute([la.index(lab) for lab in batch + left]).reshape(ba + lsz + [1] * len(rsz))
+        pb = b.permute([lb.index(lab) for lab in batch + right]).reshape(bb + [1] * len(lsz) + rsz)
         return _C.call_any("mul.Tensor", pa, pb), batch + left + right
     if a.dtype != b.dtype:
         raise _err(equation, f"expected scalar type {a.dtype._name} but found {b.dtype._name}: the operands of a "
                              "contraction must have the same dtype")
     if a.dtype._name == "bool":
         raise _err(equation, "a contraction of bool operands is not implemented for 'Bool'")
-    pa = a.permute(*[la.index(lab) for lab in batch + left + contracted])
-    pb = b.permute(*[lb.index(lab) for lab in batch + contracted + right])
+    pa = a.permute([la.index(lab) for lab in batch + left + contracted])
+    pb = b.permute([lb.index(lab) for lab in batch + contracted + right])
     k = _prod(size_a[lab] for lab in contracted)
     ma = pa.reshape(ba + [_prod(lsz), k])
     mb = pb.reshape(bb + [k, _prod(rsz)])
@@ -165,16 +166,18 @@ def einsum(equation, *operands):
     takes the rest); a label's size must agree across operands or be 1
     (broadcast). dtype, as torch.einsum: a pair of operands with a summed
     label is a matrix product and must share one dtype (not bool); a pair
-    with nothing summed is a multiply with mul's type promotion; a sum over
-    a label keeps the dtype (int32 stays int32). The result
-    is composed of table ops (permute, reshape, index, sum with the input's
-    dtype, matmul), so it is differentiable and works on meta tensors.
+    with nothing summed is a multiply with mul's type promotion; a label
+    summed within one operand uses sum's rule (integers and bool give int64),
+    so an integer contraction can meet mixed dtypes exactly where
+    torch.einsum does. The result is composed of table ops (permute,
+    reshape, index, sum, mul, matmul), so it is differentiable and works on
+    meta tensors.
 
     Errors: RuntimeError naming einsum and the equation for a bad subscript,
     a subscript count that does not match an operand's dims, an output
     subscript that no input has or that repeats, a wrong number of operands,
-    sizes that do not broadcast, and mixed dtypes in a contraction; TypeError when an operand is not a
-    tensord.Tensor."""
+    sizes that do not broadcast, and mixed dtypes in a contraction;
+    TypeError when an operand is not a tensord.Tensor."""
     if not isinstance(equation, str):
         raise TypeError(f"einsum(): the equation must be a str, got {type(equation).__name__}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
@@ -270,5 +273,5 @@ def einsum(equation, *operands):
     t, labels = _sum_out(t, labels, set(labels) - set(out_labels))
     perm = [labels.index(lab) for lab in out_labels]
     if perm != list(range(len(perm))) or t is operands[0]:
-        t = t.permute(*perm)   # a view, never the operand object itself
+        t = t.permute(perm)   # a view, never the operand object itself
     return t

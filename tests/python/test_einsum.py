@@ -78,8 +78,30 @@ def test_operands_as_a_list_and_integer_dtypes(session):
     np.testing.assert_array_equal(out.numpy(), a @ b)
     x = np.arange(9, dtype=np.int32).reshape(3, 3)
     t = tensord.einsum("ij->i", tensord.from_numpy(x))
-    assert t.dtype == tensord.int32   # the sum keeps the operand's dtype, as torch.einsum
     np.testing.assert_array_equal(t.numpy(), x.sum(1))
+
+
+INT_CASES = [
+    ("ij->i", [(2, 3)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]), ("ij->ji", [(2, 3)]), ("ij,ij->", [(2, 3), (2, 3)]),
+    ("ij,ij->i", [(2, 3), (2, 3)]), ("i,j->", [(2,), (3,)]), ("ij,j->ij", [(2, 3), (3,)]),
+    ("ij,jk->", [(2, 3), (3, 4)]), ("ij,jk->ik", [(2, 3), (3, 4)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", INT_CASES, ids=[c[0] for c in INT_CASES])
+@pytest.mark.parametrize("dtype", ["int32", "bool"])
+def test_integer_and_bool_dtypes_follow_torch(session, eq, shapes, dtype):
+    rng = np.random.default_rng(3)
+    arrs = [rng.integers(0, 2, s).astype(dtype) for s in shapes]
+    try:
+        ref = torch.einsum(eq, *[torch.from_numpy(a) for a in arrs])
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="einsum"):
+            tensord.einsum(eq, *[tensord.from_numpy(a) for a in arrs])
+        return
+    out = tensord.einsum(eq, *[tensord.from_numpy(a) for a in arrs])
+    assert out.dtype._name == str(ref.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(out.numpy(), ref.numpy())
 
 
 def test_dtypes_follow_torch(session):
