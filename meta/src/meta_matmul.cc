@@ -186,8 +186,12 @@ absl::StatusOr<MetaResult> Baddbmm(absl::string_view op, absl::Span<const Value>
   TD_ASSIGN_OR_RETURN(const TensorMeta* b2, TensorArg(op, args, 2));
   const TensorMeta* tensors[] = {self, b1, b2};
   TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/false));
-  if (b1->dim() != 3) return RuntimeErr(absl::StrCat(op, ": batch1 must be a 3D tensor, got a ", b1->dim(), "D tensor"));
-  if (b2->dim() != 3) return RuntimeErr(absl::StrCat(op, ": batch2 must be a 3D tensor, got a ", b2->dim(), "D tensor"));
+  if (b1->dim() != 3) {
+    return RuntimeErr(absl::StrCat(op, ": batch1 must be a 3D tensor, got a ", b1->dim(), "D tensor"));
+  }
+  if (b2->dim() != 3) {
+    return RuntimeErr(absl::StrCat(op, ": batch2 must be a 3D tensor, got a ", b2->dim(), "D tensor"));
+  }
   // PyTorch 1.13: self is expanded to [b, n, m] first; the result takes the
   // batches' dtype whatever self's is (an int64 self with float32 batches
   // gives float32; self is converted).

@@ -129,7 +129,8 @@ TEST(BaddbmmKernelTest, SelfOfAnotherDtypeLayoutsAndKZero) {
       ASSERT_TRUE(r.status.ok()) << r.status;
       EXPECT_EQ(r.outputs[0].meta.dtype, S::kFloat32);
       EXPECT_EQ(r.outputs[0].meta.strides, (Shape{15, 5, 1}));
-      ExpectValues(r.outputs[0], RefAddmm(self, a, b, 2.0, -1.0, {2, 3, 5}), 1e-5, 1e-5, std::string(DtypeName(self_dt)));
+      ExpectValues(r.outputs[0], RefAddmm(self, a, b, 2.0, -1.0, {2, 3, 5}), 1e-5, 1e-5,
+                   std::string(DtypeName(self_dt)));
     }
   }
   const Tensor self = FromValues(S::kFloat32, {1, 1, 2}, {1, 2});
@@ -162,8 +163,11 @@ TEST(DotKernelTest, DtypesLayoutsAndEmpty) {
 
 TEST(OuterKernelTest, PromotionBoolAndLayouts) {
   std::mt19937 rng(15);
-  const std::pair<S, S> pairs[] = {{S::kFloat32, S::kFloat32}, {S::kInt64, S::kFloat32}, {S::kInt32, S::kInt64},
-                                   {S::kBool, S::kBool}, {S::kBFloat16, S::kFloat32}};
+  const std::pair<S, S> pairs[] = {{S::kFloat32, S::kFloat32},
+                                   {S::kInt64, S::kFloat32},
+                                   {S::kInt32, S::kInt64},
+                                   {S::kBool, S::kBool},
+                                   {S::kBFloat16, S::kFloat32}};
   for (const auto& [da, db] : pairs) {
     const Tensor a = Random(da, {3}, rng), b = Random(db, {4}, rng);
     for (Layout l : kAllLayouts) {
@@ -184,9 +188,10 @@ TEST(LinearKernelTest, RanksBiasAndLayouts) {
   struct Case {
     Shape x, w, bias;  // bias {-1}: none
   };
-  const Case cases[] = {{{2, 3}, {4, 3}, {4}},    {{2, 3}, {4, 3}, {-1}},  {{3}, {4, 3}, {4}},
-                        {{2, 5, 3}, {4, 3}, {4}}, {{2, 2, 5, 3}, {4, 3}, {5, 4}}, {{2, 3}, {3}, {-1}},
-                        {{2, 2, 2, 3}, {3}, {2}},    {{3}, {3}, {}},          {{2, 0}, {4, 0}, {4}}};
+  const Case cases[] = {
+      {{2, 3}, {4, 3}, {4}},          {{2, 3}, {4, 3}, {-1}}, {{3}, {4, 3}, {4}},       {{2, 5, 3}, {4, 3}, {4}},
+      {{2, 2, 5, 3}, {4, 3}, {5, 4}}, {{2, 3}, {3}, {-1}},    {{2, 2, 2, 3}, {3}, {2}}, {{3}, {3}, {}},
+      {{2, 0}, {4, 0}, {4}}};
   for (const Case& c : cases) {
     for (Layout l : kAllLayouts) {
       const Tensor x = WithLayout(Random(S::kFloat64, c.x, rng), l);

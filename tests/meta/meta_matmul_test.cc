@@ -88,7 +88,8 @@ TEST(BaddbmmMetaTest, ResultTakesTheBatchesDtype) {
   const TensorMeta perm = Strided({2, 3, 5}, {1, 10, 2});
   ExpectOut(Call("baddbmm", {Value(&perm), Value(&b1), Value(&b2)}, {{"beta", Value(Scalar::Int(0))}}), {2, 3, 5},
             {15, 5, 1}, S::kFloat32);
-  const TensorMeta i32 = Dense({2, 3, 5}, S::kInt32), l1 = Dense({2, 3, 4}, S::kInt64), l2 = Dense({2, 4, 5}, S::kInt64);
+  const TensorMeta i32 = Dense({2, 3, 5}, S::kInt32), l1 = Dense({2, 3, 4}, S::kInt64),
+                   l2 = Dense({2, 4, 5}, S::kInt64);
   ExpectOut(Call("baddbmm", {Value(&i32), Value(&l1), Value(&l2)}), {2, 3, 5}, {15, 5, 1}, S::kInt64);
   const TensorMeta size1 = Dense({1, 1, 5}), s1 = Dense({1, 1, 4}), s2 = Dense({1, 4, 5});
   ExpectOut(Call("baddbmm", {Value(&size1), Value(&s1), Value(&s2)}), {1, 1, 5}, {5, 5, 1}, S::kFloat32);
@@ -105,8 +106,9 @@ TEST(BaddbmmMetaTest, Errors) {
   const TensorMeta flat = Dense({3, 4});
   ExpectError(Call("baddbmm", {Value(&self), Value(&flat), Value(&b2)}), "batch1 must be a 3D tensor");
   const TensorMeta big_self = Dense({1, 2, 3, 5});
-  ExpectError(Call("baddbmm", {Value(&big_self), Value(&b1), Value(&b2)}),
-              "the number of sizes provided (3) must be greater or equal to the number of dimensions in the tensor (4)");
+  ExpectError(
+      Call("baddbmm", {Value(&big_self), Value(&b1), Value(&b2)}),
+      "the number of sizes provided (3) must be greater or equal to the number of dimensions in the tensor (4)");
 }
 
 TEST(DotMetaTest, ZeroDimResultAndPyTorchMessages) {
@@ -121,7 +123,8 @@ TEST(DotMetaTest, ZeroDimResultAndPyTorchMessages) {
               "inconsistent tensor size, expected tensor [3] and src [4] to have the same number of elements, but got "
               "3 and 4 elements respectively");
   const TensorMeta d = Dense({4}, S::kFloat64);
-  ExpectError(Call("dot", {Value(&a), Value(&d)}), "expected both vectors to have same dtype, but found Float and Double");
+  ExpectError(Call("dot", {Value(&a), Value(&d)}),
+              "expected both vectors to have same dtype, but found Float and Double");
   const TensorMeta bl = Dense({3}, S::kBool);
   ExpectError(Call("dot", {Value(&bl), Value(&bl)}), "not implemented for 'Bool'");
 }
@@ -173,9 +176,9 @@ TEST(MatmulMetaTest, StridesOfTheFoldedTransposedPath) {
   struct Case {
     Shape a, b, sizes, strides;
   } cases[] = {
-      {{0, 4}, {2, 4, 5}, {2, 0, 5}, {5, 1, 1}},       {{3, 4}, {2, 4, 0}, {2, 3, 0}, {3, 1, 3}},
-      {{3, 4}, {0, 4, 5}, {0, 3, 5}, {15, 1, 3}},      {{3, 4}, {2, 0, 4, 2}, {2, 0, 3, 2}, {6, 6, 1, 3}},
-      {{1, 4}, {2, 4, 5}, {2, 1, 5}, {5, 1, 1}},       {{3, 4}, {2, 4, 1}, {2, 3, 1}, {3, 1, 3}},
+      {{0, 4}, {2, 4, 5}, {2, 0, 5}, {5, 1, 1}},  {{3, 4}, {2, 4, 0}, {2, 3, 0}, {3, 1, 3}},
+      {{3, 4}, {0, 4, 5}, {0, 3, 5}, {15, 1, 3}}, {{3, 4}, {2, 0, 4, 2}, {2, 0, 3, 2}, {6, 6, 1, 3}},
+      {{1, 4}, {2, 4, 5}, {2, 1, 5}, {5, 1, 1}},  {{3, 4}, {2, 4, 1}, {2, 3, 1}, {3, 1, 3}},
       {{3, 4}, {2, 4, 5}, {2, 3, 5}, {15, 5, 1}},
   };
   for (const Case& c : cases) {

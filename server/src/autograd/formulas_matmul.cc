@@ -82,11 +82,7 @@ Grads LinearF(C& c) {
 }
 
 const FormulaEntry kFormulas[] = {
-    {"addmm", AddmmF},
-    {"baddbmm", AddmmF},
-    {"dot", DotF},
-    {"outer", OuterF},
-    {"linear", LinearF},
+    {"addmm", AddmmF}, {"baddbmm", AddmmF}, {"dot", DotF}, {"outer", OuterF}, {"linear", LinearF},
 };
 
 }  // namespace
