@@ -4,6 +4,11 @@
 // (transposed operands are passed as transposed, not copied, whenever one of
 // their strides is 1); float16/bfloat16 compute through float32; integers use
 // a plain loop (wrapping, as PyTorch).
+//
+// addmm / baddbmm / linear run the product into their output and then apply
+// the epilogue out = beta * self + alpha * out (self broadcast and converted
+// to the output's dtype; beta == 0 ignores self, NaN included, as PyTorch);
+// dot is the 1-D x 1-D product; outer a broadcast multiply.
 #include <cblas.h>
 
 #include <algorithm>
@@ -361,12 +366,144 @@ absl::Status MmBmm(KernelContext& ctx, int64_t rank) {
 absl::Status Mm(KernelContext& ctx) { return MmBmm(ctx, 2); }
 absl::Status Bmm(KernelContext& ctx) { return MmBmm(ctx, 3); }
 
+// out = beta * self + alpha * out, self broadcast to out's shape (any
+// dtype; converted to out's first). beta == 0 (as given, before conversion)
+// ignores self entirely, so NaN/inf in self do not propagate. Integer
+// outputs take alpha and beta converted to their type (1.5 -> 1), as PyTorch.
+absl::Status Epilogue(const char* name, const TensorRef& out, const TensorRef* self, const Scalar& beta,
+                      const Scalar& alpha) {
+  const bool use_self = self != nullptr && beta.to_double() != 0.0;
+  const bool alpha_one = alpha.to_double() == 1.0;
+  if (!use_self && alpha_one) return absl::OkStatus();
+  std::unique_ptr<TempTensor> hs;
+  TensorRef s{};
+  if (use_self) {
+    TD_ASSIGN_OR_RETURN(s, AsDtype(*self, out.meta->dtype, hs));
+  }
+  StridedLoop loop(out.meta->sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(out));
+  if (use_self) TD_RETURN_IF_ERROR(loop.AddTensor(s));
+  loop.Build();
+  return Dispatch<kSetInts | kSetFloats>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    const C a = ScalarTo<T>(alpha);
+    const C b = use_self ? ScalarTo<T>(beta) : C(0);
+    loop.Run([&](char* const* p, const int64_t* st, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        char* o = p[0] + i * st[0];
+        C v = WrapMul<C>(a, Load<T>(o));
+        if (use_self) v = WrapAdd<C>(v, WrapMul<C>(b, Load<T>(p[1] + i * st[1])));
+        Store<T>(o, v);
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// addmm(self, mat1, mat2, *, beta, alpha) and baddbmm(self, batch1, batch2,
+// *, beta, alpha): the product into the output, then the epilogue.
+absl::Status AddmmLike(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 2));
+  const char* name = ctx.op->name().c_str();
+  const int64_t rank = ctx.op->name() == "addmm" ? 2 : 3;
+  if (a.meta->dim() != rank || b.meta->dim() != rank) {
+    return InternalErr(absl::StrCat(name, ": expected ", rank, "-D operands, got ", a.meta->dim(), "-D and ",
+                                    b.meta->dim(), "-D"));
+  }
+  if (rank == 3 && a.meta->sizes[0] != b.meta->sizes[0]) {
+    return InternalErr(absl::StrCat(name, ": batch sizes differ, batch1 is ", ShapeToString(a.meta->sizes),
+                                    ", batch2 is ", ShapeToString(b.meta->sizes)));
+  }
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(MatmulImpl(name, a, b, out));
+  return Epilogue(name, out, &self, ctx.args[3].scalar(), ctx.args[4].scalar());
+}
+
+absl::Status Dot(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
+  if (a.meta->dim() != 1 || b.meta->dim() != 1) {
+    return InternalErr(absl::StrCat("dot: expected 1-D operands, got ", a.meta->dim(), "-D and ", b.meta->dim(), "-D"));
+  }
+  return MatmulImpl("dot", a, b, ctx.outputs[0]);
+}
+
+// outer(self, vec2): out[i, j] = self[i] * vec2[j] in the output's dtype
+// (bool: logical and; integers wrap).
+absl::Status Outer(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef a_in, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef b_in, InputTensor(ctx, 1));
+  const TensorRef& out = ctx.outputs[0];
+  if (a_in.meta->dim() != 1 || b_in.meta->dim() != 1) {
+    return InternalErr(absl::StrCat("outer: expected 1-D operands, got ", a_in.meta->dim(), "-D and ",
+                                    b_in.meta->dim(), "-D"));
+  }
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("outer", out, {a_in.meta->sizes[0], b_in.meta->sizes[0]}));
+  std::unique_ptr<TempTensor> ha, hb;
+  TD_ASSIGN_OR_RETURN(TensorRef a, AsDtype(a_in, out.meta->dtype, ha));
+  TD_ASSIGN_OR_RETURN(TensorRef b, AsDtype(b_in, out.meta->dtype, hb));
+  // a as a column [n, 1] and b as a row [1, m], broadcast by the loop.
+  const TensorMeta col = ViewMeta(*a.meta, {a.meta->sizes[0], 1}, {a.meta->strides[0], 1}, a.meta->storage_offset);
+  StridedLoop loop(out.meta->sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(out));
+  TD_RETURN_IF_ERROR(loop.AddTensor(TensorRef{a.base, &col}));
+  TD_RETURN_IF_ERROR(loop.AddTensor(b));
+  loop.Build();
+  return Dispatch<kSetAllButF8>(out.meta->dtype, "outer", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    loop.Run([&](char* const* p, const int64_t* st, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const C x = Load<T>(p[1] + i * st[1]), y = Load<T>(p[2] + i * st[2]);
+        if constexpr (std::is_same_v<C, bool>) {
+          Store<T>(p[0] + i * st[0], x && y);
+        } else {
+          Store<T>(p[0] + i * st[0], WrapMul<C>(x, y));
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// linear(input, weight, bias=None): input @ weight.t() into the output (its
+// shape is matmul's), then + bias (broadcast, converted to the output's dtype).
+absl::Status Linear(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef x, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef w, InputTensor(ctx, 1));
+  const TensorRef& out = ctx.outputs[0];
+  if (w.meta->dim() < 1 || w.meta->dim() > 2) {
+    return InternalErr(absl::StrCat("linear: weight must be 1-D or 2-D, got ", w.meta->dim(), "-D"));
+  }
+  TensorMeta wt_meta = *w.meta;
+  if (wt_meta.dim() == 2) {
+    std::swap(wt_meta.sizes[0], wt_meta.sizes[1]);
+    std::swap(wt_meta.strides[0], wt_meta.strides[1]);
+  }
+  TD_RETURN_IF_ERROR(MatmulImpl("linear", x, TensorRef{w.base, &wt_meta}, out));
+  if (ctx.args[2].is_none()) return absl::OkStatus();
+  TD_ASSIGN_OR_RETURN(TensorRef bias, InputTensor(ctx, 2));
+  return Epilogue("linear", out, &bias, Scalar::Int(1), Scalar::Int(1));
+}
+
 }  // namespace
 
 absl::Status RegisterMatmulKernels(KernelRegistry& r) {
   TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "matmul", Matmul));
   TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "mm", Mm));
   TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "bmm", Bmm));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "addmm", AddmmLike));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "baddbmm", AddmmLike));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "dot", Dot));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "outer", Outer));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "linear", Linear));
   return absl::OkStatus();
 }
 

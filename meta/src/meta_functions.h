@@ -114,6 +114,19 @@ absl::StatusOr<MetaResult> Prod(absl::string_view op, absl::Span<const Value> ar
 absl::StatusOr<MetaResult> VarStd(absl::string_view op, absl::Span<const Value> args);
 // [reduction-decls]
 // [shape-decls]
+// addmm(self, mat1, mat2, *, beta, alpha): self broadcasts to [n, m];
+// all three share one dtype (PyTorch's "self and mat2 must have the same dtype").
+absl::StatusOr<MetaResult> Addmm(absl::string_view op, absl::Span<const Value> args);
+// baddbmm(self, batch1, batch2, *, beta, alpha): [b, n, k] @ [b, k, m]; the
+// result has the batches' dtype, self (any dtype) broadcasts to [b, n, m].
+absl::StatusOr<MetaResult> Baddbmm(absl::string_view op, absl::Span<const Value> args);
+// dot(self, tensor): two 1-D tensors of one dtype and length -> 0-dim.
+absl::StatusOr<MetaResult> Dot(absl::string_view op, absl::Span<const Value> args);
+// outer(self, vec2): [n] x [m] -> [n, m] with mul's promotion.
+absl::StatusOr<MetaResult> Outer(absl::string_view op, absl::Span<const Value> args);
+// linear(input, weight, bias=None): input [*, k] @ weight.t() (+ bias), as
+// PyTorch 1.13's at::linear decomposes it.
+absl::StatusOr<MetaResult> Linear(absl::string_view op, absl::Span<const Value> args);
 // [matmul-decls]
 // nn family (meta_nn.cc): conv2d and its backward, max/avg pooling and their backwards.
 absl::StatusOr<MetaResult> Conv2d(absl::string_view op, absl::Span<const Value> args);

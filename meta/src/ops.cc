@@ -242,6 +242,11 @@ const OpDef kOps[] = {
     // ---- shape ops (split, chunk, unbind, flip, roll, repeat, tril, triu, pad, scatter)
     // [shape-end]
     // ---- matmul family (addmm, baddbmm, dot, outer, linear) -------------
+    {"addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", meta::Addmm, FM},
+    {"baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", meta::Baddbmm, FM},
+    {"dot(Tensor self, Tensor tensor) -> Tensor", meta::Dot, FM},
+    {"outer(Tensor self, Tensor vec2) -> Tensor", meta::Outer, FM},
+    {"linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", meta::Linear, F},
     // [matmul-end]
     // ---- nn ops (convolution, pooling) ----------------------------------
     // conv2d: PyTorch's conv2d schema (2-D only; input NCHW or CHW). Its

@@ -325,6 +325,24 @@ OP_DOCS.update({
     # [shape-docs]
 })
 OP_DOCS.update({
+    "addmm": ("``beta * self + alpha * (mat1 @ mat2)``: mat1 [n, k], mat2 [k, m], self broadcast to [n, m]; "
+              "the three tensors must have one dtype (RuntimeError 'self and mat2 must have the same dtype'), "
+              "not bool. ``beta=0`` ignores self (NaN included). Integer dtypes take alpha/beta converted to "
+              "the integer (1.5 -> 1), as PyTorch. The output is contiguous."),
+    "baddbmm": ("``beta * self + alpha * bmm(batch1, batch2)``: batch1 [b, n, k], batch2 [b, k, m], self broadcast "
+                "to [b, n, m]. The result has the batches' dtype (they must agree; PyTorch 1.13: an int64 self "
+                "with float32 batches gives float32); ``beta=0`` ignores self. RuntimeError naming both dtypes "
+                "when the batches differ, and PyTorch's 'Expected size for first two dimensions of batch2 "
+                "tensor' on a shape mismatch. The output is contiguous."),
+    "dot": ("Inner product of two 1-D tensors of the same length and dtype (a 0-dim tensor). RuntimeError as "
+            "PyTorch: '1D tensors expected, but got 2D and 1D tensors', 'inconsistent tensor size, ...', "
+            "'expected both vectors to have same dtype, but found Float and Double'."),
+    "outer": ("Outer product of two 1-D tensors: [n] x [m] -> [n, m], ``self[:, None] * vec2`` with mul's "
+              "type promotion (bool gives bool). RuntimeError 'Expected 1-D argument self, but got 2-D'."),
+    "linear": ("``input @ weight.T + bias``: input [*, k], weight [n, k] (or [k]), bias broadcast to the "
+               "output or None; gives [*, n], contiguous. Follows PyTorch 1.13's at::linear: a 2-D input (or a "
+               "contiguous 3-D one) with a bias is addmm (input, weight and bias of one dtype), otherwise "
+               "matmul then an in-place add of the bias (whose dtype must cast to the output's)."),
     # [matmul-docs]
 })
 OP_DOCS.update({

@@ -449,8 +449,9 @@ from opinfo_reduction import OPINFOS as _REDUCTION  # noqa: E402
 from opinfo_shape import OPINFOS as _SHAPE  # noqa: E402
 from opinfo_nn import OPINFOS as _NN  # noqa: E402
 from opinfo_factory import OPINFOS as _FACTORY  # noqa: E402
+from opinfo_matmul import OPINFOS as _MATMUL  # noqa: E402
 
-OPINFOS += _POINTWISE + _REDUCTION + _SHAPE + _NN + _FACTORY
+OPINFOS += _POINTWISE + _REDUCTION + _SHAPE + _NN + _FACTORY + _MATMUL
 
 BY_NAME = {}
 for _info in OPINFOS:

@@ -152,6 +152,10 @@ GRADGRAD = [
     ("pow", lambda x: x ** 3, lambda: (_t(4, seed=10),)),
     ("sum_mean", lambda x: (x * x).sum(1) + x.mean(), lambda: (_t(2, 3, seed=11),)),
     ("log_softmax", lambda x: x.log_softmax(1), lambda: (_t(2, 4, seed=12),)),
+    ("addmm", lambda s, a, b: tensord.addmm(s, a, b, beta=0.5, alpha=2.0),
+     lambda: (_t(3, seed=13), _t(2, 4, seed=14), _t(4, 3, seed=15))),
+    ("linear", lambda x, w, b: tensord.nn.functional.linear(x, w, b),
+     lambda: (_t(2, 2, 3, seed=16), _t(4, 3, seed=17), _t(4, seed=18))),
 ]
 
 

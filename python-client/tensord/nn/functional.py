@@ -85,11 +85,10 @@ def log_softmax(input, dim=None, dtype=None):
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias``: input [*, in], weight [out, in], bias [out] or None;
-    gives [*, out]. RuntimeError when the inner sizes differ (from matmul)."""
-    out = _call("matmul", input, _call("t", weight))
-    if bias is not None:
-        out = out + bias
-    return out
+    gives [*, out] (contiguous), through the table op ``linear`` (PyTorch 1.13's
+    decomposition: addmm for a 2-D input with a bias, else matmul and an added
+    bias). RuntimeError when the inner sizes or the dtypes differ."""
+    return _call("linear", input, weight, bias)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):

@@ -141,6 +141,7 @@ absl::Span<const FormulaEntry> PointwiseFormulas();  // formulas_pointwise.cc
 absl::Span<const FormulaEntry> ReductionFormulas();  // formulas_reduction.cc
 absl::Span<const FormulaEntry> ShapeFormulas();      // formulas_shape.cc
 absl::Span<const FormulaEntry> NnFormulas();         // formulas_nn.cc
+absl::Span<const FormulaEntry> MatmulFormulas();     // formulas_matmul.cc
 
 }  // namespace tensord::server::formula_util
 

@@ -761,7 +761,7 @@ namespace {
 // the same op would win; the completeness test forbids duplicates).
 std::vector<absl::Span<const formula_util::FormulaEntry>> AllTables() {
   return {formula_util::CoreFormulas(), formula_util::PointwiseFormulas(), formula_util::ReductionFormulas(),
-          formula_util::ShapeFormulas(), formula_util::NnFormulas()};
+          formula_util::ShapeFormulas(), formula_util::NnFormulas(), formula_util::MatmulFormulas()};
 }
 }  // namespace
 
