@@ -71,8 +71,8 @@ _DIV_ERRORS = lambda r: [  # noqa: E731
     ErrorInput(Sample(f32(r, 2, 3), f32(r, 4), rounding_mode="floor"), RuntimeError, "must match the size"),
     # Integer division by zero surfaces at the sync point on real tensors only.
     ErrorInput(Sample(i64(r, 3), np.zeros(3, dtype=np.int64), rounding_mode="trunc"), RuntimeError,
-               "ZeroDivisionError"),
-    ErrorInput(Sample(i64(r, 3), np.array([1, 0, 2]), rounding_mode="floor"), RuntimeError, "ZeroDivisionError"),
+               "ZeroDivisionError", data_dependent=True),
+    ErrorInput(Sample(i64(r, 3), np.array([1, 0, 2]), rounding_mode="floor"), RuntimeError, "ZeroDivisionError", data_dependent=True),
 ]
 
 
@@ -146,7 +146,7 @@ OPINFOS = [
                              ErrorInput(Sample(bools(r, 3), True, rounding_mode="trunc"), RuntimeError,
                                         "\"div_trunc_cpu\" not implemented for 'Bool'"),
                              ErrorInput(Sample(i64(r, 3), 0, rounding_mode="floor"), RuntimeError,
-                                        "ZeroDivisionError")]),
+                                        "ZeroDivisionError", data_dependent=True)]),
     OpInfo("floor_divide",
            lambda r: [Sample(f32(r, 3, 4) * 4, f32(r, 3, 4)), Sample(i64(r, 3, 4, lo=-20, hi=21), _nonzero_i64(r, 4)),
                       Sample(i32(r, 2, 3), np.array(2, dtype=np.int64)), Sample(f64(r, 2, 1) * 5, f32(r, 1, 3))],
@@ -154,7 +154,7 @@ OPINFOS = [
            errors=lambda r: [ErrorInput(Sample(bools(r, 3), bools(r, 3)), RuntimeError,
                                         "\"div_floor_cpu\" not implemented for 'Bool'"),
                              ErrorInput(Sample(i64(r, 3), np.zeros(3, dtype=np.int64)), RuntimeError,
-                                        "ZeroDivisionError")]),
+                                        "ZeroDivisionError", data_dependent=True)]),
     OpInfo("floor_divide.Scalar",
            lambda r: [Sample(f32(r, 3, 4) * 4, 1.5), Sample(i64(r, 3, 4, lo=-20, hi=21), -3), Sample(i32(r, 5), 2.5)],
            np_ref=np.floor_divide, rtol=1e-5),
@@ -176,12 +176,12 @@ OPINFOS = [
            errors=lambda r: [ErrorInput(Sample(bools(r, 3), bools(r, 3)), RuntimeError,
                                         "\"fmod_cpu\" not implemented for 'Bool'"),
                              ErrorInput(Sample(f32(r, 3), f32(r, 2)), RuntimeError, "must match the size"),
-                             ErrorInput(Sample(i64(r, 3), np.array([1, 0, 2])), RuntimeError, "ZeroDivisionError")]),
+                             ErrorInput(Sample(i64(r, 3), np.array([1, 0, 2])), RuntimeError, "ZeroDivisionError", data_dependent=True)]),
     OpInfo("fmod.Scalar",
            lambda r: [Sample(f32(r, 3, 4) * 5, 1.5), Sample(f32(r, 3, 4) * 5, -2), Sample(i64(r, 3, 4, lo=-20, hi=21), 3),
                       Sample(i32(r, 5, lo=-20, hi=21), 2.5), Sample(bools(r, 4), 2), Sample(_f0(-7.5), 2)],
            np_ref=np.fmod, rtol=1e-5, atol=1e-5,
-           errors=lambda r: [ErrorInput(Sample(i64(r, 3), 0), RuntimeError, "ZeroDivisionError"),
+           errors=lambda r: [ErrorInput(Sample(i64(r, 3), 0), RuntimeError, "ZeroDivisionError", data_dependent=True),
                              ErrorInput(Sample(bools(r, 3), True), RuntimeError,
                                         "\"fmod_cpu\" not implemented for 'Bool'")]),
 

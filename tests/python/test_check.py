@@ -176,4 +176,4 @@ def test_modules_moved_to_devices_stay_on_meta(tmp_path):
     assert proc.returncode == 1
     first = proc.stderr.splitlines()[0]
     assert first.startswith(f"{script}:11: RuntimeError: "), proc.stderr
-    assert "[3, 7]" in first, first
+    assert "3x7" in first, first   # linear: "mat1 and mat2 shapes cannot be multiplied (3x7 and 8x16)"

@@ -19,46 +19,9 @@ import tensord
 from tensord import _C
 from tensord.autograd import gradgradcheck
 
-from opinfo_pointwise import OPINFOS
-from test_opinfo import host, to_torch, to_tensord
+from test_opinfo import host
 
-# ---------------------------------------------------------------- errors
-
-
-def _error_cases():
-    cases = []
-    for n, info in enumerate(OPINFOS):
-        for i, err in enumerate(info.errors(np.random.default_rng(500 + n))):
-            cases.append(pytest.param(info, err, id=f"{info.name}-{i}"))
-    return cases
-
-
-def _call(info, sample, device=None):
-    args = [to_tensord(a, "contiguous", device) for a in sample.args]
-    kwargs = {k: to_tensord(v, "contiguous", device) for k, v in sample.kwargs.items()}
-    return _C.call_any(info.name, *args, **kwargs)
-
-
-@pytest.mark.parametrize("info,err", _error_cases())
-def test_error_inputs(session, info, err):
-    with pytest.raises(err.error, match=_re(err.match)):
-        out = _call(info, err.sample)
-        out.numpy()   # errors known only to the kernel surface at the sync point
-    data_dependent = err.match == "ZeroDivisionError"
-    if data_dependent:
-        out = _call(info, err.sample, device="meta")
-        assert out.is_meta
-    else:
-        with pytest.raises(err.error, match=_re(err.match)):
-            _call(info, err.sample, device="meta")
-    with pytest.raises(RuntimeError, match=_re(err.match)):
-        info.torch_ref(*[to_torch(a) for a in err.sample.args],
-                       **{k: to_torch(v) for k, v in err.sample.kwargs.items()})
-
-
-def _re(text):
-    import re
-    return re.escape(text)
+# Error inputs run on real, meta and torch in test_opinfo.py.
 
 
 # ---------------------------------------------------------------- layouts
