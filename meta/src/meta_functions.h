@@ -86,6 +86,17 @@ absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value>
 // ---- complete meta op set (issue 4): one block per family ---------------------
 // [pointwise-decls]
 // [reduction-decls]
+absl::StatusOr<MetaResult> Split(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> SplitWithSizes(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Chunk(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Unbind(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Flip(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Roll(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Repeat(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> TrilTriu(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ConstantPadNd(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ScatterSrc(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ScatterValue(absl::string_view op, absl::Span<const Value> args);
 // [shape-decls]
 // [matmul-decls]
 // [nn-decls]

@@ -468,6 +468,11 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   absl::StatusOr<std::vector<Tensor>> outs = Dispatch(*op, std::move(args), inputs, call.record_grad(), &metas);
   inputs.clear();
   if (!outs.ok()) return fail(outs.status());
+  if (list_return && outs->size() != static_cast<size_t>(n_out)) {
+    // The client names one handle per view its meta function predicted.
+    return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs->size(), " tensors, but the call names ", n_out,
+                                        " output handles")));
+  }
   for (int i = 0; i < n_out && i < static_cast<int>(outs->size()); ++i) {
     if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move((*outs)[i]));
   }
