@@ -169,7 +169,26 @@ Grads ScatterF(C& c) {
   if (c.needs("self")) {
     Set(c, o, "self", c.call("scatter.value", {g, dim, c.in("index"), Scalar::Float(0.0)}));
   }
-  if (src && c.needs("src")) Set(c, o, "src", c.call("gather", {g, dim, c.in("index")}));
+  if (src && c.needs("src")) {
+    // Only src's leading part (index's sizes) was read: PyTorch returns
+    // gather's result there and fails when src is larger than index;
+    // tensord zero-pads it to src's sizes, the actual gradient.
+    Tensor gs = c.call("gather", {g, dim, c.in("index")});
+    const TensorMeta& sm = c.meta("src");
+    std::vector<int64_t> pad;
+    bool grow = false;
+    for (int64_t d = sm.dim() - 1; d >= 0 && gs.meta.dim() == sm.dim(); --d) {
+      pad.push_back(0);
+      pad.push_back(sm.sizes[d] - gs.meta.sizes[d]);
+      grow |= pad.back() != 0;
+    }
+    if (sm.numel() == 0) {
+      gs = Zeros(c, sm.sizes, g.meta.dtype);
+    } else if (grow) {
+      gs = c.call("constant_pad_nd", {gs, std::move(pad), Scalar::Float(0.0)});
+    }
+    Set(c, o, "src", gs);
+  }
   return o;
 }
 
