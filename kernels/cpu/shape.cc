@@ -1,11 +1,12 @@
 // Shape ops that copy: flip, roll, repeat, tril, triu, constant pad, scatter. Outputs arrive allocated with the
 // meta function's sizes and strides (kernels never decide a shape).
 //
-// flip, roll, repeat and constant_pad_nd are one "gather by per-dim tables"
-// copy: for each output dim d, table[d][j] is the element offset in the
-// source that output coordinate j reads along d (kPad: the fill value). The
-// source element of an output coordinate is the sum over dims, so any input
-// and output strides work and no element is computed twice. Elements are
+// flip, roll, repeat and constant_pad_nd are one "gather by per-dim maps"
+// copy: for each output dim d, a DimMap gives the element offset in the
+// source that output coordinate j reads along d (or none: the fill value).
+// The source element of an output coordinate is the sum over dims, so any
+// input and output strides work; the maps are closed forms (no per-element
+// tables, so memory stays O(rank) however large a dim is). Elements are
 // copied as bytes (the output has the input's dtype), so every dtype works.
 #include <algorithm>
 #include <cstring>
@@ -17,7 +18,35 @@
 namespace tensord::cpu {
 namespace {
 
-constexpr int64_t kPad = INT64_MIN;  // table entry: no source element (fill)
+// Where output coordinate j along one dim reads the source: source index
+// i = (j + shift) mod modulo for a wrapping dim (roll, repeat, flip via
+// `reverse`), or i = j - before for a padded dim (no element when i falls
+// outside [0, size)); the element offset is i * stride.
+struct DimMap {
+  enum Kind { kWrap, kPadded } kind = kWrap;
+  int64_t size = 1;     // source size along the dim
+  int64_t stride = 0;   // source stride (elements)
+  int64_t shift = 0;    // kWrap: in [0, size)
+  bool reverse = false; // kWrap: i = size - 1 - j
+  int64_t before = 0;   // kPadded
+
+  static DimMap Identity(int64_t size, int64_t stride) { return DimMap{kWrap, size, stride, 0, false, 0}; }
+
+  // Source element offset of output coordinate j, or false when j reads the fill value.
+  bool At(int64_t j, int64_t* off) const {
+    if (kind == kPadded) {
+      // j < output size <= size + before + after: no overflow (meta checked the sizes).
+      const int64_t i = j - before;
+      if (i < 0 || i >= size) return false;
+      *off = i * stride;
+      return true;
+    }
+    int64_t i = reverse ? size - 1 - j : j;
+    if (shift != 0 || i >= size) i = (i % size + shift) % size;
+    *off = i * stride;
+    return true;
+  }
+};
 
 // Calls row(coords, n) once per row of `sizes` (all dims but the last; coords
 // holds their values), n being the last dim's size; a 0-dim shape is one row
@@ -45,44 +74,44 @@ void ForEachRow(absl::Span<const int64_t> sizes, F&& row) {
   }
 }
 
-// out[j...] = src[sum_d table[d][j_d]] (or `fill` where a table gives kPad).
-// `tables` has one vector per output dim, each of the output's size there.
-absl::Status GatherByTables(const TensorRef& out, const TensorRef& src, const std::vector<std::vector<int64_t>>& tables,
-                            const char* fill) {
+// out[j...] = src[sum_d maps[d](j_d)] (or `fill` where a map gives none).
+absl::Status GatherByMaps(const TensorRef& out, const TensorRef& src, const std::vector<DimMap>& maps,
+                          const char* fill) {
   const TensorMeta& om = *out.meta;
   const int64_t item = om.itemsize();
-  TD_INTERNAL_CHECK(src.meta->itemsize() == item && tables.size() == om.sizes.size(),
+  TD_INTERNAL_CHECK(src.meta->itemsize() == item && maps.size() == om.sizes.size(),
                     "shape kernel: source and output do not match");
-  for (size_t d = 0; d < tables.size(); ++d) {
-    TD_INTERNAL_CHECK(static_cast<int64_t>(tables[d].size()) == om.sizes[d], "shape kernel: bad table");
+  for (const DimMap& m : maps) {
+    TD_INTERNAL_CHECK(m.size > 0 || m.kind == DimMap::kPadded || om.numel() == 0, "shape kernel: empty source dim");
   }
   char* const obase = out.data_at_offset();
   const char* const sbase = src.data_at_offset();
   const size_t nd = om.sizes.size();
   ForEachRow(om.sizes, [&](const int64_t* c, int64_t n) {
-    int64_t ooff = 0, soff = 0;
-    bool pad = false;
-    for (size_t d = 0; d + 1 < nd; ++d) {
-      ooff += c[d] * om.strides[d];
-      const int64_t t = tables[d][c[d]];
-      if (t == kPad) {
-        pad = true;
-      } else {
-        soff += t;
-      }
-    }
     if (nd == 0) {
       std::memcpy(obase, sbase, item);
       return;
     }
-    const std::vector<int64_t>& last = tables[nd - 1];
+    int64_t ooff = 0, soff = 0;
+    bool pad = false;
+    for (size_t d = 0; d + 1 < nd; ++d) {
+      ooff += c[d] * om.strides[d];
+      int64_t o = 0;
+      if (maps[d].At(c[d], &o)) {
+        soff += o;
+      } else {
+        pad = true;
+      }
+    }
+    const DimMap& last = maps[nd - 1];
     const int64_t ostride = om.strides[nd - 1];
     for (int64_t j = 0; j < n; ++j) {
       char* dst = obase + (ooff + j * ostride) * item;
-      if (pad || last[j] == kPad) {
+      int64_t o = 0;
+      if (pad || !last.At(j, &o)) {
         std::memcpy(dst, fill, item);
       } else {
-        std::memcpy(dst, sbase + (soff + last[j]) * item, item);
+        std::memcpy(dst, sbase + (soff + o) * item, item);
       }
     }
   });
@@ -93,13 +122,6 @@ std::vector<int64_t> IntListAt(const KernelContext& ctx, size_t i) {
   const Value& v = ctx.args[i];
   if (v.kind() == Value::Kind::kInt) return {v.to_int()};
   return v.int_list();
-}
-
-// An identity table for a dim of `size` with element stride `stride`.
-std::vector<int64_t> Identity(int64_t size, int64_t stride) {
-  std::vector<int64_t> t(size);
-  for (int64_t j = 0; j < size; ++j) t[j] = j * stride;
-  return t;
 }
 
 int64_t WrapDimUnchecked(int64_t d, int64_t rank) {
@@ -119,13 +141,12 @@ absl::Status Flip(KernelContext& ctx) {
     d = WrapDimUnchecked(d, nd);
     if (d >= 0 && d < nd) flipped[d] = true;
   }
-  std::vector<std::vector<int64_t>> tables(nd);
+  std::vector<DimMap> maps;
   for (int64_t d = 0; d < nd; ++d) {
-    const int64_t n = self.meta->sizes[d], st = self.meta->strides[d];
-    tables[d].resize(n);
-    for (int64_t j = 0; j < n; ++j) tables[d][j] = (flipped[d] ? n - 1 - j : j) * st;
+    maps.push_back(DimMap::Identity(self.meta->sizes[d], self.meta->strides[d]));
+    maps.back().reverse = flipped[d];
   }
-  return GatherByTables(out, self, tables, nullptr);
+  return GatherByMaps(out, self, maps, nullptr);
 }
 
 // roll(self, shifts, dims): output j along a rolled dim reads (j - shift) mod
@@ -145,10 +166,9 @@ absl::Status Roll(KernelContext& ctx) {
     TD_ASSIGN_OR_RETURN(TensorRef flat_src, AsContiguous(self, holder));
     const TensorMeta src1 = ViewMeta(*flat_src.meta, {numel}, {1}, flat_src.meta->storage_offset);
     const TensorMeta out1 = ViewMeta(*out.meta, {numel}, {1}, out.meta->storage_offset);
-    const int64_t shift = ((shifts[0] % numel) + numel) % numel;
-    std::vector<std::vector<int64_t>> tables(1, std::vector<int64_t>(numel));
-    for (int64_t j = 0; j < numel; ++j) tables[0][j] = (j - shift + numel) % numel;
-    return GatherByTables(TensorRef{out.base, &out1}, TensorRef{flat_src.base, &src1}, tables, nullptr);
+    DimMap m = DimMap::Identity(numel, 1);
+    m.shift = (numel - ((shifts[0] % numel) + numel) % numel) % numel;  // out[j] = in[j - shift]
+    return GatherByMaps(TensorRef{out.base, &out1}, TensorRef{flat_src.base, &src1}, {m}, nullptr);
   }
   TD_INTERNAL_CHECK(shifts.size() == dims.size(), "roll: shifts and dims were not checked");
   const int64_t nd = self.meta->dim();
@@ -159,13 +179,12 @@ absl::Status Roll(KernelContext& ctx) {
     const int64_t n = self.meta->sizes[d];
     total[d] = (total[d] + (shifts[i] % n) + n) % n;
   }
-  std::vector<std::vector<int64_t>> tables(nd);
+  std::vector<DimMap> maps;
   for (int64_t d = 0; d < nd; ++d) {
-    const int64_t n = self.meta->sizes[d], st = self.meta->strides[d];
-    tables[d].resize(n);
-    for (int64_t j = 0; j < n; ++j) tables[d][j] = ((j - total[d] + n) % n) * st;
+    maps.push_back(DimMap::Identity(self.meta->sizes[d], self.meta->strides[d]));
+    maps.back().shift = (self.meta->sizes[d] - total[d]) % self.meta->sizes[d];  // out[j] = in[j - total]
   }
-  return GatherByTables(out, self, tables, nullptr);
+  return GatherByMaps(out, self, maps, nullptr);
 }
 
 // repeat(self, repeats): output j along dim d reads j mod self.size(d) (the
@@ -177,15 +196,13 @@ absl::Status Repeat(KernelContext& ctx) {
   const int64_t nd = out.meta->dim();
   const int64_t lead = nd - self.meta->dim();
   TD_INTERNAL_CHECK(lead >= 0, "repeat: output has fewer dims than self");
-  std::vector<std::vector<int64_t>> tables(nd);
+  if (out.meta->numel() == 0) return absl::OkStatus();  // and so every source size is > 0
+  std::vector<DimMap> maps;
   for (int64_t d = 0; d < nd; ++d) {
-    const int64_t n = out.meta->sizes[d];
-    const int64_t s = d < lead ? 1 : self.meta->sizes[d - lead];
-    const int64_t st = d < lead ? 0 : self.meta->strides[d - lead];
-    tables[d].resize(n);
-    for (int64_t j = 0; j < n; ++j) tables[d][j] = (j % s) * st;  // n > 0 implies s > 0
+    maps.push_back(d < lead ? DimMap::Identity(1, 0)
+                            : DimMap::Identity(self.meta->sizes[d - lead], self.meta->strides[d - lead]));
   }
-  return GatherByTables(out, self, tables, nullptr);
+  return GatherByMaps(out, self, maps, nullptr);
 }
 
 // constant_pad_nd(self, pad, value): output j along a padded dim reads
@@ -201,19 +218,15 @@ absl::Status ConstantPadNd(KernelContext& ctx) {
   // The fill value in the output's dtype.
   TD_ASSIGN_OR_RETURN(std::unique_ptr<TempTensor> fill, TempTensor::Make({}, out.meta->dtype));
   TD_RETURN_IF_ERROR(Fill(fill->ref(), ctx.args[2].scalar()));
-  std::vector<std::vector<int64_t>> tables(nd);
+  std::vector<DimMap> maps;
   for (int64_t d = 0; d < nd; ++d) {
     const int64_t k = nd - 1 - d;  // pairs count from the last dim
-    const int64_t before = 2 * k < static_cast<int64_t>(pad.size()) ? pad[2 * k] : 0;
-    const int64_t n = out.meta->sizes[d], s = self.meta->sizes[d], st = self.meta->strides[d];
-    tables[d].resize(n);
-    for (int64_t j = 0; j < n; ++j) {
-      // j - before without overflow: j < n <= s + |pads|, all validated by meta.
-      const int64_t i = before >= 0 ? (j < before ? -1 : j - before) : j + (-before);
-      tables[d][j] = (i >= 0 && i < s) ? i * st : kPad;
-    }
+    DimMap m = DimMap::Identity(self.meta->sizes[d], self.meta->strides[d]);
+    m.kind = DimMap::kPadded;
+    m.before = 2 * k < static_cast<int64_t>(pad.size()) ? pad[2 * k] : 0;
+    maps.push_back(m);
   }
-  return GatherByTables(out, self, tables, fill->data());
+  return GatherByMaps(out, self, maps, fill->data());
 }
 
 // tril / triu(self, diagonal): element (i, j) of each matrix is kept when
