@@ -6,7 +6,7 @@ BUILD   ?= build
 JOBS    ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build install-dev demo test test-cpp test-python sanitize tsan clean
+.PHONY: all deps build install-dev demo test test-cpp test-python sanitize tsan clean bench-meta
 
 all: build
 
@@ -32,6 +32,10 @@ test-python: build
 	TENSORD_BIN=$(abspath $(BUILD))/bin/tensord $(PY) -m pytest tests/python -q -p no:cacheprovider
 
 test: test-cpp test-python
+
+# Meta cost per op, tensord vs torch 1.13's meta device (a benchmark: no pass/fail).
+bench-meta: build
+	$(PY) bench/meta_bench.py; if [ -x $(BUILD)/bin/meta_bench ]; then $(BUILD)/bin/meta_bench; fi
 
 # Address + undefined behaviour sanitizers over the C++ tests.
 sanitize: deps

@@ -286,6 +286,18 @@ absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const std::vector<V
   return p;
 }
 
+// An output that aliases argument `alias_of[i]` (a view) views that
+// argument's storage: it takes the argument tensor's storage_id.
+void ShareStorageIds(const std::vector<int>& alias_of, const std::vector<Value>& values,
+                     const std::vector<Tensor>& tensors, std::vector<Tensor>& outs) {
+  for (size_t i = 0; i < outs.size() && i < alias_of.size(); ++i) {
+    const int a = alias_of[i];
+    if (a < 0 || static_cast<size_t>(a) >= values.size() || values[a].kind() != Value::Kind::kTensor) continue;
+    const Tensor* base = TensorFor(&values[a].tensor(), tensors);
+    if (base != nullptr && base->impl() != outs[i].impl()) outs[i].impl()->storage_id = base->impl()->storage_id;
+  }
+}
+
 // Sets the outputs' requires_grad / grad_fn / is_view after the call; an
 // in-place op's self is rebased onto the new node when the call is recorded.
 void ApplyAutograd(const OpEntry& op, AutogradPlan& p, const std::vector<int>& alias_of, std::vector<Tensor>& outs) {
@@ -398,6 +410,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   if (all_meta_outputs) {
     TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
     std::vector<Tensor> outs = MakeMetaTensors(std::move(r.outputs), plan.write_results);
+    ShareStorageIds(r.alias_of, b.values, c.tensors, outs);
     ApplyAutograd(op, plan, r.alias_of, outs);
     return outs;
   }
@@ -424,6 +437,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   std::vector<int> alias_of = r.alias_of;
   TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->EnqueueCall(op, b.values, c.tensors, std::move(r.outputs), site,
                                                                plan.record, plan.write_results));
+  ShareStorageIds(alias_of, b.values, c.tensors, outs);
   ApplyAutograd(op, plan, alias_of, outs);
   return outs;
 }

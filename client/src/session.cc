@@ -404,7 +404,17 @@ Session::Session(SessionOptions options, std::string address)
 
 Session::~Session() { Close().IgnoreError(); }
 
+// $TENSORD_NO_DAEMON (set by `tensord check`, which runs a script on meta
+// tensors only): refuse to connect or spawn, so nothing can start a daemon.
+static absl::Status CheckDaemonAllowed(absl::string_view what) {
+  const char* env = std::getenv("TENSORD_NO_DAEMON");
+  if (env == nullptr || *env == '\0' || absl::string_view(env) == "0") return absl::OkStatus();
+  return RuntimeErr(absl::StrCat(what, ": no daemon may be used here ($TENSORD_NO_DAEMON is set, as `tensord check` ",
+                                 "does): only meta tensors work; something needed real data or a non-meta device"));
+}
+
 absl::StatusOr<std::shared_ptr<Session>> Session::Connect(absl::string_view address, SessionOptions options) {
+  TD_RETURN_IF_ERROR(CheckDaemonAllowed("connect"));
   if (address.empty()) return RuntimeErr("Connect: empty daemon address (expected unix:/path or host:port)");
   std::shared_ptr<Session> s(new Session(std::move(options), std::string(address)));
   TD_RETURN_IF_ERROR(s->Start());
@@ -413,6 +423,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Connect(absl::string_view addr
 }
 
 absl::StatusOr<std::shared_ptr<Session>> Session::SpawnEmbedded(SessionOptions options) {
+  TD_RETURN_IF_ERROR(CheckDaemonAllowed("spawning an embedded daemon"));
   TD_ASSIGN_OR_RETURN(std::string binary, internal::FindDaemonBinary(options.daemon_binary));
   TD_ASSIGN_OR_RETURN(internal::EmbeddedDaemon d, internal::StartEmbeddedDaemon(binary, options.spawn_timeout_ms));
   std::shared_ptr<Session> s(new Session(std::move(options), d.address));
@@ -747,7 +758,7 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle) {
   return out;
 }
 
-absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle) {
+absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_id) {
   Impl& im = *impl_;
   uint64_t id = 0;
   std::shared_ptr<Waiter> w;
@@ -775,6 +786,7 @@ absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle) {
   if (w->ack.metas_size() != 1) {
     return InternalErr(absl::StrCat("the daemon described ", w->ack.metas_size(), " tensors, expected 1"));
   }
+  if (storage_id != nullptr) *storage_id = w->ack.storage_ids_size() == 1 ? w->ack.storage_ids(0) : 0;
   return wire::FromProto(w->ack.metas(0), absl::StrCat("handle ", handle));
 }
 

@@ -1,4 +1,5 @@
 // Tensor handles, host data decoding and call sites.
+#include <atomic>
 #include "tensord/client/tensor.h"
 
 #include <cmath>
@@ -16,6 +17,11 @@ CallSite CallSite::Current(const char* file, int line) {
   const size_t slash = f.rfind('/');
   if (slash != absl::string_view::npos) f = f.substr(slash + 1);
   return CallSite{absl::StrCat(f, ":", line)};
+}
+
+uint64_t TensorImpl::NextStorageId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 TensorImpl::~TensorImpl() {
@@ -155,6 +161,14 @@ absl::StatusOr<TensorMeta> Tensor::DaemonMeta() const {
   if (!defined()) return RuntimeErr("DaemonMeta: the tensor is undefined");
   if (is_meta()) return NotImplementedErr("DaemonMeta: a meta tensor lives in no daemon");
   return session()->Describe(handle());
+}
+
+absl::StatusOr<uint64_t> Tensor::DaemonStorageId() const {
+  if (!defined()) return RuntimeErr("DaemonStorageId: the tensor is undefined");
+  if (is_meta()) return NotImplementedErr("DaemonStorageId: a meta tensor lives in no daemon");
+  uint64_t id = 0;
+  TD_RETURN_IF_ERROR(session()->Describe(handle(), &id).status());
+  return id;
 }
 
 std::string Tensor::ToString() const {

@@ -1,8 +1,9 @@
-// Factory CPU kernels: empty (zero-filled: fresh storage never shows what a
-// previous owner left there), zeros, ones, full, arange, eye, rand, randn and
-// the *_like forms, and the in-place uniform_ / normal_ (which fill self, the
-// output the daemon passes). Random ops draw from the session's generator in
-// row-major order, so a seed gives the same values whatever the strides.
+// Factory CPU kernels: empty and empty_strided (zero-filled: fresh storage
+// never shows what a previous owner left there), zeros, ones, full, arange,
+// linspace, eye, rand, randn, randint and the *_like forms, and the in-place
+// uniform_ / normal_ (which fill self, the output the daemon passes). Random
+// ops draw from the session's generator in row-major order, so a seed gives
+// the same values whatever the strides.
 #include <cmath>
 #include <random>
 
@@ -154,6 +155,80 @@ absl::Status RandomInPlace(KernelContext& ctx) {
 absl::Status Rand(KernelContext& ctx) { return RandImpl(ctx, false); }
 absl::Status Randn(KernelContext& ctx) { return RandImpl(ctx, true); }
 
+// linspace(start, end, steps): PyTorch's CPU kernel. Element i is
+// start + step * i in the first half and end - step * (steps - 1 - i) in the
+// second (so both ends are exact), with step = (end - start) / (steps - 1)
+// in double for integral outputs (then truncated) and in the output's own
+// type for float32/float64 (float for float16/bfloat16, rounded once).
+// steps == 1 gives start. The meta function checked start/end fit the dtype.
+absl::Status Linspace(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const TensorRef& out = ctx.outputs[0];
+  if (out.meta->dim() != 1) return InternalErr("internal: linspace: output is not 1-D");
+  const int64_t steps = out.meta->sizes[0];
+  const int64_t stride = out.meta->strides[0] * out.meta->itemsize();
+  const Scalar start = ctx.args[0].scalar(), end = ctx.args[1].scalar();
+  char* p = out.data_at_offset();
+  return Dispatch<kSetNumeric>(out.meta->dtype, "linspace", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    using StepT = std::conditional_t<std::is_same_v<T, double>, double, std::conditional_t<kIsFloat<T>, float, double>>;
+    const StepT s = static_cast<StepT>(ScalarTo<T>(start));
+    if (steps == 1) {
+      Store<T>(p, static_cast<C>(s));
+      return absl::OkStatus();
+    }
+    const StepT e = static_cast<StepT>(ScalarTo<T>(end));
+    const StepT step = (e - s) / static_cast<StepT>(steps - 1);
+    const int64_t halfway = steps / 2;
+    for (int64_t i = 0; i < steps; ++i) {
+      const StepT v = i < halfway ? s + step * static_cast<StepT>(i) : e - step * static_cast<StepT>(steps - i - 1);
+      if constexpr (kIsFloat<T>) {
+        Store<T>(p + i * stride, static_cast<C>(v));
+      } else {
+        Store<T>(p + i * stride, FloatToInt<T>(static_cast<double>(v)));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+// randint(high, size) / randint.low(low, high, size): uniform integers in
+// [low, high) (PyTorch's random_from_to: a 64-bit draw modulo the range,
+// plus low), converted to the output dtype, drawn in row-major order. The
+// meta function checked low < high and both fit the dtype.
+absl::Status RandintImpl(KernelContext& ctx, int64_t low, int64_t high) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  if (ctx.generator == nullptr) return InternalErr("internal: random op without a generator");
+  if (!(low < high)) return InternalErr("internal: randint: low >= high passed the meta function");
+  const TensorRef& out = ctx.outputs[0];
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  std::mt19937_64& engine = ctx.generator->engine;
+  return Dispatch<kSetAllButF8>(out.meta->dtype, "randint", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    FillRandom<T>(out, engine, [range, low](std::mt19937_64& e) {
+      const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + e() % range);
+      if constexpr (std::is_same_v<C, bool>) {
+        return v != 0;
+      } else {
+        return static_cast<C>(v);
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Randint(KernelContext& ctx) {
+  TD_INTERNAL_CHECK(!ctx.args.empty(), "randint: missing arguments");
+  return RandintImpl(ctx, 0, ctx.args[0].to_int());
+}
+
+absl::Status RandintLow(KernelContext& ctx) {
+  TD_INTERNAL_CHECK(ctx.args.size() >= 2, "randint.low: missing arguments");
+  return RandintImpl(ctx, ctx.args[0].to_int(), ctx.args[1].to_int());
+}
+
 }  // namespace
 
 absl::Status RegisterFactoryKernels(KernelRegistry& r) {
@@ -168,6 +243,10 @@ absl::Status RegisterFactoryKernels(KernelRegistry& r) {
       {"empty_like", Zeros},   {"zeros_like", Zeros},      {"ones_like", Ones},
       {"full_like", FullKernel}, {"rand_like", Rand},      {"randn_like", Randn},
       {"uniform_", RandomInPlace<false>}, {"normal_", RandomInPlace<true>},
+      // empty_strided: the daemon allocated 1 + sum((size - 1) * stride)
+      // elements (0 when a size is 0), zero-filled like every fresh storage.
+      {"linspace", Linspace},  {"randint", Randint},      {"randint.low", RandintLow},
+      {"empty_strided", Zeros},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

@@ -369,8 +369,11 @@ absl::Status Nonzero(KernelContext& ctx) {
         for (int64_t i = 0; i < n; ++i) count += Load<T>(p[0] + i * s[0]) != C(0);
       });
     }
-    TD_ASSIGN_OR_RETURN(TensorRef out, ctx.allocate_output(TensorMeta::Contiguous(
-                                           {count, nd}, ScalarType::kInt64, kCPU)));
+    // PyTorch's CPU nonzero fills a (ndim, count) tensor and returns its
+    // transpose: sizes (count, ndim), strides (1, count). Same here.
+    TensorMeta om = TensorMeta::Contiguous({count, nd}, ScalarType::kInt64, kCPU);
+    om.strides = {1, count};
+    TD_ASSIGN_OR_RETURN(TensorRef out, ctx.allocate_output(om));
     if (count == 0 || m.numel() == 0) return absl::OkStatus();
     const int64_t os0 = out.meta->strides[0], os1 = out.meta->strides[1];
     int64_t* o = out.data<int64_t>();

@@ -1,9 +1,12 @@
 // Meta functions of factories: empty/zeros/ones/rand/randn, full, arange,
-// eye and the *_like forms. Outputs are contiguous (the *_like forms keep
-// self's layout, as PyTorch's preserve_format does); device None means cpu;
-// dtype None means float32 for float factories, the fill value's kind for
-// full, int64 or float32 for arange.
+// linspace, randint, eye, empty_strided and the *_like forms. Outputs are
+// contiguous (the *_like forms keep self's layout, as PyTorch's
+// preserve_format does; empty_strided takes the given strides); device None
+// means cpu; dtype None means float32 for float factories and linspace, the
+// fill value's kind for full, int64 or float32 for arange, int64 for randint.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -158,6 +161,201 @@ absl::StatusOr<MetaResult> EmptyLike(absl::string_view op, absl::Span<const Valu
   if (IsRandom(op)) TD_RETURN_IF_ERROR(CheckRandomDtype(op, t));
   TD_RETURN_IF_ERROR(CheckNewSizes(op, self->sizes, t));
   return OneOutput(PreserveFormatCopy(*self, t, device.value_or(self->device)));
+}
+
+// ---- linspace, randint, empty_strided ----------------------------------------
+
+namespace {
+
+// caffe2::TypeMeta's names, which PyTorch's random_ bound checks print
+// ("to - 1 is out of bounds for unsigned char").
+const char* TypeMetaName(ScalarType t) {
+  switch (t) {
+    case ScalarType::kBool: return "bool";
+    case ScalarType::kUInt8: return "unsigned char";
+    case ScalarType::kInt8: return "signed char";
+    case ScalarType::kInt16: return "short int";
+    case ScalarType::kInt32: return "int";
+    case ScalarType::kInt64: return "long int";
+    case ScalarType::kFloat16: return "c10::Half";
+    case ScalarType::kBFloat16: return "c10::BFloat16";
+    case ScalarType::kFloat32: return "float";
+    case ScalarType::kFloat64: return "double";
+    case ScalarType::kFloat8_e4m3fn: return "c10::Float8_e4m3fn";
+    case ScalarType::kFloat8_e5m2: return "c10::Float8_e5m2";
+  }
+  return "?";
+}
+
+// Precision (std::numeric_limits<T>::digits) and largest finite value of a
+// floating dtype that randint accepts.
+int FloatDigits(ScalarType t) {
+  switch (t) {
+    case ScalarType::kFloat16: return 11;
+    case ScalarType::kBFloat16: return 8;
+    case ScalarType::kFloat32: return 24;
+    default: return 53;
+  }
+}
+
+double FloatMax(ScalarType t) {
+  switch (t) {
+    case ScalarType::kFloat16: return 65504.0;
+    case ScalarType::kBFloat16: return 3.38953138925153547590470800371487866880e+38;
+    case ScalarType::kFloat32: return 3.40282346638528859811704183484516925440e+38;
+    default: return 1.7976931348623157e308;
+  }
+}
+
+// static_cast<int64_t>(static_cast<T>(v)) for a floating T of `digits`
+// bits of precision (round to nearest even), for |v| within T's range.
+int64_t RoundThroughFloat(int64_t v, int digits) {
+  const double d = static_cast<double>(v);  // exact to 53 bits, then rounded once more below
+  if (d == 0) return 0;
+  int e = 0;
+  const double m = std::frexp(d, &e);
+  const double r = std::ldexp(std::nearbyint(std::ldexp(m, digits)), e - digits);
+  if (r >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(r);
+}
+
+int FloorLog2(uint64_t v) {
+  int n = 0;
+  while (v >>= 1) ++n;
+  return n;
+}
+
+// PyTorch's random_(from, to) checks (DistributionTemplates.h), in its order:
+// from < to; for floating dtypes, from and to rounded to the dtype must
+// still be ordered (update_from/update_to); then both ends within the
+// dtype's range.
+absl::Status CheckRandomBounds(absl::string_view op, int64_t from, int64_t to, ScalarType dtype) {
+  if (!(from < to)) {
+    return RuntimeErr(absl::StrCat(op, ": random_ expects 'from' to be less than 'to', but got from=", from,
+                                   " >= to=", to));
+  }
+  if (IsFloating(dtype)) {
+    const int digits = FloatDigits(dtype);
+    const double max = FloatMax(dtype);
+    const bool in_range = std::fabs(static_cast<double>(from)) < max && std::fabs(static_cast<double>(to)) < max;
+    if (in_range) {
+      // update_from: the first representable value >= from.
+      const int64_t from_plus_1 = RoundThroughFloat(from + 1, digits);
+      if (from_plus_1 < from) {
+        const int n = FloorLog2(static_cast<uint64_t>(std::llabs(from + 1)));
+        from = from_plus_1 + (int64_t{1} << std::max(0, n - digits + 1));
+      }
+      const int64_t to_minus_1 = RoundThroughFloat(to - 1, digits);
+      if (to_minus_1 >= to) {
+        const int n = FloorLog2(static_cast<uint64_t>(std::llabs(to - 1)));
+        to = to_minus_1 - (int64_t{1} << std::max(0, n - digits + 1));
+      }
+      if (!(from < to)) {
+        return RuntimeErr(absl::StrCat(op, ": random_ expects 'from' casted to dtype to be less than 'to' casted ",
+                                       "to dtype, but got from=", from, " >= to=", to));
+      }
+    }
+    const int64_t to_inc = to - 1;
+    if (!(static_cast<double>(from) >= -max && static_cast<double>(from) <= max)) {
+      return RuntimeErr(absl::StrCat(op, ": from is out of bounds for ", TypeMetaName(dtype)));
+    }
+    if (!(static_cast<double>(to_inc) >= -max && static_cast<double>(to_inc) <= max)) {
+      return RuntimeErr(absl::StrCat(op, ": to - 1 is out of bounds for ", TypeMetaName(dtype)));
+    }
+    return absl::OkStatus();
+  }
+  int64_t lo = 0, hi = 1;
+  switch (dtype) {
+    case ScalarType::kUInt8: lo = 0; hi = 255; break;
+    case ScalarType::kInt8: lo = -128; hi = 127; break;
+    case ScalarType::kInt16: lo = -32768; hi = 32767; break;
+    case ScalarType::kInt32: lo = std::numeric_limits<int32_t>::min(); hi = std::numeric_limits<int32_t>::max(); break;
+    case ScalarType::kInt64: lo = std::numeric_limits<int64_t>::min(); hi = std::numeric_limits<int64_t>::max(); break;
+    default: break;  // bool: [0, 1]
+  }
+  if (from < lo || from > hi) return RuntimeErr(absl::StrCat(op, ": from is out of bounds for ", TypeMetaName(dtype)));
+  if (to - 1 < lo || to - 1 > hi) {
+    return RuntimeErr(absl::StrCat(op, ": to - 1 is out of bounds for ", TypeMetaName(dtype)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MetaResult> RandintImpl(absl::string_view op, int64_t low, int64_t high, std::vector<int64_t> sizes,
+                                       std::optional<ScalarType> dtype_opt, std::optional<Device> device) {
+  const ScalarType t = dtype_opt.value_or(ScalarType::kInt64);
+  // at::empty(size) runs first, then random_(low, high) checks its bounds
+  // (even for an empty result).
+  TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, t));
+  if (IsFloat8(t)) return NotImplementedForDtype(op, t);
+  TD_RETURN_IF_ERROR(CheckRandomBounds(op, low, high, t));
+  return FreshTensor(op, std::move(sizes), t, device.value_or(kCPU));
+}
+
+}  // namespace
+
+absl::StatusOr<MetaResult> Linspace(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(Scalar start, ScalarArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(Scalar end, ScalarArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(int64_t steps, IntArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 3));
+  TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 4));
+  if (steps < 0) return RuntimeErr(absl::StrCat(op, ": number of steps must be non-negative, got ", steps));
+  // torch 1.13: the default float dtype whatever the kinds of start and end.
+  const ScalarType t = dtype.value_or(kDefaultFloat);
+  if (t == ScalarType::kBool || IsFloat8(t)) return NotImplementedForDtype(op, t);
+  TD_RETURN_IF_ERROR(CheckNewSizes(op, {steps}, t));
+  // The kernel converts start (and, for 2+ steps, end) with c10's checked
+  // Scalar::to<T>(); steps == 0 converts nothing, steps == 1 is fill_(start).
+  if (steps >= 1) TD_RETURN_IF_ERROR(CheckFillValue(op, start, t));
+  if (steps >= 2) TD_RETURN_IF_ERROR(CheckFillValue(op, end, t));
+  return FreshTensor(op, {steps}, t, device.value_or(kCPU));
+}
+
+absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(int64_t high, IntArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 3));
+  return RandintImpl(op, 0, high, std::move(sizes), dtype, device);
+}
+
+absl::StatusOr<MetaResult> RandintLow(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(int64_t low, IntArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(int64_t high, IntArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 3));
+  TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 4));
+  return RandintImpl(op, low, high, std::move(sizes), dtype, device);
+}
+
+absl::StatusOr<MetaResult> EmptyStrided(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(std::vector<int64_t> strides, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 3));
+  const ScalarType t = dtype.value_or(kDefaultFloat);
+  // PyTorch's order: negative sizes, rank mismatch, then the storage size
+  // (computeStorageNbytes), where a negative stride reads as an overflow.
+  TD_RETURN_IF_ERROR(CheckRank(op, sizes.size()));
+  for (int64_t s : sizes) {
+    if (s < 0) {
+      return RuntimeErr(absl::StrCat(op, ": Trying to create tensor with negative dimension ", s, ": ",
+                                     ShapeToString(sizes)));
+    }
+  }
+  if (sizes.size() != strides.size()) {
+    return RuntimeErr(absl::StrCat(op, ": dimensionality of sizes (", sizes.size(),
+                                   ") must match dimensionality of strides (", strides.size(), ")"));
+  }
+  TensorMeta out = MakeMeta(sizes, strides, 0, t, device.value_or(kCPU));
+  bool bad = false;
+  for (int64_t s : strides) bad |= s < 0;
+  if (!bad) bad = !out.StorageBytesNeeded().ok();
+  if (bad) {
+    return RuntimeErr(absl::StrCat(op, ": Storage size calculation overflowed with sizes=", ShapeToString(sizes),
+                                   " and strides=", ShapeToString(strides)));
+  }
+  return OneOutput(std::move(out));
 }
 
 }  // namespace tensord::meta

@@ -100,6 +100,10 @@ absl::StatusOr<MetaResult> ScatterValue(absl::string_view op, absl::Span<const V
 // [shape-decls]
 // [matmul-decls]
 // [nn-decls]
+absl::StatusOr<MetaResult> Linspace(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> RandintLow(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> EmptyStrided(absl::string_view op, absl::Span<const Value> args);
 // [factory-decls]
 
 // ---- in-place ops -----------------------------------------------------------

@@ -219,6 +219,10 @@ const OpDef kOps[] = {
     // ---- nn ops (convolution, pooling) ----------------------------------
     // [nn-end]
     // ---- factories (linspace, randint, empty_strided) -------------------
+    {"linspace(Scalar start, Scalar end, int steps, " FACTORY_KW ") -> Tensor", meta::Linspace, F | kFactory | ND},
+    {"randint(SymInt high, SymInt[] size, " FACTORY_KW ") -> Tensor", meta::Randint, F | kFactory | kRandom | ND},
+    {"randint.low(SymInt low, SymInt high, SymInt[] size, " FACTORY_KW ") -> Tensor", meta::RandintLow, F | kFactory | kRandom | ND},
+    {"empty_strided(SymInt[] size, SymInt[] stride, " FACTORY_KW ") -> Tensor", meta::EmptyStrided, F | kFactory | ND},
     // [factory-end]
 };
 

@@ -889,4 +889,18 @@ NotImplementedError.)doc")
       "The metadata the daemon holds for a tensor (a sync point): dict of sizes, strides, storage_offset, dtype "
       "(code), device.");
   m.def("_client_meta", [](const tc::Tensor& t) { return MetaDict(t.meta()); });
+  m.def("_storage_id", [](const tc::Tensor& t) { return t.storage_id(); },
+        "The client's id of the storage a tensor views (no round trip; meta tensors too): a view shares its "
+        "input's id, every fresh tensor has a new one. For tests and tools comparing aliasing.");
+  m.def(
+      "_daemon_storage_id",
+      [](const tc::Tensor& t) {
+        absl::StatusOr<uint64_t> r;
+        {
+          py::gil_scoped_release nogil;
+          r = t.DaemonStorageId();
+        }
+        return Unwrap(std::move(r));
+      },
+      "The daemon's id of the storage a tensor views (a sync point): equal ids mean the same storage.");
 }

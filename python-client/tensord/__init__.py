@@ -29,6 +29,7 @@ from ._size import Size
 from ._tensor import Tensor, install_tensor_api as _install_tensor_api
 from ._creation import as_tensor, from_numpy, tensor, wrap_factories as _wrap_factories
 from ._session import Session, connect, default_session, stats, synchronize
+from ._meta_value import DLDeviceType, TensorMeta
 from . import _ops
 
 _C._register_types(dtype, device, _os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
@@ -60,6 +61,6 @@ _atexit.register(_C.shutdown)
 
 __all__ = (["Tensor", "Size", "device", "dtype", "tensor", "from_numpy", "as_tensor", "connect", "Session",
             "default_session", "synchronize", "stats", "return_types", "autograd", "no_grad", "enable_grad",
-            "set_grad_enabled", "is_grad_enabled", "manual_seed"]
+            "set_grad_enabled", "is_grad_enabled", "manual_seed", "TensorMeta", "DLDeviceType"]
            + sorted(_functions) + sorted(_BY_NAME) + sorted(_ALIASES))
 __version__ = "0.1.0"

@@ -23,6 +23,14 @@ class dtype:
         is_floating_point: True for float16/bfloat16/float32/float64/float8_*.
         is_signed: False for bool and uint8.
 
+    float8 (as in PyTorch 2.x): storage and conversion only. ``to()`` from a
+    wider type rounds to nearest even; float8_e4m3fn has no infinity, so
+    values that round past 448 (and +-inf) become NaN; float8_e5m2 overflows
+    to +-inf past 57344. Arithmetic raises RuntimeError ('"add" not
+    implemented for 'Float8_e4m3fn''), and so does implicit promotion with
+    any other dtype ("Promotion for Float8 Types is not supported, attempted
+    to promote Float8_e4m3fn and Float"); convert explicitly (``t.float()``). ``numpy()`` raises TypeError (NumPy has no float8).
+
     ``repr(tensord.float32) == 'tensord.float32'``. dtypes cannot be created
     by users; ``dtype(...)`` raises TypeError.
     """

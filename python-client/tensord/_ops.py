@@ -286,6 +286,23 @@ OP_DOCS.update({
     # [nn-docs]
 })
 OP_DOCS.update({
+    "linspace": ("``steps`` values evenly spaced from ``start`` to ``end`` inclusive, as a 1-D contiguous "
+                 "tensor (PyTorch's CPU rule: the first half counts up from start, the second down from end, so "
+                 "both ends are exact). dtype: float32 by default even for int bounds (torch 1.13); an integer "
+                 "``dtype=`` truncates start and end to it first, then truncates each value; bool and float8 "
+                 "raise RuntimeError. RuntimeError for negative steps or a bound that does not fit the dtype "
+                 "('value cannot be converted to type uint8_t without overflow'). device as the other factories."),
+    "randint": ("Uniform random integers in [``low``, ``high``) (low defaults to 0: ``randint(high, size)`` "
+                "or ``randint(low, high, size)``), of ``size``, drawn from the session's generator. dtype "
+                "defaults to int64; any integer, bool or floating dtype but float8 (not differentiable). "
+                "RuntimeError, with PyTorch's random_ wording, when low >= high or when low or high - 1 does not "
+                "fit the dtype ('to - 1 is out of bounds for unsigned char'), even for an empty size."),
+    "empty_strided": ("An uninitialised (in tensord: zero-filled) tensor with exactly the given ``size`` and "
+                      "``stride`` (in elements) and storage_offset 0; its storage holds 1 + sum((size - 1) * "
+                      "stride) elements, none when a size is 0. ``device='meta'`` allocates nothing (with "
+                      "``tensord.TensorMeta`` it describes any layout). RuntimeError for negative sizes, a "
+                      "stride list of another length, negative strides or a storage size that overflows, in "
+                      "PyTorch's words. dtype defaults to float32; every dtype is accepted."),
     # [factory-docs]
 })
 

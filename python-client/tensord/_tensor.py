@@ -441,3 +441,7 @@ def install_tensor_api():
     T.grad = property(_grad_get, _grad_set, _grad_del, doc=_grad_get.__doc__)
     T.backward = _backward
     T.data = property(_data_get, _data_set, doc=_data_get.__doc__)
+    # Data-less descriptors: __dlpack_device__, __cuda_array_interface__ (meta
+    # only), __tensord_array_interface__ (see _meta_value.py).
+    from ._meta_value import install as _install_descriptors
+    _install_descriptors(T)

@@ -1,4 +1,5 @@
 // CPU storages with per-session accounting.
+#include <atomic>
 #include "tensord/server/allocator.h"
 
 #include <unistd.h>
@@ -93,6 +94,11 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes,
 void MemoryAccount::Uncharge(int64_t nbytes) {
   in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
   allocator_->in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
+}
+
+uint64_t Storage::NextId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 Storage::~Storage() {

@@ -2,12 +2,17 @@
 //
 //   tensord serve --listen unix:/run/tensord.sock --listen 127.0.0.1:7070
 //   tensord serve --config /etc/tensord/tensord.conf
+//   tensord check model.py [ARGS...]
 //   tensord --version
 //
 // `serve` prints one line, "tensord: listening on ADDRESS[, ADDRESS...]", on
 // stdout once every address is bound (clients that spawn a daemon wait for
 // it), logs one line per session event on stderr, and exits 0 after SIGINT or
 // SIGTERM, having closed every session and removed its Unix socket files.
+//
+// `check` replaces this process with `python3 -m tensord._check SCRIPT ARGS`
+// ($TENSORD_PYTHON, default /usr/bin/python3): the script runs with every
+// tensor on meta and no daemon, and the exit status says whether it passed.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -38,6 +43,10 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  serve        run the daemon\n"
+    "  check SCRIPT [ARGS...]\n"
+    "               run a Python script with every tensor on meta (shapes, dtypes and\n"
+    "               strides only; no daemon, no data): exit 0 when it completes, else\n"
+    "               non-zero with the first error, its op and the script's file:line\n"
     "  --version    print the version and exit\n"
     "  --help       print this help and exit\n"
     "\n"
@@ -193,6 +202,29 @@ int Serve(const std::vector<std::string>& args) {
   return 0;
 }
 
+// `tensord check SCRIPT [ARGS...]`: execs the Python checker (see the top of
+// this file). Returns only when exec fails.
+int Check(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs("usage: tensord check SCRIPT [ARGS...]\n"
+               "Runs SCRIPT with every tensor on the meta device (no daemon is started) and exits 0\n"
+               "when it completes, or 1 with the first error: the op, the shapes and SCRIPT:LINE.\n",
+               args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  const char* env = std::getenv("TENSORD_PYTHON");
+  const std::string python = env != nullptr && *env != '\0' ? env : "/usr/bin/python3";
+  std::vector<std::string> argv_s = {python, "-m", "tensord._check"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(python.c_str(), argv.data());
+  std::fprintf(stderr, "tensord check: cannot run %s: %s (set TENSORD_PYTHON to a Python 3 with tensord "
+               "importable)\n", python.c_str(), std::strerror(errno));
+  return 127;
+}
+
 }  // namespace
 }  // namespace tensord::server
 
@@ -211,5 +243,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "serve") return Serve(args);
+  if (cmd == "check") return Check(args);
   return UsageError(absl::StrCat("unknown command '", cmd, "'"));
 }

@@ -630,8 +630,8 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
         return InternalErr(absl::StrCat(op_name, ": the kernel allocated more than the ", n_out, " outputs"));
       }
       TD_RETURN_IF_ERROR(m.Validate(absl::StrCat(op_name, ": output ", outs.size())));
-      if (!m.device.is_cpu() || !m.is_contiguous()) {
-        return InternalErr(absl::StrCat(op_name, ": a kernel allocated ", m.ToString(), " (not contiguous cpu)"));
+      if (!m.device.is_cpu() || (m.numel() > 0 && !m.is_non_overlapping_and_dense())) {
+        return InternalErr(absl::StrCat(op_name, ": a kernel allocated ", m.ToString(), " (not dense cpu)"));
       }
       TD_ASSIGN_OR_RETURN(int64_t need, m.StorageBytesNeeded());
       TD_ASSIGN_OR_RETURN(std::shared_ptr<Storage> st, memory_->Allocate(need, op_name));
@@ -871,6 +871,7 @@ bool Session::ExecuteDescribe(const v1::Describe& describe, const Writer& write)
     const Tensor& t = it->second;
     wire::ToProto(t.meta, ack->add_metas());
     ack->add_failed(t.failed());
+    ack->add_storage_ids(t.storage != nullptr ? t.storage->id() : 0);
     if (t.failed()) {
       // One error per failed handle, in order, even if a Sync reported it.
       t.error->reported = true;

@@ -69,14 +69,16 @@ def _default_torch(full_name):
 
 class ErrorInput:
     """A call that must fail: ``sample`` raises ``error`` (an exception class)
-    whose message contains ``match``, on real tensors and (same type, same
-    message) on meta tensors. ``layout_free``: the error does not depend on
-    the inputs' layout, so it is checked for every layout."""
+    whose message contains ``match``, on real tensors (at the call or at the
+    next sync) and, with the same type and message, on meta tensors.
+    ``data_dependent=True``: only the kernel can see it (an index out of
+    range, an integer division by zero), so meta is not expected to raise."""
 
-    def __init__(self, sample, error, match):
+    def __init__(self, sample, error, match, data_dependent=False):
         self.sample = sample
         self.error = error
         self.match = match
+        self.data_dependent = data_dependent
 
     def __repr__(self):
         return f"ErrorInput({self.sample!r}, {self.error.__name__}, {self.match!r})"
@@ -91,11 +93,18 @@ class OpInfo:
     shape_only: values are unspecified (empty); data_dependent: no meta;
     noncontig: also run with the other layouts of the tensor inputs (transposed,
     permuted, strided slices with offsets);
-    errors(rng) -> [ErrorInput]: calls that must raise, on real and on meta."""
+    errors(rng) -> [ErrorInput]: calls that must raise, on real and on meta;
+    skip_layouts: layouts whose inputs the op cannot be compared on (e.g.
+    "expanded" repeats values, so the order of tied indices is unspecified);
+    torch_meta: compare output metadata (strides, offset, aliasing) with
+    torch_ref's (False when torch_ref is not the same op, e.g. a composite)."""
 
     def __init__(self, name, samples, np_ref=None, torch_ref="default", random=False, shape_only=False,
-                 rtol=1.3e-6, atol=1e-5, noncontig=True, errors=None):
+                 rtol=1.3e-6, atol=1e-5, noncontig=True, errors=None, torch_meta=True,
+                 skip_layouts=()):
         self.name = name
+        self.skip_layouts = skip_layouts
+        self.torch_meta = torch_meta
         self.samples = samples
         self.errors = errors if errors is not None else (lambda rng: [])
         self.np_ref = np_ref
@@ -151,7 +160,9 @@ def unary(name, np_fn, kinds=("f32",), **kw):
     makers = {"f32": lambda r: f32(r, 3, 4), "f64": lambda r: f64(r, 2, 5), "i64": lambda r: i64(r, 3, 4),
               "i32": lambda r: i32(r, 4, 3), "bool": lambda r: bools(r, 3, 4), "pos": lambda r: pos32(r, 3, 4),
               "f32_1d": lambda r: f32(r, 7), "pos_1d": lambda r: pos32(r, 7), "f32_0d": lambda r: np.array(1.5, dtype=np.float32),
-              "f16": lambda r: f32(r, 3, 4).astype(np.float16)}
+              "f16": lambda r: f32(r, 3, 4).astype(np.float16),
+              # (N, C, 1, 1): in the channels_last layout its strides are (C, 1, C, C)
+              "nc11": lambda r: f32(r, 2, 3, 1, 1)}
     return OpInfo(name, lambda r: [Sample(makers[k](r)) for k in kinds], np_ref=np_fn, **kw)
 
 
@@ -179,6 +190,10 @@ def binary(name, np_fn, kinds=("same", "broadcast", "mixed"), **kw):
                 out.append(Sample(f64(r, 2, 3), f32(r, 2, 3)))
             elif k == "f16":
                 out.append(Sample(f32(r, 3, 4).astype(np.float16), f32(r, 3, 4).astype(np.float16)))
+            elif k == "bf16_0d_f32":  # a 0-dim float32 tensor does not widen bfloat16
+                out.append(Sample(Cast(f32(r, 3, 4), "bfloat16"), np.array(1.5, dtype=np.float32)))
+            elif k == "nc11":       # (N, C, 1, 1); channels_last gives strides (C, 1, C, C)
+                out.append(Sample(f32(r, 2, 3, 1, 1), f32(r, 2, 3, 1, 1)))
             elif k == "bf16_f16":   # bfloat16 with float16 promotes to float32
                 out.append(Sample(Cast(f32(r, 3, 4), "bfloat16"), f32(r, 3, 4).astype(np.float16)))
         return out

@@ -144,8 +144,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Uploads `nbytes` at `data` as a new contiguous tensor of `meta`.
   absl::StatusOr<Tensor> Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site);
   absl::StatusOr<HostData> Fetch(uint64_t handle);
-  // The daemon's metadata for `handle` (error if it failed).
-  absl::StatusOr<TensorMeta> Describe(uint64_t handle);
+  // The daemon's metadata for `handle` (error if it failed); when
+  // `storage_id` is given, the daemon's id of the storage it views (equal ids
+  // = the same storage; 0 when it has none).
+  absl::StatusOr<TensorMeta> Describe(uint64_t handle, uint64_t* storage_id = nullptr);
   // Queues a handle for release with the next message (called from
   // ~TensorImpl on any thread).
   void QueueRelease(uint64_t handle);

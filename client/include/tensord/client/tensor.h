@@ -68,7 +68,7 @@ struct GradNode {
 // once).
 struct TensorImpl {
   TensorImpl(std::shared_ptr<Session> s, uint64_t h, TensorMeta m)
-      : session(std::move(s)), handle(h), meta(std::move(m)) {}
+      : session(std::move(s)), handle(h), meta(std::move(m)), storage_id(NextStorageId()) {}
   ~TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
@@ -76,6 +76,10 @@ struct TensorImpl {
   std::shared_ptr<Session> session;
   uint64_t handle = 0;
   TensorMeta meta;
+  // Which storage this tensor views, as the client predicts it: a fresh id
+  // per new tensor, the input's id for an output that aliases it (a view).
+  uint64_t storage_id;
+  static uint64_t NextStorageId();
 
   // ---- autograd -----------------------------------------------------------
   bool requires_grad = false;
@@ -157,6 +161,13 @@ class Tensor {
   // The metadata the daemon holds for this handle (tests compare it with the
   // client's prediction). Fails with the op's error if the tensor failed.
   absl::StatusOr<TensorMeta> DaemonMeta() const;
+  // The daemon's id of the storage this tensor views (a sync point): equal
+  // ids mean the same storage. NotImplemented for meta tensors.
+  absl::StatusOr<uint64_t> DaemonStorageId() const;
+  // The client's prediction of the same: tensors from one op's view output
+  // and its input share a storage_id (from the meta function's aliasing);
+  // every fresh output gets a new one. Works on meta tensors too.
+  uint64_t storage_id() const { return impl_->storage_id; }
 
   // "tensor(handle=3, sizes=[2, 3], dtype=float32, device=cpu)"
   std::string ToString() const;

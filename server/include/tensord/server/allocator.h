@@ -88,15 +88,22 @@ class Storage {
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
 
+  // A daemon-wide serial number, never reused while the daemon runs: two
+  // tensors view the same storage iff their storages' ids are equal (what a
+  // Describe reports; no address leaves the daemon).
+  uint64_t id() const { return id_; }
+
  private:
   friend class MemoryAccount;
   Storage(char* data, int64_t nbytes, std::shared_ptr<MemoryAccount> account)
-      : data_(data), nbytes_(nbytes), account_(std::move(account)) {}
+      : data_(data), nbytes_(nbytes), account_(std::move(account)), id_(NextId()) {}
+  static uint64_t NextId();
 
   char* data_;
   int64_t nbytes_;
   std::shared_ptr<MemoryAccount> account_;
   uint64_t version_ = 0;  // guarded by the owning session's mutex
+  uint64_t id_;
 };
 
 }  // namespace tensord::server

@@ -1,0 +1,100 @@
+"""Meta cost per op from Python: tensord's meta mode beside PyTorch 1.13's meta
+device, on the same ops and shapes, in the same run.
+
+    python3 bench/meta_bench.py [--repeat N] [--only add,matmul]
+    make bench-meta
+
+For each op it times N calls of tensord on meta tensors and N calls of torch
+on device='meta' tensors (best of 5 rounds, time.perf_counter_ns), and prints
+our us/op, torch's us/op and the ratio (ours / torch; the issue's target is
+<= 0.5). Nothing runs in a daemon. This is a benchmark, not a test: it has no
+thresholds and never fails on a slow machine.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python-client"))
+
+import torch  # noqa: E402
+
+import tensord  # noqa: E402
+
+
+def _cases(lib, dev):
+    """(name, zero-arg callable) pairs; `lib` is tensord or torch."""
+    a = lib.empty(64, 128, device=dev)
+    b = lib.empty(128, 32, device=dev)
+    row = lib.empty(128, device=dev)
+    x3 = lib.empty(8, 64, 128, device=dev)
+    xt = x3.transpose(1, 2)
+    img = lib.empty(8, 16, 32, 32, device=dev)
+    w = lib.empty(32, 16, 3, 3, device=dev)
+    cases = [
+        ("add (broadcast)", lambda: a + row),
+        ("add (transposed)", lambda: xt + xt),
+        ("mul scalar", lambda: a * 2.0),
+        ("matmul 2-D", lambda: a @ b),
+        ("matmul batched", lambda: x3 @ b),
+        ("view", lambda: a.view(128, 64)),
+        ("transpose", lambda: a.transpose(0, 1)),
+        ("slice", lambda: x3[:, 1:, ::2]),
+        ("sum dim", lambda: x3.sum(1)),
+        ("sum all", lambda: a.sum()),
+        ("softmax", lambda: lib.softmax(x3, -1)),
+        ("cat", lambda: lib.cat([a, a, a], 0)),
+        ("reshape (copy)", lambda: xt.reshape(8, -1)),
+        ("empty_strided", lambda: lib.empty_strided((4, 5), (1, 4), device=dev)),
+    ]
+    if hasattr(lib, "conv2d"):
+        try:
+            lib.conv2d(img, w, padding=1)
+            cases.append(("conv2d", lambda: lib.conv2d(img, w, padding=1)))
+        except Exception:  # noqa: BLE001 (conv2d not in this build's table yet)
+            pass
+    return cases
+
+
+def _time(fn, repeat):
+    fn()  # warm up (and check it runs)
+    best = None
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(repeat):
+            fn()
+        dt = (time.perf_counter_ns() - t0) / repeat / 1000.0
+        best = dt if best is None or dt < best else best
+    return best
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=2000, help="calls per round (default 2000)")
+    p.add_argument("--only", default="", help="comma-separated op names to run (prefix match)")
+    args = p.parse_args(argv)
+    ours = dict(_cases(tensord, "meta"))
+    theirs = dict(_cases(torch, "meta"))
+    names = [n for n in ours if n in theirs]
+    if args.only:
+        keys = [k.strip() for k in args.only.split(",")]
+        names = [n for n in names if any(n.startswith(k) for k in keys)]
+    print(f"meta cost per op from Python (best of 5 x {args.repeat} calls); torch {torch.__version__}")
+    print(f"{'op':<20} {'tensord us/op':>14} {'torch us/op':>12} {'ratio':>7}")
+    ratios = []
+    for n in names:
+        t_ours = _time(ours[n], args.repeat)
+        t_torch = _time(theirs[n], args.repeat)
+        ratios.append(t_ours / t_torch)
+        print(f"{n:<20} {t_ours:>14.2f} {t_torch:>12.2f} {t_ours / t_torch:>7.2f}")
+    if ratios:
+        geo = 1.0
+        for r in ratios:
+            geo *= r
+        geo **= 1.0 / len(ratios)
+        print(f"{'geometric mean':<20} {'':>14} {'':>12} {geo:>7.2f}   (ratio = tensord / torch; target <= 0.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""``tensord check SCRIPT [ARGS...]`` (also ``python3 -m tensord._check SCRIPT
+[ARGS...]``): runs a Python script with every tensor forced onto the meta
+device, so a CI job validates a model's shapes, dtypes and strides without a
+daemon, data or a GPU.
+
+How: ``$TENSORD_NO_DAEMON=1`` makes the client refuse to connect to or spawn
+a daemon; the default device is ``meta`` on the main thread; ``device=``
+arguments of factories, ``tensord.tensor``/``from_numpy`` and ``Tensor.to``/
+``.cpu()``/``.cuda()`` are redirected to meta. What still needs data
+(``item()``, ``numpy()``, printing values, data-dependent ops such as
+``nonzero``) raises, and that is reported like any other error.
+
+Exit status: 0 when the script completes (or calls ``sys.exit(0)``); 1 with
+the first error on stderr, as
+``SCRIPT:LINE: RuntimeError: matmul: size mismatch, self is [8, 4], other is [3, 2] (4 != 3)``
+followed by the source line (the line is the innermost frame in SCRIPT, or
+failing that in any file outside the tensord package); 2 for a usage error;
+a script's own ``sys.exit(n)`` gives ``n``.
+"""
+import os
+import sys
+import traceback
+
+__all__ = ["main", "run"]
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _force_meta(tensord):
+    """Redirects every device choice of the tensord API to meta (main thread)."""
+    from . import _C
+
+    tensord.device("meta").__enter__()  # the default device of factories, never popped
+
+    def meta_kwargs(kwargs):
+        if kwargs.get("device") is not None:
+            kwargs["device"] = "meta"
+        return kwargs
+
+    names = {e["name"] for e in _C.op_table() if e["is_function"] and "device" in e["arguments"]}
+    for name in sorted(names) + ["tensor", "as_tensor"]:
+        fn = getattr(tensord, name, None)
+        if fn is None:
+            continue
+
+        def wrapped(*args, _fn=fn, **kwargs):
+            return _fn(*args, **meta_kwargs(kwargs))
+        wrapped.__name__ = getattr(fn, "__name__", name)
+        wrapped.__doc__ = getattr(fn, "__doc__", None)
+        setattr(tensord, name, wrapped)
+
+    def from_numpy(ndarray):
+        import numpy as np
+        if not isinstance(ndarray, np.ndarray):
+            raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+        return tensord.tensor(ndarray, device="meta")
+    tensord.from_numpy = from_numpy
+
+    T = tensord.Tensor
+    original_to = T.to
+
+    def to(self, *args, **kwargs):
+        args = tuple("meta" if isinstance(a, (str, tensord.device)) else a for a in args)
+        return original_to(self, *args, **meta_kwargs(kwargs))
+    to.__doc__ = original_to.__doc__
+    T.to = to
+    T.cpu = lambda self: self
+    T.cuda = lambda self, device=None, non_blocking=False: self
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("tensord.connect: no daemon may be used under `tensord check` (every tensor is on meta)")
+    tensord.connect = refuse
+
+
+def _user_frame(tb, script):
+    """The innermost traceback entry in `script`, else the innermost outside
+    the tensord package and the runpy machinery."""
+    entries = traceback.extract_tb(tb)
+    for fs in reversed(entries):
+        if os.path.abspath(fs.filename) == script:
+            return fs
+    for fs in reversed(entries):
+        f = os.path.abspath(fs.filename)
+        if not f.startswith(_PKG_DIR + os.sep) and os.path.basename(f) != "runpy.py" and not f.startswith("<"):
+            return fs
+    return entries[-1] if entries else None
+
+
+def _report(exc, script, shown):
+    fs = _user_frame(exc.__traceback__, script)
+    message = str(exc).strip() or "(no message)"
+    where = shown
+    if fs is not None:
+        name = shown if os.path.abspath(fs.filename) == script else fs.filename
+        where = f"{name}:{fs.lineno}"
+    sys.stderr.write(f"{where}: {type(exc).__name__}: {message}\n")
+    if fs is not None and fs.line:
+        sys.stderr.write(f"    {fs.line.strip()}\n")
+    sys.stderr.write(f"tensord check: FAILED: {shown} (the first error is above; every tensor ran on meta, no "
+                     f"daemon)\n")
+
+
+def run(script, args=()):
+    """Runs `script` (a path) with `args` as its sys.argv[1:] on meta; returns
+    the exit status (see the module docstring)."""
+    import runpy
+
+    os.environ["TENSORD_NO_DAEMON"] = "1"
+    os.environ.pop("TENSORD_ADDRESS", None)
+    import tensord
+    from . import _C
+
+    shown = script
+    path = os.path.abspath(script)
+    if not os.path.isfile(path):
+        sys.stderr.write(f"tensord check: no such file: {script}\n")
+        return 2
+    _force_meta(tensord)
+    sys.argv = [script] + list(args)
+    sys.path[0:0] = [os.path.dirname(path)]
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            code = 0
+        if not isinstance(code, int):
+            sys.stderr.write(f"{code}\n")
+            code = 1
+        if code != 0:
+            sys.stderr.write(f"tensord check: FAILED: {shown} exited with status {code}\n")
+        return code
+    except BaseException as e:  # noqa: BLE001 (the script's error is the result)
+        _report(e, path, shown)
+        return 1
+    sys.stderr.write(f"tensord check: OK: {shown} ({_C.meta_ops_run()} ops on meta)\n")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stderr.write("usage: tensord check SCRIPT [ARGS...]\n")
+        return 2 if not argv else 0
+    return run(argv[0], argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

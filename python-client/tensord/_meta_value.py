@@ -1,0 +1,353 @@
+"""``tensord.TensorMeta``: the metadata of a tensor as a plain, immutable value
+(sizes, strides, storage_offset, dtype, device) with no data and no daemon,
+for compilers, linters and tools that describe arguments without allocating::
+
+    m = tensord.TensorMeta((2, 3), dtype=tensord.bfloat16)       # contiguous
+    m.stride() == (3, 1); m.nbytes == 12
+    t = m.to_tensor()                      # a meta tensor with exactly this layout
+    tensord.TensorMeta.of(t) == m          # True
+    m.to_dict()                            # {'shape': (2, 3), 'strides': (3, 1), 'dtype': 'bfloat16', ...}
+
+Also here: the data-less descriptors of tensors, ``Tensor.__dlpack_device__``,
+``Tensor.__cuda_array_interface__`` (meta tensors only, data pointer 0) and
+``Tensor.__tensord_array_interface__`` (any tensor; the dtype by name, so it
+can say bfloat16 and float8, which a NumPy typestr cannot).
+"""
+import enum
+
+from ._device import device as _device_cls
+from ._dtype import BY_NAME, dtype as _dtype_cls
+from ._size import Size
+
+__all__ = ["TensorMeta", "DLDeviceType"]
+
+_MAX_RANK = 64
+_INT64_MAX = (1 << 63) - 1
+
+# NumPy's array-interface type strings; bfloat16 and float8 have none.
+_TYPESTR = {
+    "bool": "|b1", "uint8": "|u1", "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
+    "float16": "<f2", "float32": "<f4", "float64": "<f8",
+}
+
+
+class DLDeviceType(enum.IntEnum):
+    """DLPack's device codes (dlpack.h), as torch's ``__dlpack_device__`` returns them."""
+    kDLCPU = 1
+    kDLCUDA = 2
+
+
+def _contiguous_strides(sizes):
+    """Row-major strides; size-0 dims count as 1 (PyTorch's rule)."""
+    strides = [1] * len(sizes)
+    acc = 1
+    for i in range(len(sizes) - 1, -1, -1):
+        strides[i] = acc
+        acc *= max(sizes[i], 1)
+    return tuple(strides)
+
+
+def _int_tuple(values, what):
+    if isinstance(values, int) and not isinstance(values, bool):
+        values = (values,)
+    try:
+        out = tuple(values)
+    except TypeError:
+        raise TypeError(f"TensorMeta: {what} must be a sequence of ints, not {type(values).__name__}") from None
+    for v in out:
+        if not isinstance(v, int) or isinstance(v, bool):
+            if hasattr(v, "__index__") and not isinstance(v, bool):
+                continue
+            raise TypeError(f"TensorMeta: {what} must be ints, got {v!r} ({type(v).__name__})")
+    return tuple(int(v) for v in out)
+
+
+class TensorMeta:
+    """The metadata of one tensor, with no data: an immutable, hashable value.
+
+    ``TensorMeta(shape, dtype=tensord.float32, strides=None, storage_offset=0, device="meta")``
+
+    Args:
+        shape: sizes (a sequence of non-negative ints; ``()`` for 0-dim).
+        dtype: a ``tensord.dtype`` or its name (``"bfloat16"``, ``"float8_e4m3fn"``).
+        strides: strides in elements (non-negative ints, as many as sizes);
+            None gives the contiguous strides PyTorch gives (size-0 dims
+            counted as 1).
+        storage_offset: in elements, >= 0.
+        device: ``"meta"`` (default), ``"cpu"``, ``"cuda:N"`` or a ``tensord.device``.
+
+    Raises TypeError for arguments of the wrong type and RuntimeError, with
+    PyTorch's words where PyTorch has them, for more than 64 dims, a negative
+    size ("Trying to create tensor with negative dimension -1: [2, -1]"),
+    strides of another length ("dimensionality of sizes (2) must match
+    dimensionality of strides (1)"), negative strides or offset, or a layout
+    whose storage does not fit in int64 bytes.
+
+    Compared with ``==`` on all five fields (the device as its string), printed
+    as ``TensorMeta(shape=(2, 3), strides=(3, 1), storage_offset=0,
+    dtype=tensord.float32, device='meta')``. Build one from a tensor with
+    ``TensorMeta.of(t)``; ``to_tensor()`` makes a tensor with exactly this
+    layout (on meta: no daemon); ``to_dict()`` is the dtype-by-name
+    descriptor (see ``Tensor.__tensord_array_interface__``).
+    """
+
+    __slots__ = ("_shape", "_strides", "_storage_offset", "_dtype", "_device")
+
+    def __init__(self, shape, dtype=None, strides=None, storage_offset=0, device="meta"):
+        sizes = _int_tuple(shape, "shape")
+        if len(sizes) > _MAX_RANK:
+            raise RuntimeError(f"TensorMeta: tensors with more than {_MAX_RANK} dimensions are not supported "
+                               f"(got {len(sizes)})")
+        for s in sizes:
+            if s < 0:
+                raise RuntimeError(f"TensorMeta: Trying to create tensor with negative dimension {s}: {list(sizes)}")
+        if dtype is None:
+            dtype = BY_NAME["float32"]
+        elif isinstance(dtype, str):
+            if dtype not in BY_NAME:
+                raise TypeError(f"TensorMeta: unknown dtype name {dtype!r} (expected one of {sorted(BY_NAME)})")
+            dtype = BY_NAME[dtype]
+        elif not isinstance(dtype, _dtype_cls):
+            raise TypeError(f"TensorMeta: dtype must be a tensord.dtype or its name, not {type(dtype).__name__}")
+        if strides is None:
+            strides = _contiguous_strides(sizes)
+        else:
+            strides = _int_tuple(strides, "strides")
+            if len(strides) != len(sizes):
+                raise RuntimeError(f"TensorMeta: dimensionality of sizes ({len(sizes)}) must match "
+                                   f"dimensionality of strides ({len(strides)})")
+            for s in strides:
+                if s < 0:
+                    raise RuntimeError(f"TensorMeta: negative strides are not supported, got strides={list(strides)}")
+        if not isinstance(storage_offset, int) or isinstance(storage_offset, bool):
+            raise TypeError(f"TensorMeta: storage_offset must be an int, not {type(storage_offset).__name__}")
+        if storage_offset < 0:
+            raise RuntimeError(f"TensorMeta: storage_offset must be non-negative, got {storage_offset}")
+        dev = device if isinstance(device, _device_cls) else _device_cls(device)
+        self._shape = Size(sizes)
+        self._strides = strides
+        self._storage_offset = int(storage_offset)
+        self._dtype = dtype
+        self._device = dev
+        if self.storage_nbytes > _INT64_MAX:
+            raise RuntimeError(f"TensorMeta: Storage size calculation overflowed with sizes={list(sizes)} and "
+                               f"strides={list(strides)} (storage_offset {storage_offset})")
+
+    @classmethod
+    def of(cls, tensor):
+        """The metadata of a ``tensord.Tensor`` (any device; no sync point)."""
+        return cls(tuple(tensor.shape), dtype=tensor.dtype, strides=tuple(tensor.stride()),
+                   storage_offset=tensor.storage_offset(), device=tensor.device)
+
+    # ------------------------------------------------------------ fields
+    @property
+    def shape(self):
+        """The sizes, a ``tensord.Size``."""
+        return self._shape
+
+    def size(self, dim=None):
+        """``size()`` is ``shape``; ``size(dim)`` one size (negative dims count from the end)."""
+        return self._shape if dim is None else self._shape[self._wrap(dim)]
+
+    def stride(self, dim=None):
+        """The strides in elements (a tuple), or one stride."""
+        return self._strides if dim is None else self._strides[self._wrap(dim)]
+
+    def storage_offset(self):
+        """Offset of element [0, ..., 0] in its storage, in elements."""
+        return self._storage_offset
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    def dim(self):
+        return len(self._shape)
+
+    def _wrap(self, dim):
+        n = len(self._shape)
+        if not -max(n, 1) <= dim < max(n, 1) or n == 0:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-max(n, 1)}, {max(n, 1) - 1}], "
+                             f"but got {dim})")
+        return dim + n if dim < 0 else dim
+
+    # ------------------------------------------------------------ derived
+    def numel(self):
+        """The number of elements (1 for 0-dim)."""
+        n = 1
+        for s in self._shape:
+            n *= s
+        return n
+
+    @property
+    def itemsize(self):
+        """Bytes per element."""
+        return self._dtype.itemsize
+
+    def element_size(self):
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self):
+        """Bytes of the elements: ``numel() * itemsize`` (as ``torch.Tensor.nbytes``)."""
+        return self.numel() * self._dtype.itemsize
+
+    @property
+    def storage_nbytes(self):
+        """Bytes the storage must hold for this view: (storage_offset + 1 +
+        sum((size - 1) * stride)) * itemsize, or storage_offset * itemsize when
+        a size is 0 (what ``empty_strided`` allocates, plus the offset)."""
+        if self.numel() == 0:
+            return self._storage_offset * self._dtype.itemsize
+        extent = 1 + sum((s - 1) * st for s, st in zip(self._shape, self._strides))
+        return (self._storage_offset + extent) * self._dtype.itemsize
+
+    def is_contiguous(self):
+        """PyTorch's rule: row-major strides, ignoring dims of size 1; empty tensors are contiguous."""
+        if self.numel() == 0:
+            return True
+        expected = 1
+        for s, st in zip(reversed(self._shape), reversed(self._strides)):
+            if s != 1:
+                if st != expected:
+                    return False
+                expected *= s
+        return True
+
+    # ------------------------------------------------------------ value semantics
+    def _key(self):
+        return (tuple(self._shape), self._strides, self._storage_offset, self._dtype._name, str(self._device))
+
+    def __eq__(self, other):
+        if not isinstance(other, TensorMeta):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __setattr__(self, name, value):
+        if hasattr(self, "_device"):  # every slot is set: frozen
+            raise AttributeError("TensorMeta is immutable")
+        object.__setattr__(self, name, value)
+
+    def __reduce__(self):
+        return (TensorMeta, (tuple(self._shape), self._dtype._name, self._strides, self._storage_offset,
+                             str(self._device)))
+
+    def __repr__(self):
+        return (f"TensorMeta(shape={tuple(self._shape)}, strides={self._strides}, "
+                f"storage_offset={self._storage_offset}, dtype={self._dtype!r}, device='{self._device}')")
+
+    # ------------------------------------------------------------ conversions
+    def to_tensor(self):
+        """A tensor with exactly this metadata, its storage zero-filled (none on
+        meta, where no daemon is needed): ``tensord.empty_strided(shape,
+        strides, dtype=, device=)``, and for a non-zero storage_offset
+        ``empty_strided([2, *shape], [storage_offset, *strides])[1]``."""
+        import tensord
+        dev = str(self._device)
+        if self._storage_offset == 0:
+            return tensord.empty_strided(list(self._shape), list(self._strides), dtype=self._dtype, device=dev)
+        base = tensord.empty_strided([2] + list(self._shape), [self._storage_offset] + list(self._strides),
+                                     dtype=self._dtype, device=dev)
+        return base.select(0, 1)
+
+    def to_dict(self):
+        """The dtype-by-name descriptor (what ``Tensor.__tensord_array_interface__``
+        gives): a dict with ``shape`` (tuple), ``strides`` (tuple, in
+        *elements*, always given), ``storage_offset`` (elements), ``dtype``
+        (the name: 'float32', 'bfloat16', 'float8_e4m3fn', ...), ``itemsize``
+        (bytes), ``device`` ('meta', 'cpu', 'cuda:0'), ``typestr`` (NumPy's
+        '<f4', or None for bfloat16/float8) and ``version`` (1)."""
+        return {
+            "shape": tuple(self._shape),
+            "strides": self._strides,
+            "storage_offset": self._storage_offset,
+            "dtype": self._dtype._name,
+            "itemsize": self._dtype.itemsize,
+            "device": str(self._device),
+            "typestr": _TYPESTR.get(self._dtype._name),
+            "version": 1,
+        }
+
+    @classmethod
+    def from_dict(cls, d):
+        """The inverse of ``to_dict()``."""
+        return cls(d["shape"], dtype=d["dtype"], strides=d.get("strides"), storage_offset=d.get("storage_offset", 0),
+                   device=d.get("device", "meta"))
+
+    def cuda_array_interface(self):
+        """The ``__cuda_array_interface__`` (version 3) form with data pointer 0:
+        ``{"shape", "typestr", "strides" (bytes, None when contiguous), "data":
+        (0, True), "version": 3}``. TypeError for bfloat16 and float8, which
+        have no typestr (use ``to_dict()``)."""
+        typestr = _TYPESTR.get(self._dtype._name)
+        if typestr is None:
+            raise TypeError(f"{self._dtype!r} has no __cuda_array_interface__ typestr (NumPy has no such type); use "
+                            f"__tensord_array_interface__ / TensorMeta.to_dict(), which names the dtype")
+        item = self._dtype.itemsize
+        strides = None if self.is_contiguous() else tuple(s * item for s in self._strides)
+        return {"shape": tuple(self._shape), "typestr": typestr, "strides": strides, "data": (0, True),
+                "version": 3}
+
+
+# ---------------------------------------------------------------- Tensor members
+
+def _dlpack_device(self):
+    """``(device_type, device_id)`` per DLPack: ``(DLDeviceType.kDLCPU, 0)`` for
+    cpu, ``(DLDeviceType.kDLCUDA, N)`` for cuda:N (the values are ints, 1 and
+    2). A meta tensor raises ValueError("Unknown device type meta for
+    Dlpack"), as torch 1.13 does: DLPack has no meta device. (The data
+    itself lives in the daemon, so there is no ``__dlpack__``.)"""
+    d = self.device
+    if d.type == "cpu":
+        return (DLDeviceType.kDLCPU, 0)
+    if d.type == "cuda":
+        return (DLDeviceType.kDLCUDA, d.index or 0)
+    raise ValueError(f"Unknown device type {d.type} for Dlpack")
+
+
+def _cuda_array_interface(self):
+    """For a meta tensor: a ``__cuda_array_interface__`` (v3) dict with no data,
+    ``{"shape", "typestr", "strides" (bytes; None when contiguous), "data":
+    (0, True), "version": 3}`` (see TensorMeta.cuda_array_interface).
+
+    Other tensors raise AttributeError, as torch does for cpu tensors
+    ("Can't get __cuda_array_interface__ on non-CUDA tensor ...") — tensord's
+    data lives in the daemon's address space, so not even a cuda tensor has a
+    pointer usable here. bfloat16 and float8 (no typestr) raise
+    AttributeError too; ``__tensord_array_interface__`` names every dtype."""
+    if not self.is_meta:
+        raise AttributeError(f"Can't get __cuda_array_interface__ on a tensord tensor on {self.device}: only meta "
+                             f"tensors give one (data pointer 0); the data lives in the daemon. Use "
+                             f"__tensord_array_interface__ for the metadata")
+    try:
+        return TensorMeta.of(self).cuda_array_interface()
+    except TypeError as e:
+        raise AttributeError(str(e)) from None
+
+
+def _tensord_array_interface(self):
+    """The data-less descriptor of any tensor, with the dtype by name (it can
+    say bfloat16, float8_e4m3fn and float8_e5m2): ``TensorMeta.of(self).to_dict()``,
+    keys shape, strides (elements), storage_offset, dtype, itemsize, device,
+    typestr (or None), version. Prefer it to ``__cuda_array_interface__``
+    unless a consumer requires the latter."""
+    return TensorMeta.of(self).to_dict()
+
+
+def install(tensor_cls):
+    """Adds ``__dlpack_device__``, ``__cuda_array_interface__`` and
+    ``__tensord_array_interface__`` to ``Tensor``."""
+    tensor_cls.__dlpack_device__ = _dlpack_device
+    tensor_cls.__cuda_array_interface__ = property(_cuda_array_interface, doc=_cuda_array_interface.__doc__)
+    tensor_cls.__tensord_array_interface__ = property(_tensord_array_interface, doc=_tensord_array_interface.__doc__)
