@@ -91,6 +91,11 @@ def _scatter_errors(r, value):
                    "Expected index [6, 2] to be smaller than self [5, 3] apart from dimension 1"),
         ErrorInput(Sample(f32(r, 5, 3), 0, np.zeros((2, 2, 2), dtype=np.int64), src(5, 3)), RuntimeError,
                    "Index tensor must have the same number of dimensions as self tensor"),
+        # Only the kernel sees index values: the error comes at the sync point.
+        ErrorInput(Sample(f32(r, 5, 3), 0, np.full((2, 2), 7, dtype=np.int64), src(5, 3)), RuntimeError,
+                   "index 7 is out of bounds for dimension 0 with size 5", data_dependent=True),
+        ErrorInput(Sample(f32(r, 5, 3), 1, np.full((1, 1), -1, dtype=np.int64), src(5, 3)), RuntimeError,
+                   "index -1 is out of bounds for dimension 1 with size 3", data_dependent=True),
     ] + ([
         ErrorInput(Sample(f32(r, 5, 3), 0, np.zeros((2, 2), dtype=np.int64), f64(r, 5, 3)), RuntimeError,
                    "Expected self.dtype to be equal to src.dtype"),

@@ -9,8 +9,7 @@
 // Scalar?, int, int?, SymInt (= int), int[], int[N], int[]?, SymInt[],
 // float, float?, float[], bool, bool?, str, str?, ScalarType?, Device?.
 // Alias annotations `Tensor(a)` / `Tensor(a!)` are recorded: an op whose
-// return carries the same alias set as an input is a view of that input
-// (`Tensor(a -> *) self` with `-> Tensor(a)[]`: every listed view aliases self).
+// return carries the same alias set as an input is a view of that input.
 #ifndef TENSORD_META_SCHEMA_H_
 #define TENSORD_META_SCHEMA_H_
 
