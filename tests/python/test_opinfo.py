@@ -189,11 +189,17 @@ def to_tensord(x, device=None):
     return x
 
 
+def _torch_upload(a, device):
+    # NumPy gives empty arrays all-zero strides; tensord's upload (and torch.empty) has contiguous ones.
+    t = torch.from_numpy(a.copy(order="C"))
+    return (t.clone(memory_format=torch.contiguous_format) if t.numel() == 0 else t).to(device)
+
+
 def to_torch(x, device="cpu"):
     if isinstance(x, Laid):
-        return make_layout(x, lambda a: torch.from_numpy(a.copy(order="C")).to(device))
+        return make_layout(x, lambda a: _torch_upload(a, device))
     if isinstance(x, np.ndarray):
-        return torch.from_numpy(x.copy()).to(device)
+        return _torch_upload(x, device)
     if isinstance(x, Cast):
         return to_torch(x.array, device).to(getattr(torch, x.dtype))
     if isinstance(x, D):
