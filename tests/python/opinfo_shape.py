@@ -116,6 +116,7 @@ def _scatter_samples(r, value):
         Sample(f32(r, 4, 6), 1, _scatter_index(r, (4, 6), (3, 2), 1), v(3, 4)),    # index smaller than src
         Sample(f32(r, 2, 3, 4), -1, _scatter_index(r, (2, 3, 4), (2, 2, 3), 2), v(2, 2, 3)),
         Sample(f32(r, 5, 3), 0, np.zeros((0, 3), dtype=np.int64), v(2, 3)),       # empty index: a copy
+        Sample(f32(r, 2, 3, 4, 2), 1, _scatter_index(r, (2, 3, 4, 2), (2, 2, 4, 2), 1), v(2, 2, 4, 2)),
         Sample(np.array(1.0, dtype=np.float32), 0, np.array(0, dtype=np.int64),
                2.5 if value else np.array(3.0, dtype=np.float32)),                 # 0-dim
     ]
@@ -135,7 +136,7 @@ _SHAPE_OPINFOS = [
         Sample(f32(r, 5, 3), 2), Sample(f32(r, 5, 3), 5), Sample(f32(r, 5, 3), 7), Sample(f32(r, 4, 6), 4, 1),
         Sample(f32(r, 2, 3, 4), 3, -1), Sample(i64(r, 6), 2), Sample(bools(r, 3, 4), 1, 1),
         Sample(np.zeros((0, 3), dtype=np.float32), 2), Sample(np.zeros((0, 3), dtype=np.float32), 0),
-        Sample(Cast(f32(r, 4, 2), "bfloat16"), 3),
+        Sample(Cast(f32(r, 4, 2), "bfloat16"), 3), Sample(f32(r, 2, 4, 3, 2), 2, 1), Sample(f32(r, 2, 3, 1, 1), 1, 1),
     ], np_ref=_np_split, errors=_split_errors),
     OpInfo("split.sizes", lambda r: [
         Sample(f32(r, 5, 3), [2, 3]), Sample(f32(r, 5, 3), [1, 0, 2], 1), Sample(i64(r, 4, 2), [4]),
@@ -148,7 +149,7 @@ _SHAPE_OPINFOS = [
     OpInfo("chunk", lambda r: [
         Sample(f32(r, 5, 3), 3), Sample(f32(r, 5, 3), 4), Sample(f32(r, 5, 3), 6), Sample(f32(r, 5, 3), 2, 1),
         Sample(f32(r, 2, 3, 4), 2, -1), Sample(i64(r, 7), 3), Sample(np.zeros((0, 3), dtype=np.float32), 3),
-        Sample(bools(r, 4, 4), 1),
+        Sample(bools(r, 4, 4), 1), Sample(f32(r, 2, 4, 3, 2), 3, -1), Sample(f32(r, 2, 3, 4, 2, 2), 2, 2),
     ], np_ref=_np_chunk, errors=lambda r: [
         ErrorInput(Sample(f32(r, 5, 3), 0), RuntimeError, "chunk expects `chunks` to be greater than 0, got: 0"),
         ErrorInput(Sample(f32(r, 5, 3), 2, 2), IndexError, "Dimension out of range"),
@@ -157,6 +158,7 @@ _SHAPE_OPINFOS = [
     OpInfo("unbind.int", lambda r: [
         Sample(f32(r, 3, 4)), Sample(f32(r, 3, 4), 1), Sample(f32(r, 2, 3, 4), -1), Sample(i64(r, 5)),
         Sample(f32(r, 1, 4)), Sample(np.zeros((0, 3), dtype=np.float32)), Sample(bools(r, 2, 2), 1),
+        Sample(f32(r, 2, 3, 2, 2), 1),
     ], np_ref=_np_unbind, errors=lambda r: [
         ErrorInput(Sample(f32(r, 3, 4), 2), IndexError, "Dimension out of range"),
         ErrorInput(Sample(np.array(1.0, dtype=np.float32)), IndexError, "Dimension specified as 0 but tensor has no "
@@ -167,6 +169,7 @@ _SHAPE_OPINFOS = [
         Sample(f32(r, 3, 4), []), Sample(i64(r, 5), [0]), Sample(bools(r, 3, 4), [1]),
         Sample(np.array(2.0, dtype=np.float32), [0]), Sample(np.zeros((0, 3), dtype=np.float32), [1]),
         Sample(Cast(f32(r, 2, 3), "bfloat16"), [1]), Sample(f32(r, 3, 4).astype(np.float16), [0]),
+        Sample(f32(r, 2, 3, 4, 2), [1, 3]), Sample(f32(r, 2, 3, 1, 1), [0]),
     ], np_ref=_np_flip, errors=lambda r: [
         ErrorInput(Sample(f32(r, 3, 4), [2]), IndexError, "Dimension out of range"),
         ErrorInput(Sample(f32(r, 3, 4), [0, -2]), RuntimeError, "dim 0 appears multiple times in the list of dims"),
@@ -176,6 +179,8 @@ _SHAPE_OPINFOS = [
         Sample(f32(r, 5, 3), [1, 2], [0, 1]), Sample(f32(r, 5, 3), [1, 2], [0, 0]), Sample(f32(r, 2, 3, 4), 7, -1),
         Sample(i64(r, 6), 2, 0), Sample(bools(r, 3, 4), 1, 1), Sample(np.array(2.0, dtype=np.float32), 3),
         Sample(np.zeros((0, 3), dtype=np.float32), 1, 0), Sample(f32(r, 5, 3), 0, 1),
+        Sample(f32(r, 2, 3, 4, 2), 1, 1), Sample(f32(r, 2, 3, 4, 2), 0, -1), Sample(f32(r, 2, 3, 4, 2), [1, -1], [2, 3]),
+        Sample(f32(r, 2, 3, 1, 1), 2, 1), Sample(f32(r, 2, 3, 4, 2, 2), 1, 0),
     ], np_ref=_np_roll, errors=lambda r: [
         ErrorInput(Sample(f32(r, 5, 3), [1, 2], [0]), RuntimeError, "shifts and dimensions must align. shifts: 2, dims:1"),
         ErrorInput(Sample(f32(r, 5, 3), [], []), RuntimeError, "`shifts` required"),
@@ -187,7 +192,7 @@ _SHAPE_OPINFOS = [
         Sample(f32(r, 2, 3), [2, 2]), Sample(f32(r, 2, 3), [1, 1]), Sample(f32(r, 2, 3), [2, 1, 3]),
         Sample(f32(r, 2, 3), [0, 2]), Sample(i64(r, 4), [3]), Sample(bools(r, 2, 2), [1, 2]),
         Sample(np.array(1.5, dtype=np.float32), []), Sample(np.array(1.5, dtype=np.float32), [2, 3]),
-        Sample(f32(r, 1, 3, 1), [2, 1, 2]),
+        Sample(f32(r, 1, 3, 1), [2, 1, 2]), Sample(f32(r, 2, 3, 2, 2), [1, 2, 1, 1]),
     ], np_ref=_np_repeat, errors=lambda r: [
         ErrorInput(Sample(f32(r, 5, 3), [2]), RuntimeError, "Number of dimensions of repeat dims can not be smaller than "
                                                             "number of dimensions of tensor"),
@@ -197,6 +202,7 @@ _SHAPE_OPINFOS = [
         Sample(f32(r, 4, 4)), Sample(f32(r, 3, 5), 1), Sample(f32(r, 5, 3), -1), Sample(f32(r, 2, 3, 4), 2),
         Sample(i64(r, 3, 3)), Sample(bools(r, 3, 4), -2), Sample(f32(r, 3, 3), 10), Sample(f32(r, 3, 3), -10),
         Sample(np.zeros((0, 3), dtype=np.float32)), Sample(f32(r, 4, 4).astype(np.float16), 1),
+        Sample(f32(r, 2, 3, 4, 3), 1),
     ], np_ref=lambda x, diagonal=0: np.tril(x, diagonal), errors=lambda r: [
         ErrorInput(Sample(f32(r, 3)), IndexError, "Dimension out of range"),
         ErrorInput(Sample(np.array(1.0, dtype=np.float32)), IndexError, "Dimension specified as -2 but tensor has no "
@@ -215,7 +221,8 @@ _SHAPE_OPINFOS = [
         Sample(f32(r, 2, 3, 4), [1, 0, 0, 1, 2, 2], -1.0), Sample(i64(r, 3, 3), [1, 1], 7),
         Sample(i64(r, 3, 3).astype(np.int32), [2, 0], 1.5), Sample(bools(r, 2, 3), [1, 1], True),
         Sample(np.zeros((0, 3), dtype=np.float32), [0, 0, 1, 1]), Sample(np.array(2.0, dtype=np.float32), []),
-        Sample(f32(r, 4), [-2, 3]),
+        Sample(f32(r, 4), [-2, 3]), Sample(f32(r, 2, 3, 4, 2), [1, 1, 2, 0]), Sample(f32(r, 2, 3, 4, 2), [0, 0, -1, -1]),
+        Sample(f32(r, 2, 3, 1, 1), [1, 1]), Sample(f32(r, 2, 3, 4, 2, 2), [1, 0, 0, 1]),
     ], errors=lambda r: [
         ErrorInput(Sample(f32(r, 5, 3), [1]), RuntimeError, "Length of pad must be even but instead it equals 1"),
         ErrorInput(Sample(f32(r, 5, 3), [1, 1, 1, 1, 1, 1]), RuntimeError,
