@@ -9,11 +9,9 @@
 //   repeat, tril, triu, scatter   contiguous
 //   constant_pad_nd suggest_memory_format(self); only crops: a clone (preserve)
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "meta_common.h"
 #include "meta_functions.h"
 #include "tensord/meta/shape_rules.h"

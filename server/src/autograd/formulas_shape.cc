@@ -1,5 +1,8 @@
 // Derivative formulas of matmul-family, shape and indexing ops, written as calls of
 // other table ops (see formula_util.h and formulas.cc for the conventions).
+#include <string>
+#include <vector>
+
 #include "formula_util.h"
 
 namespace tensord::server {
