@@ -1,12 +1,15 @@
-// Reduction CPU kernels: sum, mean (float inputs accumulate in double,
-// integers in int64), amax, amin, max/min over everything (NaN propagates),
-// argmax, argmin, max.dim, min.dim (values and the index of the first
-// extreme; NaN counts as the extreme, as in PyTorch).
+// Reduction CPU kernels: sum, mean, nansum (float inputs accumulate in
+// double, integers in int64), prod, var/std (two passes: mean, then squared
+// deviations), norm / linalg_vector_norm, logsumexp (shifted by the max),
+// all/any, amax, amin, max/min over everything (NaN propagates), argmax,
+// argmin, max.dim, min.dim (values and the index of the first extreme; NaN
+// counts as the extreme, as in PyTorch).
 //
 // Value reductions walk the input in memory order with an accumulator
 // operand that has stride 0 along reduced dims, so a reduction over the
 // inner dim becomes a register loop and one over an outer dim a vectorisable
 // acc[j] += x[j] loop.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -539,6 +542,284 @@ absl::Status MaxMinDim(KernelContext& ctx) {
   return ArgReduce<kMax, kSetAllButF8>(name, self, dim, &ctx.outputs[0], ctx.outputs[1]);
 }
 
+// ---- reductions computed in double ------------------------------------------------
+
+// Byte strides of a contiguous accumulator over the kept dims of `sizes`,
+// viewed at the input's rank (0 along reduced dims).
+Shape AccByteStrides(const Shape& sizes, const std::vector<bool>& mask, int64_t item) {
+  Shape st(sizes.size(), 0);
+  int64_t stride = item;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (!mask[d]) {
+      st[d] = stride;
+      stride *= sizes[d];
+    }
+  }
+  return st;
+}
+
+// acc[o] = fold(acc[o], x) for every element x of `in` (any dtype but
+// float8, read as double) in the slot o of its kept dims; `acc` is
+// contiguous over the kept dims and already initialised.
+template <typename Fold>
+absl::Status FoldAsDouble(const TensorRef& in, const std::vector<bool>& mask, double* acc, Fold fold) {
+  return Dispatch<kSetAllButF8>(in.meta->dtype, "reduction", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    auto combine = [fold](double a, ComputeT<T> x) { return fold(a, static_cast<double>(x)); };
+    auto run = [fold](const char* x, int64_t s, int64_t n, double a) {
+      for (int64_t i = 0; i < n; ++i) a = fold(a, static_cast<double>(Load<T>(x + i * s)));
+      return a;
+    };
+    return ReduceInto<T, double>(in, mask, acc, combine, run);
+  });
+}
+
+// out[o] = finish(fold over the reduced elements of slot o, from `init`),
+// computed in double and converted to the output's dtype.
+template <typename Fold, typename Finish>
+absl::Status DoubleReduce(const ReductionSpec& spec, const TensorRef& out, double init,
+                          Fold fold, Finish finish) {
+  AccBuffer<double> acc;
+  TD_RETURN_IF_ERROR(acc.Init(out));
+  acc.Fill(init);
+  TD_RETURN_IF_ERROR(FoldAsDouble(spec.in, spec.mask, acc.data, fold));
+  for (int64_t i = 0; i < acc.numel; ++i) acc.data[i] = finish(acc.data[i]);
+  return acc.Finish();
+}
+
+// A second pass: acc[o] += term(x, center[o]) for every element x of `in`
+// (read as double), where `center` and `acc` are contiguous doubles over the
+// kept dims (center: the first pass's result).
+template <typename Term>
+absl::Status CenteredPass(const TensorRef& in, const std::vector<bool>& mask, const double* center,
+                          double* acc, Term term) {
+  const Shape& sizes = in.meta->sizes;
+  const Shape st = AccByteStrides(sizes, mask, sizeof(double));
+  StridedLoop loop(sizes);
+  TD_RETURN_IF_ERROR(loop.AddTensor(in));
+  loop.Add(const_cast<char*>(reinterpret_cast<const char*>(center)), st);
+  loop.Add(reinterpret_cast<char*>(acc), st);
+  loop.Build();
+  return Dispatch<kSetAllButF8>(in.meta->dtype, "reduction", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    loop.Run([&term](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(Load<T>(p[0] + i * s[0]));
+        const double c = *reinterpret_cast<const double*>(p[1] + i * s[1]);
+        double* a = reinterpret_cast<double*>(p[2] + i * s[2]);
+        *a += term(x, c);
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// nansum: integer and bool inputs are plain sums (PyTorch redirects them);
+// floating inputs are cast to the output dtype and skip NaNs.
+absl::Status Nansum(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  if (IsIntegral(self.meta->dtype, /*include_bool=*/true)) return SumMean<false>(ctx);
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, "nansum", ctx.args[1], ctx.args[2].to_bool(), spec));
+  const TensorRef& out = ctx.outputs[0];
+  if (!IsFloating(out.meta->dtype)) return InternalErr("internal: nansum of a float input to a non-float dtype");
+  std::unique_ptr<TempTensor> holder;
+  TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
+  return DoubleReduce(spec, out, 0.0, [](double a, double x) { return std::isnan(x) ? a : a + x; },
+                      [](double a) { return a; });
+}
+
+// prod / prod.dim_int: the input is cast to the output dtype; floats multiply
+// in double, integers in int64 (wrapping, as PyTorch's integer arithmetic).
+absl::Status Prod(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const bool has_dim = ctx.args.size() == 4;
+  Value dims;
+  bool keepdim = false;
+  if (has_dim) {
+    dims = Value(std::vector<int64_t>{ctx.args[1].to_int()});
+    keepdim = ctx.args[2].to_bool();
+  }
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, "prod", dims, keepdim, spec));
+  const TensorRef& out = ctx.outputs[0];
+  std::unique_ptr<TempTensor> holder;
+  TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
+  if (IsFloating(out.meta->dtype)) {
+    return DoubleReduce(spec, out, 1.0, [](double a, double x) { return a * x; },
+                        [](double a) { return a; });
+  }
+  std::unique_ptr<TempTensor> long_holder;
+  TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, ScalarType::kInt64, long_holder));
+  AccBuffer<int64_t> acc;
+  TD_RETURN_IF_ERROR(acc.Init(out));
+  acc.Fill(1);
+  auto combine = [](int64_t a, int64_t x) { return WrapMul<int64_t>(a, x); };
+  auto run = [](const char* x, int64_t s, int64_t n, int64_t a) {
+    for (int64_t i = 0; i < n; ++i) a = WrapMul<int64_t>(a, Load<int64_t>(x + i * s));
+    return a;
+  };
+  TD_RETURN_IF_ERROR((ReduceInto<int64_t, int64_t>(in, spec.mask, acc.data, combine, run)));
+  return acc.Finish();
+}
+
+// var / std, every overload: sum((x - mean)^2) / max(N - correction, 0)
+// (PyTorch's rule: a non-positive divisor gives inf or NaN), std its sqrt.
+template <bool kStd>
+absl::Status VarStd(KernelContext& ctx) {
+  const char* name = kStd ? "std" : "var";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  Value dims;
+  bool keepdim = false;
+  double correction = 1.0;
+  const std::string& overload = ctx.op->schema.overload;
+  if (ctx.args.size() == 4) {
+    dims = ctx.args[1];
+    keepdim = ctx.args[3].to_bool();
+    if (overload == "correction") {
+      if (!ctx.args[2].is_none()) correction = static_cast<double>(ctx.args[2].to_int());
+    } else {
+      correction = ctx.args[2].to_bool() ? 1.0 : 0.0;
+    }
+  } else {
+    correction = ctx.args[1].to_bool() ? 1.0 : 0.0;
+  }
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, dims, keepdim, spec));
+  const TensorRef& out = ctx.outputs[0];
+  if (!IsFloating(out.meta->dtype)) return InternalErr(absl::StrCat("internal: ", name, " to a non-float dtype"));
+  const TensorRef& in = spec.in;
+  const int64_t kept = out.meta->numel();
+  TD_ASSIGN_OR_RETURN(auto mean, TempTensor::Make({kept}, ScalarType::kFloat64));
+  TD_ASSIGN_OR_RETURN(auto m2, TempTensor::Make({kept}, ScalarType::kFloat64));
+  double* mean_p = reinterpret_cast<double*>(mean->data());
+  double* m2_p = reinterpret_cast<double*>(m2->data());
+  for (int64_t i = 0; i < kept; ++i) mean_p[i] = m2_p[i] = 0.0;
+  TD_RETURN_IF_ERROR(FoldAsDouble(in, spec.mask, mean_p, [](double a, double x) { return a + x; }));
+  const double count = static_cast<double>(spec.count);
+  for (int64_t i = 0; i < kept; ++i) mean_p[i] /= count;  // 0 / 0: NaN, as PyTorch
+  TD_RETURN_IF_ERROR(CenteredPass(in, spec.mask, mean_p, m2_p, [](double x, double c) {
+    const double d = x - c;
+    return d * d;
+  }));
+  const double divisor = std::max(count - correction, 0.0);
+  for (int64_t i = 0; i < kept; ++i) {
+    const double v = m2_p[i] / divisor;
+    m2_p[i] = kStd ? std::sqrt(v) : v;
+  }
+  TensorMeta view = ViewMeta(m2->meta(), out.meta->sizes, ContiguousStrides(out.meta->sizes), 0);
+  return CopyConvert(out, TensorRef{m2->data(), &view});
+}
+
+// norm.Scalar / norm.ScalarOpt_dim / norm.ScalarOpt_dim_dtype /
+// linalg_vector_norm: p = 0 counts non-zeros, inf / -inf take max / min of
+// |x|, other p give (sum |x|^p)^(1/p) (p = 1 and 2 without pow). The input is
+// cast to dtype= first; an empty reduction gives 0 (the ops that refuse it
+// were stopped by the meta function).
+absl::Status Norm(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const std::optional<Scalar> p = OptionalScalar(ctx, 1);
+  const double ord = p ? p->to_double() : 2.0;
+  Value dims;
+  bool keepdim = false;
+  if (ctx.args.size() >= 4) {
+    dims = ctx.args[2];
+    keepdim = ctx.args[3].to_bool();
+  }
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, "norm", dims, keepdim, spec));
+  const TensorRef& out = ctx.outputs[0];
+  std::unique_ptr<TempTensor> holder;
+  TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
+  const bool empty = spec.count == 0;
+  auto nan_or = [](double a, double v, bool take) { return std::isnan(a) ? a : (std::isnan(v) || take) ? v : a; };
+  if (std::isinf(ord) && ord > 0) {
+    return DoubleReduce(spec, out, 0.0,
+                        [nan_or](double a, double x) { return nan_or(a, std::fabs(x), std::fabs(x) > a); },
+                        [](double a) { return a; });
+  }
+  if (std::isinf(ord)) {
+    return DoubleReduce(spec, out, std::numeric_limits<double>::infinity(),
+        [nan_or](double a, double x) { return nan_or(a, std::fabs(x), std::fabs(x) < a); },
+        [empty](double a) { return empty ? 0.0 : a; });
+  }
+  if (ord == 0) {
+    return DoubleReduce(spec, out, 0.0, [](double a, double x) { return a + (x != 0 ? 1.0 : 0.0); },
+                        [](double a) { return a; });
+  }
+  if (ord == 1) {
+    return DoubleReduce(spec, out, 0.0, [](double a, double x) { return a + std::fabs(x); },
+                        [](double a) { return a; });
+  }
+  if (ord == 2) {
+    return DoubleReduce(spec, out, 0.0, [](double a, double x) { return a + x * x; },
+                        [](double a) { return std::sqrt(a); });
+  }
+  return DoubleReduce(spec, out, 0.0, [ord](double a, double x) { return a + std::pow(std::fabs(x), ord); },
+                      [ord, empty](double a) { return empty ? 0.0 : std::pow(a, 1.0 / ord); });
+}
+
+// logsumexp: m + log(sum(exp(x - m))) with m the max over the reduced dims
+// (m taken as 0 where it is infinite, as PyTorch); integers become float32.
+absl::Status Logsumexp(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, "logsumexp", ctx.args[1], ctx.args[2].to_bool(), spec));
+  const TensorRef& out = ctx.outputs[0];
+  const TensorRef& in = spec.in;
+  const int64_t kept = out.meta->numel();
+  TD_ASSIGN_OR_RETURN(auto maxes, TempTensor::Make({kept}, ScalarType::kFloat64));
+  TD_ASSIGN_OR_RETURN(auto sums, TempTensor::Make({kept}, ScalarType::kFloat64));
+  double* m = reinterpret_cast<double*>(maxes->data());
+  double* s = reinterpret_cast<double*>(sums->data());
+  for (int64_t i = 0; i < kept; ++i) {
+    m[i] = -std::numeric_limits<double>::infinity();
+    s[i] = 0.0;
+  }
+  TD_RETURN_IF_ERROR(FoldAsDouble(in, spec.mask, m, [](double a, double x) {
+    return (std::isnan(x) || x > a) ? x : a;
+  }));
+  for (int64_t i = 0; i < kept; ++i) {
+    if (std::isinf(m[i])) m[i] = 0.0;
+  }
+  TD_RETURN_IF_ERROR(CenteredPass(in, spec.mask, m, s, [](double x, double c) { return std::exp(x - c); }));
+  for (int64_t i = 0; i < kept; ++i) s[i] = std::log(s[i]) + m[i];
+  TensorMeta view = ViewMeta(sums->meta(), out.meta->sizes, ContiguousStrides(out.meta->sizes), 0);
+  return CopyConvert(out, TensorRef{sums->data(), &view});
+}
+
+// all / any (+ .dim): the input is read as bool (non-zero, NaN included, is
+// true); the result is bool, or uint8 for uint8 inputs.
+template <bool kAll>
+absl::Status AllAny(KernelContext& ctx) {
+  const char* name = kAll ? "all" : "any";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  Value dims;
+  bool keepdim = false;
+  if (ctx.args.size() == 3) {
+    dims = Value(std::vector<int64_t>{ctx.args[1].to_int()});
+    keepdim = ctx.args[2].to_bool();
+  }
+  ReductionSpec spec;
+  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, dims, keepdim, spec));
+  std::unique_ptr<TempTensor> holder;
+  TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, ScalarType::kBool, holder));
+  AccBuffer<bool> acc;
+  TD_RETURN_IF_ERROR(acc.Init(ctx.outputs[0]));
+  acc.Fill(kAll);
+  auto combine = [](bool a, bool x) { return kAll ? (a && x) : (a || x); };
+  auto run = [](const char* x, int64_t s, int64_t n, bool a) {
+    for (int64_t i = 0; i < n; ++i) {
+      const bool v = *reinterpret_cast<const bool*>(x + i * s);
+      a = kAll ? (a && v) : (a || v);
+    }
+    return a;
+  };
+  TD_RETURN_IF_ERROR((ReduceInto<bool, bool>(in, spec.mask, acc.data, combine, run)));
+  return acc.Finish();
+}
+
 }  // namespace
 
 absl::Status RegisterReduceKernels(KernelRegistry& r) {
@@ -552,6 +833,15 @@ absl::Status RegisterReduceKernels(KernelRegistry& r) {
       {"argmax", ArgMaxMin<true>},  {"argmin", ArgMaxMin<false>},
       {"max", MaxMinAll<true>},     {"min", MaxMinAll<false>},
       {"max.dim", MaxMinDim<true>}, {"min.dim", MaxMinDim<false>},
+      {"nansum", Nansum},           {"prod", Prod},
+      {"prod.dim_int", Prod},       {"var.correction", VarStd<false>},
+      {"var.dim", VarStd<false>},   {"var", VarStd<false>},
+      {"std.correction", VarStd<true>}, {"std.dim", VarStd<true>},
+      {"std", VarStd<true>},        {"norm.Scalar", Norm},
+      {"norm.ScalarOpt_dim", Norm}, {"norm.ScalarOpt_dim_dtype", Norm},
+      {"linalg_vector_norm", Norm}, {"logsumexp", Logsumexp},
+      {"all", AllAny<true>},        {"all.dim", AllAny<true>},
+      {"any", AllAny<false>},       {"any.dim", AllAny<false>},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

@@ -85,6 +85,16 @@ absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value>
 
 // ---- complete meta op set (issue 4): one block per family ---------------------
 // [pointwise-decls]
+// Reductions and scans (meta_reductions.cc): nansum, prod / prod.dim_int,
+// var/std (every overload), norm.* and linalg_vector_norm, logsumexp,
+// all/any (+ .dim), cumsum/cumprod.
+absl::StatusOr<MetaResult> AllAny(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> CumScan(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Logsumexp(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Nansum(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Norm(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Prod(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> VarStd(absl::string_view op, absl::Span<const Value> args);
 // [reduction-decls]
 absl::StatusOr<MetaResult> Split(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> SplitWithSizes(absl::string_view op, absl::Span<const Value> args);
@@ -99,6 +109,13 @@ absl::StatusOr<MetaResult> ScatterSrc(absl::string_view op, absl::Span<const Val
 absl::StatusOr<MetaResult> ScatterValue(absl::string_view op, absl::Span<const Value> args);
 // [shape-decls]
 // [matmul-decls]
+// nn family (meta_nn.cc): conv2d and its backward, max/avg pooling and their backwards.
+absl::StatusOr<MetaResult> Conv2d(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ConvolutionBackward(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> MaxPool2dWithIndices(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> MaxPool2dWithIndicesBackward(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> AvgPool2d(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> AvgPool2dBackward(absl::string_view op, absl::Span<const Value> args);
 // [nn-decls]
 absl::StatusOr<MetaResult> Linspace(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value> args);

@@ -198,6 +198,26 @@ const OpDef kOps[] = {
     // ---- pointwise (exp2 ... lerp) --------------------------------------
     // [pointwise-end]
     // ---- reductions and scans -------------------------------------------
+    {"nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Nansum, FM},
+    {"prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", meta::Prod, FM},
+    {"prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Prod, FM},
+    {"var.correction(Tensor self, int[1]? dim, *, int? correction, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"var(Tensor self, bool unbiased=True) -> Tensor", meta::VarStd, FM},
+    {"std.correction(Tensor self, int[1]? dim, *, int? correction, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"std.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor", meta::VarStd, FM},
+    {"std(Tensor self, bool unbiased=True) -> Tensor", meta::VarStd, FM},
+    {"norm.Scalar(Tensor self, Scalar p=2) -> Tensor", meta::Norm, FM},
+    {"norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor", meta::Norm, FM},
+    {"norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor", meta::Norm, FM},
+    {"linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Norm, F},
+    {"logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor", meta::Logsumexp, FM},
+    {"all(Tensor self) -> Tensor", meta::AllAny, FM | ND},
+    {"all.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", meta::AllAny, FM | ND},
+    {"any(Tensor self) -> Tensor", meta::AllAny, FM | ND},
+    {"any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", meta::AllAny, FM | ND},
+    {"cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", meta::CumScan, FM},
+    {"cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", meta::CumScan, FM},
     // [reduction-end]
     // ---- shape ops (split, chunk, unbind, flip, roll, repeat, tril, triu, pad, scatter)
     {"split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", meta::Split, FM},
@@ -217,6 +237,16 @@ const OpDef kOps[] = {
     // ---- matmul family (addmm, baddbmm, dot, outer, linear) -------------
     // [matmul-end]
     // ---- nn ops (convolution, pooling) ----------------------------------
+    // conv2d: PyTorch's conv2d schema (2-D only; input NCHW or CHW). Its
+    // backward is aten's convolution_backward without `bool[3] output_mask`
+    // (the schema language has no bool lists): all three gradients are
+    // always computed.
+    {"conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor", meta::Conv2d, F},
+    {"convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, int[] stride, SymInt[] padding, int[] dilation, bool transposed, SymInt[] output_padding, int groups) -> (Tensor, Tensor, Tensor)", meta::ConvolutionBackward, F},
+    {"max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)", meta::MaxPool2dWithIndices, F},
+    {"max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor", meta::MaxPool2dWithIndicesBackward, F},
+    {"avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor", meta::AvgPool2d, F},
+    {"avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor", meta::AvgPool2dBackward, F},
     // [nn-end]
     // ---- factories (linspace, randint, empty_strided) -------------------
     {"linspace(Scalar start, Scalar end, int steps, " FACTORY_KW ") -> Tensor", meta::Linspace, F | kFactory | ND},

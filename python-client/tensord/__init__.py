@@ -36,6 +36,8 @@ _C._register_types(dtype, device, _os.path.dirname(_os.path.abspath(__file__)) +
 _install_tensor_api()
 _functions, _methods = _ops.install(globals(), Tensor)
 _wrap_factories(globals(), _C.op_table())
+from . import _reduction  # noqa: E402  (torch.norm's Python-level arguments)
+_reduction.install(globals(), Tensor)
 return_types = _ops.return_types
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402

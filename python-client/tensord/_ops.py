@@ -238,6 +238,51 @@ OP_DOCS.update({
     # [pointwise-docs]
 })
 OP_DOCS.update({
+    "nansum": _REDUCE.format(what="Sum treating NaN as 0", dtype=(
+        "Integer and bool inputs sum to int64 (a plain sum, as PyTorch); floating inputs keep their dtype. "
+        "``dtype=`` converts the input first (a floating input needs a floating dtype: RuntimeError otherwise). "
+        "``dim=()`` or ``[]`` reduces every dim.")),
+    "prod": ("Product of all elements, or along the int ``dim`` (``keepdim`` keeps it as size 1). Integer and "
+             "bool inputs give int64 (wrapping on overflow), others keep their dtype; ``dtype=`` converts the "
+             "input first. The product of no elements is 1. The output is contiguous. float16/bfloat16 results "
+             "raise RuntimeError (PyTorch 1.13's CPU prod lacks them); IndexError for a dim out of range. "
+             "Gradient: the product of the other elements (exact with zeros)."),
+    "var": ("Variance over ``dim`` (an int, a list, ``()``/``[]`` or None: every dim): "
+            "sum((x - mean)^2) / max(N - correction, 0). Overloads as PyTorch 1.13: ``var(x, unbiased=True)``, "
+            "``var(x, dim, unbiased=True, keepdim=False)`` and ``var(x, dim, *, correction, keepdim=False)`` "
+            "(correction None means 1; an integer). ``unbiased=False`` is correction 0. N <= correction gives "
+            "inf or NaN as PyTorch. Floating inputs only (RuntimeError 'std and var only support floating "
+            "point and complex dtypes' otherwise); the output has the input's dtype and is contiguous."),
+    "std": ("Standard deviation: the square root of ``var`` with the same overloads (``unbiased`` or "
+            "``correction``, default 1), dims, keepdim, dtype rules and errors. Its gradient is 0 where the "
+            "result is 0."),
+    "norm": ("Vector p-norm over ``dim`` (None: every dim), as torch.norm: ``p`` a number (default 2; "
+             "``inf``/``-inf``: max/min of |x|; 0: the count of non-zeros; other p: (sum |x|^p)^(1/p)) or "
+             "'fro' (= 2). ``keepdim`` keeps reduced dims; ``dtype=`` (floating) converts the input first and "
+             "is the result's dtype. Floating inputs only ('norm(): input dtype should be either floating point "
+             "or complex'); an empty input gives 0. The output is contiguous."),
+    "linalg_vector_norm": ("torch.linalg.vector_norm: the ``ord``-norm (default 2; inf, -inf, 0 or any number) "
+                           "of ``self`` over ``dim`` (None: every dim), ``keepdim``, and ``dtype=`` that must not "
+                           "narrow the input's dtype. Floating inputs only. RuntimeError for ord < 0 or "
+                           "+-inf over an empty dim (no identity), as PyTorch. The output is contiguous."),
+    "logsumexp": ("log(sum(exp(x))) over ``dim`` (required: an int or a list), computed stably as "
+                  "m + log(sum(exp(x - m))) with m the max (taken as 0 where infinite). Integer and bool inputs "
+                  "give float32; float16 raises RuntimeError (as PyTorch 1.13 on CPU). ``dim=()`` reduces every "
+                  "dim with keepdim=True, and fails without it on tensors of rank >= 1, as PyTorch 1.13. An "
+                  "empty reduction gives -inf. The output is contiguous."),
+    "all": ("True when every element (along the int ``dim``, if given; ``keepdim`` keeps it) is non-zero "
+            "(NaN counts as non-zero). The result is bool, or uint8 for a uint8 input (PyTorch 1.13). Empty "
+            "reductions give True. Not differentiable; the output is contiguous."),
+    "any": ("True when some element (along the int ``dim``, if given; ``keepdim`` keeps it) is non-zero. "
+            "The result is bool, or uint8 for a uint8 input (PyTorch 1.13). Empty reductions give False. Not "
+            "differentiable; the output is contiguous."),
+    "cumsum": ("Cumulative sum along ``dim``: out[..., i, ...] = sum of self[..., :i+1, ...]. Integer and bool "
+               "inputs give int64 unless ``dtype=`` says otherwise; ``dtype=`` converts the input first. The "
+               "output has the input's shape and is contiguous whatever the input's layout (PyTorch 1.13 CPU). "
+               "float16 and bool results raise RuntimeError (not implemented on CPU, as PyTorch); IndexError "
+               "for a dim out of range."),
+    "cumprod": ("Cumulative product along ``dim``; dtypes, layout and errors as cumsum. Its gradient is exact "
+                "with zeros in the input (the product of the other factors, as PyTorch)."),
     # [reduction-docs]
 })
 OP_DOCS.update({
@@ -283,6 +328,33 @@ OP_DOCS.update({
     # [matmul-docs]
 })
 OP_DOCS.update({
+    "conv2d": ("2-D convolution (cross-correlation) of ``input`` [N, C_in, H, W] or unbatched [C_in, H, W] with "
+               "``weight`` [C_out, C_in / groups, kH, kW] plus optional ``bias`` [C_out]: gives [N, C_out, H_out, "
+               "W_out] with H_out = (H + 2*padding - dilation*(kH-1) - 1) // stride + 1. float32/float64 only "
+               "(same dtype for all three). The output is contiguous, or channels-last when the input or the "
+               "weight is channels-last (PyTorch 1.13 CPU). RuntimeError with PyTorch's words for a channel / "
+               "groups / bias mismatch, non-positive stride or dilation, negative padding, or a kernel larger "
+               "than the padded input."),
+    "convolution_backward": ("Gradients (grad_input, grad_weight, grad_bias) of a 2-D convolution for "
+                             "``grad_output``: aten's convolution_backward without ``output_mask`` (all three "
+                             "are computed; grad_bias [C_out] even when bias_sizes is None). 4-D input and weight "
+                             "only; ``transposed=True`` or non-zero output_padding: NotImplementedError. "
+                             "Differentiable (double backward through conv2d)."),
+    "max_pool2d_with_indices": ("2-D max pooling of ``self`` [N, C, H, W] or [C, H, W] (float32/float64) with "
+                                "``kernel_size``, ``stride`` (default: kernel_size), ``padding`` (at most half the "
+                                "kernel), ``dilation`` and ``ceil_mode`` (PyTorch's output-size rule: the last "
+                                "window must start inside the input or its left padding). Returns (values, "
+                                "indices): indices (int64) are flat positions h * W + w within each input plane; "
+                                "a NaN in the window wins. Outputs take the input's suggested memory format."),
+    "max_pool2d_with_indices_backward": ("The gradient of max_pool2d_with_indices: zeros of ``self``'s sizes "
+                                         "(its memory format) with each grad_output element added at its "
+                                         "saved index."),
+    "avg_pool2d": ("2-D average pooling of ``self`` [N, C, H, W] or [C, H, W] (float32/float64). Divisor: "
+                   "``divisor_override`` when given, else the window size including padding "
+                   "(``count_include_pad=True``) or only the in-bounds elements. Output size and errors as "
+                   "max_pool2d_with_indices; the output takes the input's suggested memory format."),
+    "avg_pool2d_backward": ("The gradient of avg_pool2d: each grad_output element divided by its window's "
+                            "divisor and added to every input position of its window."),
     # [nn-docs]
 })
 OP_DOCS.update({

@@ -164,3 +164,59 @@ def test_gradgradcheck_of_a_scalar_loss():
     # 0-dim outputs (every loss) get 0-dim random grad_outputs.
     x = tensord.randn(2, 3, dtype=tensord.float64, requires_grad=True)
     assert tensord.autograd.gradgradcheck(lambda x: (x * x * x).sum(), (x,))
+
+
+# ---- nn composites and pooling (tensord.nn.functional), float64 -----------------
+def _nn_cases():
+    import tensord.nn.functional as F
+    # Constant tensors are made at call time, in the test's session.
+    def mask():
+        return tensord.from_numpy(np.array([[True, False, True, True], [True, True, False, False],
+                                            [False, True, True, True]]))
+
+    def target():
+        return tensord.from_numpy(np.array([0, 2, 1, 3, 1], dtype=np.int64))
+
+    def weight():
+        return tensord.from_numpy(np.array([0.5, 1.0, 2.0, 1.5]))
+    return [
+        ("conv2d_same", lambda x, w: F.conv2d(x, w, padding="same"), lambda: (_t(1, 2, 5, 5), _t(3, 2, 2, 3, seed=1))),
+        ("conv2d_unbatched_groups", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2),
+         lambda: (_t(4, 5, 5, seed=2), _t(4, 2, 3, 3, seed=3), _t(4, seed=4))),
+        ("max_pool2d", lambda x: F.max_pool2d(x, 2, 1), lambda: (_t(1, 2, 4, 4, seed=5),)),
+        ("avg_pool2d", lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+         lambda: (_t(2, 5, 6, seed=6),)),
+        ("rms_norm", lambda x, w: F.rms_norm(x, (4,), w), lambda: (_t(3, 4, seed=7), _t(4, seed=8))),
+        ("rms_norm_2d_eps", lambda x: F.rms_norm(x, (3, 4), eps=1e-3), lambda: (_t(2, 3, 4, seed=9),)),
+        ("sdpa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+         lambda: (_t(2, 3, 4, seed=10), _t(2, 4, 4, seed=11), _t(2, 4, 2, seed=12))),
+        ("sdpa_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.7),
+         lambda: (_t(3, 4, seed=13), _t(5, 4, seed=14), _t(5, 3, seed=15))),
+        ("sdpa_bool_mask", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask()),
+         lambda: (_t(3, 2, seed=16), _t(4, 2, seed=17), _t(4, 2, seed=18))),
+        ("sdpa_float_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+         lambda: (_t(3, 2, seed=19), _t(4, 2, seed=20), _t(4, 2, seed=21), _t(3, 4, seed=22))),
+        ("cross_entropy_probs", lambda x, p: F.cross_entropy(x, p, label_smoothing=0.1),
+         lambda: (_t(5, 4, seed=23), _t(5, 4, seed=24, positive=True))),
+        ("cross_entropy_probs_weight_none", lambda x, p: F.cross_entropy(x, p, weight(), reduction="none"),
+         lambda: (_t(2, 4, 3, seed=25), _t(2, 4, 3, seed=26, positive=True))),
+        ("cross_entropy_index_ls_weight",
+         lambda x: F.cross_entropy(x, target(), weight(), ignore_index=1, label_smoothing=0.2),
+         lambda: (_t(5, 4, seed=27),)),
+    ]
+
+
+NN_CASES = _nn_cases()
+
+
+@pytest.mark.parametrize("name,fn,make", NN_CASES, ids=[c[0] for c in NN_CASES])
+def test_gradcheck_nn_composites(session, name, fn, make):
+    assert gradcheck(fn, make(), eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+# The backward ops (convolution_backward, pooling backwards) are table ops with
+# formulas: double backward works.
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d", "conv2d_same", "conv2d_unbatched_groups"])
+def test_gradgradcheck_pooling(session, name):
+    fn, make = {c[0]: (c[1], c[2]) for c in NN_CASES}[name]
+    assert gradgradcheck(fn, make())

@@ -7,13 +7,15 @@ so autograd records it like any other computation and it works on meta
 tensors wherever its ops do. Results equal PyTorch's up to floating-point
 rounding (the composites may round differently from PyTorch's fused kernels).
 """
+import math
 import warnings
 
 from .. import _C
 from ._util import detach
 
 __all__ = ["relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "dropout", "layer_norm",
-           "embedding", "nll_loss", "cross_entropy", "mse_loss", "l1_loss"]
+           "embedding", "nll_loss", "cross_entropy", "mse_loss", "l1_loss", "conv2d", "max_pool2d",
+           "max_pool2d_with_indices", "avg_pool2d", "rms_norm", "scaled_dot_product_attention"]
 
 _call = _C.call_any
 
@@ -229,10 +231,20 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     classes with PyTorch's formula: (1 - s) * nll + s / C * (the sum over
     classes of -log p, weighted by ``weight``, reduced like nll). ValueError
     for label_smoothing outside [0, 1].
+
+    Probability targets: a floating ``target`` of the input's shape holds
+    class probabilities; the loss per position is ``-sum_c weight[c] *
+    target[c] * log_softmax(input)[c]`` (target smoothed to ``(1 - s) *
+    target + s / C`` first); 'mean' divides the sum by the number of
+    positions (input.numel() / C), not by the weights, as PyTorch.
+    RuntimeError for a non-floating target or an ``ignore_index`` >= 0 with
+    probability targets (PyTorch's rule), or a weight that is not [C].
     """
     _check_reduction(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if input.dim() >= 1 and tuple(input.shape) == tuple(target.shape):
+        return _cross_entropy_probs(input, target, weight, ignore_index, reduction, label_smoothing)
     cdim = _check_targets("cross_entropy", input, target)
     logp = log_softmax(input, cdim)
     loss, w = _picked_and_weights(logp, target, weight, ignore_index, cdim)
@@ -279,6 +291,175 @@ def l1_loss(input, target, reduction="mean"):
     return _reduce((input - target).abs(), reduction)
 
 
+def _cross_entropy_probs(input, target, weight, ignore_index, reduction, label_smoothing):
+    """cross_entropy with class-probability targets (PyTorch's cross_entropy_loss_prob_target)."""
+    if not target.dtype.is_floating_point:
+        raise RuntimeError(f"Expected floating point type for target with class probabilities, got {target.dtype}")
+    if ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    cdim = _class_dim(input)
+    n_classes = input.size(cdim)
+    if weight is not None and (weight.dim() != 1 or weight.numel() != n_classes):
+        raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all {n_classes} classes or "
+                           f"no classes but got weight tensor of shape: {list(weight.shape)}")
+    if label_smoothing > 0.0 and n_classes:
+        target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+    logp = log_softmax(input, cdim)
+    prod = logp * target
+    if weight is not None:
+        shape = [1] * input.dim()
+        shape[cdim] = n_classes
+        prod = prod * weight.reshape(shape)
+    loss = -prod.sum(cdim)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    count = input.numel() // n_classes if n_classes else 0
+    return loss.sum() / float(count) if count else loss.sum() / 0.0
+
+
+# ---------------------------------------------------------------- convolution, pooling
+
+def _pair(v):
+    if isinstance(v, int):
+        return [v, v]
+    return [int(x) for x in v]
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (op conv2d): ``input`` [N, C_in, H, W] or [C_in, H, W],
+    ``weight`` [C_out, C_in / groups, kH, kW], ``bias`` [C_out] or None;
+    float32/float64. ``stride``, ``padding``, ``dilation``: an int or a pair.
+
+    ``padding='valid'`` is no padding; ``padding='same'`` pads so the output
+    has the input's spatial size (stride must be 1: RuntimeError otherwise,
+    as PyTorch); when the total padding d*(k-1) of a dim is odd, the extra
+    zero goes on the right/bottom, as PyTorch does. RuntimeError for any other
+    string ("Invalid padding string: 'foo'") and for the shape errors of the op.
+    """
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if any(s != 1 for s in _pair(stride)):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            dil = _pair(dilation)
+            if weight.dim() != 4:
+                return _call("conv2d", input, weight, bias, stride, 0, dilation, groups)  # the op's error
+            ks = list(weight.shape[2:])
+            total = [d * (k - 1) for d, k in zip(dil, ks)]
+            left = [t // 2 for t in total]
+            for i, (t, lft) in enumerate(zip(total, left)):
+                extra = t - 2 * lft
+                if extra:
+                    dim = input.dim() - 2 + i
+                    zeros = _call("zeros_like", _call("narrow", input, dim, 0, 1))
+                    zeros = _call("expand", zeros, [extra if j == dim else s for j, s in enumerate(input.shape)])
+                    input = _call("cat", [input, zeros], dim)
+            padding = left
+        else:
+            raise RuntimeError(f"Invalid padding string: '{padding}'")
+    return _call("conv2d", input, weight, bias, stride, padding, dilation, groups)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=True):
+    """2-D max pooling returning (values, indices) (op max_pool2d_with_indices):
+    ``input`` [N, C, H, W] or [C, H, W] (float32/float64); ``stride`` None means
+    ``kernel_size``; indices are flat h * W + w positions in each input plane.
+    RuntimeError (PyTorch's words) when padding exceeds half the kernel or the
+    output would be empty."""
+    if stride is None:
+        stride = []
+    return _call("max_pool2d_with_indices", input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """2-D max pooling (op max_pool2d_with_indices); returns the values, or
+    (values, indices) with ``return_indices=True``. Arguments and errors as
+    max_pool2d_with_indices."""
+    values, indices = max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+    return (values, indices) if return_indices else values
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """2-D average pooling (op avg_pool2d): ``input`` [N, C, H, W] or [C, H, W]
+    (float32/float64); ``stride`` None means ``kernel_size``. Each window is
+    divided by ``divisor_override`` when given (RuntimeError for 0), else by
+    its size with padding (``count_include_pad``) or without."""
+    if stride is None:
+        stride = []
+    return _call("avg_pool2d", input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+# ---------------------------------------------------------------- rms_norm, attention
+
+# torch.finfo(dtype).eps, by dtype name.
+_EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16, "float16": 0.0009765625,
+        "bfloat16": 0.0078125, "float8_e4m3fn": 0.125, "float8_e5m2": 0.25}
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """Root-mean-square normalisation over the trailing dims ``normalized_shape``
+    (PyTorch 2.4's F.rms_norm): ``input * rsqrt(mean(input**2) + eps)``, then
+    ``* weight`` (shape normalized_shape) when given. ``eps`` None means
+    finfo(input.dtype).eps. Floating input; RuntimeError when the trailing
+    sizes differ from normalized_shape (layer_norm's message)."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or input.dim() < k or tuple(input.shape[input.dim() - k:]) != normalized_shape:
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
+                           f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size"
+                           f"{list(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"rms_norm: expected a floating input, but got {input.dtype}")
+    if eps is None:
+        eps = _EPS.get(input.dtype._name, _EPS["float32"])
+    dims = list(range(input.dim() - k, input.dim()))
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    return out
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """Attention ``softmax(query @ key^T * scale + mask) @ value`` (PyTorch 2.x's
+    F.scaled_dot_product_attention).
+
+    Shapes: query [..., L, E], key [..., S, E], value [..., S, Ev] (batch dims
+    broadcast) -> [..., L, Ev]. ``scale`` None means 1 / sqrt(E). ``attn_mask``
+    broadcasting to [..., L, S]: bool keeps positions where True (others get
+    -inf before the softmax), floating is added to the scores.
+    ``is_causal=True`` keeps key positions s <= l (top-left aligned lower
+    triangle); giving both it and attn_mask is a RuntimeError, as PyTorch.
+    ``dropout_p`` > 0 drops attention weights with dropout (the session's
+    generator). A row whose every position is masked gives NaN, as PyTorch's
+    math path.
+    """
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    e = query.size(-1)
+    if scale is None:
+        scale = 1.0 / math.sqrt(e) if e > 0 else float("inf")
+    scores = _call("matmul", query, _call("transpose", key, -2, -1)) * scale
+    if is_causal:
+        n_q, n_k = query.size(-2), key.size(-2)
+        rows = _call("arange", n_q, device=query.device).unsqueeze(-1)
+        cols = _call("arange", n_k, device=query.device)
+        attn_mask = cols <= rows
+    if attn_mask is not None:
+        if attn_mask.dtype._name == "bool":
+            scores = _call("where", attn_mask, scores, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return _call("matmul", weights, value)
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 

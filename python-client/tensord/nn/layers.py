@@ -1,4 +1,5 @@
-"""The layers of ``tensord.nn``: Linear, activations, containers, Dropout, Embedding, LayerNorm.
+"""The layers of ``tensord.nn``: Linear, activations, containers, Dropout, Embedding, LayerNorm,
+Conv2d, MaxPool2d, AvgPool2d, RMSNorm.
 
 Each takes the same constructor arguments as its PyTorch namesake (including
 ``device=`` and ``dtype=`` for layers with parameters; parameters are
@@ -17,7 +18,8 @@ from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Identity", "Linear", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Flatten",
-           "Sequential", "ModuleList", "Dropout", "Embedding", "LayerNorm"]
+           "Sequential", "ModuleList", "Dropout", "Embedding", "LayerNorm", "Conv2d", "MaxPool2d", "AvgPool2d",
+           "RMSNorm"]
 
 
 def _empty(shape, device, dtype):
@@ -343,6 +345,159 @@ class LayerNorm(Module):
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+class Conv2d(Module):
+    """2-D convolution (see functional.conv2d): input [N, in_channels, H, W] or
+    [in_channels, H, W] -> [N, out_channels, H_out, W_out].
+
+    Parameters: ``weight`` [out_channels, in_channels / groups, kH, kW] and
+    ``bias`` [out_channels] (None with ``bias=False``), initialised as
+    PyTorch's Conv2d: weight by kaiming_uniform_(a=sqrt(5)), bias by
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in_channels / groups * kH * kW.
+    ``padding``: an int, a pair, 'valid' or 'same' (stride 1 only).
+    ValueError (PyTorch's words) for groups <= 0, channels not divisible by
+    groups, a bad padding string or 'same' with a stride; only
+    ``padding_mode='zeros'`` is supported (NotImplementedError otherwise).
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and any(s != 1 for s in _pair(stride)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of ['zeros', 'reflect', 'replicate', 'circular'], "
+                             f"but got padding_mode='{padding_mode}'")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"tensord Conv2d: padding_mode='{padding_mode}' is not supported (only 'zeros')")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _pair(kernel_size)
+        self.stride = _pair(stride)
+        self.padding = padding if isinstance(padding, str) else _pair(padding)
+        self.dilation = _pair(dilation)
+        self.transposed = False
+        self.output_padding = (0, 0)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.weight = Parameter(_empty((out_channels, in_channels // groups) + self.kernel_size, device, dtype))
+        if bias:
+            self.bias = Parameter(_empty((out_channels,), device, dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Re-draws weight and bias from PyTorch's Conv2d distributions (nothing on meta)."""
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self):
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class MaxPool2d(Module):
+    """2-D max pooling (see functional.max_pool2d); ``stride`` None means
+    ``kernel_size``; ``return_indices=True`` returns (values, indices)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """2-D average pooling (see functional.avg_pool2d); ``stride`` None means ``kernel_size``."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing dims ``normalized_shape``
+    (see functional.rms_norm; PyTorch 2.4's RMSNorm), with a learnable
+    ``weight`` (ones) of that shape when ``elementwise_affine``. ``eps`` None
+    means finfo(input.dtype).eps."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(_empty(self.normalized_shape, device, dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """weight = 1 (nothing on meta)."""
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
