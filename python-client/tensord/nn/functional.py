@@ -460,6 +460,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return _call("matmul", weights, value)
+
+
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
