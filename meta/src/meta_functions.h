@@ -113,6 +113,17 @@ absl::StatusOr<MetaResult> Norm(absl::string_view op, absl::Span<const Value> ar
 absl::StatusOr<MetaResult> Prod(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> VarStd(absl::string_view op, absl::Span<const Value> args);
 // [reduction-decls]
+absl::StatusOr<MetaResult> Split(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> SplitWithSizes(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Chunk(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Unbind(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Flip(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Roll(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Repeat(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> TrilTriu(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ConstantPadNd(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ScatterSrc(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ScatterValue(absl::string_view op, absl::Span<const Value> args);
 // [shape-decls]
 // addmm(self, mat1, mat2, *, beta, alpha): self broadcasts to [n, m];
 // all three share one dtype (PyTorch's "self and mat2 must have the same dtype").

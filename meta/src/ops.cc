@@ -240,6 +240,19 @@ const OpDef kOps[] = {
     {"cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", meta::CumScan, FM},
     // [reduction-end]
     // ---- shape ops (split, chunk, unbind, flip, roll, repeat, tril, triu, pad, scatter)
+    {"split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", meta::Split, FM},
+    {"split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", meta::SplitWithSizes, FM},
+    {"split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]", meta::SplitWithSizes, FM},
+    {"chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]", meta::Chunk, FM},
+    {"unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]", meta::Unbind, FM},
+    {"flip(Tensor self, int[] dims) -> Tensor", meta::Flip, FM},
+    {"roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor", meta::Roll, FM},
+    {"repeat(Tensor self, SymInt[] repeats) -> Tensor", meta::Repeat, M},
+    {"tril(Tensor self, int diagonal=0) -> Tensor", meta::TrilTriu, FM},
+    {"triu(Tensor self, int diagonal=0) -> Tensor", meta::TrilTriu, FM},
+    {"constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", meta::ConstantPadNd, F},
+    {"scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", meta::ScatterSrc, FM},
+    {"scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", meta::ScatterValue, FM},
     // [shape-end]
     // ---- matmul family (addmm, baddbmm, dot, outer, linear) -------------
     {"addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", meta::Addmm, FM},

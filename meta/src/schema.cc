@@ -292,7 +292,12 @@ std::vector<int> FunctionSchema::ReturnAliases() const {
     int idx = -1;
     if (!r.alias.empty()) {
       for (size_t i = 0; i < arguments.size(); ++i) {
-        if (arguments[i].alias == r.alias) idx = static_cast<int>(i);
+        // `Tensor(a -> *) self` (the views of a list return) is in set "a".
+        absl::string_view set = arguments[i].alias;
+        if (const size_t arrow = set.find("->"); arrow != absl::string_view::npos) {
+          set = absl::StripAsciiWhitespace(set.substr(0, arrow));
+        }
+        if (set == r.alias) idx = static_cast<int>(i);
       }
     }
     out.push_back(idx);

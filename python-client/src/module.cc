@@ -203,8 +203,21 @@ tc::Arg ToArg(py::handle o) {
                                       "dtype, a device, a string or None)")));
 }
 
-py::object Wrap(std::vector<tc::Tensor> out) {
-  if (out.size() == 1) return py::cast(std::move(out[0]));
+// Whether op `name` ("split" or "split.Tensor") returns Tensor[]: such ops
+// give a tuple of any length (one view, or none), as in PyTorch.
+bool ReturnsList(absl::string_view name) {
+  const tensord::OpTable& table = tensord::OpTable::Get();
+  if (const tensord::OpEntry* e = table.Find(name)) {
+    return !e->schema.returns.empty() && e->schema.returns[0].type == tensord::ArgType::kTensorList;
+  }
+  for (const tensord::OpEntry* e : table.Overloads(name.substr(0, name.find('.')))) {
+    if (!e->schema.returns.empty() && e->schema.returns[0].type == tensord::ArgType::kTensorList) return true;
+  }
+  return false;
+}
+
+py::object Wrap(std::vector<tc::Tensor> out, bool as_tuple = false) {
+  if (out.size() == 1 && !as_tuple) return py::cast(std::move(out[0]));
   py::tuple t(out.size());
   for (size_t i = 0; i < out.size(); ++i) t[i] = py::cast(std::move(out[i]));
   return std::move(t);
@@ -234,7 +247,7 @@ py::object CallOp(const std::string& name, py::args args, py::dict kwargs, tc::C
       }
     }
   }
-  return Wrap(std::move(out));
+  return Wrap(std::move(out), ReturnsList(name));
 }
 
 // ---------------------------------------------------------------- host data

@@ -322,6 +322,42 @@ OP_DOCS.update({
     # [reduction-docs]
 })
 OP_DOCS.update({
+    "split": ("Splits ``self`` along ``dim`` into views: an int ``split_size`` gives pieces of that many elements "
+              "(the last one smaller; split.Tensor), a list gives pieces of those sizes (split.sizes, as "
+              "split_with_sizes). Returns a tuple of views aliasing self (no copy; strides and storage offsets "
+              "from the meta function, on meta tensors too). RuntimeError for split_size 0 on a non-empty dim, a "
+              "negative size, sizes not summing to self.size(dim) or a 0-dim self; IndexError for a bad dim."),
+    "split_with_sizes": ("Splits ``self`` along ``dim`` into views of the sizes in ``split_sizes``, which must be "
+                         "non-negative and sum to self.size(dim) (RuntimeError otherwise, naming the sum and the "
+                         "sizes). Returns a tuple of views aliasing self."),
+    "chunk": ("Splits ``self`` along ``dim`` into at most ``chunks`` views of ceil(size / chunks) elements (so "
+              "fewer may come back, as PyTorch; an empty dim gives ``chunks`` empty views). Returns a tuple of "
+              "views aliasing self. RuntimeError for chunks <= 0 or a 0-dim self."),
+    "unbind": ("Removes ``dim``: a tuple of the views self.select(dim, i) for every i (empty for a size-0 dim). "
+               "IndexError for a 0-dim self or a bad dim."),
+    "flip": ("A copy of ``self`` with the order of elements reversed along every dim in ``dims`` (distinct; "
+             "RuntimeError for a repeated dim). Any dtype; the output keeps self's memory layout when self is "
+             "dense (PyTorch's empty_like), else is contiguous."),
+    "roll": ("A copy of ``self`` shifted circularly by ``shifts[i]`` along ``dims[i]`` (elements that leave one "
+             "end come back at the other). No ``dims``: the flattened tensor is rolled by one shift and reshaped "
+             "back (contiguous output). RuntimeError when shifts and dims differ in length or shifts is empty."),
+    "repeat": ("Tiles ``self``: ``repeats[i]`` copies along each dim; extra leading repeats add dims (as "
+               "numpy.tile). Contiguous output of sizes self.size(i) * repeats[i]. RuntimeError for fewer "
+               "repeats than dims or a negative repeat."),
+    "tril": ("A contiguous copy of ``self`` (at least 2-D; batches over leading dims) keeping the elements on and "
+             "below the ``diagonal``-th diagonal (j - i <= diagonal), the others 0. Any dtype."),
+    "triu": ("A contiguous copy of ``self`` (at least 2-D; batches over leading dims) keeping the elements on and "
+             "above the ``diagonal``-th diagonal (j - i >= diagonal), the others 0. Any dtype."),
+    "constant_pad_nd": ("Pads ``self`` with ``value`` (converted to self's dtype; RuntimeError when it does not "
+                        "fit): ``pad`` holds (before, after) pairs from the last dim backwards, negative entries "
+                        "crop. The output has self's suggested memory format (channels-last stays so); when "
+                        "nothing grows it is a copy of the cropped view. RuntimeError for an odd length, more "
+                        "pairs than dims, or a size below 1. See tensord.nn.functional.pad."),
+    "scatter": ("A contiguous copy of ``self`` where, for every position i of ``index`` (int64, self's number of "
+                "dims), out[i with dim replaced by index[i]] = src[i] (or ``value``). index may be smaller than "
+                "src everywhere and than self outside ``dim``; src has self's dtype. RuntimeError for other "
+                "dtypes or shapes; an index value outside [0, self.size(dim)) fails at the next sync point. "
+                "With repeated indices the element written last in index order wins."),
     # [shape-docs]
 })
 OP_DOCS.update({

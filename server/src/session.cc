@@ -468,6 +468,11 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   absl::StatusOr<std::vector<Tensor>> outs = Dispatch(*op, std::move(args), inputs, call.record_grad(), &metas);
   inputs.clear();
   if (!outs.ok()) return fail(outs.status());
+  if (list_return && outs->size() != static_cast<size_t>(n_out)) {
+    // The client names one handle per view its meta function predicted.
+    return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs->size(), " tensors, but the call names ", n_out,
+                                        " output handles")));
+  }
   for (int i = 0; i < n_out && i < static_cast<int>(outs->size()); ++i) {
     if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move((*outs)[i]));
   }
@@ -568,7 +573,9 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
         if (src == nullptr || src->storage == nullptr) {
           return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases an unknown input")));
         }
-        if (*need > src->storage->nbytes()) {
+        // An empty view addresses nothing: any offset is valid (PyTorch's
+        // computeStorageNbytes is 0 for it), e.g. split's last piece of size 0.
+        if (m.numel() > 0 && *need > src->storage->nbytes()) {
           return fail(RuntimeErr(absl::StrCat(op_name, ": output ", i, " (sizes ", ShapeToString(m.sizes),
                                               ", strides ", ShapeToString(m.strides), ", storage_offset ",
                                               m.storage_offset, ") needs ", *need, " bytes of storage, but the storage "

@@ -228,7 +228,9 @@ TEST(RegistryTest, EveryComputingOpHasACpuKernel) {
   // may alias or copy) must have one.
   const std::set<std::string> pure_views = {"view", "transpose.int", "permute", "t", "slice.Tensor",
                                             "select.int", "narrow", "expand", "squeeze",
-                                            "squeeze.dim", "unsqueeze", "detach"};
+                                            "squeeze.dim", "unsqueeze", "detach",
+                                            // lists of views (issue 4, shape ops)
+                                            "split.Tensor", "split.sizes", "split_with_sizes", "chunk", "unbind.int"};
   const KernelRegistry& reg = Registry();
   for (const OpEntry& e : OpTable::Get().entries()) {
     const bool has = reg.Find(DeviceType::kCPU, e.id) != nullptr;

@@ -459,3 +459,35 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return _call("matmul", weights, value)
+
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pads ``input`` as ``torch.nn.functional.pad``: ``pad`` is (before, after)
+    pairs starting from the last dim (``(1, 2)`` pads the last dim by 1 in
+    front and 2 behind; ``(1, 1, 2, 2)`` also pads the dim before it).
+    Negative entries crop. Only ``mode="constant"`` is implemented (the op
+    ``constant_pad_nd``, filling with ``value``, default 0, converted to
+    input's dtype); "reflect", "replicate" and "circular" raise
+    NotImplementedError, an unknown mode NotImplementedError as PyTorch.
+    RuntimeError for an odd ``len(pad)``, more pairs than dims, a padded size
+    below 1, or a value that input's dtype cannot hold. The output keeps
+    input's memory format (channels-last stays channels-last)."""
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if mode != "constant":
+        if value is not None:
+            raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+        raise NotImplementedError(f'pad: mode "{mode}" is not implemented by tensord; only mode="constant" '
+                                  "(constant_pad_nd) is supported")
+    pad = list(pad)
+    if len(pad) % 2 != 0:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.dim():
+        raise RuntimeError("Padding length too large")
+    return _call("constant_pad_nd", input, pad, 0 if value is None else value)
+
+
+__all__ += ["pad"]
