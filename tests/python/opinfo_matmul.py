@@ -44,6 +44,16 @@ def _bf16(r, *shape):
     return Cast(f32(r, *shape), "bfloat16")
 
 
+def _baddbmm_torch(self, batch1, batch2, beta=1, alpha=1):
+    """torch.baddbmm, except that with beta=0 a NaN self is replaced by zeros
+    first: torch 1.13's CPU baddbmm lets self's NaN through beta=0 in about a
+    third of calls (measured: 7344 of 20000), where its documentation (and
+    tensord) ignore self. Same layout, so the metadata comparison holds."""
+    if beta == 0:
+        self = torch.zeros_like(self)
+    return torch.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+
+
 OPINFOS = [
     OpInfo("addmm", lambda r: [
         Sample(f32(r, 2, 3), f32(r, 2, 4), f32(r, 4, 3)),
@@ -91,7 +101,7 @@ OPINFOS = [
         Sample(f32(r, 2, 3, 5), f32(r, 2, 3, 0), f32(r, 2, 0, 5)),
         Sample(f32(r, 1, 1, 5), f32(r, 1, 1, 4), f32(r, 1, 4, 5)),
         Sample(_bf16(r, 2, 3, 5), _bf16(r, 2, 3, 4), _bf16(r, 2, 4, 5)),
-    ], np_ref=_addmm_ref, rtol=1e-5, atol=1e-5, errors=lambda r: [
+    ], np_ref=_addmm_ref, torch_ref=_baddbmm_torch, rtol=1e-5, atol=1e-5, errors=lambda r: [
         ErrorInput(Sample(f32(r, 2, 3, 5), f32(r, 2, 3, 4), f32(r, 2, 4, 5).astype(np.float16)), RuntimeError,
                    "expected scalar type Float but found Half"),
         ErrorInput(Sample(f32(r, 2, 3, 5), f32(r, 2, 3, 4), f64(r, 2, 4, 5)), RuntimeError,
