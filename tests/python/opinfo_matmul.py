@@ -216,6 +216,8 @@ OPINFOS = [
         Sample(f32(r, 1, 4), f32(r, 4, 1)),
         Sample(i64(r, 3, 4), i64(r, 4, 2)),
         Sample(_bf16(r, 3, 4), _bf16(r, 4, 2)),
+        # float16: computed in float32, rounded once; torch 1.13's CPU has no Half mm (meta_deviations.txt)
+        Sample(f32(r, 3, 4).astype(np.float16), f32(r, 4, 2).astype(np.float16)),
     ], np_ref=np.matmul, rtol=1e-5, atol=1e-5, errors=lambda r: [
         ErrorInput(Sample(f32(r, 3, 4), f64(r, 4, 5)), RuntimeError, "expected scalar type Float but found Double"),
         ErrorInput(Sample(bools(r, 2, 2), bools(r, 2, 2)), RuntimeError, "not implemented for 'Bool'"),
@@ -226,6 +228,7 @@ OPINFOS = [
         Sample(f64(r, 2, 3, 0), f64(r, 2, 0, 5)),
         Sample(i32(r, 2, 3, 4), i32(r, 2, 4, 5)),
         Sample(_bf16(r, 2, 3, 4), _bf16(r, 2, 4, 5)),
+        Sample(f32(r, 2, 3, 4).astype(np.float16), f32(r, 2, 4, 5).astype(np.float16)),   # see mm
     ], np_ref=np.matmul, rtol=1e-5, atol=1e-5, errors=lambda r: [
         # float16 with float32 is an error on real and therefore on meta; PyTorch's text depends on the order.
         ErrorInput(Sample(f32(r, 2, 3, 4), f32(r, 2, 4, 5).astype(np.float16)), RuntimeError,
