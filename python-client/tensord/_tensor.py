@@ -180,17 +180,66 @@ def _is_basic_key(key):
         not any(isinstance(k, bool) for k in items)
 
 
+def _consumed_dims(k):
+    """How many dims of the indexed tensor an index item uses (PyTorch's rule:
+    a bool mask uses as many as it has, None and Ellipsis none)."""
+    if k is None or k is Ellipsis:
+        return 0
+    if isinstance(k, Tensor) and k.dtype._name in ("bool", "uint8"):
+        return max(k.dim(), 1)
+    return 1
+
+
+def _advanced_setitem(self, key, value):
+    # x[key] = value with tensor/mask items: the basic items (ints, slices,
+    # None) give a view of self with a full slice where each tensor item was;
+    # then index_put on that view with the tensor items (None for the other
+    # dims), copied back into the view, so self's storage is written.
+    items = list(key) if isinstance(key, tuple) else [key]
+    if sum(1 for k in items if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(_consumed_dims(k) for k in items)
+    if used > self.dim():
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
+    basic, indices = [], []
+    for k in items:
+        if k is Ellipsis:
+            n = self.dim() - used
+            basic.extend([slice(None)] * n)
+            indices.extend([None] * n)
+        elif isinstance(k, Tensor):
+            basic.extend([slice(None)] * _consumed_dims(k))
+            indices.append(k)
+        elif isinstance(k, slice) or k is None:
+            basic.append(k)
+            indices.append(None)
+        else:  # an int: selects, so its dim leaves the view
+            basic.append(k)
+    view = _C.index(self, tuple(basic))
+    if isinstance(value, Tensor):
+        values = value   # PyTorch does not cast here: index_put refuses another dtype
+    elif _is_operand(value):
+        values = _call("full", [], value, dtype=view.dtype, device=view._device_str)
+    else:
+        raise TypeError(f"can't assign a {type(value).__name__} to a tensord Tensor")
+    _call_method("copy_", view, _call("index_put", view, indices, values))
+
+
 def _setitem(self, key, value):
-    """``x[key] = value`` for basic keys (ints, slices, None, Ellipsis): writes
-    ``value`` (a number, or a Tensor broadcast to the indexed shape, any dtype)
-    into the view ``x[key]`` with the in-place ops fill_/copy_. Advanced keys
-    (tensors, lists, bool masks) raise NotImplementedError: use masked_fill,
-    where or index_put instead."""
+    """``x[key] = value`` with PyTorch's semantics. Basic keys (ints, slices,
+    None, Ellipsis) write ``value`` (a number, or a Tensor broadcast to the
+    indexed shape, any dtype) into the view ``x[key]`` with fill_/copy_.
+    Advanced keys (integer tensors, lists, bool masks, mixed with basic items)
+    write through index_put on the basic view, then copy_ back, so views of
+    ``x`` see the change; a Tensor value must have x's dtype (RuntimeError
+    otherwise, as PyTorch), a number is converted to it. Works on
+    meta (no data is needed). IndexError for too many indices, TypeError for a
+    value that is neither a Tensor nor a number; index errors of integer
+    tensors (out of range) surface at the next sync point."""
     key = _to_index_key(self, key)
     if not _is_basic_key(key):
-        raise NotImplementedError(
-            "tensord tensors support item assignment only with basic indices (ints, slices, None, ...); for "
-            "tensor, list or mask indices use masked_fill(), where() or index_put() instead")
+        _advanced_setitem(self, key, value)
+        return
     view = _C.index(self, key)
     if isinstance(value, Tensor):
         _call_method("copy_", view, value)

@@ -166,13 +166,50 @@ def test_tensor_and_mask_indexing():
         t[0, 0, 0]
     with pytest.raises(IndexError, match="only integers"):
         t["x"]
-    # Basic-index assignment writes in place (copy_/fill_ on the view);
-    # advanced-index assignment is not supported yet.
+    # Basic-index assignment writes in place (copy_/fill_ on the view).
     t[0] = 1
     a[0] = 1
     np.testing.assert_array_equal(t.numpy(), a)
-    with pytest.raises(NotImplementedError, match="item assignment"):
-        t[[0, 1]] = 1
+    t[[0, 1]] = 2
+    a[[0, 1]] = 2
+    np.testing.assert_array_equal(t.numpy(), a)
+    with pytest.raises(IndexError, match="too many indices"):
+        t[0, 0, tensord.tensor([0])] = 1
+
+
+def _assign_both(shape, assign):
+    a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    ours, theirs = tensord.from_numpy(a.copy()), torch.from_numpy(a.copy())
+    assign(ours, tensord)
+    assign(theirs, torch)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("assign", [
+    lambda x, L: x.__setitem__(x > 0, 0.0),                                          # bool mask
+    lambda x, L: x.__setitem__((slice(None), L.tensor([0, 2])), 7.0),                # x[:, idx]
+    lambda x, L: x.__setitem__(L.tensor([2, 0]), L.tensor([1.0, 2.0, 3.0, 4.0, 5.0])),  # rows from a tensor
+    lambda x, L: x.__setitem__((1, L.tensor([0, 3])), 9),                            # an int number
+    lambda x, L: x.__setitem__((Ellipsis, L.tensor([1, 3])), -1.0),                  # x[..., idx]
+    lambda x, L: x.__setitem__((slice(1, 3), L.tensor([0, 1]), L.tensor([2, 3])), 5.0),  # basic + two tensors
+    lambda x, L: x.__setitem__((x[:, 0, 0] > 0,), 3.0),                              # a mask over dim 0
+], ids=["mask", "col-idx", "rows", "int-value", "ellipsis", "mixed", "row-mask"])
+def test_advanced_index_assignment_matches_torch(session, assign):
+    _assign_both((3, 4, 5), assign)
+
+
+def test_advanced_index_assignment_writes_through_views_and_on_meta(session):
+    t = tensord.zeros(3, 4)
+    v = t[1:]
+    t[t == 0] = 4.0
+    np.testing.assert_array_equal(v.numpy(), np.full((2, 4), 4.0, np.float32))
+    m = tensord.zeros(3, 4, device="meta")
+    m[m > 0] = 1.0                         # needs no data: index_put's output has self's shape
+    m[:, tensord.tensor([0, 1], device="meta")] = 2.0
+    assert m.is_meta and m.shape == (3, 4)
+    # A tensor value of another dtype is refused, as PyTorch's index_put does.
+    with pytest.raises(RuntimeError, match="dtype"):
+        t[t > 0] = tensord.tensor(1, dtype=tensord.int64)
 
 
 def test_views_alias_and_report_daemon_strides():
