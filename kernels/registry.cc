@@ -38,4 +38,12 @@ KernelFn KernelRegistry::Find(DeviceType device, uint32_t op_id) const {
   return ops[op_id];
 }
 
+namespace {
+thread_local ScratchAllocator* current_scratch = nullptr;
+}  // namespace
+
+ScopedScratchAllocator::ScopedScratchAllocator(ScratchAllocator* a) : prev_(current_scratch) { current_scratch = a; }
+ScopedScratchAllocator::~ScopedScratchAllocator() { current_scratch = prev_; }
+ScratchAllocator* CurrentScratchAllocator() { return current_scratch; }
+
 }  // namespace tensord

@@ -5,6 +5,7 @@
 // ops draw from the session's generator in row-major order, so a seed gives
 // the same values whatever the strides.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kernel_util.h"
@@ -18,6 +19,20 @@ absl::Status FillOutput(KernelContext& ctx, const Scalar& v) {
 }
 
 absl::Status Zeros(KernelContext& ctx) { return FillOutput(ctx, Scalar::Int(0)); }
+
+// empty and empty_strided: zero the bytes the output's storage span covers
+// (1 + sum((size - 1) * stride) elements from the offset), not every logical
+// element: an empty_strided((2**62,), (0,)) addresses one element, and
+// walking 2**62 of them would pin a daemon thread.
+absl::Status ZeroSpan(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const TensorRef& out = ctx.outputs[0];
+  if (out.meta->numel() == 0) return absl::OkStatus();
+  int64_t span = 1;
+  for (int64_t d = 0; d < out.meta->dim(); ++d) span += (out.meta->sizes[d] - 1) * out.meta->strides[d];
+  std::memset(out.data_at_offset(), 0, static_cast<size_t>(span * out.meta->itemsize()));
+  return absl::OkStatus();
+}
 absl::Status Ones(KernelContext& ctx) { return FillOutput(ctx, Scalar::Int(1)); }
 // full(size, fill_value) and full_like(self, fill_value): fill_value is arg 1.
 absl::Status FullKernel(KernelContext& ctx) {
@@ -237,7 +252,7 @@ absl::Status RegisterFactoryKernels(KernelRegistry& r) {
     KernelFn fn;
   };
   const Entry entries[] = {
-      {"empty", Zeros},        {"zeros", Zeros},           {"ones", Ones},
+      {"empty", ZeroSpan},        {"zeros", Zeros},           {"ones", Ones},
       {"full", FullKernel},    {"arange", Arange},         {"arange.start", ArangeStart},
       {"rand", Rand},          {"randn", Randn},           {"eye", Eye},
       {"empty_like", Zeros},   {"zeros_like", Zeros},      {"ones_like", Ones},
@@ -246,7 +261,7 @@ absl::Status RegisterFactoryKernels(KernelRegistry& r) {
       // empty_strided: the daemon allocated 1 + sum((size - 1) * stride)
       // elements (0 when a size is 0), zero-filled like every fresh storage.
       {"linspace", Linspace},  {"randint", Randint},      {"randint.low", RandintLow},
-      {"empty_strided", Zeros},
+      {"empty_strided", ZeroSpan},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

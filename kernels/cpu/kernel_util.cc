@@ -75,9 +75,13 @@ absl::StatusOr<std::unique_ptr<TempTensor>> TempTensor::Make(Shape sizes, Scalar
   }
   auto t = std::unique_ptr<TempTensor>(new TempTensor());
   const size_t bytes = static_cast<size_t>(numel * item);
-  t->buf_.reset(new (std::nothrow) char[bytes == 0 ? 1 : bytes]);
-  if (!t->buf_) {
-    return OutOfMemoryErr(absl::StrCat("cannot allocate a temporary of ", bytes, " bytes"));
+  if (ScratchAllocator* a = CurrentScratchAllocator(); a != nullptr) {
+    TD_ASSIGN_OR_RETURN(t->buf_, a->Allocate(static_cast<int64_t>(bytes)));
+  } else {
+    t->buf_ = std::shared_ptr<char>(new (std::nothrow) char[bytes == 0 ? 1 : bytes], std::default_delete<char[]>());
+    if (!t->buf_) {
+      return OutOfMemoryErr(absl::StrCat("cannot allocate a temporary of ", bytes, " bytes"));
+    }
   }
   t->meta_ = TensorMeta::Contiguous(std::move(sizes), dtype, kCPU);
   return t;

@@ -46,7 +46,9 @@ absl::Status ExpectOutputSizes(absl::string_view op, const TensorRef& out, absl:
 // Heap-held so TensorRefs into it stay valid when the owner moves.
 class TempTensor {
  public:
-  // Uninitialised contiguous storage. OutOfMemoryErr when it cannot be had.
+  // Contiguous storage (contents unspecified), from the calling thread's
+  // ScratchAllocator when one is installed (the daemon charges the session),
+  // else the heap. OutOfMemoryErr / the allocator's error when it cannot be had.
   static absl::StatusOr<std::unique_ptr<TempTensor>> Make(Shape sizes, ScalarType dtype);
   TensorRef ref() { return TensorRef{buf_.get(), &meta_}; }
   const TensorMeta& meta() const { return meta_; }
@@ -54,7 +56,7 @@ class TempTensor {
 
  private:
   TensorMeta meta_;
-  std::unique_ptr<char[]> buf_;
+  std::shared_ptr<char> buf_;  // from the thread's ScratchAllocator, else the heap
 };
 
 // `t` as dtype `dtype`: `t` itself when it already is, else a converted

@@ -75,16 +75,37 @@ void PackRowMajor(const T* src, const Mat& m, T* dst) {
   }
 }
 
-// Packing buffers, grown without exceptions.
+// Packing buffers, grown without exceptions, from the thread's
+// ScratchAllocator when one is installed (the daemon charges the session's
+// memory account), else the heap. `status` says why a Reserve failed.
 template <typename T>
 struct Scratch {
-  std::unique_ptr<T[]> buf;
+  std::shared_ptr<char> owner;
+  T* buf = nullptr;
   size_t cap = 0;
+  absl::Status status;
   bool Reserve(size_t n) {
     if (n <= cap) return true;
-    buf.reset(new (std::nothrow) T[n]);
-    cap = buf ? n : 0;
-    return buf != nullptr;
+    owner.reset();
+    buf = nullptr;
+    cap = 0;
+    if (ScratchAllocator* a = CurrentScratchAllocator(); a != nullptr) {
+      absl::StatusOr<std::shared_ptr<char>> p = a->Allocate(static_cast<int64_t>(n * sizeof(T)));
+      if (!p.ok()) {
+        status = p.status();
+        return false;
+      }
+      owner = *std::move(p);
+    } else {
+      owner = std::shared_ptr<char>(new (std::nothrow) char[n * sizeof(T)], std::default_delete<char[]>());
+      if (!owner) {
+        status = OutOfMemoryErr(absl::StrCat("matmul: cannot allocate a packing buffer of ", n * sizeof(T), " bytes"));
+        return false;
+      }
+    }
+    buf = reinterpret_cast<T*>(owner.get());
+    cap = n;
+    return true;
   }
 };
 
@@ -123,7 +144,7 @@ bool GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, Scratch<T>&
   if (!b_direct) need += static_cast<size_t>(bm.rows * bm.cols);
   if (!c_direct) need += static_cast<size_t>(mm * nn);
   if (!scratch.Reserve(need)) return false;
-  T* buf = scratch.buf.get();
+  T* buf = scratch.buf;
   if (!a_direct) {
     PackRowMajor(a, am, buf);
     a = buf;
@@ -313,7 +334,7 @@ absl::Status RunBatched(const Batched& p, const TensorRef& a, const TensorRef& b
     }
     return true;
   });
-  if (!ok) return OutOfMemoryErr("matmul: cannot allocate a packing buffer");
+  if (!ok) return scratch.status.ok() ? OutOfMemoryErr("matmul: cannot allocate a packing buffer") : scratch.status;
   return absl::OkStatus();
 }
 

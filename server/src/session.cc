@@ -102,7 +102,26 @@ absl::Status DeviceUnavailable(absl::string_view op, const Device& d) {
       absl::StrCat(op, ": device '", d.ToString(), "' is not available: this daemon has only cpu"));
 }
 
-absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op) {
+// A kernel's scratch memory charged to the session's account, so temporaries
+// (im2col buffers, contiguous copies of expanded inputs) obey the limit.
+class SessionScratch final : public ScratchAllocator {
+ public:
+  SessionScratch(MemoryAccount* memory, absl::string_view op) : memory_(memory), op_(op) {}
+  absl::StatusOr<std::shared_ptr<char>> Allocate(int64_t bytes) override {
+    absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(bytes, op_);
+    if (!st.ok()) return st.status();
+    char* p = (*st)->data();
+    return std::shared_ptr<char>(*std::move(st), p);  // shares the Storage's ownership
+  }
+
+ private:
+  MemoryAccount* memory_;
+  absl::string_view op_;
+};
+
+absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op, MemoryAccount* memory) {
+  SessionScratch scratch(memory, op);
+  ScopedScratchAllocator scoped(&scratch);
   try {
     return fn(ctx);
   } catch (const std::bad_alloc&) {
@@ -647,7 +666,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
       return ref;
     };
     ctx.generator = &generator_;
-    if (absl::Status s = RunKernel(fn, ctx, op_name); !s.ok()) {
+    if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get()); !s.ok()) {
       if (inplace && self != nullptr && self->storage != nullptr) self->storage->bump_version();
       return fail(s);
     }

@@ -55,13 +55,13 @@ def subprocess_env(**extra):
 
 
 class Daemon:
-    """A `tensord serve --listen unix:<tmp>/sock` child process."""
+    """A `tensord serve --listen unix:<tmp>/sock [extra_args]` child process."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="tensord-pytest-")
         self.address = "unix:" + os.path.join(self.dir, "sock")
         self.stderr = open(os.path.join(self.dir, "stderr.log"), "w+")
-        self.proc = subprocess.Popen([binary, "serve", "--listen", self.address], stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([binary, "serve", "--listen", self.address, *extra_args], stdout=subprocess.PIPE,
                                      stderr=self.stderr, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         line = b""

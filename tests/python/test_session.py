@@ -115,3 +115,40 @@ def test_data_dependent_ops_wait_once(session):
     assert tensord.stats()["round_trips"] - before == 1
     assert nz.shape == (3, 2) and nz.tolist() == [[0, 1], [1, 0], [1, 1]]
     assert x[x > 0].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_kernel_scratch_counts_against_the_session_memory_limit():
+    """Temporaries inside kernels (conv2d's im2col buffer, the contiguous copy
+    of an expanded matmul operand) are charged to the session like outputs: over
+    --session-memory-limit they raise MemoryError, and the session goes on."""
+    from conftest import DAEMON_BIN, Daemon
+    import tensord.nn.functional as F
+
+    if not DAEMON_BIN:
+        pytest.skip("no tensord daemon binary")
+    d = Daemon(DAEMON_BIN, extra_args=["--session-memory-limit", "100000000"])
+    try:
+        s = tensord.connect(d.address, set_default=False)
+        with s:
+            # output 1x1x107x107 is small; im2col is 10,000 x 11,449 floats (458 MB)
+            y = F.conv2d(tensord.zeros(1, 1, 8, 8), tensord.zeros(1, 1, 100, 100), padding=99)
+            with pytest.raises(MemoryError):
+                y.numpy()
+            # a [20000, 15000] stride-0 operand copied contiguous for BLAS (1.2 GB)
+            z = tensord.zeros(1, 1).expand(20000, 15000) @ tensord.zeros(15000, 1)
+            with pytest.raises(MemoryError):
+                z.numpy()
+            assert (tensord.ones(3) + 1).tolist() == [2.0, 2.0, 2.0]
+        s.close()
+    finally:
+        d.stop()
+
+
+def test_empty_strided_with_huge_stride_zero_dims_is_immediate(session):
+    """empty_strided((2**62,), (0,)) addresses one element: the daemon zeroes
+    that element's storage, not 2**62 logical elements (which would pin it)."""
+    t = tensord.empty_strided((2 ** 62,), (0,))
+    assert t.shape == (2 ** 62,) and t.stride() == (0,)
+    assert t[5].item() == 0.0
+    m = tensord.empty_strided((2 ** 20, 2 ** 20), (0, 0))
+    assert m[7, 9].item() == 0.0

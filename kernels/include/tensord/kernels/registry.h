@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -63,6 +64,36 @@ struct KernelContext {
 };
 
 using KernelFn = absl::Status (*)(KernelContext& ctx);
+
+// Scratch memory of kernels (casts and contiguous copies of inputs, im2col
+// buffers, accumulators). The daemon installs one allocator per kernel call
+// that charges the session's memory account, so scratch counts against
+// --session-memory-limit like outputs do; with none installed (kernel tests,
+// tools) scratch comes from the heap.
+class ScratchAllocator {
+ public:
+  virtual ~ScratchAllocator() = default;
+  // `bytes` (>= 0) bytes, 64-byte aligned, freed (and uncharged) when the
+  // returned pointer's last copy goes. ResourceExhausted (MemoryError) naming
+  // the op when over the limit or out of memory.
+  virtual absl::StatusOr<std::shared_ptr<char>> Allocate(int64_t bytes) = 0;
+};
+
+// While alive, `a` is the calling thread's scratch allocator (the previous
+// one comes back on destruction). Not copyable.
+class ScopedScratchAllocator {
+ public:
+  explicit ScopedScratchAllocator(ScratchAllocator* a);
+  ~ScopedScratchAllocator();
+  ScopedScratchAllocator(const ScopedScratchAllocator&) = delete;
+  ScopedScratchAllocator& operator=(const ScopedScratchAllocator&) = delete;
+
+ private:
+  ScratchAllocator* prev_;
+};
+
+// The calling thread's scratch allocator, or nullptr (use the heap).
+ScratchAllocator* CurrentScratchAllocator();
 
 class KernelRegistry {
  public:
