@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/autograd_rules.h"
@@ -99,7 +100,48 @@ tc::CallSite PyCallSite() {
   return tc::CallSite{site};
 }
 
+// The call site of one op call from Python, named only when the call leaves
+// for the daemon (a pure meta call never walks the frames). The op call runs
+// holding the GIL (it is plain CPU work until then); Materialize releases it
+// for what follows (the session may block), and the destructor takes it back.
+class DeferredPySite final : public tc::CallSite::Source {
+ public:
+  DeferredPySite() = default;
+  DeferredPySite(const DeferredPySite&) = delete;
+  DeferredPySite& operator=(const DeferredPySite&) = delete;
+  ~DeferredPySite() {
+    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
+  }
+  std::string Materialize() override {
+    if (!named_) {
+      text_ = PyCallSite().text;
+      named_ = true;
+      saved_ = PyEval_SaveThread();
+    }
+    return text_;
+  }
+
+ private:
+  std::string text_;
+  bool named_ = false;
+  PyThreadState* saved_ = nullptr;
+};
+
 // ---------------------------------------------------------------- conversion
+
+// tensord._C.Tensor's type object (set when the class is registered): an
+// isinstance check and the C++ value without pybind11's type-map lookups.
+PyTypeObject* g_tensor_type = nullptr;
+
+// The Tensor inside a Python object, or nullptr when it is not a (fully
+// constructed) Tensor.
+const tc::Tensor* TensorOf(py::handle o) {
+  if (g_tensor_type == nullptr || !PyObject_TypeCheck(o.ptr(), g_tensor_type)) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(o.ptr());
+  py::detail::value_and_holder vh = inst->get_value_and_holder();
+  if (!vh.holder_constructed()) return nullptr;
+  return vh.value_ptr<tc::Tensor>();
+}
 
 bool IsNumpyScalar(py::handle o) {
   py::handle type = py::type::handle_of(o);
@@ -184,6 +226,7 @@ tc::Arg ToArg(py::handle o) {
     }
     return tc::Arg(static_cast<int64_t>(v));
   }
+  if (const tc::Tensor* t = TensorOf(o)) return tc::Arg(*t);
   if (PyFloat_Check(p)) return tc::Arg(PyFloat_AS_DOUBLE(p));
   if (py::isinstance<tc::Tensor>(o)) return tc::Arg(o.cast<tc::Tensor>());
   if (PyUnicode_Check(p)) return tc::Arg(o.cast<std::string>());
@@ -223,31 +266,76 @@ py::object Wrap(std::vector<tc::Tensor> out, bool as_tuple = false) {
   return std::move(t);
 }
 
-py::object CallOp(const std::string& name, py::args args, py::dict kwargs, tc::CallMode mode) {
+// Per op name (as passed from Python), what CallOp needs besides the call
+// itself; looked up once per name.
+struct OpNameInfo {
+  bool returns_list = false;
+};
+const OpNameInfo& InfoFor(absl::string_view name) {
+  static auto* cache = new absl::flat_hash_map<std::string, OpNameInfo>();  // leaked, as Types()
+  auto it = cache->find(name);
+  if (it == cache->end()) it = cache->emplace(std::string(name), OpNameInfo{ReturnsList(name)}).first;
+  return it->second;
+}
+
+// Calls op `name` with positional args[0..nargs) and the keyword arguments
+// named by `kwnames` (values follow the positionals, vectorcall layout).
+py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, PyObject* kwnames, tc::CallMode mode) {
   std::vector<tc::Arg> a;
-  a.reserve(args.size());
-  for (py::handle h : args) a.push_back(ToArg(h));
+  a.reserve(nargs);
+  for (size_t i = 0; i < nargs; ++i) a.push_back(ToArg(args[i]));
   tc::Kwargs k;
-  for (auto item : kwargs) k.emplace_back(item.first.cast<std::string>(), ToArg(item.second));
-  tc::CallSite site = PyCallSite();
+  if (kwnames != nullptr) {
+    const Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    k.reserve(nk);
+    for (Py_ssize_t i = 0; i < nk; ++i) {
+      Py_ssize_t len = 0;
+      const char* key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(kwnames, i), &len);
+      if (key == nullptr) throw py::error_already_set();
+      k.emplace_back(std::string(key, len), ToArg(args[nargs + i]));
+    }
+  }
   absl::StatusOr<std::vector<tc::Tensor>> r;
   {
-    py::gil_scoped_release nogil;
-    r = tc::Call(name, std::move(a), std::move(k), mode, std::move(site));
+    DeferredPySite site;  // holds the GIL until the call leaves for the daemon
+    r = tc::Call(name, std::move(a), std::move(k), mode, tc::CallSite::Deferred(&site));
   }
   std::vector<tc::Tensor> out = Unwrap(std::move(r));
   // An in-place op returns its written argument: give back the caller's own
   // Python object (`x.add_(1) is x`, a Parameter stays a Parameter).
-  for (py::handle h : args) {
-    if (!py::isinstance<tc::Tensor>(h)) continue;
-    const tc::TensorImpl* impl = h.cast<const tc::Tensor&>().impl().get();
-    for (const tc::Tensor& t : out) {
-      if (t.impl().get() == impl) {
-        if (out.size() == 1) return py::reinterpret_borrow<py::object>(h);
-      }
+  if (out.size() == 1) {
+    const tc::TensorImpl* impl = out[0].impl().get();
+    for (size_t i = 0; i < nargs; ++i) {
+      const tc::Tensor* t = TensorOf(args[i]);
+      if (t != nullptr && t->impl().get() == impl) return py::reinterpret_borrow<py::object>(args[i]);
     }
   }
-  return Wrap(std::move(out), ReturnsList(name));
+  return Wrap(std::move(out), InfoFor(name).returns_list);
+}
+
+// tensord._C.call / call_method / call_any: vectorcall functions (no pybind11
+// dispatch: these are the per-op hot path). args[0] is the op name.
+template <tc::CallMode kMode>
+PyObject* FastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  try {
+    if (nargs < 1 || !PyUnicode_Check(args[0])) {
+      PyErr_SetString(PyExc_TypeError, "the first argument must be the op name (a str)");
+      return nullptr;
+    }
+    Py_ssize_t len = 0;
+    const char* name = PyUnicode_AsUTF8AndSize(args[0], &len);
+    if (name == nullptr) return nullptr;
+    return CallOp(absl::string_view(name, static_cast<size_t>(len)), args + 1, static_cast<size_t>(nargs - 1),
+                  kwnames, kMode)
+        .release()
+        .ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    py::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
 }
 
 // ---------------------------------------------------------------- host data
@@ -498,14 +586,16 @@ of the inputs (None for inputs that need no gradient).)doc")
       .def_property_readonly("_function_id", [](const tc::GradNode& n) { return n.function_id; })
       .def("__repr__", &NodeRepr);
 
-  py::class_<tc::Tensor>(m, "Tensor", py::dynamic_attr(), R"doc(A tensor: a handle to data in a tensord daemon, or a meta tensor.
+  py::class_<tc::Tensor> tensor_cls(m, "Tensor", py::dynamic_attr(), R"doc(A tensor: a handle to data in a tensord daemon, or a meta tensor.
 
 Its metadata (shape, strides, dtype, device) is known locally at once; reading
 values (numpy(), item(), tolist(), printing) is a sync point that waits for
 the daemon. Create tensors with tensord.tensor, tensord.from_numpy or the
 factories (tensord.zeros, tensord.randn, ...). ``Tensor(other)`` makes a new
 Python object sharing ``other``'s handle and autograd state (what
-``class Parameter(Tensor)`` builds on).)doc")
+``class Parameter(Tensor)`` builds on).)doc");
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(tensor_cls.ptr());
+  tensor_cls
       .def(py::init([](const tc::Tensor& other) { return tc::Tensor(other); }), py::arg("other"),
            "Tensor(other): a new Python object for the same tensor (same handle, data and autograd state).")
       .def_property_readonly("_impl_id",
@@ -595,30 +685,31 @@ NotImplementedError.)doc")
       .def("_cpp_repr", &tc::Tensor::ToString);
 
   // ---- ops --------------------------------------------------------------------
-  m.def(
-      "call", [](const std::string& name, py::args args, py::kwargs kwargs) {
-        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kFunction);
-      },
-      "call(name, *args, **kwargs): calls op `name` as a function (overloads resolved in C++).");
-  m.def(
-      "call_method", [](const std::string& name, py::args args, py::kwargs kwargs) {
-        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kMethod);
-      },
-      "call_method(name, self, *args, **kwargs): calls op `name` as a Tensor method.");
-  m.def(
-      "call_any", [](const std::string& name, py::args args, py::kwargs kwargs) {
-        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kAny);
-      },
-      "call_any(name, *args, **kwargs): calls op `name` (base or full name) with any overload.");
+  {
+    static PyMethodDef defs[] = {
+        {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastCall<tc::CallMode::kFunction>)),
+         METH_FASTCALL | METH_KEYWORDS,
+         "call(name, *args, **kwargs): calls op `name` as a function (overloads resolved in C++)."},
+        {"call_method", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastCall<tc::CallMode::kMethod>)),
+         METH_FASTCALL | METH_KEYWORDS, "call_method(name, self, *args, **kwargs): calls op `name` as a Tensor method."},
+        {"call_any", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastCall<tc::CallMode::kAny>)),
+         METH_FASTCALL | METH_KEYWORDS,
+         "call_any(name, *args, **kwargs): calls op `name` (base or full name) with any overload."},
+        {nullptr, nullptr, 0, nullptr}};
+    for (PyMethodDef* d = defs; d->ml_name != nullptr; ++d) {
+      py::object f = py::reinterpret_steal<py::object>(PyCFunction_NewEx(d, nullptr, m.attr("__name__").ptr()));
+      if (!f) throw py::error_already_set();
+      m.attr(d->ml_name) = f;
+    }
+  }
   m.def(
       "index",
       [](const tc::Tensor& self, py::handle key) {
         std::vector<tc::TensorIndex> idx = ToIndices(key);
-        tc::CallSite site = PyCallSite();
         absl::StatusOr<tc::Tensor> r;
         {
-          py::gil_scoped_release nogil;
-          r = tc::Index(self, idx, std::move(site));
+          DeferredPySite site;  // holds the GIL until a call leaves for the daemon
+          r = tc::Index(self, idx, tc::CallSite::Deferred(&site));
         }
         return Unwrap(std::move(r));
       },
@@ -627,11 +718,10 @@ NotImplementedError.)doc")
       "floor_divide",
       [](const tc::Tensor& a, py::handle b) {
         tc::Arg arg = ToArg(b);
-        tc::CallSite site = PyCallSite();
         absl::StatusOr<tc::Tensor> r;
         {
-          py::gil_scoped_release nogil;
-          r = tc::FloorDivide(a, arg, std::move(site));
+          DeferredPySite site;  // holds the GIL until a call leaves for the daemon
+          r = tc::FloorDivide(a, arg, tc::CallSite::Deferred(&site));
         }
         return Unwrap(std::move(r));
       },
