@@ -259,10 +259,20 @@ bool ReturnsList(absl::string_view name) {
   return false;
 }
 
+// A new Python Tensor owning `t` (py::cast without the type-map lookup).
+const py::detail::type_info* g_tensor_tinfo = nullptr;
+py::object TensorToPy(tc::Tensor&& t) {
+  if (g_tensor_tinfo == nullptr) return py::cast(std::move(t));
+  return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
+      &t, py::return_value_policy::move, py::handle(), g_tensor_tinfo, nullptr, [](const void* p) -> void* {
+        return new tc::Tensor(std::move(*const_cast<tc::Tensor*>(static_cast<const tc::Tensor*>(p))));
+      }));
+}
+
 py::object Wrap(std::vector<tc::Tensor> out, bool as_tuple = false) {
-  if (out.size() == 1 && !as_tuple) return py::cast(std::move(out[0]));
+  if (out.size() == 1 && !as_tuple) return TensorToPy(std::move(out[0]));
   py::tuple t(out.size());
-  for (size_t i = 0; i < out.size(); ++i) t[i] = py::cast(std::move(out[i]));
+  for (size_t i = 0; i < out.size(); ++i) t[i] = TensorToPy(std::move(out[i]));
   return std::move(t);
 }
 
@@ -336,6 +346,147 @@ PyObject* FastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, 
     py::detail::translate_exception(std::current_exception());
     return nullptr;
   }
+}
+
+// ---------------------------------------------------------------- op functions
+
+// tensord._C.OpFunction(name, mode, operand_check=None): a callable for one op
+// (what tensord.add and Tensor.add are). It is a vectorcall object and a
+// method descriptor, so `x.sum(1)` and `a + b` reach CallOp without a Python
+// frame, an argument tuple or a bound-method object. mode is "function",
+// "method" or "any" (CallMode). With operand_check (the binary operators
+// __add__, ...), a second argument that is not a Tensor, int or float is
+// passed to operand_check(other) first, and NotImplemented is returned when
+// it is false (so Python tries the other operand's reflected operator).
+// Attributes (__name__, __qualname__, __doc__, __module__) live in the
+// instance __dict__, set by the package.
+struct OpFunctionObject {
+  PyObject_HEAD
+  PyObject* name;           // str (owned)
+  const char* name_utf8;    // name's UTF-8 buffer (owned by name)
+  Py_ssize_t name_len;
+  tc::CallMode mode;
+  PyObject* operand_check;  // callable or nullptr (owned)
+  vectorcallfunc vectorcall;
+  PyObject* dict;           // instance __dict__ (owned)
+};
+
+PyObject* OpFunctionVectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* self = reinterpret_cast<OpFunctionObject*>(callable);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  try {
+    if (self->operand_check != nullptr && nargs == 2 && kwnames == nullptr) {
+      PyObject* other = args[1];
+      if (TensorOf(other) == nullptr && !PyLong_Check(other) && !PyFloat_Check(other)) {
+        const int ok = PyObject_IsTrue(py::handle(self->operand_check)(py::handle(other)).ptr());
+        if (ok < 0) return nullptr;
+        if (ok == 0) Py_RETURN_NOTIMPLEMENTED;
+      }
+    }
+    return CallOp(absl::string_view(self->name_utf8, static_cast<size_t>(self->name_len)), args,
+                  static_cast<size_t>(nargs), kwnames, self->mode)
+        .release()
+        .ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    py::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
+}
+
+PyObject* OpFunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwds) {
+  static const char* kwlist[] = {"name", "mode", "operand_check", nullptr};
+  PyObject* name = nullptr;
+  const char* mode = nullptr;
+  PyObject* check = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Us|O:OpFunction", const_cast<char**>(kwlist), &name, &mode,
+                                   &check)) {
+    return nullptr;
+  }
+  tc::CallMode m;
+  if (std::strcmp(mode, "function") == 0) {
+    m = tc::CallMode::kFunction;
+  } else if (std::strcmp(mode, "method") == 0) {
+    m = tc::CallMode::kMethod;
+  } else if (std::strcmp(mode, "any") == 0) {
+    m = tc::CallMode::kAny;
+  } else {
+    PyErr_Format(PyExc_ValueError, "OpFunction: mode must be 'function', 'method' or 'any', not '%s'", mode);
+    return nullptr;
+  }
+  if (check != Py_None && !PyCallable_Check(check)) {
+    PyErr_SetString(PyExc_TypeError, "OpFunction: operand_check must be callable or None");
+    return nullptr;
+  }
+  Py_ssize_t len = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+  if (utf8 == nullptr) return nullptr;
+  auto* self = reinterpret_cast<OpFunctionObject*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  Py_INCREF(name);
+  self->name = name;
+  self->name_utf8 = utf8;
+  self->name_len = len;
+  self->mode = m;
+  self->operand_check = check == Py_None ? nullptr : (Py_INCREF(check), check);
+  self->vectorcall = &OpFunctionVectorcall;
+  self->dict = nullptr;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+void OpFunctionDealloc(PyObject* o) {
+  auto* self = reinterpret_cast<OpFunctionObject*>(o);
+  Py_XDECREF(self->name);
+  Py_XDECREF(self->operand_check);
+  Py_XDECREF(self->dict);
+  Py_TYPE(o)->tp_free(o);
+}
+
+// Tensor.add is the OpFunction itself; x.add is a bound method.
+PyObject* OpFunctionGet(PyObject* self, PyObject* obj, PyObject* /*type*/) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+PyObject* OpFunctionRepr(PyObject* o) {
+  auto* self = reinterpret_cast<OpFunctionObject*>(o);
+  return PyUnicode_FromFormat("<tensord op %U>", self->name);
+}
+
+PyObject* OpFunctionOpName(PyObject* o, void*) {
+  PyObject* n = reinterpret_cast<OpFunctionObject*>(o)->name;
+  Py_INCREF(n);
+  return n;
+}
+
+PyGetSetDef kOpFunctionGetSet[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {"op_name", OpFunctionOpName, nullptr, "The op's name in the table.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject* OpFunctionType() {
+  static PyTypeObject t = [] {
+    PyTypeObject x{PyVarObject_HEAD_INIT(nullptr, 0)};
+    x.tp_name = "tensord._C.OpFunction";
+    x.tp_basicsize = sizeof(OpFunctionObject);
+    x.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+    x.tp_doc = "OpFunction(name, mode, operand_check=None): the callable of one op (tensord.<op>, Tensor.<op>).";
+    x.tp_new = &OpFunctionNew;
+    x.tp_dealloc = &OpFunctionDealloc;
+    x.tp_call = &PyVectorcall_Call;
+    x.tp_vectorcall_offset = offsetof(OpFunctionObject, vectorcall);
+    x.tp_descr_get = &OpFunctionGet;
+    x.tp_dictoffset = offsetof(OpFunctionObject, dict);
+    x.tp_repr = &OpFunctionRepr;
+    x.tp_getset = kOpFunctionGetSet;
+    return x;
+  }();
+  return &t;
 }
 
 // ---------------------------------------------------------------- host data
@@ -595,6 +746,7 @@ factories (tensord.zeros, tensord.randn, ...). ``Tensor(other)`` makes a new
 Python object sharing ``other``'s handle and autograd state (what
 ``class Parameter(Tensor)`` builds on).)doc");
   g_tensor_type = reinterpret_cast<PyTypeObject*>(tensor_cls.ptr());
+  g_tensor_tinfo = py::detail::get_type_info(typeid(tc::Tensor));
   tensor_cls
       .def(py::init([](const tc::Tensor& other) { return tc::Tensor(other); }), py::arg("other"),
            "Tensor(other): a new Python object for the same tensor (same handle, data and autograd state).")
@@ -702,6 +854,9 @@ NotImplementedError.)doc")
       m.attr(d->ml_name) = f;
     }
   }
+  if (PyType_Ready(OpFunctionType()) < 0) throw py::error_already_set();
+  Py_INCREF(OpFunctionType());
+  m.attr("OpFunction") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(OpFunctionType()));
   m.def(
       "index",
       [](const tc::Tensor& self, py::handle key) {

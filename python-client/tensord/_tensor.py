@@ -28,10 +28,9 @@ def _is_operand(x):
 
 
 def _binary(op):
-    def fn(self, other):
-        if not _is_operand(other):
-            return NotImplemented
-        return _call_method(op, self, other)
+    # A C callable: calls op `op` as a method when `other` passes _is_operand
+    # (checked in C for Tensors, ints and floats), else returns NotImplemented.
+    fn = _C.OpFunction(op, "method", _is_operand)
     fn.__name__ = f"__{op}__"
     fn.__doc__ = f"The Python operator for tensord op {op!r} (broadcasting, PyTorch type promotion)."
     return fn
