@@ -164,19 +164,21 @@ Device DeviceOf(py::handle o) {
 tc::Arg ToArg(py::handle o);
 
 tc::Arg SequenceToArg(py::handle seq) {
-  py::sequence s = py::reinterpret_borrow<py::sequence>(seq);
-  const size_t n = s.size();
+  // A list or tuple (ToArg checks): items read without new references.
+  PyObject* const* items = PySequence_Fast_ITEMS(seq.ptr());
+  const size_t n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
   if (n == 0) return tc::Arg(std::vector<int64_t>{});
   bool all_int = true, all_num = true, all_tensor = true, tensor_or_none = true;
   for (size_t i = 0; i < n; ++i) {
-    py::handle item = s[i];
+    py::handle item = items[i];
+    const bool is_tensor = TensorOf(item) != nullptr;
     const bool is_bool = PyBool_Check(item.ptr());
-    const bool is_int = !is_bool && (PyLong_Check(item.ptr()) ||
-                                     (IsNumpyScalar(item) && py::str(item.attr("dtype").attr("kind"))
-                                                                     .cast<std::string>()
-                                                                     .find_first_of("iu") == 0));
+    const bool is_int =
+        !is_bool && !is_tensor &&
+        (PyLong_Check(item.ptr()) ||
+         (!PyFloat_Check(item.ptr()) && !item.is_none() && IsNumpyScalar(item) &&
+          py::str(item.attr("dtype").attr("kind")).cast<std::string>().find_first_of("iu") == 0));
     const bool is_float = PyFloat_Check(item.ptr());
-    const bool is_tensor = py::isinstance<tc::Tensor>(item);
     all_int &= is_int;
     all_num &= is_int || is_float;
     all_tensor &= is_tensor;
@@ -185,28 +187,41 @@ tc::Arg SequenceToArg(py::handle seq) {
   if (all_int) {
     std::vector<int64_t> v;
     v.reserve(n);
-    for (size_t i = 0; i < n; ++i) v.push_back(py::int_(s[i]).cast<int64_t>());
+    for (size_t i = 0; i < n; ++i) {
+      if (PyLong_CheckExact(items[i])) {
+        int overflow = 0;
+        const long long x = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+        if (overflow == 0) {
+          v.push_back(static_cast<int64_t>(x));
+          continue;
+        }
+      }
+      v.push_back(py::int_(py::reinterpret_borrow<py::object>(items[i])).cast<int64_t>());
+    }
     return tc::Arg(std::move(v));
   }
   if (all_tensor) {
     std::vector<tc::Tensor> v;
-    for (size_t i = 0; i < n; ++i) v.push_back(s[i].cast<tc::Tensor>());
+    v.reserve(n);
+    for (size_t i = 0; i < n; ++i) v.push_back(*TensorOf(items[i]));
     return tc::Arg(std::move(v));
   }
   if (tensor_or_none) {
     tc::Arg::OptionalTensors v;
+    v.items.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      if (s[i].is_none()) {
+      if (items[i] == Py_None) {
         v.items.emplace_back(std::nullopt);
       } else {
-        v.items.emplace_back(s[i].cast<tc::Tensor>());
+        v.items.emplace_back(*TensorOf(items[i]));
       }
     }
     return tc::Arg(std::move(v));
   }
   if (all_num) {
     std::vector<double> v;
-    for (size_t i = 0; i < n; ++i) v.push_back(py::float_(s[i]).cast<double>());
+    v.reserve(n);
+    for (size_t i = 0; i < n; ++i) v.push_back(py::float_(py::reinterpret_borrow<py::object>(items[i])).cast<double>());
     return tc::Arg(Value(std::move(v)));
   }
   Raise(tensord::TypeErr(absl::StrCat("a sequence argument must hold only ints, only floats or only Tensors; got ",
@@ -228,7 +243,6 @@ tc::Arg ToArg(py::handle o) {
   }
   if (const tc::Tensor* t = TensorOf(o)) return tc::Arg(*t);
   if (PyFloat_Check(p)) return tc::Arg(PyFloat_AS_DOUBLE(p));
-  if (py::isinstance<tc::Tensor>(o)) return tc::Arg(o.cast<tc::Tensor>());
   if (PyUnicode_Check(p)) return tc::Arg(o.cast<std::string>());
   const PyTypes& t = Types();
   if (t.dtype_cls && PyObject_IsInstance(p, t.dtype_cls.ptr()) == 1) return tc::Arg(DtypeOf(o));
@@ -589,18 +603,18 @@ std::vector<tc::TensorIndex> ToIndices(py::handle key) {
     } else if (PyBool_Check(p)) {
       out.emplace_back(p == Py_True);
     } else if (PySlice_Check(p)) {
-      py::slice sl = py::reinterpret_borrow<py::slice>(k);
+      const auto* sl = reinterpret_cast<const PySliceObject*>(p);
       tc::Slice s;
-      auto get = [](py::object v) -> std::optional<int64_t> {
-        if (v.is_none()) return std::nullopt;
-        return py::int_(v).cast<int64_t>();
+      auto get = [](PyObject* v) -> std::optional<int64_t> {
+        if (v == Py_None) return std::nullopt;
+        return py::int_(py::reinterpret_borrow<py::object>(v)).cast<int64_t>();
       };
-      s.start = get(sl.attr("start"));
-      s.stop = get(sl.attr("stop"));
-      s.step = get(sl.attr("step"));
+      s.start = get(sl->start);
+      s.stop = get(sl->stop);
+      s.step = get(sl->step);
       out.emplace_back(s);
-    } else if (py::isinstance<tc::Tensor>(k)) {
-      out.emplace_back(k.cast<tc::Tensor>());
+    } else if (const tc::Tensor* t = TensorOf(k)) {
+      out.emplace_back(*t);
     } else if (PyLong_Check(p) || PyIndex_Check(p)) {
       out.emplace_back(static_cast<int64_t>(py::int_(py::reinterpret_borrow<py::object>(k)).cast<int64_t>()));
     } else {

@@ -154,6 +154,14 @@ def _format(self, spec):
 def _to_index_key(self, key):
     # Lists (and nested sequences) inside an index become tensors on self's
     # device, as PyTorch treats them: x[[0, 2]] is advanced indexing.
+    if type(key) is tuple:
+        for k in key:
+            if isinstance(k, list):
+                break
+        else:
+            return key  # no list inside: the key as it is (the common case)
+    elif not isinstance(key, (list, tuple)):
+        return key
     from ._creation import tensor as _tensor
 
     def conv(k):
