@@ -631,6 +631,30 @@ std::vector<tc::TensorIndex> ToIndices(py::handle key) {
   return out;
 }
 
+// tensord._C.index(tensor, key).
+PyObject* IndexFastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  try {
+    const tc::Tensor* self = nargs == 2 ? TensorOf(args[0]) : nullptr;
+    if (self == nullptr) {
+      PyErr_SetString(PyExc_TypeError, "index(tensor, key): expected a Tensor and an index key");
+      return nullptr;
+    }
+    std::vector<tc::TensorIndex> idx = ToIndices(args[1]);
+    absl::StatusOr<tc::Tensor> r;
+    {
+      DeferredPySite site;  // holds the GIL until a call leaves for the daemon
+      r = tc::Index(*self, idx, tc::CallSite::Deferred(&site));
+    }
+    return TensorToPy(Unwrap(std::move(r))).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    py::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
+}
+
 std::shared_ptr<tc::Session> SessionOrNone() { return tc::DefaultSessionIfAny(); }
 
 // ---------------------------------------------------------------- autograd
@@ -871,18 +895,15 @@ NotImplementedError.)doc")
   if (PyType_Ready(OpFunctionType()) < 0) throw py::error_already_set();
   Py_INCREF(OpFunctionType());
   m.attr("OpFunction") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(OpFunctionType()));
-  m.def(
-      "index",
-      [](const tc::Tensor& self, py::handle key) {
-        std::vector<tc::TensorIndex> idx = ToIndices(key);
-        absl::StatusOr<tc::Tensor> r;
-        {
-          DeferredPySite site;  // holds the GIL until a call leaves for the daemon
-          r = tc::Index(self, idx, tc::CallSite::Deferred(&site));
-        }
-        return Unwrap(std::move(r));
-      },
-      "index(tensor, key): tensor[key] (ints, slices, None, Ellipsis, bools, integer and bool tensors).");
+  {
+    // index(tensor, key): a vectorcall function too (every x[...] goes here).
+    static PyMethodDef index_def = {
+        "index", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&IndexFastCall)), METH_FASTCALL,
+        "index(tensor, key): tensor[key] (ints, slices, None, Ellipsis, bools, integer and bool tensors)."};
+    py::object f = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&index_def, nullptr, m.attr("__name__").ptr()));
+    if (!f) throw py::error_already_set();
+    m.attr("index") = f;
+  }
   m.def(
       "floor_divide",
       [](const tc::Tensor& a, py::handle b) {
