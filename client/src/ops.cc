@@ -132,6 +132,21 @@ bool Arrange(const OpEntry& op, CallMode mode, std::vector<Value>& positional,
   return true;
 }
 
+// Whether a positional value cannot bind for sure: a non-None non-Tensor for
+// a Tensor argument, or a Tensor for an argument of another type (BindArgs
+// converts neither way).
+bool TensorKindMismatch(const FunctionSchema& s, const std::vector<Value>& positional) {
+  const size_t n = std::min(positional.size(), s.arguments.size());
+  for (size_t i = 0; i < n; ++i) {
+    const Value& v = positional[i];
+    if (v.is_none()) continue;
+    const bool is_tensor_arg = s.arguments[i].type == ArgType::kTensor;
+    const bool is_tensor_value = v.kind() == Value::Kind::kTensor;
+    if (is_tensor_arg != is_tensor_value) return true;
+  }
+  return false;
+}
+
 struct Bound {
   const OpEntry* op = nullptr;
   std::vector<Value> values;
@@ -157,20 +172,38 @@ absl::StatusOr<Bound> Resolve(absl::string_view name, Converted& c, CallMode mod
     return TypeErr(absl::StrCat("'", name, "' is not available as a ",
                                 mode == CallMode::kMethod ? "Tensor method" : "function"));
   }
-  std::vector<absl::Status> errors;
+  // Candidates a positional Tensor/non-Tensor mismatch rules out are skipped
+  // without building BindArgs' error (a number for `Tensor other` in
+  // add.Tensor, before add.Scalar binds); their errors are made only when no
+  // candidate binds, from the values kept intact for that.
+  std::vector<absl::Status> errors(candidates.size());
+  bool any_skipped = false;
   for (size_t ci = 0; ci < candidates.size(); ++ci) {
     const OpEntry* e = candidates[ci];
-    // The last candidate takes the converted values; earlier ones copy them.
-    const bool last = ci + 1 == candidates.size();
-    std::vector<Value> positional = last ? std::move(c.positional) : c.positional;
-    std::vector<std::pair<std::string, Value>> kwargs = last ? std::move(c.kwargs) : c.kwargs;
+    // The last candidate takes the converted values when no earlier one was
+    // skipped; others copy them.
+    const bool take = ci + 1 == candidates.size() && !any_skipped;
+    std::vector<Value> positional = take ? std::move(c.positional) : c.positional;
+    std::vector<std::pair<std::string, Value>> kwargs = take ? std::move(c.kwargs) : c.kwargs;
     if (!Arrange(*e, mode, positional, kwargs)) {
-      errors.push_back(TypeErr(absl::StrCat(e->full_name(), " cannot be called as a method")));
+      errors[ci] = TypeErr(absl::StrCat(e->full_name(), " cannot be called as a method"));
       continue;
+    }
+    if (!take && TensorKindMismatch(e->schema, positional)) {
+      any_skipped = true;
+      continue;  // errors[ci] stays OK: filled below if needed
     }
     absl::StatusOr<std::vector<Value>> b = BindArgs(e->schema, std::move(positional), std::move(kwargs));
     if (b.ok()) return Bound{e, *std::move(b)};
-    errors.push_back(b.status());
+    errors[ci] = b.status();
+  }
+  for (size_t ci = 0; ci < candidates.size() && any_skipped; ++ci) {
+    if (!errors[ci].ok()) continue;
+    std::vector<Value> positional = c.positional;
+    std::vector<std::pair<std::string, Value>> kwargs = c.kwargs;
+    Arrange(*candidates[ci], mode, positional, kwargs);
+    errors[ci] = BindArgs(candidates[ci]->schema, std::move(positional), std::move(kwargs)).status();
+    if (errors[ci].ok()) return InternalErr(absl::StrCat(name, ": an overload skipped as a mismatch binds"));
   }
   if (errors.size() == 1) return errors[0];
   std::string got;
