@@ -364,7 +364,8 @@ PyObject* FastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, 
 
 // ---------------------------------------------------------------- op functions
 
-// tensord._C.OpFunction(name, mode, operand_check=None): a callable for one op
+// tensord._C.OpFunction(name, mode, operand_check=None, requires_grad_kw=False):
+// a callable for one op
 // (what tensord.add and Tensor.add are). It is a vectorcall object and a
 // method descriptor, so `x.sum(1)` and `a + b` reach CallOp without a Python
 // frame, an argument tuple or a bound-method object. mode is "function",
@@ -372,6 +373,8 @@ PyObject* FastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, 
 // __add__, ...), a second argument that is not a Tensor, int or float is
 // passed to operand_check(other) first, and NotImplemented is returned when
 // it is false (so Python tries the other operand's reflected operator).
+// With requires_grad_kw (factories), a keyword requires_grad is taken out of
+// the call and, when true, makes the result a leaf that requires grad.
 // Attributes (__name__, __qualname__, __doc__, __module__) live in the
 // instance __dict__, set by the package.
 struct OpFunctionObject {
@@ -380,6 +383,7 @@ struct OpFunctionObject {
   const char* name_utf8;    // name's UTF-8 buffer (owned by name)
   Py_ssize_t name_len;
   tc::CallMode mode;
+  bool requires_grad_kw;    // takes requires_grad= (factories): the result becomes a leaf requiring grad
   PyObject* operand_check;  // callable or nullptr (owned)
   vectorcallfunc vectorcall;
   PyObject* dict;           // instance __dict__ (owned)
@@ -397,10 +401,29 @@ PyObject* OpFunctionVectorcall(PyObject* callable, PyObject* const* args, size_t
         if (ok == 0) Py_RETURN_NOTIMPLEMENTED;
       }
     }
-    return CallOp(absl::string_view(self->name_utf8, static_cast<size_t>(self->name_len)), args,
-                  static_cast<size_t>(nargs), kwnames, self->mode)
-        .release()
-        .ptr();
+    const absl::string_view name(self->name_utf8, static_cast<size_t>(self->name_len));
+    if (self->requires_grad_kw && kwnames != nullptr) {
+      // PyTorch's factory keyword requires_grad=False: taken out of the call,
+      // then applied to the result (as Tensor.requires_grad_ would).
+      const Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+      for (Py_ssize_t i = 0; i < nk; ++i) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "requires_grad") != 0) continue;
+        const int flag = PyObject_IsTrue(args[nargs + i]);
+        if (flag < 0) return nullptr;
+        std::vector<PyObject*> rest(args, args + nargs);
+        py::tuple names(nk - 1);
+        for (Py_ssize_t j = 0, o = 0; j < nk; ++j) {
+          if (j == i) continue;
+          rest.push_back(args[nargs + j]);
+          names[o++] = py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(kwnames, j));
+        }
+        py::object out = CallOp(name, rest.data(), static_cast<size_t>(nargs), nk > 1 ? names.ptr() : nullptr,
+                                self->mode);
+        if (flag) out.attr("_set_requires_grad")(true);
+        return out.release().ptr();
+      }
+    }
+    return CallOp(name, args, static_cast<size_t>(nargs), kwnames, self->mode).release().ptr();
   } catch (py::error_already_set& e) {
     e.restore();
     return nullptr;
@@ -411,12 +434,13 @@ PyObject* OpFunctionVectorcall(PyObject* callable, PyObject* const* args, size_t
 }
 
 PyObject* OpFunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwds) {
-  static const char* kwlist[] = {"name", "mode", "operand_check", nullptr};
+  static const char* kwlist[] = {"name", "mode", "operand_check", "requires_grad_kw", nullptr};
   PyObject* name = nullptr;
   const char* mode = nullptr;
   PyObject* check = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Us|O:OpFunction", const_cast<char**>(kwlist), &name, &mode,
-                                   &check)) {
+  int requires_grad_kw = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Us|Op:OpFunction", const_cast<char**>(kwlist), &name, &mode,
+                                   &check, &requires_grad_kw)) {
     return nullptr;
   }
   tc::CallMode m;
@@ -444,6 +468,7 @@ PyObject* OpFunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->name_utf8 = utf8;
   self->name_len = len;
   self->mode = m;
+  self->requires_grad_kw = requires_grad_kw != 0;
   self->operand_check = check == Py_None ? nullptr : (Py_INCREF(check), check);
   self->vectorcall = &OpFunctionVectorcall;
   self->dict = nullptr;
@@ -489,7 +514,9 @@ PyTypeObject* OpFunctionType() {
     x.tp_name = "tensord._C.OpFunction";
     x.tp_basicsize = sizeof(OpFunctionObject);
     x.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
-    x.tp_doc = "OpFunction(name, mode, operand_check=None): the callable of one op (tensord.<op>, Tensor.<op>).";
+    x.tp_doc =
+        "OpFunction(name, mode, operand_check=None, requires_grad_kw=False): the callable of one op (tensord.<op>, "
+        "Tensor.<op>).";
     x.tp_new = &OpFunctionNew;
     x.tp_dealloc = &OpFunctionDealloc;
     x.tp_call = &PyVectorcall_Call;
