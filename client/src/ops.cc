@@ -132,11 +132,14 @@ bool Arrange(const OpEntry& op, CallMode mode, std::vector<Value>& positional,
   return true;
 }
 
-// Whether a positional value cannot bind for sure: a non-None non-Tensor for
-// a Tensor argument, or a Tensor for an argument of another type (BindArgs
-// converts neither way).
-bool TensorKindMismatch(const FunctionSchema& s, const std::vector<Value>& positional) {
-  const size_t n = std::min(positional.size(), s.arguments.size());
+// Whether BindArgs fails for sure, judged cheaply: more positional values
+// than positional arguments, a non-None non-Tensor for a Tensor argument, or
+// a Tensor for an argument of another type (BindArgs converts neither way).
+bool CannotBind(const FunctionSchema& s, const std::vector<Value>& positional) {
+  size_t max_positional = 0;
+  while (max_positional < s.arguments.size() && !s.arguments[max_positional].kwarg_only) ++max_positional;
+  if (positional.size() > max_positional) return true;
+  const size_t n = positional.size();
   for (size_t i = 0; i < n; ++i) {
     const Value& v = positional[i];
     if (v.is_none()) continue;
@@ -172,10 +175,10 @@ absl::StatusOr<Bound> Resolve(absl::string_view name, Converted& c, CallMode mod
     return TypeErr(absl::StrCat("'", name, "' is not available as a ",
                                 mode == CallMode::kMethod ? "Tensor method" : "function"));
   }
-  // Candidates a positional Tensor/non-Tensor mismatch rules out are skipped
-  // without building BindArgs' error (a number for `Tensor other` in
-  // add.Tensor, before add.Scalar binds); their errors are made only when no
-  // candidate binds, from the values kept intact for that.
+  // Candidates CannotBind rules out are skipped without building BindArgs'
+  // error (a number for `Tensor other` in add.Tensor, before add.Scalar
+  // binds); their errors are made only when no candidate binds, from the
+  // values kept intact for that.
   std::vector<absl::Status> errors(candidates.size());
   bool any_skipped = false;
   for (size_t ci = 0; ci < candidates.size(); ++ci) {
@@ -189,7 +192,7 @@ absl::StatusOr<Bound> Resolve(absl::string_view name, Converted& c, CallMode mod
       errors[ci] = TypeErr(absl::StrCat(e->full_name(), " cannot be called as a method"));
       continue;
     }
-    if (!take && TensorKindMismatch(e->schema, positional)) {
+    if (!take && CannotBind(e->schema, positional)) {
       any_skipped = true;
       continue;  // errors[ci] stays OK: filled below if needed
     }
