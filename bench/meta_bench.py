@@ -1,13 +1,17 @@
 """Meta cost per op from Python: tensord's meta mode beside PyTorch 1.13's meta
 device, on the same ops and shapes, in the same run.
 
-    python3 bench/meta_bench.py [--repeat N] [--only add,matmul]
+    python3 bench/meta_bench.py [--repeat N] [--only add,matmul] [--no-cpp]
     make bench-meta
 
 For each op it times N calls of tensord on meta tensors and N calls of torch
 on device='meta' tensors (best of 5 rounds, time.perf_counter_ns), and prints
 our us/op, torch's us/op and the ratio (ours / torch; the issue's target is
-<= 0.5). Nothing runs in a daemon. This is a benchmark, not a test: it has no
+<= 0.5). When build/bin/client_bench and build/bin/meta_bench exist (Google
+Benchmark installed), two more columns show the same ops from C++: through
+client::Call, and the binding + meta function alone; the gaps between the
+columns are the Python binding's and the C++ client's shares. Nothing runs
+in a daemon. This is a benchmark, not a test: it has no
 thresholds and never fails on a slow machine.
 """
 import argparse
