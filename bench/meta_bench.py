@@ -1,17 +1,23 @@
 """Meta cost per op from Python: tensord's meta mode beside PyTorch 1.13's meta
 device, on the same ops and shapes, in the same run.
 
-    python3 bench/meta_bench.py [--repeat N] [--only add,matmul]
+    python3 bench/meta_bench.py [--repeat N] [--only add,matmul] [--no-cpp]
     make bench-meta
 
 For each op it times N calls of tensord on meta tensors and N calls of torch
 on device='meta' tensors (best of 5 rounds, time.perf_counter_ns), and prints
 our us/op, torch's us/op and the ratio (ours / torch; the issue's target is
-<= 0.5). Nothing runs in a daemon. This is a benchmark, not a test: it has no
+<= 0.5). When build/bin/client_bench and build/bin/meta_bench exist (Google
+Benchmark installed), two more columns show the same ops from C++: through
+client::Call, and the binding + meta function alone; the gaps between the
+columns are the Python binding's and the C++ client's shares. Nothing runs
+in a daemon. This is a benchmark, not a test: it has no
 thresholds and never fails on a slow machine.
 """
 import argparse
+import json
 import os
+import subprocess
 import sys
 import time
 
@@ -56,6 +62,30 @@ def _cases(lib, dev):
     return cases
 
 
+# Python case name -> Google Benchmark name in build/bin/client_bench (C++
+# client::Call on meta tensors) and build/bin/meta_bench (the meta function
+# alone, BindArgs + RunMeta).
+_CPP_NAMES = {
+    "add (broadcast)": "BM_AddBroadcast", "add (transposed)": "BM_AddTransposed", "mul scalar": "BM_MulScalar",
+    "matmul 2-D": "BM_Matmul2D", "matmul batched": "BM_MatmulBatched", "view": "BM_View",
+    "transpose": "BM_Transpose", "sum dim": "BM_SumDim", "sum all": "BM_SumAll", "softmax": "BM_Softmax",
+    "cat": "BM_Cat", "reshape (copy)": "BM_ReshapeCopy", "empty_strided": "BM_EmptyStrided",
+}
+
+
+def _cpp_times(binary):
+    """{benchmark name: us/op} from a Google Benchmark binary, or {} when it is
+    not built (libbenchmark-dev missing) or fails."""
+    if not os.path.exists(binary):
+        return {}
+    try:
+        out = subprocess.run([binary, "--benchmark_format=json", "--benchmark_min_time=0.2"], capture_output=True,
+                             text=True, timeout=300, check=True).stdout
+        return {b["name"]: b["cpu_time"] / 1000.0 for b in json.loads(out)["benchmarks"] if b.get("time_unit") == "ns"}
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        return {}
+
+
 def _time(fn, repeat):
     fn()  # warm up (and check it runs)
     best = None
@@ -72,6 +102,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=2000, help="calls per round (default 2000)")
     p.add_argument("--only", default="", help="comma-separated op names to run (prefix match)")
+    p.add_argument("--build", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build"),
+                   help="build directory holding bin/client_bench and bin/meta_bench (their columns are left out "
+                        "when absent)")
+    p.add_argument("--no-cpp", action="store_true", help="leave out the C++ columns")
     args = p.parse_args(argv)
     ours = dict(_cases(tensord, "meta"))
     theirs = dict(_cases(torch, "meta"))
@@ -79,14 +113,28 @@ def main(argv=None):
     if args.only:
         keys = [k.strip() for k in args.only.split(",")]
         names = [n for n in names if any(n.startswith(k) for k in keys)]
+    client_cpp, meta_cpp = {}, {}
+    if not args.no_cpp:
+        client_cpp = _cpp_times(os.path.join(args.build, "bin", "client_bench"))
+        meta_cpp = _cpp_times(os.path.join(args.build, "bin", "meta_bench"))
     print(f"meta cost per op from Python (best of 5 x {args.repeat} calls); torch {torch.__version__}")
-    print(f"{'op':<20} {'tensord us/op':>14} {'torch us/op':>12} {'ratio':>7}")
+    if client_cpp or meta_cpp:
+        print("C++ columns (same ops, Google Benchmark CPU time): 'C++ call' = client::Call on meta tensors, "
+              "'meta fn' = binding + meta function alone; '-' = not measured")
+    extra = f" {'C++ call':>9} {'meta fn':>9}" if (client_cpp or meta_cpp) else ""
+    print(f"{'op':<20} {'tensord us/op':>14} {'torch us/op':>12} {'ratio':>7}{extra}")
+
+    def cell(table, n):
+        v = table.get(_CPP_NAMES.get(n, ""))
+        return f"{v:>9.2f}" if v is not None else f"{'-':>9}"
+
     ratios = []
     for n in names:
         t_ours = _time(ours[n], args.repeat)
         t_torch = _time(theirs[n], args.repeat)
         ratios.append(t_ours / t_torch)
-        print(f"{n:<20} {t_ours:>14.2f} {t_torch:>12.2f} {t_ours / t_torch:>7.2f}")
+        cpp = f" {cell(client_cpp, n)} {cell(meta_cpp, n)}" if extra else ""
+        print(f"{n:<20} {t_ours:>14.2f} {t_torch:>12.2f} {t_ours / t_torch:>7.2f}{cpp}")
     if ratios:
         geo = 1.0
         for r in ratios:

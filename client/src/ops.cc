@@ -6,6 +6,7 @@
 #include <atomic>
 #include <numeric>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "autograd_internal.h"
@@ -30,7 +31,10 @@ struct Converted {
   std::vector<Value> positional;
   std::vector<std::pair<std::string, Value>> kwargs;
   std::vector<Tensor> tensors;
-  std::vector<std::string> kinds;  // for error messages: "Tensor", "int", ...
+  // The call's arguments as given (alive for the whole call): their kinds
+  // ("Tensor", "int", ...) are named only in error messages.
+  const std::vector<Arg>* args = nullptr;
+  const Kwargs* given_kwargs = nullptr;
 };
 
 std::string KindText(const Arg& a) {
@@ -105,11 +109,13 @@ bool Arrange(const OpEntry& op, CallMode mode, std::vector<Value>& positional,
     positional.erase(positional.begin());
   }
   // Varargs int lists.
-  std::vector<int> positional_args;
+  int n_positional = 0, first_positional = -1;
   for (int i = 0; i < static_cast<int>(s.arguments.size()); ++i) {
-    if (!s.arguments[i].kwarg_only && i != self_idx) positional_args.push_back(i);
+    if (!s.arguments[i].kwarg_only && i != self_idx) {
+      if (n_positional++ == 0) first_positional = i;
+    }
   }
-  if (positional_args.size() == 1 && s.arguments[positional_args[0]].type == ArgType::kIntList &&
+  if (n_positional == 1 && s.arguments[first_positional].type == ArgType::kIntList &&
       positional.size() >= 2 && std::all_of(positional.begin(), positional.end(), IsIntValue)) {
     std::vector<int64_t> ints;
     for (const Value& v : positional) ints.push_back(v.to_int());
@@ -126,14 +132,33 @@ bool Arrange(const OpEntry& op, CallMode mode, std::vector<Value>& positional,
   return true;
 }
 
+// Whether BindArgs fails for sure, judged cheaply: more positional values
+// than positional arguments, a non-None non-Tensor for a Tensor argument, or
+// a Tensor for an argument of another type (BindArgs converts neither way).
+bool CannotBind(const FunctionSchema& s, const std::vector<Value>& positional) {
+  size_t max_positional = 0;
+  while (max_positional < s.arguments.size() && !s.arguments[max_positional].kwarg_only) ++max_positional;
+  if (positional.size() > max_positional) return true;
+  const size_t n = positional.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Value& v = positional[i];
+    if (v.is_none()) continue;
+    const bool is_tensor_arg = s.arguments[i].type == ArgType::kTensor;
+    const bool is_tensor_value = v.kind() == Value::Kind::kTensor;
+    if (is_tensor_arg != is_tensor_value) return true;
+  }
+  return false;
+}
+
 struct Bound {
   const OpEntry* op = nullptr;
   std::vector<Value> values;
 };
 
-absl::StatusOr<Bound> Resolve(absl::string_view name, const Converted& c, CallMode mode) {
+// Consumes c.positional and c.kwargs.
+absl::StatusOr<Bound> Resolve(absl::string_view name, Converted& c, CallMode mode) {
   const OpTable& table = OpTable::Get();
-  std::vector<const OpEntry*> candidates;
+  absl::InlinedVector<const OpEntry*, 8> candidates;
   if (const OpEntry* exact = table.Find(name); exact != nullptr && name.find('.') != absl::string_view::npos) {
     candidates.push_back(exact);
   } else {
@@ -150,20 +175,47 @@ absl::StatusOr<Bound> Resolve(absl::string_view name, const Converted& c, CallMo
     return TypeErr(absl::StrCat("'", name, "' is not available as a ",
                                 mode == CallMode::kMethod ? "Tensor method" : "function"));
   }
-  std::vector<absl::Status> errors;
-  for (const OpEntry* e : candidates) {
-    std::vector<Value> positional = c.positional;
-    std::vector<std::pair<std::string, Value>> kwargs = c.kwargs;
+  // Candidates CannotBind rules out are skipped without building BindArgs'
+  // error (a number for `Tensor other` in add.Tensor, before add.Scalar
+  // binds); their errors are made only when no candidate binds, from the
+  // values kept intact for that.
+  std::vector<absl::Status> errors(candidates.size());
+  bool any_skipped = false;
+  for (size_t ci = 0; ci < candidates.size(); ++ci) {
+    const OpEntry* e = candidates[ci];
+    // The last candidate takes the converted values when no earlier one was
+    // skipped; others copy them.
+    const bool take = ci + 1 == candidates.size() && !any_skipped;
+    std::vector<Value> positional = take ? std::move(c.positional) : c.positional;
+    std::vector<std::pair<std::string, Value>> kwargs = take ? std::move(c.kwargs) : c.kwargs;
     if (!Arrange(*e, mode, positional, kwargs)) {
-      errors.push_back(TypeErr(absl::StrCat(e->full_name(), " cannot be called as a method")));
+      errors[ci] = TypeErr(absl::StrCat(e->full_name(), " cannot be called as a method"));
       continue;
+    }
+    if (!take && CannotBind(e->schema, positional)) {
+      any_skipped = true;
+      continue;  // errors[ci] stays OK: filled below if needed
     }
     absl::StatusOr<std::vector<Value>> b = BindArgs(e->schema, std::move(positional), std::move(kwargs));
     if (b.ok()) return Bound{e, *std::move(b)};
-    errors.push_back(b.status());
+    errors[ci] = b.status();
+  }
+  for (size_t ci = 0; ci < candidates.size() && any_skipped; ++ci) {
+    if (!errors[ci].ok()) continue;
+    std::vector<Value> positional = c.positional;
+    std::vector<std::pair<std::string, Value>> kwargs = c.kwargs;
+    Arrange(*candidates[ci], mode, positional, kwargs);
+    errors[ci] = BindArgs(candidates[ci]->schema, std::move(positional), std::move(kwargs)).status();
+    if (errors[ci].ok()) return InternalErr(absl::StrCat(name, ": an overload skipped as a mismatch binds"));
   }
   if (errors.size() == 1) return errors[0];
-  std::string got = absl::StrJoin(c.kinds, ", ");
+  std::string got;
+  if (c.args != nullptr) {
+    for (const Arg& a : *c.args) absl::StrAppend(&got, got.empty() ? "" : ", ", KindText(a));
+  }
+  if (c.given_kwargs != nullptr) {
+    for (const auto& [k, a] : *c.given_kwargs) absl::StrAppend(&got, got.empty() ? "" : ", ", k, "=", KindText(a));
+  }
   std::string expected;
   for (size_t i = 0; i < candidates.size(); ++i) {
     absl::StrAppend(&expected, "\n * ", candidates[i]->schema_text, "\n     (", errors[i].message(), ")");
@@ -174,16 +226,18 @@ absl::StatusOr<Bound> Resolve(absl::string_view name, const Converted& c, CallMo
 
 absl::StatusOr<Converted> Convert(absl::string_view name, std::vector<Arg>& args, Kwargs& kwargs) {
   Converted c;
+  c.args = &args;
+  c.given_kwargs = &kwargs;
   c.positional.reserve(args.size());
+  c.tensors.reserve(args.size() + kwargs.size());
   for (const Arg& a : args) {
     TD_ASSIGN_OR_RETURN(Value v, ToValue(name, a, &c.tensors));
     c.positional.push_back(std::move(v));
-    c.kinds.push_back(KindText(a));
   }
+  c.kwargs.reserve(kwargs.size());
   for (auto& [k, a] : kwargs) {
     TD_ASSIGN_OR_RETURN(Value v, ToValue(name, a, &c.tensors));
     c.kwargs.emplace_back(k, std::move(v));
-    c.kinds.push_back(absl::StrCat(k, "=", KindText(a)));
   }
   return c;
 }
@@ -249,7 +303,7 @@ absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const std::vector<V
                                           const std::vector<Tensor>& tensors) {
   AutogradPlan p;
   const std::vector<bool>& diff = DifferentiableArgs(op);
-  std::vector<const Tensor*> inputs;  // differentiable tensor inputs, nullptr for None
+  absl::InlinedVector<const Tensor*, 4> inputs;  // differentiable tensor inputs, nullptr for None
   for (size_t i = 0; i < values.size() && i < diff.size(); ++i) {
     if (!diff[i]) continue;
     const Value& v = values[i];
@@ -398,6 +452,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
     // Output shapes depend on values: validate, then let the daemon say.
     TD_RETURN_IF_ERROR(ValidateArgs(op.schema, b.values));
     TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
+    site.Resolve();  // the call leaves for the daemon (may block)
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
     TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->CallDataDependent(op, b.values, c.tensors, site, plan.record));
     ApplyAutograd(op, plan, {}, outs);
@@ -421,6 +476,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
       // A *_like op reads only its input's metadata (empty_like(t,
       // device="cpu") of a meta t): the daemon gets a real placeholder with
       // the same sizes, strides and dtype, made without data.
+      site.Resolve();
       for (Arg& a : args) {
         TD_ASSIGN_OR_RETURN(a, MaterializeMeta(a, real.device, site));
       }
@@ -433,6 +489,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
                                    "two devices, meta and ", real.device.ToString(), "!"));
   }
   TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
+  site.Resolve();  // the call leaves for the daemon (may block)
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
   std::vector<int> alias_of = r.alias_of;
   TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->EnqueueCall(op, b.values, c.tensors, std::move(r.outputs), site,
@@ -468,6 +525,7 @@ absl::StatusOr<Tensor> FromBlob(const void* data, size_t nbytes, Shape sizes, Sc
     m.push_back(std::move(meta));
     return std::move(MakeMetaTensors(std::move(m))[0]);
   }
+  site.Resolve();
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, CurrentSession());
   return s->Upload(data, nbytes, meta, site);
 }

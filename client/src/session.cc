@@ -610,7 +610,7 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
   for (const Value& v : args) TD_RETURN_IF_ERROR(wire::EncodeValue(v, handle_of, call->add_args()));
   TD_INTERNAL_CHECK(!unknown_tensor, op.full_name(), ": a tensor argument without a handle");
   call->set_op_id(op.id);
-  call->set_call_site(site.text);
+  call->set_call_site(site.Text());
   call->set_record_grad(record_grad);
   auto written = [&](size_t i) { return i < write_results.size() && write_results[i].has_value(); };
 
@@ -672,7 +672,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallDataDependent(const OpEntry& op
       // The daemon holds the op's error; a fetch of the output returns it.
       absl::StatusOr<HostData> f = Fetch(outs[i].handle());
       if (!f.ok()) return f.status();
-      return RuntimeErr(absl::StrCat(op.full_name(), " failed in the daemon (call at ", site.text, ")"));
+      return RuntimeErr(absl::StrCat(op.full_name(), " failed in the daemon (call at ", site.Text(), ")"));
     }
   }
   if (ack.metas_size() != static_cast<int>(outs.size())) {
@@ -845,7 +845,7 @@ absl::Status Session::SendSetRequiresGrad(uint64_t handle, bool requires_grad, c
   r->add_handles(handle);
   r->set_requires_grad(requires_grad);
   r->set_call_id(im.next_call_id++);
-  r->set_call_site(site.text);
+  r->set_call_site(site.Text());
   return im.MaybeFlushLocked();
 }
 
@@ -908,7 +908,7 @@ absl::Status Session::SendRecordFunction(uint64_t function_id, const std::string
   r->mutable_dirty()->Add(dirty.begin(), dirty.end());
   r->set_materialize_grads(materialize_grads);
   r->mutable_saved()->Add(saved.begin(), saved.end());
-  r->set_call_site(site.text);
+  r->set_call_site(site.Text());
   return im.MaybeFlushLocked();
 }
 
@@ -1025,7 +1025,7 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
     b->set_create_graph(create_graph);
     b->set_accumulate(accumulate);
     b->set_allow_unused(allow_unused);
-    b->set_call_site(site.text);
+    b->set_call_site(site.Text());
     ++im.stats.round_trips;
     absl::Status st = im.FlushLocked();
     if (!st.ok()) {

@@ -12,11 +12,21 @@
 
 namespace tensord::client {
 
-CallSite CallSite::Current(const char* file, int line) {
-  absl::string_view f = file ? file : "";
+void CallSite::Resolve() {
+  if (source != nullptr) {
+    text = source->Materialize();
+    source = nullptr;
+  } else if (text.empty() && file != nullptr) {
+    text = Text();
+  }
+}
+
+std::string CallSite::Text() const {
+  if (!text.empty() || file == nullptr) return text;
+  absl::string_view f = file;
   const size_t slash = f.rfind('/');
   if (slash != absl::string_view::npos) f = f.substr(slash + 1);
-  return CallSite{absl::StrCat(f, ":", line)};
+  return absl::StrCat(f, ":", line);
 }
 
 uint64_t TensorImpl::NextStorageId() {

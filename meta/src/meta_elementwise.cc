@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "meta_common.h"
@@ -27,16 +28,23 @@ TensorMeta WrappedScalar(const Scalar& s) { return MakeMeta({}, {}, 0, s.dtype()
 absl::StatusOr<TensorMeta> IteratorOutput(absl::string_view op, absl::Span<const TensorMeta* const> inputs,
                                           std::optional<ScalarType> promote_to, ScalarType out_dtype,
                                           Device device) {
-  std::vector<Shape> shapes;
-  shapes.reserve(inputs.size());
-  for (const TensorMeta* t : inputs) shapes.push_back(t->sizes);
-  TD_ASSIGN_OR_RETURN(Shape sizes, BroadcastShapes(op, shapes));
+  // Operands of one shape (the common case) broadcast to that shape.
+  bool same_sizes = !inputs.empty();
+  for (const TensorMeta* t : inputs) same_sizes &= t->sizes == inputs[0]->sizes;
+  Shape sizes;
+  if (same_sizes) {
+    sizes = inputs[0]->sizes;
+  } else {
+    std::vector<Shape> shapes;
+    shapes.reserve(inputs.size());
+    for (const TensorMeta* t : inputs) shapes.push_back(t->sizes);
+    TD_ASSIGN_OR_RETURN(sizes, BroadcastShapes(op, shapes));
+  }
   TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, out_dtype));
 
   std::vector<TensorMeta> converted;
-  converted.reserve(inputs.size());
-  std::vector<const TensorMeta*> operands;
-  operands.reserve(inputs.size());
+  if (promote_to) converted.reserve(inputs.size());  // &converted.back() must stay valid
+  absl::InlinedVector<const TensorMeta*, 4> operands;
   for (const TensorMeta* t : inputs) {
     if (promote_to && t->dtype != *promote_to) {
       converted.push_back(PreserveFormatCopy(*t, *promote_to, t->device));

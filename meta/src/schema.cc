@@ -3,6 +3,7 @@
 
 #include <cctype>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -422,7 +423,7 @@ absl::StatusOr<std::vector<Value>> BindArgs(const FunctionSchema& schema, std::v
                                             std::vector<std::pair<std::string, Value>> kwargs) {
   const size_t n = schema.arguments.size();
   std::vector<Value> out(n);
-  std::vector<bool> set(n, false);
+  absl::InlinedVector<bool, 32> set(n, false);
   size_t max_positional = 0;
   while (max_positional < n && !schema.arguments[max_positional].kwarg_only) ++max_positional;
   if (positional.size() > max_positional) {

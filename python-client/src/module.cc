@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/autograd_rules.h"
@@ -99,7 +100,48 @@ tc::CallSite PyCallSite() {
   return tc::CallSite{site};
 }
 
+// The call site of one op call from Python, named only when the call leaves
+// for the daemon (a pure meta call never walks the frames). The op call runs
+// holding the GIL (it is plain CPU work until then); Materialize releases it
+// for what follows (the session may block), and the destructor takes it back.
+class DeferredPySite final : public tc::CallSite::Source {
+ public:
+  DeferredPySite() = default;
+  DeferredPySite(const DeferredPySite&) = delete;
+  DeferredPySite& operator=(const DeferredPySite&) = delete;
+  ~DeferredPySite() {
+    if (saved_ != nullptr) PyEval_RestoreThread(saved_);
+  }
+  std::string Materialize() override {
+    if (!named_) {
+      text_ = PyCallSite().text;
+      named_ = true;
+      saved_ = PyEval_SaveThread();
+    }
+    return text_;
+  }
+
+ private:
+  std::string text_;
+  bool named_ = false;
+  PyThreadState* saved_ = nullptr;
+};
+
 // ---------------------------------------------------------------- conversion
+
+// tensord._C.Tensor's type object (set when the class is registered): an
+// isinstance check and the C++ value without pybind11's type-map lookups.
+PyTypeObject* g_tensor_type = nullptr;
+
+// The Tensor inside a Python object, or nullptr when it is not a (fully
+// constructed) Tensor.
+const tc::Tensor* TensorOf(py::handle o) {
+  if (g_tensor_type == nullptr || !PyObject_TypeCheck(o.ptr(), g_tensor_type)) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(o.ptr());
+  py::detail::value_and_holder vh = inst->get_value_and_holder();
+  if (!vh.holder_constructed()) return nullptr;
+  return vh.value_ptr<tc::Tensor>();
+}
 
 bool IsNumpyScalar(py::handle o) {
   py::handle type = py::type::handle_of(o);
@@ -122,19 +164,21 @@ Device DeviceOf(py::handle o) {
 tc::Arg ToArg(py::handle o);
 
 tc::Arg SequenceToArg(py::handle seq) {
-  py::sequence s = py::reinterpret_borrow<py::sequence>(seq);
-  const size_t n = s.size();
+  // A list or tuple (ToArg checks): items read without new references.
+  PyObject* const* items = PySequence_Fast_ITEMS(seq.ptr());
+  const size_t n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
   if (n == 0) return tc::Arg(std::vector<int64_t>{});
   bool all_int = true, all_num = true, all_tensor = true, tensor_or_none = true;
   for (size_t i = 0; i < n; ++i) {
-    py::handle item = s[i];
+    py::handle item = items[i];
+    const bool is_tensor = TensorOf(item) != nullptr;
     const bool is_bool = PyBool_Check(item.ptr());
-    const bool is_int = !is_bool && (PyLong_Check(item.ptr()) ||
-                                     (IsNumpyScalar(item) && py::str(item.attr("dtype").attr("kind"))
-                                                                     .cast<std::string>()
-                                                                     .find_first_of("iu") == 0));
+    const bool is_int =
+        !is_bool && !is_tensor &&
+        (PyLong_Check(item.ptr()) ||
+         (!PyFloat_Check(item.ptr()) && !item.is_none() && IsNumpyScalar(item) &&
+          py::str(item.attr("dtype").attr("kind")).cast<std::string>().find_first_of("iu") == 0));
     const bool is_float = PyFloat_Check(item.ptr());
-    const bool is_tensor = py::isinstance<tc::Tensor>(item);
     all_int &= is_int;
     all_num &= is_int || is_float;
     all_tensor &= is_tensor;
@@ -143,28 +187,41 @@ tc::Arg SequenceToArg(py::handle seq) {
   if (all_int) {
     std::vector<int64_t> v;
     v.reserve(n);
-    for (size_t i = 0; i < n; ++i) v.push_back(py::int_(s[i]).cast<int64_t>());
+    for (size_t i = 0; i < n; ++i) {
+      if (PyLong_CheckExact(items[i])) {
+        int overflow = 0;
+        const long long x = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+        if (overflow == 0) {
+          v.push_back(static_cast<int64_t>(x));
+          continue;
+        }
+      }
+      v.push_back(py::int_(py::reinterpret_borrow<py::object>(items[i])).cast<int64_t>());
+    }
     return tc::Arg(std::move(v));
   }
   if (all_tensor) {
     std::vector<tc::Tensor> v;
-    for (size_t i = 0; i < n; ++i) v.push_back(s[i].cast<tc::Tensor>());
+    v.reserve(n);
+    for (size_t i = 0; i < n; ++i) v.push_back(*TensorOf(items[i]));
     return tc::Arg(std::move(v));
   }
   if (tensor_or_none) {
     tc::Arg::OptionalTensors v;
+    v.items.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-      if (s[i].is_none()) {
+      if (items[i] == Py_None) {
         v.items.emplace_back(std::nullopt);
       } else {
-        v.items.emplace_back(s[i].cast<tc::Tensor>());
+        v.items.emplace_back(*TensorOf(items[i]));
       }
     }
     return tc::Arg(std::move(v));
   }
   if (all_num) {
     std::vector<double> v;
-    for (size_t i = 0; i < n; ++i) v.push_back(py::float_(s[i]).cast<double>());
+    v.reserve(n);
+    for (size_t i = 0; i < n; ++i) v.push_back(py::float_(py::reinterpret_borrow<py::object>(items[i])).cast<double>());
     return tc::Arg(Value(std::move(v)));
   }
   Raise(tensord::TypeErr(absl::StrCat("a sequence argument must hold only ints, only floats or only Tensors; got ",
@@ -184,8 +241,8 @@ tc::Arg ToArg(py::handle o) {
     }
     return tc::Arg(static_cast<int64_t>(v));
   }
+  if (const tc::Tensor* t = TensorOf(o)) return tc::Arg(*t);
   if (PyFloat_Check(p)) return tc::Arg(PyFloat_AS_DOUBLE(p));
-  if (py::isinstance<tc::Tensor>(o)) return tc::Arg(o.cast<tc::Tensor>());
   if (PyUnicode_Check(p)) return tc::Arg(o.cast<std::string>());
   const PyTypes& t = Types();
   if (t.dtype_cls && PyObject_IsInstance(p, t.dtype_cls.ptr()) == 1) return tc::Arg(DtypeOf(o));
@@ -216,38 +273,261 @@ bool ReturnsList(absl::string_view name) {
   return false;
 }
 
+// A new Python Tensor owning `t` (py::cast without the type-map lookup).
+const py::detail::type_info* g_tensor_tinfo = nullptr;
+py::object TensorToPy(tc::Tensor&& t) {
+  if (g_tensor_tinfo == nullptr) return py::cast(std::move(t));
+  return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
+      &t, py::return_value_policy::move, py::handle(), g_tensor_tinfo, nullptr, [](const void* p) -> void* {
+        return new tc::Tensor(std::move(*const_cast<tc::Tensor*>(static_cast<const tc::Tensor*>(p))));
+      }));
+}
+
 py::object Wrap(std::vector<tc::Tensor> out, bool as_tuple = false) {
-  if (out.size() == 1 && !as_tuple) return py::cast(std::move(out[0]));
+  if (out.size() == 1 && !as_tuple) return TensorToPy(std::move(out[0]));
   py::tuple t(out.size());
-  for (size_t i = 0; i < out.size(); ++i) t[i] = py::cast(std::move(out[i]));
+  for (size_t i = 0; i < out.size(); ++i) t[i] = TensorToPy(std::move(out[i]));
   return std::move(t);
 }
 
-py::object CallOp(const std::string& name, py::args args, py::dict kwargs, tc::CallMode mode) {
+// Per op name (as passed from Python), what CallOp needs besides the call
+// itself; looked up once per name.
+struct OpNameInfo {
+  bool returns_list = false;
+};
+const OpNameInfo& InfoFor(absl::string_view name) {
+  static auto* cache = new absl::flat_hash_map<std::string, OpNameInfo>();  // leaked, as Types()
+  auto it = cache->find(name);
+  if (it == cache->end()) it = cache->emplace(std::string(name), OpNameInfo{ReturnsList(name)}).first;
+  return it->second;
+}
+
+// Calls op `name` with positional args[0..nargs) and the keyword arguments
+// named by `kwnames` (values follow the positionals, vectorcall layout).
+py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, PyObject* kwnames, tc::CallMode mode) {
   std::vector<tc::Arg> a;
-  a.reserve(args.size());
-  for (py::handle h : args) a.push_back(ToArg(h));
+  a.reserve(nargs);
+  for (size_t i = 0; i < nargs; ++i) a.push_back(ToArg(args[i]));
   tc::Kwargs k;
-  for (auto item : kwargs) k.emplace_back(item.first.cast<std::string>(), ToArg(item.second));
-  tc::CallSite site = PyCallSite();
+  if (kwnames != nullptr) {
+    const Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    k.reserve(nk);
+    for (Py_ssize_t i = 0; i < nk; ++i) {
+      Py_ssize_t len = 0;
+      const char* key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(kwnames, i), &len);
+      if (key == nullptr) throw py::error_already_set();
+      k.emplace_back(std::string(key, len), ToArg(args[nargs + i]));
+    }
+  }
   absl::StatusOr<std::vector<tc::Tensor>> r;
   {
-    py::gil_scoped_release nogil;
-    r = tc::Call(name, std::move(a), std::move(k), mode, std::move(site));
+    DeferredPySite site;  // holds the GIL until the call leaves for the daemon
+    r = tc::Call(name, std::move(a), std::move(k), mode, tc::CallSite::Deferred(&site));
   }
   std::vector<tc::Tensor> out = Unwrap(std::move(r));
   // An in-place op returns its written argument: give back the caller's own
   // Python object (`x.add_(1) is x`, a Parameter stays a Parameter).
-  for (py::handle h : args) {
-    if (!py::isinstance<tc::Tensor>(h)) continue;
-    const tc::TensorImpl* impl = h.cast<const tc::Tensor&>().impl().get();
-    for (const tc::Tensor& t : out) {
-      if (t.impl().get() == impl) {
-        if (out.size() == 1) return py::reinterpret_borrow<py::object>(h);
-      }
+  if (out.size() == 1) {
+    const tc::TensorImpl* impl = out[0].impl().get();
+    for (size_t i = 0; i < nargs; ++i) {
+      const tc::Tensor* t = TensorOf(args[i]);
+      if (t != nullptr && t->impl().get() == impl) return py::reinterpret_borrow<py::object>(args[i]);
     }
   }
-  return Wrap(std::move(out), ReturnsList(name));
+  return Wrap(std::move(out), InfoFor(name).returns_list);
+}
+
+// tensord._C.call / call_method / call_any: vectorcall functions (no pybind11
+// dispatch: these are the per-op hot path). args[0] is the op name.
+template <tc::CallMode kMode>
+PyObject* FastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  try {
+    if (nargs < 1 || !PyUnicode_Check(args[0])) {
+      PyErr_SetString(PyExc_TypeError, "the first argument must be the op name (a str)");
+      return nullptr;
+    }
+    Py_ssize_t len = 0;
+    const char* name = PyUnicode_AsUTF8AndSize(args[0], &len);
+    if (name == nullptr) return nullptr;
+    return CallOp(absl::string_view(name, static_cast<size_t>(len)), args + 1, static_cast<size_t>(nargs - 1),
+                  kwnames, kMode)
+        .release()
+        .ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    py::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
+}
+
+// ---------------------------------------------------------------- op functions
+
+// tensord._C.OpFunction(name, mode, operand_check=None, requires_grad_kw=False):
+// a callable for one op
+// (what tensord.add and Tensor.add are). It is a vectorcall object and a
+// method descriptor, so `x.sum(1)` and `a + b` reach CallOp without a Python
+// frame, an argument tuple or a bound-method object. mode is "function",
+// "method" or "any" (CallMode). With operand_check (the binary operators
+// __add__, ...), a second argument that is not a Tensor, int or float is
+// passed to operand_check(other) first, and NotImplemented is returned when
+// it is false (so Python tries the other operand's reflected operator).
+// With requires_grad_kw (factories), a keyword requires_grad is taken out of
+// the call and, when true, makes the result a leaf that requires grad.
+// Attributes (__name__, __qualname__, __doc__, __module__) live in the
+// instance __dict__, set by the package.
+struct OpFunctionObject {
+  PyObject_HEAD
+  PyObject* name;           // str (owned)
+  const char* name_utf8;    // name's UTF-8 buffer (owned by name)
+  Py_ssize_t name_len;
+  tc::CallMode mode;
+  bool requires_grad_kw;    // takes requires_grad= (factories): the result becomes a leaf requiring grad
+  PyObject* operand_check;  // callable or nullptr (owned)
+  vectorcallfunc vectorcall;
+  PyObject* dict;           // instance __dict__ (owned)
+};
+
+PyObject* OpFunctionVectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* self = reinterpret_cast<OpFunctionObject*>(callable);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  try {
+    if (self->operand_check != nullptr && nargs == 2 && kwnames == nullptr) {
+      PyObject* other = args[1];
+      if (TensorOf(other) == nullptr && !PyLong_Check(other) && !PyFloat_Check(other)) {
+        const int ok = PyObject_IsTrue(py::handle(self->operand_check)(py::handle(other)).ptr());
+        if (ok < 0) return nullptr;
+        if (ok == 0) Py_RETURN_NOTIMPLEMENTED;
+      }
+    }
+    const absl::string_view name(self->name_utf8, static_cast<size_t>(self->name_len));
+    if (self->requires_grad_kw && kwnames != nullptr) {
+      // PyTorch's factory keyword requires_grad=False: taken out of the call,
+      // then applied to the result (as Tensor.requires_grad_ would).
+      const Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+      for (Py_ssize_t i = 0; i < nk; ++i) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, i), "requires_grad") != 0) continue;
+        const int flag = PyObject_IsTrue(args[nargs + i]);
+        if (flag < 0) return nullptr;
+        std::vector<PyObject*> rest(args, args + nargs);
+        py::tuple names(nk - 1);
+        for (Py_ssize_t j = 0, o = 0; j < nk; ++j) {
+          if (j == i) continue;
+          rest.push_back(args[nargs + j]);
+          names[o++] = py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(kwnames, j));
+        }
+        py::object out = CallOp(name, rest.data(), static_cast<size_t>(nargs), nk > 1 ? names.ptr() : nullptr,
+                                self->mode);
+        if (flag) out.attr("_set_requires_grad")(true);
+        return out.release().ptr();
+      }
+    }
+    return CallOp(name, args, static_cast<size_t>(nargs), kwnames, self->mode).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    py::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
+}
+
+PyObject* OpFunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwds) {
+  static const char* kwlist[] = {"name", "mode", "operand_check", "requires_grad_kw", nullptr};
+  PyObject* name = nullptr;
+  const char* mode = nullptr;
+  PyObject* check = Py_None;
+  int requires_grad_kw = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "Us|Op:OpFunction", const_cast<char**>(kwlist), &name, &mode,
+                                   &check, &requires_grad_kw)) {
+    return nullptr;
+  }
+  tc::CallMode m;
+  if (std::strcmp(mode, "function") == 0) {
+    m = tc::CallMode::kFunction;
+  } else if (std::strcmp(mode, "method") == 0) {
+    m = tc::CallMode::kMethod;
+  } else if (std::strcmp(mode, "any") == 0) {
+    m = tc::CallMode::kAny;
+  } else {
+    PyErr_Format(PyExc_ValueError, "OpFunction: mode must be 'function', 'method' or 'any', not '%s'", mode);
+    return nullptr;
+  }
+  if (check != Py_None && !PyCallable_Check(check)) {
+    PyErr_SetString(PyExc_TypeError, "OpFunction: operand_check must be callable or None");
+    return nullptr;
+  }
+  Py_ssize_t len = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+  if (utf8 == nullptr) return nullptr;
+  auto* self = reinterpret_cast<OpFunctionObject*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  Py_INCREF(name);
+  self->name = name;
+  self->name_utf8 = utf8;
+  self->name_len = len;
+  self->mode = m;
+  self->requires_grad_kw = requires_grad_kw != 0;
+  self->operand_check = check == Py_None ? nullptr : (Py_INCREF(check), check);
+  self->vectorcall = &OpFunctionVectorcall;
+  self->dict = nullptr;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+void OpFunctionDealloc(PyObject* o) {
+  auto* self = reinterpret_cast<OpFunctionObject*>(o);
+  Py_XDECREF(self->name);
+  Py_XDECREF(self->operand_check);
+  Py_XDECREF(self->dict);
+  Py_TYPE(o)->tp_free(o);
+}
+
+// Tensor.add is the OpFunction itself; x.add is a bound method.
+PyObject* OpFunctionGet(PyObject* self, PyObject* obj, PyObject* /*type*/) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+PyObject* OpFunctionRepr(PyObject* o) {
+  auto* self = reinterpret_cast<OpFunctionObject*>(o);
+  return PyUnicode_FromFormat("<tensord op %U>", self->name);
+}
+
+PyObject* OpFunctionOpName(PyObject* o, void*) {
+  PyObject* n = reinterpret_cast<OpFunctionObject*>(o)->name;
+  Py_INCREF(n);
+  return n;
+}
+
+PyGetSetDef kOpFunctionGetSet[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
+    {"op_name", OpFunctionOpName, nullptr, "The op's name in the table.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject* OpFunctionType() {
+  static PyTypeObject t = [] {
+    PyTypeObject x{PyVarObject_HEAD_INIT(nullptr, 0)};
+    x.tp_name = "tensord._C.OpFunction";
+    x.tp_basicsize = sizeof(OpFunctionObject);
+    x.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+    x.tp_doc =
+        "OpFunction(name, mode, operand_check=None, requires_grad_kw=False): the callable of one op (tensord.<op>, "
+        "Tensor.<op>).";
+    x.tp_new = &OpFunctionNew;
+    x.tp_dealloc = &OpFunctionDealloc;
+    x.tp_call = &PyVectorcall_Call;
+    x.tp_vectorcall_offset = offsetof(OpFunctionObject, vectorcall);
+    x.tp_descr_get = &OpFunctionGet;
+    x.tp_dictoffset = offsetof(OpFunctionObject, dict);
+    x.tp_repr = &OpFunctionRepr;
+    x.tp_getset = kOpFunctionGetSet;
+    return x;
+  }();
+  return &t;
 }
 
 // ---------------------------------------------------------------- host data
@@ -350,18 +630,18 @@ std::vector<tc::TensorIndex> ToIndices(py::handle key) {
     } else if (PyBool_Check(p)) {
       out.emplace_back(p == Py_True);
     } else if (PySlice_Check(p)) {
-      py::slice sl = py::reinterpret_borrow<py::slice>(k);
+      const auto* sl = reinterpret_cast<const PySliceObject*>(p);
       tc::Slice s;
-      auto get = [](py::object v) -> std::optional<int64_t> {
-        if (v.is_none()) return std::nullopt;
-        return py::int_(v).cast<int64_t>();
+      auto get = [](PyObject* v) -> std::optional<int64_t> {
+        if (v == Py_None) return std::nullopt;
+        return py::int_(py::reinterpret_borrow<py::object>(v)).cast<int64_t>();
       };
-      s.start = get(sl.attr("start"));
-      s.stop = get(sl.attr("stop"));
-      s.step = get(sl.attr("step"));
+      s.start = get(sl->start);
+      s.stop = get(sl->stop);
+      s.step = get(sl->step);
       out.emplace_back(s);
-    } else if (py::isinstance<tc::Tensor>(k)) {
-      out.emplace_back(k.cast<tc::Tensor>());
+    } else if (const tc::Tensor* t = TensorOf(k)) {
+      out.emplace_back(*t);
     } else if (PyLong_Check(p) || PyIndex_Check(p)) {
       out.emplace_back(static_cast<int64_t>(py::int_(py::reinterpret_borrow<py::object>(k)).cast<int64_t>()));
     } else {
@@ -376,6 +656,30 @@ std::vector<tc::TensorIndex> ToIndices(py::handle key) {
     one(key);
   }
   return out;
+}
+
+// tensord._C.index(tensor, key).
+PyObject* IndexFastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  try {
+    const tc::Tensor* self = nargs == 2 ? TensorOf(args[0]) : nullptr;
+    if (self == nullptr) {
+      PyErr_SetString(PyExc_TypeError, "index(tensor, key): expected a Tensor and an index key");
+      return nullptr;
+    }
+    std::vector<tc::TensorIndex> idx = ToIndices(args[1]);
+    absl::StatusOr<tc::Tensor> r;
+    {
+      DeferredPySite site;  // holds the GIL until a call leaves for the daemon
+      r = tc::Index(*self, idx, tc::CallSite::Deferred(&site));
+    }
+    return TensorToPy(Unwrap(std::move(r))).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    py::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
 }
 
 std::shared_ptr<tc::Session> SessionOrNone() { return tc::DefaultSessionIfAny(); }
@@ -498,14 +802,17 @@ of the inputs (None for inputs that need no gradient).)doc")
       .def_property_readonly("_function_id", [](const tc::GradNode& n) { return n.function_id; })
       .def("__repr__", &NodeRepr);
 
-  py::class_<tc::Tensor>(m, "Tensor", py::dynamic_attr(), R"doc(A tensor: a handle to data in a tensord daemon, or a meta tensor.
+  py::class_<tc::Tensor> tensor_cls(m, "Tensor", py::dynamic_attr(), R"doc(A tensor: a handle to data in a tensord daemon, or a meta tensor.
 
 Its metadata (shape, strides, dtype, device) is known locally at once; reading
 values (numpy(), item(), tolist(), printing) is a sync point that waits for
 the daemon. Create tensors with tensord.tensor, tensord.from_numpy or the
 factories (tensord.zeros, tensord.randn, ...). ``Tensor(other)`` makes a new
 Python object sharing ``other``'s handle and autograd state (what
-``class Parameter(Tensor)`` builds on).)doc")
+``class Parameter(Tensor)`` builds on).)doc");
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(tensor_cls.ptr());
+  g_tensor_tinfo = py::detail::get_type_info(typeid(tc::Tensor));
+  tensor_cls
       .def(py::init([](const tc::Tensor& other) { return tc::Tensor(other); }), py::arg("other"),
            "Tensor(other): a new Python object for the same tensor (same handle, data and autograd state).")
       .def_property_readonly("_impl_id",
@@ -595,43 +902,43 @@ NotImplementedError.)doc")
       .def("_cpp_repr", &tc::Tensor::ToString);
 
   // ---- ops --------------------------------------------------------------------
-  m.def(
-      "call", [](const std::string& name, py::args args, py::kwargs kwargs) {
-        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kFunction);
-      },
-      "call(name, *args, **kwargs): calls op `name` as a function (overloads resolved in C++).");
-  m.def(
-      "call_method", [](const std::string& name, py::args args, py::kwargs kwargs) {
-        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kMethod);
-      },
-      "call_method(name, self, *args, **kwargs): calls op `name` as a Tensor method.");
-  m.def(
-      "call_any", [](const std::string& name, py::args args, py::kwargs kwargs) {
-        return CallOp(name, std::move(args), std::move(kwargs), tc::CallMode::kAny);
-      },
-      "call_any(name, *args, **kwargs): calls op `name` (base or full name) with any overload.");
-  m.def(
-      "index",
-      [](const tc::Tensor& self, py::handle key) {
-        std::vector<tc::TensorIndex> idx = ToIndices(key);
-        tc::CallSite site = PyCallSite();
-        absl::StatusOr<tc::Tensor> r;
-        {
-          py::gil_scoped_release nogil;
-          r = tc::Index(self, idx, std::move(site));
-        }
-        return Unwrap(std::move(r));
-      },
-      "index(tensor, key): tensor[key] (ints, slices, None, Ellipsis, bools, integer and bool tensors).");
+  {
+    static PyMethodDef defs[] = {
+        {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastCall<tc::CallMode::kFunction>)),
+         METH_FASTCALL | METH_KEYWORDS,
+         "call(name, *args, **kwargs): calls op `name` as a function (overloads resolved in C++)."},
+        {"call_method", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastCall<tc::CallMode::kMethod>)),
+         METH_FASTCALL | METH_KEYWORDS, "call_method(name, self, *args, **kwargs): calls op `name` as a Tensor method."},
+        {"call_any", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastCall<tc::CallMode::kAny>)),
+         METH_FASTCALL | METH_KEYWORDS,
+         "call_any(name, *args, **kwargs): calls op `name` (base or full name) with any overload."},
+        {nullptr, nullptr, 0, nullptr}};
+    for (PyMethodDef* d = defs; d->ml_name != nullptr; ++d) {
+      py::object f = py::reinterpret_steal<py::object>(PyCFunction_NewEx(d, nullptr, m.attr("__name__").ptr()));
+      if (!f) throw py::error_already_set();
+      m.attr(d->ml_name) = f;
+    }
+  }
+  if (PyType_Ready(OpFunctionType()) < 0) throw py::error_already_set();
+  Py_INCREF(OpFunctionType());
+  m.attr("OpFunction") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(OpFunctionType()));
+  {
+    // index(tensor, key): a vectorcall function too (every x[...] goes here).
+    static PyMethodDef index_def = {
+        "index", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&IndexFastCall)), METH_FASTCALL,
+        "index(tensor, key): tensor[key] (ints, slices, None, Ellipsis, bools, integer and bool tensors)."};
+    py::object f = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&index_def, nullptr, m.attr("__name__").ptr()));
+    if (!f) throw py::error_already_set();
+    m.attr("index") = f;
+  }
   m.def(
       "floor_divide",
       [](const tc::Tensor& a, py::handle b) {
         tc::Arg arg = ToArg(b);
-        tc::CallSite site = PyCallSite();
         absl::StatusOr<tc::Tensor> r;
         {
-          py::gil_scoped_release nogil;
-          r = tc::FloorDivide(a, arg, std::move(site));
+          DeferredPySite site;  // holds the GIL until a call leaves for the daemon
+          r = tc::FloorDivide(a, arg, tc::CallSite::Deferred(&site));
         }
         return Unwrap(std::move(r));
       },

@@ -108,12 +108,15 @@ def wrap_factories(module_dict, op_table):
         fn = module_dict.get(name)
         if fn is None:
             continue
-
-        def wrapped(*args, requires_grad=False, _fn=fn, **kwargs):
-            out = _fn(*args, **kwargs)
-            if requires_grad:
-                out._set_requires_grad(True)
-            return out
+        if isinstance(fn, _C.OpFunction):
+            # The same op function taking requires_grad= in C (no Python frame).
+            wrapped = _C.OpFunction(fn.op_name, "function", requires_grad_kw=True)
+        else:
+            def wrapped(*args, requires_grad=False, _fn=fn, **kwargs):
+                out = _fn(*args, **kwargs)
+                if requires_grad:
+                    out._set_requires_grad(True)
+                return out
         wrapped.__name__ = fn.__name__
         wrapped.__qualname__ = fn.__qualname__
         wrapped.__module__ = fn.__module__

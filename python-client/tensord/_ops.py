@@ -471,8 +471,9 @@ def _returns_type(name, entries):
 def _make(name, entries, method, nt):
     call = _C.call_method if method else _C.call
     if nt is None:
-        def fn(*args, **kwargs):
-            return call(name, *args, **kwargs)
+        # A C callable (no Python frame per call); a method descriptor, so
+        # Tensor.<name> binds like a function.
+        fn = _C.OpFunction(name, "method" if method else "function")
     else:
         def fn(*args, **kwargs):
             r = call(name, *args, **kwargs)

@@ -28,10 +28,9 @@ def _is_operand(x):
 
 
 def _binary(op):
-    def fn(self, other):
-        if not _is_operand(other):
-            return NotImplemented
-        return _call_method(op, self, other)
+    # A C callable: calls op `op` as a method when `other` passes _is_operand
+    # (checked in C for Tensors, ints and floats), else returns NotImplemented.
+    fn = _C.OpFunction(op, "method", _is_operand)
     fn.__name__ = f"__{op}__"
     fn.__doc__ = f"The Python operator for tensord op {op!r} (broadcasting, PyTorch type promotion)."
     return fn
@@ -155,6 +154,14 @@ def _format(self, spec):
 def _to_index_key(self, key):
     # Lists (and nested sequences) inside an index become tensors on self's
     # device, as PyTorch treats them: x[[0, 2]] is advanced indexing.
+    if type(key) is tuple:
+        for k in key:
+            if isinstance(k, list):
+                break
+        else:
+            return key  # no list inside: the key as it is (the common case)
+    elif not isinstance(key, (list, tuple)):
+        return key
     from ._creation import tensor as _tensor
 
     def conv(k):

@@ -19,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "tensord/client/tensor.h"
@@ -35,14 +36,17 @@ class Arg {
  public:
   Arg() = default;  // None
   Arg(const Tensor& t) : tensors_{t}, kind_(kTensor) {}                       // NOLINT
-  Arg(std::vector<Tensor> ts) : kind_(kTensorList) {                          // NOLINT
+  Arg(std::vector<Tensor> ts) : kind_(kTensorList) {  // NOLINT
+    tensors_.reserve(ts.size());
     for (auto& t : ts) tensors_.emplace_back(std::move(t));
   }
   // A Tensor?[] argument (index.Tensor's indices); nullopt items are None.
   struct OptionalTensors {
     std::vector<std::optional<Tensor>> items;
   };
-  Arg(OptionalTensors ts) : tensors_(std::move(ts.items)), kind_(kOptionalTensorList) {}  // NOLINT
+  Arg(OptionalTensors ts)  // NOLINT
+      : tensors_(std::make_move_iterator(ts.items.begin()), std::make_move_iterator(ts.items.end())),
+        kind_(kOptionalTensorList) {}
   Arg(Value v) : value_(std::move(v)) {}                                      // NOLINT
   Arg(std::nullopt_t) {}                                                      // NOLINT
   Arg(Scalar s) : value_(s) {}                                                // NOLINT
@@ -61,11 +65,13 @@ class Arg {
   enum Kind { kValue, kTensor, kTensorList, kOptionalTensorList };
   Kind kind() const { return kind_; }
   const Value& value() const { return value_; }
-  const std::vector<std::optional<Tensor>>& tensors() const { return tensors_; }
+  // The Tensor (kTensor: one item) or the list items; empty for kValue.
+  using TensorItems = absl::InlinedVector<std::optional<Tensor>, 1>;  // no heap for a single Tensor
+  const TensorItems& tensors() const { return tensors_; }
 
  private:
   Value value_;
-  std::vector<std::optional<Tensor>> tensors_;
+  TensorItems tensors_;
   Kind kind_ = kValue;
 };
 

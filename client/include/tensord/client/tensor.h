@@ -29,11 +29,50 @@ class Session;
 // Where the user issued an op ("knn.py:30"), echoed by the daemon in the
 // errors it reports. C++ callers get it from default arguments:
 //   Call("add", {a, b});   // CallSite::Current() names the caller's file:line
+//
+// The text is built only when needed (a call that reaches the daemon, or an
+// error that names it): pure meta calls never pay for it. `Text()` gives it.
 struct CallSite {
-  std::string text;
+  // A deferred producer of the text, owned by the caller of the op and alive
+  // for the duration of that call (e.g. the Python binding, which names the
+  // innermost frame outside the package). `Materialize` is called just before
+  // the call leaves for the daemon, possibly several times (once per op a
+  // composition issues), on the calling thread; the Python binding also
+  // releases the GIL there, since what follows may block.
+  class Source {
+   public:
+    virtual std::string Materialize() = 0;
 
-  static CallSite Current(const char* file = __builtin_FILE(), int line = __builtin_LINE());
-  static CallSite Of(std::string text) { return CallSite{std::move(text)}; }
+   protected:
+    ~Source() = default;
+  };
+
+  std::string text;          // set by Of(), or by Resolve()
+  const char* file = nullptr;  // Current(): the text is "<basename of file>:<line>"
+  int line = 0;
+  Source* source = nullptr;  // not owned; cleared by Resolve()
+
+  static CallSite Current(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    CallSite s;
+    s.file = file;
+    s.line = line;
+    return s;
+  }
+  static CallSite Of(std::string text) {
+    CallSite s;
+    s.text = std::move(text);
+    return s;
+  }
+  static CallSite Deferred(Source* source) {
+    CallSite s;
+    s.source = source;
+    return s;
+  }
+  // Builds the text now (from the source or file:line) and drops the source.
+  void Resolve();
+  // The text ("knn.py:30"); builds it from file:line when Resolve was not
+  // called (never calls a Source: those are resolved by the op call itself).
+  std::string Text() const;
 };
 
 struct TensorImpl;
