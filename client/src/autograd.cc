@@ -4,6 +4,7 @@
 // with the same rules and sends the requests.
 #include "tensord/client/autograd.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "autograd_internal.h"
 #include "tensord/client/session.h"
@@ -61,6 +62,56 @@ absl::Status CheckRoots(absl::string_view what, const std::vector<Tensor>& roots
     }
   }
   return absl::OkStatus();
+}
+
+// A gradient for `t` on meta: t's layout when it is dense (as PyTorch's
+// AccumulateGrad keeps a parameter's strides), else contiguous.
+Tensor MetaGradLike(const TensorImpl& t) {
+  TensorMeta m = t.meta.is_non_overlapping_and_dense()
+                     ? TensorMeta{t.meta.sizes, t.meta.strides, 0, t.meta.dtype, t.meta.device}
+                     : TensorMeta::Contiguous(t.meta.sizes, t.meta.dtype, t.meta.device);
+  return Tensor(std::make_shared<TensorImpl>(nullptr, 0, std::move(m)));
+}
+
+// backward() of meta roots: no values to compute, but the shapes are known,
+// so every leaf the graph reaches that requires grad (or, with `inputs`,
+// each input) gets a meta .grad of its own sizes and dtype, as PyTorch's
+// meta device does. A .grad already set stays (accumulating keeps its meta).
+void MetaBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs) {
+  auto give = [](const std::shared_ptr<TensorImpl>& leaf) {
+    if (leaf != nullptr && leaf->requires_grad && leaf->grad == nullptr && !leaf->grad_pending) {
+      leaf->grad = MetaGradLike(*leaf).impl();
+    }
+  };
+  if (!inputs.empty()) {
+    for (const Tensor& t : inputs) give(t.impl());
+    return;
+  }
+  std::vector<std::shared_ptr<GradNode>> stack;
+  absl::flat_hash_set<const GradNode*> seen;
+  for (const Tensor& r : roots) {
+    if (r.impl()->grad_fn == nullptr) {
+      give(r.impl());  // a leaf root
+    } else if (seen.insert(r.impl()->grad_fn.get()).second) {
+      stack.push_back(r.impl()->grad_fn);
+    }
+  }
+  while (!stack.empty()) {
+    std::shared_ptr<GradNode> n = std::move(stack.back());
+    stack.pop_back();
+    give(n->variable.lock());
+    for (const auto& [next, nr] : n->next_functions) {
+      (void)nr;
+      if (next != nullptr && seen.insert(next.get()).second) stack.push_back(next);
+    }
+  }
+}
+
+bool AllMeta(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) {
+    if (!t.defined() || !t.is_meta()) return false;
+  }
+  return !ts.empty();
 }
 
 absl::Status NoMeta(absl::string_view what, const std::vector<Tensor>& ts) {
@@ -176,6 +227,13 @@ absl::Status Backward(const std::vector<Tensor>& roots, const std::vector<std::o
                       CallSite site) {
   if (roots.empty()) return absl::OkStatus();
   TD_RETURN_IF_ERROR(CheckRoots("backward", roots, grad_roots));
+  if (AllMeta(roots)) {
+    for (const auto& g : grad_roots) {
+      if (g.has_value() && g->defined() && !g->is_meta()) return RuntimeErr("backward: a gradient is not on meta");
+    }
+    MetaBackward(roots, inputs);
+    return absl::OkStatus();
+  }
   TD_RETURN_IF_ERROR(NoMeta("backward", roots));
   std::vector<const Tensor*> all;
   for (const Tensor& t : roots) all.push_back(&t);
@@ -204,6 +262,13 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Grad(const std::vector<Tensor
   for (const Tensor& t : inputs) {
     if (!t.defined()) return RuntimeErr("grad: an input is undefined");
     if (!t.requires_grad()) return RuntimeErr("One of the differentiated Tensors does not require grad");
+  }
+  if (AllMeta(outputs) && AllMeta(inputs)) {
+    // Meta: one meta gradient per input, shaped like it (whether the graph
+    // reaches an input is not checked: allow_unused is not needed on meta).
+    std::vector<std::optional<Tensor>> out;
+    for (const Tensor& t : inputs) out.emplace_back(MetaGradLike(*t.impl()));
+    return out;
   }
   TD_RETURN_IF_ERROR(NoMeta("grad", outputs));
   TD_RETURN_IF_ERROR(NoMeta("grad", inputs));

@@ -24,6 +24,7 @@ void CountMetaOp();  // session.cc
 namespace {
 
 thread_local std::vector<Device> t_device_stack;
+std::atomic<bool> g_force_meta{false};  // ForceMetaDevice (tensord check)
 
 // The Values of a call plus the Tensors they point into (kept alive for the
 // duration of the call; Value tensor pointers are &impl->meta).
@@ -419,6 +420,9 @@ absl::StatusOr<MetaResult> PredictMeta(const Bound& b) { return OpTable::Get().R
 
 // ---------------------------------------------------------------- devices
 
+void ForceMetaDevice() { g_force_meta.store(true, std::memory_order_relaxed); }
+bool MetaDeviceForced() { return g_force_meta.load(std::memory_order_relaxed); }
+
 DeviceGuard::DeviceGuard(Device device) { PushDefaultDevice(device); }
 DeviceGuard::~DeviceGuard() { PopDefaultDevice(); }
 void PushDefaultDevice(Device device) { t_device_stack.push_back(device); }
@@ -438,10 +442,12 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   TD_ASSIGN_OR_RETURN(Bound b, Resolve(name, c, mode));
   const OpEntry& op = *b.op;
 
-  // Factories without device= follow the innermost DeviceGuard.
-  if (op.has(kFactory)) {
-    const int d = op.schema.ArgIndex("device");
-    if (d >= 0 && b.values[d].is_none()) {
+  // Factories without device= follow the innermost DeviceGuard; under
+  // ForceMetaDevice every device= argument (factories, *_like, to) is meta.
+  if (const int d = op.schema.ArgIndex("device"); d >= 0) {
+    if (g_force_meta.load(std::memory_order_relaxed)) {
+      if (!b.values[d].is_none() || op.has(kFactory)) b.values[d] = Value(kMetaDevice);
+    } else if (op.has(kFactory) && b.values[d].is_none()) {
       if (std::optional<Device> dev = DefaultDevice()) b.values[d] = Value(*dev);
     }
   }

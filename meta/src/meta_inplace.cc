@@ -25,8 +25,10 @@ bool CanCast(ScalarType from, ScalarType to) {
 }
 
 // PyTorch's assert_no_internal_overlap: a dim of size > 1 with stride 0 means
-// several elements of `self` share one memory location.
+// several elements of `self` share one memory location. An empty tensor has
+// no elements to share one (PyTorch accepts zeros(1, 0).expand(4, 0).relu_()).
 absl::Status CheckNoInternalOverlap(absl::string_view op, const TensorMeta& self) {
+  if (self.numel() == 0) return absl::OkStatus();
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (self.sizes[d] > 1 && self.strides[d] == 0) {
       return RuntimeErr(absl::StrCat(op,

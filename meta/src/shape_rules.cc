@@ -27,8 +27,11 @@ absl::Status InferSizePair(absl::string_view op, const Shape& a, const Shape& b,
     const int64_t size_a = dim_a >= 0 ? a[dim_a] : 1;
     const int64_t size_b = dim_b >= 0 ? b[dim_b] : 1;
     if (size_a != size_b && size_a != 1 && size_b != 1) {
+      // PyTorch's words, then the two shapes (which PyTorch leaves out) so a
+      // report such as `tensord check`'s says what was broadcast.
       return RuntimeErr(absl::StrCat(op, ": The size of tensor a (", size_a, ") must match the size of tensor b (",
-                                     size_b, ") at non-singleton dimension ", i));
+                                     size_b, ") at non-singleton dimension ", i, " (shapes ", ShapeToString(a),
+                                     " and ", ShapeToString(b), ")"));
     }
     result[i] = size_a == 1 ? size_b : size_a;
   }

@@ -1114,6 +1114,9 @@ NotImplementedError.)doc")
       "Parses 'cpu', 'meta', 'cuda', 'cuda:N' into (type, index or None).");
   m.def("push_device", [](py::handle d) { tc::PushDefaultDevice(DeviceOf(d)); });
   m.def("pop_device", []() { tc::PopDefaultDevice(); });
+  m.def("_force_meta_device", []() { tc::ForceMetaDevice(); },
+        "From now on, in every thread, every op's device= argument (and every factory) is meta, whatever the "
+        "device contexts say. Used by `tensord check`; cannot be undone.");
   m.def("default_device", []() -> py::object {
     std::optional<Device> d = tc::DefaultDevice();
     if (!d) return py::none();

@@ -5,16 +5,20 @@ daemon, data or a GPU.
 
 How: ``$TENSORD_NO_DAEMON=1`` makes the client refuse to connect to or spawn
 a daemon; the default device is ``meta`` on the main thread; ``device=``
-arguments of factories, ``tensord.tensor``/``from_numpy`` and ``Tensor.to``/
-``.cpu()``/``.cuda()`` are redirected to meta. What still needs data
+arguments of every op (in every thread, whatever ``with tensord.device(...)``
+says), ``tensord.tensor``/``from_numpy``, ``Tensor.to``/``.cpu()``/``.cuda()``
+and ``tensord.load`` (which then reads only the file's header) are
+redirected to meta; ``tensord.save`` writes meta tensors as zeros (a sparse
+file), so a script that saves and reloads a checkpoint runs. What still needs data
 (``item()``, ``numpy()``, printing values, data-dependent ops such as
 ``nonzero``) raises, and that is reported like any other error.
 
 Exit status: 0 when the script completes (or calls ``sys.exit(0)``); 1 with
 the first error on stderr, as
 ``SCRIPT:LINE: RuntimeError: matmul: size mismatch, self is [8, 4], other is [3, 2] (4 != 3)``
-followed by the source line (the line is the innermost frame in SCRIPT, or
-failing that in any file outside the tensord package); 2 for a usage error;
+followed by the source line (the innermost frame in user code: the script
+or a module it imports, not the tensord package; for a SyntaxError the line
+that does not parse); 2 for a usage error;
 a script's own ``sys.exit(n)`` gives ``n``.
 """
 import os
@@ -30,7 +34,8 @@ def _force_meta(tensord):
     """Redirects every device choice of the tensord API to meta (main thread)."""
     from . import _C
 
-    tensord.device("meta").__enter__()  # the default device of factories, never popped
+    _C._force_meta_device()             # every device= and factory, in every thread, is meta
+    tensord.device("meta").__enter__()  # and the main thread's default device
 
     def meta_kwargs(kwargs):
         if kwargs.get("device") is not None:
@@ -67,18 +72,25 @@ def _force_meta(tensord):
     T.cpu = lambda self: self
     T.cuda = lambda self, device=None, non_blocking=False: self
 
+    from . import serialization
+    serialization._zeros_for_meta = True   # save() of meta tensors writes zeros (a sparse file)
+    original_load = tensord.load
+
+    def load(f, map_location=None, **kwargs):
+        return original_load(f, map_location="meta", **kwargs)   # only the header is read
+    load.__doc__ = original_load.__doc__
+    tensord.load = load
+
     def refuse(*args, **kwargs):
         raise RuntimeError("tensord.connect: no daemon may be used under `tensord check` (every tensor is on meta)")
     tensord.connect = refuse
 
 
 def _user_frame(tb, script):
-    """The innermost traceback entry in `script`, else the innermost outside
-    the tensord package and the runpy machinery."""
+    """The innermost traceback entry in user code: outside the tensord package
+    and the runpy machinery (a module the script imports counts: a bug in
+    model.py is reported in model.py)."""
     entries = traceback.extract_tb(tb)
-    for fs in reversed(entries):
-        if os.path.abspath(fs.filename) == script:
-            return fs
     for fs in reversed(entries):
         f = os.path.abspath(fs.filename)
         if not f.startswith(_PKG_DIR + os.sep) and os.path.basename(f) != "runpy.py" and not f.startswith("<"):
@@ -87,7 +99,11 @@ def _user_frame(tb, script):
 
 
 def _report(exc, script, shown):
-    fs = _user_frame(exc.__traceback__, script)
+    if isinstance(exc, SyntaxError) and exc.filename:   # the file that does not parse, not runpy
+        fs = traceback.FrameSummary(exc.filename, exc.lineno or 0, None, line=exc.text or "")
+        exc = SyntaxError(exc.msg)
+    else:
+        fs = _user_frame(exc.__traceback__, script)
     message = str(exc).strip() or "(no message)"
     where = shown
     if fs is not None:

@@ -117,11 +117,17 @@ def _check_state(obj):
         if not isinstance(v, _C.Tensor):
             raise TypeError(f"save: the value of {k!r} is a {type(v).__name__}, not a tensord.Tensor "
                             "(the safetensors format holds only tensors)")
-        if v.is_meta:
+        if v.is_meta and not _zeros_for_meta:
             raise RuntimeError(f"save: tensor {k!r} is on the meta device and has no data to save; "
                                "materialise it first (e.g. Module.to_empty + reset_parameters)")
         if v.dtype._name not in SAFETENSORS_DTYPES:
             raise TypeError(f"save: tensor {k!r} has dtype {v.dtype!r}, which safetensors cannot hold")
+
+
+# Set by `tensord check` (every tensor is on meta there): save() then writes
+# meta tensors as zeros, as a sparse hole in the file, so a script that saves
+# a checkpoint and loads it back runs; load() under check reads only headers.
+_zeros_for_meta = False
 
 
 def save(obj, f, metadata=None):
@@ -159,8 +165,13 @@ def save(obj, f, metadata=None):
     for i in order:
         name = names[i]
         t = obj[name]
-        data = _encode_bytes(t)
         expect = t.numel() * t.dtype.itemsize
+        if t.is_meta and _zeros_for_meta:
+            blobs[name] = expect          # zeros, written sparsely (see _zeros_for_meta)
+            offsets[name] = (pos, pos + expect)
+            pos += expect
+            continue
+        data = _encode_bytes(t)
         if len(data) != expect:  # pragma: no cover - a client bug, not a user error
             raise RuntimeError(f"save: {name!r}: got {len(data)} bytes, expected {expect}")
         blobs[name] = data
@@ -180,7 +191,15 @@ def save(obj, f, metadata=None):
         out.write(struct.pack("<Q", len(text)))
         out.write(text)
         for i in order:
-            out.write(blobs[names[i]])
+            blob = blobs[names[i]]
+            if isinstance(blob, int):     # a meta tensor's zeros: a hole in the file where possible
+                if hasattr(out, "seek") and hasattr(out, "truncate"):
+                    out.seek(blob, os.SEEK_CUR)
+                    out.truncate(out.tell())
+                else:
+                    out.write(bytes(blob))
+            else:
+                out.write(blob)
 
     if hasattr(f, "write"):
         write(f)

@@ -112,7 +112,12 @@ TEST(AutogradMeta, RequiresGradErrors) {
   auto b = tc::Backward({y});
   EXPECT_THAT(b.message(), HasSubstr("grad can be implicitly created only for scalar outputs"));
   AG_ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(y));
-  EXPECT_EQ(KindOf(tc::Backward({s})), ErrorKind::kNotImplemented);  // meta: no data to differentiate
+  // Meta: no values, but every leaf gets a meta .grad of its own shape, as PyTorch's meta device.
+  ASSERT_TRUE(tc::Backward({s}).ok());
+  AG_ASSERT_OK_AND_ASSIGN(std::optional<tc::Tensor> g, x.Grad());
+  ASSERT_TRUE(g.has_value());
+  EXPECT_TRUE(g->is_meta());
+  EXPECT_EQ(g->sizes(), x.sizes());
 }
 
 // ---------------------------------------------------------------- a scripted fake daemon

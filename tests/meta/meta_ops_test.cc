@@ -199,7 +199,8 @@ TEST(Matmul, ErrorsNameTheShapes) {
               "matmul: size mismatch, self is [3], other is [4] (3 != 4)");
   const TensorMeta b1 = Dense({5, 2, 2, 3}), b2 = Dense({4, 3, 2});
   ExpectError(Call("matmul", {&b1, &b2}), ErrorKind::kRuntime,
-              "matmul: The size of tensor a (2) must match the size of tensor b (4) at non-singleton dimension 1");
+              "matmul: The size of tensor a (2) must match the size of tensor b (4) at non-singleton dimension 1 "
+              "(shapes [5, 2] and [4])");  // the batch dims
   const TensorMeta s = Dense({});
   ExpectError(Call("matmul", {&s, &v3}), ErrorKind::kRuntime,
               "matmul: both arguments to matmul need to be at least 1D, but they are 0D and 1D");

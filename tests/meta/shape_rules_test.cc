@@ -37,23 +37,26 @@ TEST(BroadcastShapes, NumPyRules) {
   EXPECT_EQ(*BroadcastShapes("add", {}), Shape{});
 }
 
-TEST(BroadcastShapes, ErrorTextIsPyTorchsPrefixedByTheOp) {
+TEST(BroadcastShapes, ErrorTextIsPyTorchsPrefixedByTheOpWithTheShapes) {
   // torch.ones(3) + torch.ones(4)
   absl::StatusOr<Shape> r = BroadcastShapes("add", {Shape{3}, Shape{4}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(KindOf(r.status()), ErrorKind::kRuntime);
   EXPECT_EQ(r.status().message(),
-            "add: The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0");
+            "add: The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0 (shapes [3] "
+            "and [4])");
   // torch.ones(2, 1, 3) + torch.ones(4, 2)
   r = BroadcastShapes("mul", {Shape{2, 1, 3}, Shape{4, 2}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "mul: The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 2");
+            "mul: The size of tensor a (3) must match the size of tensor b (2) at non-singleton dimension 2 (shapes "
+            "[2, 1, 3] and [4, 2])");
   // [0] with [3]: 0 is not a singleton
   r = BroadcastShapes("add", {Shape{0}, Shape{3}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "add: The size of tensor a (0) must match the size of tensor b (3) at non-singleton dimension 0");
+            "add: The size of tensor a (0) must match the size of tensor b (3) at non-singleton dimension 0 (shapes [0] "
+            "and [3])");
 }
 
 TEST(BroadcastStrides, ZeroForNewAndExpandedDims) {

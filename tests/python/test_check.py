@@ -177,3 +177,69 @@ def test_modules_moved_to_devices_stay_on_meta(tmp_path):
     first = proc.stderr.splitlines()[0]
     assert first.startswith(f"{script}:11: RuntimeError: "), proc.stderr
     assert "3x7" in first, first   # linear: "mat1 and mat2 shapes cannot be multiplied (3x7 and 8x16)"
+
+
+TRAINING = '''import threading
+import tensord
+import tensord.nn as nn
+import tensord.nn.functional as F
+
+with tensord.device("cpu"):                       # an explicit device context: still meta
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+opt = tensord.optim.Adam(model.parameters(), lr=1e-3)
+tensord.save(model.state_dict(), "w.safetensors")
+model.load_state_dict(tensord.load("w.safetensors"))  # reads only the header under check
+made = []
+t = threading.Thread(target=lambda: made.append(tensord.randn(4, 8)))
+t.start(); t.join()
+x = made[0]
+assert x.is_meta
+y = tensord.zeros(4, dtype=tensord.int64)
+for _ in range(2):
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()                               # meta grads: each parameter's shape
+    assert model[0].weight.grad.shape == (16, 8)
+    opt.step()
+print("trained", tuple(model(x).shape))
+'''
+
+
+def test_training_script_with_device_contexts_threads_and_load_passes(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING)
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 0, proc.stderr
+    assert "trained (4, 3)" in proc.stdout
+
+
+def test_error_in_an_imported_module_is_reported_there(tmp_path):
+    (tmp_path / "model.py").write_text("def forward(x, w):\n    h = x @ w\n    return h\n")
+    script = tmp_path / "main.py"
+    script.write_text("import tensord\nfrom model import forward\nx = tensord.randn(3, 4)\n"
+                      "w = tensord.randn(5, 2)\ny = forward(x, w)\n")
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 1, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"{tmp_path / 'model.py'}:2: RuntimeError: matmul: size mismatch"), proc.stderr
+
+
+def test_syntax_error_is_reported_at_its_line(tmp_path):
+    script = tmp_path / "broken.py"
+    script.write_text("import tensord\nx = tensord.randn(3, 4\n")
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 1, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"{script}:2: SyntaxError:"), proc.stderr
+
+
+def test_composite_errors_name_the_function_and_broadcasts_name_the_shapes(tmp_path):
+    script = tmp_path / "attn.py"
+    script.write_text("import tensord\nimport tensord.nn.functional as F\nq = tensord.randn(2, 4, 8, 16)\n"
+                      "bias = tensord.randn(2, 5)\n"
+                      "out = F.scaled_dot_product_attention(q, q, q, attn_mask=bias)\n")
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 1, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert f"{script}:5: RuntimeError: scaled_dot_product_attention: " in first, first
+    assert "(shapes [" in first, first

@@ -13,7 +13,7 @@ import warnings
 from .. import _C
 from ._util import detach
 
-__all__ = ["relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "dropout", "layer_norm",
+__all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "dropout", "layer_norm",
            "embedding", "nll_loss", "cross_entropy", "mse_loss", "l1_loss", "conv2d", "max_pool2d",
            "max_pool2d_with_indices", "avg_pool2d", "rms_norm", "scaled_dot_product_attention"]
 
@@ -35,6 +35,32 @@ def _reduce(loss, reduction):
     return loss
 
 
+def _named(name):
+    """Errors raised inside a composite (built of table ops) name the composite
+    first: ``scaled_dot_product_attention: matmul: size mismatch, ...``, so a
+    user (and ``tensord check``) sees which function they called. The
+    exception keeps its type."""
+    def wrap(fn):
+        def composite(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except (RuntimeError, IndexError, ValueError) as e:
+                text = str(e)
+                if text.startswith(name + ":") or text.startswith(name + "("):
+                    raise
+                try:
+                    err = type(e)(f"{name}: {text}")
+                except Exception:  # noqa: BLE001 - an exception type with another constructor: keep it
+                    raise e from None
+                raise err from e
+        composite.__name__ = fn.__name__
+        composite.__qualname__ = fn.__qualname__
+        composite.__doc__ = fn.__doc__
+        composite.__wrapped__ = fn
+        return composite
+    return wrap
+
+
 def relu(input, inplace=False):
     """max(input, 0) elementwise (op relu); ``inplace=True`` clamps ``input`` itself
     (op clamp_) and returns it."""
@@ -48,6 +74,16 @@ def gelu(input, approximate="none"):
     """GELU, x * Phi(x) (op gelu); ``approximate='tanh'`` uses the tanh approximation.
     RuntimeError for another ``approximate``."""
     return _call("gelu", input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    """SiLU (swish), x * sigmoid(x), elementwise (op silu); same shape, dtype and
+    layout as the input. ``inplace=True`` writes the result into ``input`` and
+    returns it."""
+    out = _call("silu", input)
+    if inplace:
+        return input.copy_(out)
+    return out
 
 
 def sigmoid(input):
@@ -112,6 +148,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input * keep * scale
 
 
+@_named("layer_norm")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalises over the trailing dims ``normalized_shape``: (x - mean) / sqrt(var + eps)
     with the biased variance, then ``* weight + bias`` (each of shape
@@ -126,6 +163,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                            f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size"
                            f"{list(input.shape)}")
     dims = list(range(input.dim() - k, input.dim()))
+    input = input.contiguous()   # PyTorch's layer_norm returns a contiguous result for any input layout
     mean = input.mean(dims, keepdim=True)
     centered = input - mean
     var = (centered * centered).mean(dims, keepdim=True)
@@ -137,6 +175,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return out
 
 
+@_named("embedding")
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
     """Rows of ``weight`` [num_embeddings, dim] picked by the integer tensor ``input``
@@ -195,6 +234,7 @@ def _picked_and_weights(input, target, weight, ignore_index, cdim):
     return -picked * w, w
 
 
+@_named("nll_loss")
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of class indices: ``-input[n, target[n]] * weight[target[n]]``.
 
@@ -220,6 +260,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return loss.sum() / w.sum()
 
 
+@_named("cross_entropy")
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Cross entropy of unnormalised scores against class indices:
     ``nll_loss(log_softmax(input, class dim), target, ...)``.
@@ -272,6 +313,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 
+@_named("mse_loss")
 def mse_loss(input, target, reduction="mean"):
     """Mean squared error (input - target)**2 with broadcasting (a warning when the
     shapes differ, as PyTorch), reduced by ``reduction``."""
@@ -284,6 +326,7 @@ def mse_loss(input, target, reduction="mean"):
     return _reduce(d * d, reduction)
 
 
+@_named("l1_loss")
 def l1_loss(input, target, reduction="mean"):
     """Mean absolute error |input - target| with broadcasting, reduced by ``reduction``."""
     _check_reduction(reduction)
@@ -400,6 +443,7 @@ _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16, "fl
         "bfloat16": 0.0078125, "float8_e4m3fn": 0.125, "float8_e5m2": 0.25}
 
 
+@_named("rms_norm")
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Root-mean-square normalisation over the trailing dims ``normalized_shape``
     (PyTorch 2.4's F.rms_norm): ``input * rsqrt(mean(input**2) + eps)``, then
@@ -425,6 +469,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return out
 
 
+@_named("scaled_dot_product_attention")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """Attention ``softmax(query @ key^T * scale + mask) @ value`` (PyTorch 2.x's
     F.scaled_dot_product_attention).

@@ -121,6 +121,11 @@ void PushDefaultDevice(Device device);
 void PopDefaultDevice();
 // The innermost DeviceGuard's device on this thread, or nullopt.
 std::optional<Device> DefaultDevice();
+// From now on, in every thread, every op's device= argument is meta (a
+// factory without one too), whatever the DeviceGuards say: what `tensord
+// check` runs under. Cannot be undone.
+void ForceMetaDevice();
+bool MetaDeviceForced();
 
 // ---- host data ----------------------------------------------------------
 // A tensor holding a copy of `nbytes` bytes at `data`, read as a contiguous
