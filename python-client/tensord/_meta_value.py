@@ -9,7 +9,7 @@ for compilers, linters and tools that describe arguments without allocating::
     m.to_dict()                            # {'shape': (2, 3), 'strides': (3, 1), 'dtype': 'bfloat16', ...}
 
 Also here: the data-less descriptors of tensors, ``Tensor.__dlpack_device__``,
-``Tensor.__cuda_array_interface__`` (meta tensors only, data pointer 0) and
+``Tensor.__cuda_array_interface__`` (meta tensors only, storage at address 0) and
 ``Tensor.__tensord_array_interface__`` (any tensor; the dtype by name, so it
 can say bfloat16 and float8, which a NumPy typestr cannot).
 """
@@ -135,7 +135,11 @@ class TensorMeta:
 
     @classmethod
     def of(cls, tensor):
-        """The metadata of a ``tensord.Tensor`` (any device; no sync point)."""
+        """The metadata of a ``tensord.Tensor`` (any device; no sync point).
+        TypeError for anything else."""
+        from ._tensor import Tensor
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"TensorMeta.of expects a tensord.Tensor, got {type(tensor).__name__}")
         return cls(tuple(tensor.shape), dtype=tensor.dtype, strides=tuple(tensor.stride()),
                    storage_offset=tensor.storage_offset(), device=tensor.device)
 
@@ -286,18 +290,20 @@ class TensorMeta:
                    device=d.get("device", "meta"))
 
     def cuda_array_interface(self):
-        """The ``__cuda_array_interface__`` (version 3) form with data pointer 0:
-        ``{"shape", "typestr", "strides" (bytes, None when contiguous), "data":
-        (0, True), "version": 3}``. TypeError for bfloat16 and float8, which
-        have no typestr (use ``to_dict()``)."""
+        """The ``__cuda_array_interface__`` (version 3) form of a storage at
+        address 0: ``{"shape", "typestr", "strides" (bytes, None when
+        contiguous), "data": (storage_offset * itemsize, True), "version": 3}``
+        (the data pointer is where the first element would be, so a view keeps
+        its offset). TypeError for bfloat16 and float8, which have no typestr
+        (use ``to_dict()``)."""
         typestr = _TYPESTR.get(self._dtype._name)
         if typestr is None:
             raise TypeError(f"{self._dtype!r} has no __cuda_array_interface__ typestr (NumPy has no such type); use "
                             f"__tensord_array_interface__ / TensorMeta.to_dict(), which names the dtype")
         item = self._dtype.itemsize
         strides = None if self.is_contiguous() else tuple(s * item for s in self._strides)
-        return {"shape": tuple(self._shape), "typestr": typestr, "strides": strides, "data": (0, True),
-                "version": 3}
+        return {"shape": tuple(self._shape), "typestr": typestr, "strides": strides,
+                "data": (self._storage_offset * item, True), "version": 3}
 
 
 # ---------------------------------------------------------------- Tensor members
@@ -319,7 +325,8 @@ def _dlpack_device(self):
 def _cuda_array_interface(self):
     """For a meta tensor: a ``__cuda_array_interface__`` (v3) dict with no data,
     ``{"shape", "typestr", "strides" (bytes; None when contiguous), "data":
-    (0, True), "version": 3}`` (see TensorMeta.cuda_array_interface).
+    (storage_offset * itemsize, True), "version": 3}``: its storage sits at
+    address 0 (see TensorMeta.cuda_array_interface).
 
     Other tensors raise AttributeError, as torch does for cpu tensors
     ("Can't get __cuda_array_interface__ on non-CUDA tensor ...") — tensord's

@@ -212,6 +212,11 @@ def test_dlpack_device(session):
         torch.zeros(2, device="meta").__dlpack_device__()
 
 
+def test_tensormeta_of_refuses_non_tensors():
+    with pytest.raises(TypeError, match="expects a tensord.Tensor"):
+        tensord.TensorMeta.of([1, 2])
+
+
 def test_cuda_array_interface_for_meta_tensors_only(session):
     m = tensord.empty(3, 4, device="meta")
     assert m.__cuda_array_interface__ == {"shape": (3, 4), "typestr": "<f4", "strides": None, "data": (0, True),
@@ -219,6 +224,7 @@ def test_cuda_array_interface_for_meta_tensors_only(session):
     t = m.transpose(0, 1)[:, 1:]
     cai = t.__cuda_array_interface__
     assert cai["shape"] == (4, 2) and cai["strides"] == (4, 16) and cai["typestr"] == "<f4"
+    assert cai["data"] == (4 * 4, True)       # storage_offset 4 elements: the view keeps its offset
     assert tensord.empty(2, dtype=tensord.int64, device="meta").__cuda_array_interface__["typestr"] == "<i8"
     assert tensord.empty(2, dtype=tensord.bool, device="meta").__cuda_array_interface__["typestr"] == "|b1"
     # cpu tensors: AttributeError as torch ("non-CUDA tensor"), so hasattr() is False
