@@ -413,7 +413,7 @@ absl::StatusOr<Arg> MaterializeMeta(const Arg& a, Device device, const CallSite&
 }
 
 // Runs the meta function of a resolved call (no streaming). Used by Call
-// and by compositions that need a prediction (FloorDivide's dtype).
+// and by compositions that need a prediction.
 absl::StatusOr<MetaResult> PredictMeta(const Bound& b) { return OpTable::Get().RunMeta(*b.op, b.values); }
 
 }  // namespace
@@ -696,26 +696,7 @@ absl::StatusOr<Tensor> To(const Tensor& a, Device device, CallSite site) {
 }
 
 absl::StatusOr<Tensor> FloorDivide(const Tensor& a, const Arg& b, CallSite site) {
-  // The result dtype is the promotion of a and b: predict it from mul's meta
-  // (same promotion rule) without issuing anything.
-  std::vector<Arg> args = {a, b};
-  Kwargs none;
-  TD_ASSIGN_OR_RETURN(Converted c, Convert("floor_divide", args, none));
-  TD_ASSIGN_OR_RETURN(Bound mb, Resolve("mul", c, CallMode::kAny));
-  TD_ASSIGN_OR_RETURN(MetaResult pred, PredictMeta(mb));
-  const ScalarType out = pred.outputs[0].dtype;
-  if (out == ScalarType::kBool) {
-    return RuntimeErr("floor_divide: \"div_floor_cpu\" not implemented for 'Bool'");
-  }
-  if (IsFloating(out)) {
-    TD_ASSIGN_OR_RETURN(Tensor q, Call1("div", {a, b}, {}, CallMode::kAny, site));
-    return Call1("floor", {q}, {}, CallMode::kAny, site);
-  }
-  // Integers: divide in float64 (exact for |values| < 2^53), floor, cast back.
-  TD_ASSIGN_OR_RETURN(Tensor a64, Call1("to.dtype", {a, ScalarType::kFloat64}, {}, CallMode::kAny, site));
-  TD_ASSIGN_OR_RETURN(Tensor q, Call1("div", {a64, b}, {}, CallMode::kAny, site));
-  TD_ASSIGN_OR_RETURN(Tensor f, Call1("floor", {q}, {}, CallMode::kAny, site));
-  return Call1("to.dtype", {f, out}, {}, CallMode::kAny, site);
+  return Call1("floor_divide", {a, b}, {}, CallMode::kAny, std::move(site));
 }
 
 }  // namespace tensord::client

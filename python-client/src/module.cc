@@ -932,18 +932,6 @@ NotImplementedError.)doc")
     m.attr("index") = f;
   }
   m.def(
-      "floor_divide",
-      [](const tc::Tensor& a, py::handle b) {
-        tc::Arg arg = ToArg(b);
-        absl::StatusOr<tc::Tensor> r;
-        {
-          DeferredPySite site;  // holds the GIL until a call leaves for the daemon
-          r = tc::FloorDivide(a, arg, tc::CallSite::Deferred(&site));
-        }
-        return Unwrap(std::move(r));
-      },
-      "floor_divide(a, b): a // b, rounding toward negative infinity (PyTorch floor_divide).");
-  m.def(
       "from_buffer",
       [](py::buffer buf, std::vector<int64_t> sizes, int dtype_code, py::object device) {
         if (!tensord::IsValidScalarType(dtype_code)) Raise(tensord::TypeErr("from_buffer: invalid dtype code"));

@@ -179,9 +179,9 @@ absl::StatusOr<Tensor> Reshape(const Tensor& a, Shape shape, CallSite site = Cal
 absl::StatusOr<Tensor> To(const Tensor& a, ScalarType dtype, CallSite site = CallSite::Current());
 absl::StatusOr<Tensor> To(const Tensor& a, Device device, CallSite site = CallSite::Current());
 
-// a // b with PyTorch's floor_divide semantics (rounds toward negative
-// infinity; the result dtype is the promotion of a and b), composed from
-// table ops: div in float64 for integers, floor, cast back.
+// a // b: the table op floor_divide (PyTorch's semantics: rounds toward
+// negative infinity; the result dtype is the promotion of a and b; integer
+// division by zero fails the op with "ZeroDivisionError").
 absl::StatusOr<Tensor> FloorDivide(const Tensor& a, const Arg& b, CallSite site = CallSite::Current());
 
 }  // namespace tensord::client
