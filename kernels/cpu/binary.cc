@@ -394,6 +394,26 @@ absl::Status Clamp(KernelContext& ctx) {
   });
 }
 
+// The element of a 0-dim tensor as a Scalar (bool, int or float by dtype).
+absl::StatusOr<Scalar> ZeroDimScalar(const TensorRef& t) {
+  if (t.meta->dim() != 0) return InternalErr("internal: expected a 0-dim tensor");
+  Scalar s;
+  TD_RETURN_IF_ERROR(Dispatch<kSetAll>(t.meta->dtype, "masked_fill", [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    const C x = Load<T>(t.data_at_offset());
+    if constexpr (std::is_same_v<T, bool>) {
+      s = Scalar::Bool(x);
+    } else if constexpr (kIsFloat<T>) {
+      s = Scalar::Float(static_cast<double>(x));
+    } else {
+      s = Scalar::Int(static_cast<int64_t>(x));
+    }
+    return absl::OkStatus();
+  }));
+  return s;
+}
+
 absl::Status MaskedFill(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
@@ -402,7 +422,13 @@ absl::Status MaskedFill(KernelContext& ctx) {
     return RuntimeErr(absl::StrCat("masked_fill only supports boolean masks, but got mask with dtype ",
                                    DtypeName(mask.meta->dtype)));
   }
-  const Scalar value = ctx.args[2].scalar();
+  Scalar value;
+  if (ctx.args[2].kind() == Value::Kind::kTensor) {  // masked_fill.Tensor: the 0-dim value's element
+    TD_ASSIGN_OR_RETURN(TensorRef v, InputTensor(ctx, 2));
+    TD_ASSIGN_OR_RETURN(value, ZeroDimScalar(v));
+  } else {
+    value = ctx.args[2].scalar();
+  }
   const TensorRef& out = ctx.outputs[0];
   return Dispatch<kSetAllButF8>(out.meta->dtype, "masked_fill", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
@@ -673,6 +699,7 @@ absl::Status RegisterBinaryKernels(KernelRegistry& r) {
       {"where.Scalar", Where},
       {"clamp", Clamp},
       {"masked_fill.Scalar", MaskedFill},
+      {"masked_fill.Tensor", MaskedFill},
       {"addcmul", Addc<false>},
       {"addcdiv", Addc<true>},
       {"div.Tensor_mode", DivMode},
@@ -699,6 +726,7 @@ absl::Status RegisterBinaryKernels(KernelRegistry& r) {
       {"div_.Scalar", InPlace<Div>},
       {"clamp_", InPlace<Clamp>},
       {"masked_fill_.Scalar", InPlace<MaskedFill>},
+      {"masked_fill_.Tensor", InPlace<MaskedFill>},
       {"addcmul_", InPlace<Addc<false>>},
       {"addcdiv_", InPlace<Addc<true>>},
   };

@@ -385,7 +385,19 @@ absl::StatusOr<MetaResult> Clamp(absl::string_view op, absl::Span<const Value> a
 absl::StatusOr<MetaResult> MaskedFill(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
   TD_ASSIGN_OR_RETURN(const TensorMeta* mask, TensorArg(op, args, 1));
-  TD_ASSIGN_OR_RETURN(Scalar value, ScalarArg(op, args, 2));
+  std::optional<Scalar> fill;
+  if (args[2].kind() == Value::Kind::kTensor) {
+    // masked_fill.Tensor: a 0-dim value tensor (of any dtype, converted to
+    // self's as PyTorch does); its value is only known to the kernel.
+    const TensorMeta& v = args[2].tensor();
+    if (v.dim() != 0) {
+      return RuntimeErr(absl::StrCat(op, ": masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                                         "with ", v.dim(), " dimension(s)."));
+    }
+  } else {
+    TD_ASSIGN_OR_RETURN(Scalar value, ScalarArg(op, args, 2));
+    fill = value;
+  }
   const TensorMeta* tensors[] = {self, mask};
   TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, tensors, /*allow_cpu_scalars=*/true));
   TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
@@ -396,7 +408,7 @@ absl::StatusOr<MetaResult> MaskedFill(absl::string_view op, absl::Span<const Val
     return RuntimeErr(absl::StrCat(op, ": masked_fill_ only supports boolean masks, but got mask with dtype ",
                                    DtypeName(mask->dtype)));
   }
-  TD_RETURN_IF_ERROR(CheckFillValue(op, value, self->dtype));
+  if (fill) TD_RETURN_IF_ERROR(CheckFillValue(op, *fill, self->dtype));
   TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, self->dtype));
   return OneOutput(TensorMeta::Contiguous(std::move(sizes), self->dtype, device));
 }

@@ -107,6 +107,7 @@ const OpDef kOps[] = {
     {"where.Scalar(Tensor condition, Scalar self, Scalar other) -> Tensor", meta::Where, F},
     {"clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", meta::Clamp, FM},
     {"masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor", meta::MaskedFill, FM},
+    {"masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor", meta::MaskedFill, FM},
 
     // ---- reductions (contiguous outputs) ---------------------------------
     {"sum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::SumMean, FM},
@@ -170,6 +171,7 @@ const OpDef kOps[] = {
     {"div_.Scalar(Tensor(a!) self, Scalar other) -> Tensor(a!)", meta::InPlace<meta::BinaryTrueDivScalar>, M},
     {"clamp_(Tensor(a!) self, Scalar? min=None, Scalar? max=None) -> Tensor(a!)", meta::InPlace<meta::Clamp>, M},
     {"masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)", meta::InPlace<meta::MaskedFill>, M},
+    {"masked_fill_.Tensor(Tensor(a!) self, Tensor mask, Tensor value) -> Tensor(a!)", meta::InPlace<meta::MaskedFill>, M},
     {"addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", meta::Addcmul, FM},
     {"addcmul_(Tensor(a!) self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor(a!)", meta::InPlace<meta::Addcmul>, M},
     {"addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", meta::Addcmul, FM},

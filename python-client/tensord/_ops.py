@@ -121,7 +121,8 @@ OP_DOCS = {
     "clamp": ("Elementwise clamp into [min, max] (either may be None, not both). The dtype follows PyTorch "
               "type promotion with the bounds."),
     "masked_fill": ("A copy of ``self`` with ``value`` where ``mask`` (bool, broadcastable to self) is true. "
-                    "Keeps self's dtype and shape."),
+                    "``value`` is a number or a 0-dim Tensor (of any dtype, converted to self's; RuntimeError for "
+                    "a tensor with dimensions). Keeps self's dtype and shape; the result is contiguous."),
     "sum": _REDUCE.format(what="Sum", dtype="Integer and bool inputs sum to int64 (PyTorch's rule) unless "
                           "``dtype=`` is given."),
     "mean": _REDUCE.format(what="Arithmetic mean", dtype="Requires a floating input (or ``dtype=``); "

@@ -119,6 +119,15 @@ OPINFOS += [
     OpInfo("masked_fill.Scalar", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), 0.0),
                                             Sample(i64(r, 3, 4), bools(r, 1, 4), 9)],
            np_ref=lambda x, m, v: np.where(m, v, x)),
+    # a 0-dim value tensor of any dtype, converted to self's (1.75 into int64 gives 1)
+    OpInfo("masked_fill.Tensor", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), np.array(2.5, np.float32)),
+                                            Sample(f64(r, 2, 3), bools(r, 3), np.array(-1.0)),
+                                            Sample(i64(r, 3, 4), bools(r, 1, 4), np.array(1.75, np.float32)),
+                                            Sample(f32(r, 2, 3), bools(r, 2, 3), np.array(4, np.int64))],
+           np_ref=lambda x, m, v: np.where(m, v.astype(x.dtype), x),
+           errors=lambda r: [ErrorInput(Sample(f32(r, 3), bools(r, 3), f32(r, 1)), RuntimeError,
+                                        "masked_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                                        "with 1 dimension(s).")]),
 
     # ---- reductions
     OpInfo("sum", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 3, 4), 1), Sample(f32(r, 2, 3, 4), [0, 2], True),
@@ -327,6 +336,9 @@ OPINFOS += [
     OpInfo("masked_fill_.Scalar", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), 0.0),
                                              Sample(i64(r, 3, 4), bools(r, 1, 4), 9)],
            np_ref=_inplace_ref(lambda x, m, v: np.where(m, v, x))),
+    OpInfo("masked_fill_.Tensor", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), np.array(0.5, np.float32)),
+                                             Sample(i64(r, 3, 4), bools(r, 1, 4), np.array(9, np.int64))],
+           np_ref=_inplace_ref(lambda x, m, v: np.where(m, v.astype(x.dtype), x))),
     OpInfo("addcmul", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4), f32(r, 3, 4)),
                                  Sample(f32(r, 3, 1), f32(r, 1, 4), f32(r, 3, 4), value=0.5),
                                  Sample(i64(r, 2, 3), i64(r, 2, 3), i64(r, 2, 3), value=2),

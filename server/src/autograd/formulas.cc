@@ -258,6 +258,8 @@ Grads MaskedFillF(C& c) {
   if (c.needs("self")) {
     Set(c, o, "self", c.call("masked_fill.Scalar", {c.grad(), c.in("mask"), Scalar::Float(0.0)}));
   }
+  // masked_fill.Tensor: the 0-dim value received every masked element's gradient.
+  if (c.needs("value")) Set(c, o, "value", SumDims(c, WhereOr0(c, c.in("mask"), c.grad()), {}, false));
   return o;
 }
 Grads AddcmulF(C& c) {
@@ -684,6 +686,7 @@ const FormulaEntry kFormulas[] = {
     {"where.Scalar", NoInputsF},
     {"clamp", ClampF},
     {"masked_fill.Scalar", MaskedFillF},
+    {"masked_fill.Tensor", MaskedFillF},
     {"addcmul", AddcmulF},
     {"addcdiv", AddcdivF},
     {"sum", SumF},
@@ -741,6 +744,7 @@ const FormulaEntry kFormulas[] = {
     {"div_.Scalar", DivScalarF},
     {"clamp_", ClampF},
     {"masked_fill_.Scalar", MaskedFillF},
+    {"masked_fill_.Tensor", MaskedFillF},
     {"addcmul_", AddcmulF},
     {"addcdiv_", AddcdivF},
     {"copy_", CopyF},
