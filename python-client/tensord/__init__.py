@@ -26,7 +26,7 @@ from . import _C
 from ._device import device
 from ._dtype import ALIASES as _ALIASES, BY_NAME as _BY_NAME, dtype
 from ._size import Size
-from ._tensor import Tensor, install_tensor_api as _install_tensor_api
+from ._tensor import Tensor, install_op_overrides as _install_op_overrides, install_tensor_api as _install_tensor_api
 from ._creation import as_tensor, from_numpy, tensor, wrap_factories as _wrap_factories
 from ._session import Session, connect, default_session, stats, synchronize
 from ._meta_value import DLDeviceType, TensorMeta
@@ -36,6 +36,7 @@ from ._einsum import einsum
 _C._register_types(dtype, device, _os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 _install_tensor_api()
 _functions, _methods = _ops.install(globals(), Tensor)
+_install_op_overrides(Tensor)
 _wrap_factories(globals(), _C.op_table())
 from . import _reduction  # noqa: E402  (torch.norm's Python-level arguments)
 _reduction.install(globals(), Tensor)

@@ -515,3 +515,27 @@ def install_tensor_api():
     # only), __tensord_array_interface__ (see _meta_value.py).
     from ._meta_value import install as _install_descriptors
     _install_descriptors(T)
+
+
+def install_op_overrides(T):
+    """Run after the op table's methods are installed: ``Tensor.to(other)``
+    (a Tensor) means ``to(other.device, other.dtype, ...)``, as in PyTorch;
+    every other form goes to the table's ``to`` overloads unchanged."""
+    op_to = T.to
+
+    def to(self, *args, **kwargs):
+        if args and isinstance(args[0], Tensor):
+            other = args[0]
+            return op_to(self, other.device, other.dtype, *args[1:], **kwargs)
+        other = kwargs.pop("other", None)
+        if isinstance(other, Tensor):
+            return op_to(self, other.device, other.dtype, *args, **kwargs)
+        if other is not None:
+            kwargs["other"] = other
+        return op_to(self, *args, **kwargs)
+    to.__name__ = "to"
+    to.__qualname__ = "Tensor.to"
+    to.__doc__ = (op_to.__doc__ or "") + ("\n\n``to(other, non_blocking=False, copy=False)`` with a Tensor "
+                                          "``other`` converts to other's device and dtype (PyTorch's to.other).")
+    T.to = to
+

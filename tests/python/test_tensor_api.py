@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tensord
+from tensord import _C
 
 pytestmark = pytest.mark.usefixtures("session")
 
@@ -295,3 +296,14 @@ def test_error_types_and_messages():
     assert a.__add__("x") is NotImplemented
     with pytest.raises(TypeError):
         a + "x"
+
+
+def test_to_another_tensor_takes_its_device_and_dtype(session):
+    a = tensord.ones(3)
+    b = tensord.zeros(2, dtype=tensord.float64)
+    assert a.to(b).dtype == tensord.float64 and a.to(b).tolist() == [1.0, 1.0, 1.0]
+    assert a.to(other=b).dtype == tensord.float64
+    same = a.to(tensord.zeros(1))
+    assert same is a or _C._storage_id(same) == _C._storage_id(a)   # no conversion needed: a itself, as torch
+    m = tensord.zeros(2, device="meta")
+    assert m.to(tensord.empty(1, dtype=tensord.int32, device="meta")).dtype == tensord.int32
