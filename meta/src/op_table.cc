@@ -19,6 +19,11 @@ bool OpEntry::is_view() const {
   return false;
 }
 
+bool OpEntry::is_inplace() const {
+  const std::vector<Argument>& a = schema.arguments;
+  return !a.empty() && a[0].is_write && a[0].type == ArgType::kTensor;
+}
+
 OpTable::OpTable(absl::Span<const OpDef> defs) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64-bit offset basis
   entries_.reserve(defs.size());

@@ -11,8 +11,6 @@
 
 namespace tensord::server {
 
-// True when the op writes its first argument in place (`Tensor(a!) self`).
-bool IsInplace(const OpEntry& op);
 // True when the derivative of in-place `op` reads self's value from before
 // the op (so recording it saves a clone of self first).
 bool InplaceNeedsOriginalSelf(const OpEntry& op);

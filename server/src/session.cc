@@ -135,10 +135,6 @@ absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op, Me
 
 }  // namespace
 
-bool IsInplace(const OpEntry& op) {
-  const std::vector<Argument>& a = op.schema.arguments;
-  return !a.empty() && a[0].is_write && a[0].type == ArgType::kTensor;
-}
 
 bool InplaceNeedsOriginalSelf(const OpEntry& op) {
   // In-place ops whose derivative never reads self's old value.
@@ -406,7 +402,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const int n_out = call.outputs_size();
   // An in-place op's return is its first argument: the client may name it
   // with handle 0 (no new handle; the result is self).
-  const bool inplace = op != nullptr && IsInplace(*op);
+  const bool inplace = op != nullptr && op->is_inplace();
 
   // Output handles first: a failure must be able to mark them.
   std::vector<bool> out_ok(n_out, false);
@@ -504,7 +500,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
   const OpTable& table = OpTable::Get();
   const std::string op_name = op->full_name();
   const FunctionSchema& schema = op->schema;
-  const bool inplace = IsInplace(*op);
+  const bool inplace = op->is_inplace();
   std::vector<Tensor> outs;
   auto fail = [&](absl::Status s) -> absl::Status {
     if (metas_on_failure != nullptr) {

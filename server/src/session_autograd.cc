@@ -141,7 +141,7 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
                                  std::vector<Tensor>& outs, const Tensor* self_before) {
   if (!AnyDifferentiableInputRequiresGrad(op, args, inputs)) return absl::OkStatus();
   const std::vector<bool>& diff = DifferentiableArgs(op);
-  const bool inplace = IsInplace(op);
+  const bool inplace = op.is_inplace();
   const std::shared_ptr<AutogradMeta> self_ag = inplace && !outs.empty() ? outs[0].ag : nullptr;
   auto find = [&](const TensorMeta* m) -> Tensor* {
     for (Tensor* t : inputs) {

@@ -292,9 +292,7 @@ inline OpRun RunOp(const std::string& full_name, std::vector<Value> positional,
     for (Tensor& t : run.outputs) ctx.outputs.push_back(TensorRef{t.base(), &t.meta});
     // In-place ops (an argument written, `Tensor(a!)`) alias self and still
     // run their kernel, which writes into self's storage.
-    bool writes = false;
-    for (const Argument& a : op->schema.arguments) writes |= a.is_write;
-    if (!any_fresh && !writes) return run;
+    if (!any_fresh && !op->is_inplace()) return run;
   }
   KernelFn fn = Registry().Find(DeviceType::kCPU, op->id);
   if (fn == nullptr) {

@@ -194,6 +194,10 @@ TEST(OpTable, EveryBuiltinSchemaParsesAndNamesAreUnique) {
   EXPECT_EQ(t.Overloads("add").size(), 2u);
   EXPECT_TRUE(t.Find("view")->is_view());
   EXPECT_FALSE(t.Find("add.Tensor")->is_view());
+  EXPECT_TRUE(t.Find("add_.Tensor")->is_inplace());
+  EXPECT_TRUE(t.Find("copy_")->is_inplace());
+  EXPECT_FALSE(t.Find("add.Tensor")->is_inplace());
+  EXPECT_FALSE(t.Find("view")->is_inplace());
   EXPECT_EQ(t.Find("nope"), nullptr);
 }
 

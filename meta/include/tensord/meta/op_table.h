@@ -65,7 +65,10 @@ struct OpEntry {
 
   const std::string& name() const { return schema.name; }
   std::string full_name() const { return schema.full_name(); }
-  bool is_view() const;  // some return aliases an input per the schema
+  bool is_view() const;  // some return aliases an input per the schema (in-place ops too)
+  // An in-place op: its first argument is a written tensor (`Tensor(a!) self`),
+  // which the op returns. The one definition daemon, client and tests use.
+  bool is_inplace() const;
   bool has(OpFlags f) const { return (flags & f) != 0; }
 };
 
