@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "meta_test_util.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
@@ -17,15 +18,10 @@ namespace tensord {
 namespace {
 
 using S = ScalarType;
-using KW = std::vector<std::pair<std::string, Value>>;
+using meta_test::Call;
+using meta_test::Dense;
+using meta_test::KW;
 using Ints = std::vector<int64_t>;
-
-absl::StatusOr<MetaResult> Call(absl::string_view op, std::vector<Value> pos, KW kw = {}) {
-  const OpEntry* e = OpTable::Get().Find(op);
-  if (e == nullptr) return InternalErr(absl::StrCat("no op ", op));
-  TD_ASSIGN_OR_RETURN(std::vector<Value> args, BindArgs(e->schema, std::move(pos), std::move(kw)));
-  return OpTable::Get().RunMeta(*e, args);
-}
 
 void ExpectError(const absl::StatusOr<MetaResult>& r, absl::string_view text) {
   ASSERT_FALSE(r.ok()) << "expected: " << text;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "meta_test_util.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
@@ -15,6 +16,8 @@ namespace tensord {
 namespace {
 
 using S = ScalarType;
+using meta_test::Call;
+using meta_test::Dense;
 using V = std::vector<int64_t>;
 
 TensorMeta Strided(Shape sizes, Shape strides, S dtype = S::kFloat32) {
@@ -26,15 +29,6 @@ TensorMeta Strided(Shape sizes, Shape strides, S dtype = S::kFloat32) {
   m.device = kCPU;
   return m;
 }
-TensorMeta Dense(Shape sizes, S dtype = S::kFloat32) { return TensorMeta::Contiguous(std::move(sizes), dtype, kCPU); }
-
-absl::StatusOr<MetaResult> Call(absl::string_view op, std::vector<Value> pos) {
-  const OpEntry* e = OpTable::Get().Find(op);
-  if (e == nullptr) return InternalErr(absl::StrCat("no op ", op));
-  TD_ASSIGN_OR_RETURN(std::vector<Value> args, BindArgs(e->schema, std::move(pos), {}));
-  return OpTable::Get().RunMeta(*e, args);
-}
-
 void ExpectError(const absl::StatusOr<MetaResult>& r, ErrorKind kind, absl::string_view text) {
   ASSERT_FALSE(r.ok()) << "expected: " << text;
   EXPECT_EQ(ErrorKindName(KindOf(r.status())), ErrorKindName(kind)) << r.status().message();

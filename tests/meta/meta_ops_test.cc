@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "meta_test_util.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
@@ -20,7 +21,9 @@ namespace tensord {
 namespace {
 
 using S = ScalarType;
-using KW = std::vector<std::pair<std::string, Value>>;
+using meta_test::Call;
+using meta_test::Dense;
+using meta_test::KW;
 
 TensorMeta Strided(Shape sizes, Shape strides, int64_t offset = 0, S dtype = S::kFloat32, Device device = kCPU) {
   TensorMeta m;
@@ -30,17 +33,6 @@ TensorMeta Strided(Shape sizes, Shape strides, int64_t offset = 0, S dtype = S::
   m.dtype = dtype;
   m.device = device;
   return m;
-}
-
-TensorMeta Dense(Shape sizes, S dtype = S::kFloat32, Device device = kCPU) {
-  return TensorMeta::Contiguous(std::move(sizes), dtype, device);
-}
-
-absl::StatusOr<MetaResult> Call(absl::string_view op, std::vector<Value> pos, KW kw = {}) {
-  const OpEntry* e = OpTable::Get().Find(op);
-  if (e == nullptr) return InternalErr(absl::StrCat("no op ", op));
-  TD_ASSIGN_OR_RETURN(std::vector<Value> args, BindArgs(e->schema, std::move(pos), std::move(kw)));
-  return OpTable::Get().RunMeta(*e, args);
 }
 
 // Runs `op` and expects one output with these sizes, strides, offset and alias.

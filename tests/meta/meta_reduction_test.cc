@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "meta_test_util.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
@@ -19,7 +20,9 @@ namespace tensord {
 namespace {
 
 using S = ScalarType;
-using KW = std::vector<std::pair<std::string, Value>>;
+using meta_test::Call;
+using meta_test::Dense;
+using meta_test::KW;
 using Dims = std::vector<int64_t>;
 
 TensorMeta Strided(Shape sizes, Shape strides, S dtype = S::kFloat32, int64_t offset = 0) {
@@ -30,15 +33,6 @@ TensorMeta Strided(Shape sizes, Shape strides, S dtype = S::kFloat32, int64_t of
   m.dtype = dtype;
   m.device = kCPU;
   return m;
-}
-
-TensorMeta Dense(Shape sizes, S dtype = S::kFloat32) { return TensorMeta::Contiguous(std::move(sizes), dtype, kCPU); }
-
-absl::StatusOr<MetaResult> Call(absl::string_view op, std::vector<Value> pos, KW kw = {}) {
-  const OpEntry* e = OpTable::Get().Find(op);
-  if (e == nullptr) return InternalErr(absl::StrCat("no op ", op));
-  TD_ASSIGN_OR_RETURN(std::vector<Value> args, BindArgs(e->schema, std::move(pos), std::move(kw)));
-  return OpTable::Get().RunMeta(*e, args);
 }
 
 void Expect(absl::StatusOr<MetaResult> r, Shape sizes, Shape strides, S dtype) {
