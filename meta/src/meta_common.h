@@ -102,6 +102,10 @@ std::optional<Shape> ComputeViewStrides(absl::Span<const int64_t> old_sizes, abs
 // format).
 TensorMeta PreserveFormatCopy(const TensorMeta& t, ScalarType dtype, Device device);
 
+// A dtype as PyTorch prints a caffe2::TypeMeta in messages ("float",
+// "long int", "c10::Half"): lerp's dtype check, random_'s bound checks.
+absl::string_view TypeMetaName(ScalarType t);
+
 }  // namespace tensord::meta
 
 #endif  // TENSORD_META_SRC_META_COMMON_H_

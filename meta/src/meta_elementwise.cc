@@ -464,26 +464,6 @@ absl::Status KernelNotImplemented(absl::string_view op, absl::string_view kernel
   return RuntimeErr(absl::StrCat(op, ": \"", kernel, "\" not implemented for '", DtypeC10Name(t), "'"));
 }
 
-// A dtype as PyTorch prints a caffe2::TypeMeta in messages ("float",
-// "long int", "c10::Half").
-absl::string_view TypeMetaName(ScalarType t) {
-  switch (t) {
-    case ScalarType::kBool: return "bool";
-    case ScalarType::kUInt8: return "unsigned char";
-    case ScalarType::kInt8: return "signed char";
-    case ScalarType::kInt16: return "short int";
-    case ScalarType::kInt32: return "int";
-    case ScalarType::kInt64: return "long int";
-    case ScalarType::kFloat16: return "c10::Half";
-    case ScalarType::kBFloat16: return "c10::BFloat16";
-    case ScalarType::kFloat32: return "float";
-    case ScalarType::kFloat64: return "double";
-    case ScalarType::kFloat8_e4m3fn: return "c10::Float8_e4m3fn";
-    case ScalarType::kFloat8_e5m2: return "c10::Float8_e5m2";
-  }
-  return "unknown";
-}
-
 // The output dtype of a one-output result.
 ScalarType OutDtype(const MetaResult& r) { return r.outputs[0].dtype; }
 

@@ -167,26 +167,6 @@ absl::StatusOr<MetaResult> EmptyLike(absl::string_view op, absl::Span<const Valu
 
 namespace {
 
-// caffe2::TypeMeta's names, which PyTorch's random_ bound checks print
-// ("to - 1 is out of bounds for unsigned char").
-const char* TypeMetaName(ScalarType t) {
-  switch (t) {
-    case ScalarType::kBool: return "bool";
-    case ScalarType::kUInt8: return "unsigned char";
-    case ScalarType::kInt8: return "signed char";
-    case ScalarType::kInt16: return "short int";
-    case ScalarType::kInt32: return "int";
-    case ScalarType::kInt64: return "long int";
-    case ScalarType::kFloat16: return "c10::Half";
-    case ScalarType::kBFloat16: return "c10::BFloat16";
-    case ScalarType::kFloat32: return "float";
-    case ScalarType::kFloat64: return "double";
-    case ScalarType::kFloat8_e4m3fn: return "c10::Float8_e4m3fn";
-    case ScalarType::kFloat8_e5m2: return "c10::Float8_e5m2";
-  }
-  return "?";
-}
-
 // Precision (std::numeric_limits<T>::digits) and largest finite value of a
 // floating dtype that randint accepts.
 int FloatDigits(ScalarType t) {
