@@ -129,6 +129,26 @@ inline Grads Unary(C& c, Tensor (*f)(const C&, const Tensor& g)) {
 }
 
 
+// Formulas shared by several ops of different families:
+// x / s for a Scalar s (div.Scalar, div.Scalar_mode without rounding): g / s.
+inline Grads DivByScalarF(C& c) {
+  Grads o = Out(c);
+  if (c.needs("self")) Set(c, o, "self", c.call("div.Scalar", {c.grad(), c.value("other").scalar()}));
+  return o;
+}
+// a - round(a / b) * b, with `rounding` "floor" (remainder) or "trunc"
+// (fmod): self gets g, other gets -g * round(a / b).
+inline Grads RoundedModuloF(C& c, const char* rounding) {
+  Grads o = Out(c);
+  const Tensor g = c.grad();
+  if (c.needs("self")) Set(c, o, "self", g);
+  if (c.needs("other")) {
+    const Tensor q = c.call(rounding, {Div(c, c.in("self"), c.in("other"))});
+    Set(c, o, "other", Neg(c, Mul(c, g, q)));
+  }
+  return o;
+}
+
 // One formula table row: an op's full name and its formula.
 struct FormulaEntry {
   const char* name;

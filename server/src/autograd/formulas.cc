@@ -145,21 +145,8 @@ Grads DivF(C& c) {
   if (c.needs("other")) Set(c, o, "other", Neg(c, Div(c, Mul(c, g, c.in("self")), Sq(c, other))));
   return o;
 }
-Grads DivScalarF(C& c) {
-  Grads o = Out(c);
-  if (c.needs("self")) Set(c, o, "self", c.call("div.Scalar", {c.grad(), c.value("other").scalar()}));
-  return o;
-}
-Grads RemainderF(C& c) {
-  Grads o = Out(c);
-  const Tensor g = c.grad();
-  if (c.needs("self")) Set(c, o, "self", g);
-  if (c.needs("other")) {
-    const Tensor q = c.call("floor", {Div(c, c.in("self"), c.in("other"))});
-    Set(c, o, "other", Neg(c, Mul(c, g, q)));
-  }
-  return o;
-}
+Grads DivScalarF(C& c) { return DivByScalarF(c); }
+Grads RemainderF(C& c) { return RoundedModuloF(c, "floor"); }
 Grads PowTTF(C& c) {
   Grads o = Out(c);
   const Tensor g = c.grad();

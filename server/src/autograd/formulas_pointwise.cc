@@ -71,21 +71,10 @@ Grads DivModeF(C& c) {
 }
 Grads DivModeScalarF(C& c) {
   if (HasRoundingMode(c)) return ZeroGrads(c);
-  Grads o = Out(c);
-  if (c.needs("self")) Set(c, o, "self", c.call("div.Scalar", {c.grad(), c.value("other").scalar()}));
-  return o;
+  return DivByScalarF(c);
 }
 // fmod(a, b) = a - trunc(a / b) b: self g, other -g trunc(a / b).
-Grads FmodF(C& c) {
-  Grads o = Out(c);
-  const Tensor g = c.grad();
-  if (c.needs("self")) Set(c, o, "self", g);
-  if (c.needs("other")) {
-    const Tensor q = c.call("trunc", {Div(c, c.in("self"), c.in("other"))});
-    Set(c, o, "other", Neg(c, Mul(c, g, q)));
-  }
-  return o;
-}
+Grads FmodF(C& c) { return RoundedModuloF(c, "trunc"); }
 // atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2).
 Grads Atan2F(C& c) {
   Grads o = Out(c);
