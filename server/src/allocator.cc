@@ -43,7 +43,7 @@ std::shared_ptr<MemoryAccount> MemoryAccount::Create(std::shared_ptr<CpuAllocato
   return std::make_shared<MemoryAccount>(std::move(allocator), limit_bytes);
 }
 
-absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes, absl::string_view op) {
+absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes, absl::string_view op, bool zero_fill) {
   if (nbytes < 0) return RuntimeErr(absl::StrCat(op, ": cannot allocate a negative number of bytes (", nbytes, ")"));
   auto oom = [&](absl::string_view why) {
     std::string msg = absl::StrCat(op, ": out of memory: tried to allocate ", FormatBytes(nbytes), " (", nbytes,
@@ -76,7 +76,7 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes,
     return oom("the system refused the allocation");
   }
   // Zero-filled: a session never sees bytes another session left behind.
-  std::memset(p, 0, static_cast<size_t>(rounded));
+  if (zero_fill) std::memset(p, 0, static_cast<size_t>(rounded));
   allocator_->in_use_.fetch_add(nbytes, std::memory_order_relaxed);
   Storage* raw = new (std::nothrow) Storage(static_cast<char*>(p), nbytes, shared_from_this());
   if (raw == nullptr) {

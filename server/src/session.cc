@@ -108,7 +108,7 @@ class SessionScratch final : public ScratchAllocator {
  public:
   SessionScratch(MemoryAccount* memory, absl::string_view op) : memory_(memory), op_(op) {}
   absl::StatusOr<std::shared_ptr<char>> Allocate(int64_t bytes) override {
-    absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(bytes, op_);
+    absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(bytes, op_, /*zero_fill=*/false);
     if (!st.ok()) return st.status();
     char* p = (*st)->data();
     return std::shared_ptr<char>(*std::move(st), p);  // shares the Storage's ownership

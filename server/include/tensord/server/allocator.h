@@ -53,7 +53,9 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   // this account. ResourceExhausted (MemoryError) naming `op`, the bytes
   // requested, the bytes in use and the limit when over the limit or when the
   // system has no memory left; InvalidArgument for a negative size.
-  absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t nbytes, absl::string_view op);
+  // `zero_fill=false` skips the zeroing for kernel scratch, which the kernel
+  // writes before it reads and which never reaches a client.
+  absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t nbytes, absl::string_view op, bool zero_fill = true);
 
   int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
   int64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
