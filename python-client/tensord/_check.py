@@ -42,8 +42,8 @@ def _force_meta(tensord):
             kwargs["device"] = "meta"
         return kwargs
 
-    names = {e["name"] for e in _C.op_table() if e["is_function"] and "device" in e["arguments"]}
-    for name in sorted(names) + ["tensor", "as_tensor"]:
+    # Ops are forced in the client (_force_meta_device); uploads are not ops.
+    for name in ("tensor", "as_tensor"):
         fn = getattr(tensord, name, None)
         if fn is None:
             continue
@@ -62,13 +62,6 @@ def _force_meta(tensord):
     tensord.from_numpy = from_numpy
 
     T = tensord.Tensor
-    original_to = T.to
-
-    def to(self, *args, **kwargs):
-        args = tuple("meta" if isinstance(a, (str, tensord.device)) else a for a in args)
-        return original_to(self, *args, **meta_kwargs(kwargs))
-    to.__doc__ = original_to.__doc__
-    T.to = to
     T.cpu = lambda self: self
     T.cuda = lambda self, device=None, non_blocking=False: self
 
