@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -316,11 +317,14 @@ absl::Status Topk(KernelContext& ctx) {
   return Dispatch<kSetInts | kSetFloats>(self.dtype, "topk", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     using C = ComputeT<T>;
-    std::unique_ptr<std::pair<C, int64_t>[]> buf(new (std::nothrow) std::pair<C, int64_t>[n]);
-    if (!buf) return OutOfMemoryErr(absl::StrCat("topk: cannot allocate ", n, " slots"));
+    using Slot = std::pair<C, int64_t>;
+    static_assert(std::is_trivially_destructible_v<Slot>);
+    TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratch("topk", n * static_cast<int64_t>(sizeof(Slot))));
+    Slot* buf = reinterpret_cast<Slot*>(mem.get());
+    std::uninitialized_default_construct_n(buf, n);
     // A strict total order: by value (NaN above everything, as PyTorch), then
     // by index, so ties come out lower index first.
-    auto before = [largest](const std::pair<C, int64_t>& a, const std::pair<C, int64_t>& b) {
+    auto before = [largest](const Slot& a, const Slot& b) {
       const bool an = IsNan(a.first), bn = IsNan(b.first);
       if (an != bn) return largest ? an : bn;
       if (!an && a.first != b.first) return largest ? a.first > b.first : a.first < b.first;
@@ -330,7 +334,7 @@ absl::Status Topk(KernelContext& ctx) {
       for (int64_t j = 0; j < cnt; ++j) {
         const char* x = p[0] + j * s[0];
         for (int64_t i = 0; i < n; ++i) buf[i] = {Load<T>(x + i * in_k_stride), i};
-        std::pair<C, int64_t>* b = buf.get();
+        Slot* b = buf;
         if (k < n) {
           std::partial_sort(b, b + k, b + n, before);
         } else {

@@ -67,6 +67,15 @@ absl::Status ExpectOutputSizes(absl::string_view op, const TensorRef& out,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<char>> AllocateScratch(absl::string_view op, int64_t bytes) {
+  if (bytes < 0) return InternalErr(absl::StrCat(op, ": negative scratch size ", bytes));
+  if (ScratchAllocator* a = CurrentScratchAllocator(); a != nullptr) return a->Allocate(bytes);
+  std::shared_ptr<char> p(new (std::nothrow) char[bytes == 0 ? 1 : static_cast<size_t>(bytes)],
+                          std::default_delete<char[]>());
+  if (!p) return OutOfMemoryErr(absl::StrCat(op, ": cannot allocate ", bytes, " bytes of scratch"));
+  return p;
+}
+
 absl::StatusOr<std::unique_ptr<TempTensor>> TempTensor::Make(Shape sizes, ScalarType dtype) {
   TD_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(sizes));
   const int64_t item = ItemSize(dtype);
@@ -74,15 +83,7 @@ absl::StatusOr<std::unique_ptr<TempTensor>> TempTensor::Make(Shape sizes, Scalar
     return OutOfMemoryErr(absl::StrCat("cannot allocate a temporary of ", numel, " elements"));
   }
   auto t = std::unique_ptr<TempTensor>(new TempTensor());
-  const size_t bytes = static_cast<size_t>(numel * item);
-  if (ScratchAllocator* a = CurrentScratchAllocator(); a != nullptr) {
-    TD_ASSIGN_OR_RETURN(t->buf_, a->Allocate(static_cast<int64_t>(bytes)));
-  } else {
-    t->buf_ = std::shared_ptr<char>(new (std::nothrow) char[bytes == 0 ? 1 : bytes], std::default_delete<char[]>());
-    if (!t->buf_) {
-      return OutOfMemoryErr(absl::StrCat("cannot allocate a temporary of ", bytes, " bytes"));
-    }
-  }
+  TD_ASSIGN_OR_RETURN(t->buf_, AllocateScratch("temporary", numel * item));
   t->meta_ = TensorMeta::Contiguous(std::move(sizes), dtype, kCPU);
   return t;
 }

@@ -42,6 +42,13 @@ absl::Status ExpectOutputSizes(absl::string_view op, const TensorRef& out, absl:
 
 // ---- temporaries --------------------------------------------------------------
 
+// `bytes` (>= 0) bytes of kernel scratch, 64-byte aligned when the calling
+// thread's ScratchAllocator gives it (the daemon charges the session's memory
+// account), else from the heap. MemoryError (ResourceExhausted) naming `op`
+// when over the session's limit or out of memory. Every kernel buffer whose
+// size follows the input (sort slots, rows, packing) comes from here.
+absl::StatusOr<std::shared_ptr<char>> AllocateScratch(absl::string_view op, int64_t bytes);
+
 // A contiguous tensor owned by the kernel (casts of inputs, accumulators).
 // Heap-held so TensorRefs into it stay valid when the owner moves.
 class TempTensor {

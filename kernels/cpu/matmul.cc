@@ -89,20 +89,12 @@ struct Scratch {
     owner.reset();
     buf = nullptr;
     cap = 0;
-    if (ScratchAllocator* a = CurrentScratchAllocator(); a != nullptr) {
-      absl::StatusOr<std::shared_ptr<char>> p = a->Allocate(static_cast<int64_t>(n * sizeof(T)));
-      if (!p.ok()) {
-        status = p.status();
-        return false;
-      }
-      owner = *std::move(p);
-    } else {
-      owner = std::shared_ptr<char>(new (std::nothrow) char[n * sizeof(T)], std::default_delete<char[]>());
-      if (!owner) {
-        status = OutOfMemoryErr(absl::StrCat("matmul: cannot allocate a packing buffer of ", n * sizeof(T), " bytes"));
-        return false;
-      }
+    absl::StatusOr<std::shared_ptr<char>> p = AllocateScratch("matmul", static_cast<int64_t>(n * sizeof(T)));
+    if (!p.ok()) {
+      status = p.status();
+      return false;
     }
+    owner = *std::move(p);
     buf = reinterpret_cast<T*>(owner.get());
     cap = n;
     return true;

@@ -46,7 +46,8 @@ absl::Status SoftmaxKernel(KernelContext& ctx) {
     const char* in = x.data_at_offset();
     char* o = dst.data_at_offset();
     constexpr int64_t kItem = sizeof(T);
-    std::vector<double> row(static_cast<size_t>(n));
+    TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratch(name, n * static_cast<int64_t>(sizeof(double))));
+    double* row = reinterpret_cast<double*>(mem.get());
     for (int64_t a = 0; a < outer; ++a) {
       for (int64_t c = 0; c < inner; ++c) {
         const int64_t base = a * n * inner + c;

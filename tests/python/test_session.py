@@ -138,6 +138,10 @@ def test_kernel_scratch_counts_against_the_session_memory_limit():
             z = tensord.zeros(1, 1).expand(20000, 15000) @ tensord.zeros(15000, 1)
             with pytest.raises(MemoryError):
                 z.numpy()
+            # topk's sort slots: 7M x (float, int64) pairs (112 MB) for a 28 MB input
+            v, i = tensord.zeros(7_000_000).topk(1)
+            with pytest.raises(MemoryError):
+                v.numpy()
             assert (tensord.ones(3) + 1).tolist() == [2.0, 2.0, 2.0]
         s.close()
     finally:
