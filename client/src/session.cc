@@ -36,6 +36,7 @@ struct Waiter {
   TensorMeta meta;
   uint64_t total_bytes = 0;
   std::string data;
+  std::vector<v1::Error> earlier_errors;  // FetchData.errors of the first chunk
   // Sync / Describe
   v1::Ack ack;
 };
@@ -250,6 +251,7 @@ struct Session::Impl {
           }
           w.meta = *std::move(m);
           w.have_meta = true;
+          w.earlier_errors.assign(d.errors().begin(), d.errors().end());
           w.total_bytes = d.total_bytes();
           w.data.reserve(w.total_bytes);
         }
@@ -301,6 +303,24 @@ struct Session::Impl {
       case v1::ServerMessage::KIND_NOT_SET:
         return;
     }
+  }
+
+  // The errors no waiter claimed, then `reported` (a sync's or a fetch's
+  // earlier errors), as one status: the first, with a count of the others.
+  absl::Status TakeErrors(std::vector<v1::Error> reported) {
+    std::vector<v1::Error> errors;
+    {
+      absl::MutexLock wl(&wmu);
+      errors.swap(unclaimed_errors);
+    }
+    for (v1::Error& e : reported) errors.push_back(std::move(e));
+    if (errors.empty()) return absl::OkStatus();
+    absl::Status first = wire::FromProto(errors[0]);
+    if (errors.size() > 1) {
+      first = MakeError(KindOf(first), absl::StrCat(first.message(), " (and ", errors.size() - 1, " more error",
+                                                    errors.size() > 2 ? "s" : "", " since the last sync)"));
+    }
+    return first;
   }
 
   int batch_limit = 128;
@@ -752,6 +772,9 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle) {
   }
   TD_RETURN_IF_ERROR(im.Wait(id, w));
   if (!w->have_meta) return InternalErr("the daemon completed a fetch without data");
+  // A fetch is a sync point: an earlier op's error not reported yet (and
+  // any error no waiter claimed) is raised here, naming that op's call site.
+  TD_RETURN_IF_ERROR(im.TakeErrors(std::move(w->earlier_errors)));
   HostData out;
   out.meta = std::move(w->meta);
   out.bytes = std::move(w->data);
@@ -808,19 +831,7 @@ absl::Status Session::Synchronize() {
     }
   }
   TD_RETURN_IF_ERROR(im.Wait(id, w));
-  std::vector<v1::Error> errors;
-  {
-    absl::MutexLock wl(&im.wmu);
-    errors.swap(im.unclaimed_errors);
-  }
-  for (const v1::Error& e : w->ack.errors()) errors.push_back(e);
-  if (errors.empty()) return absl::OkStatus();
-  absl::Status first = wire::FromProto(errors[0]);
-  if (errors.size() > 1) {
-    first = MakeError(KindOf(first), absl::StrCat(first.message(), " (and ", errors.size() - 1, " more error",
-                                                  errors.size() > 2 ? "s" : "", " since the last sync)"));
-  }
-  return first;
+  return im.TakeErrors({w->ack.errors().begin(), w->ack.errors().end()});
 }
 
 // ---------------------------------------------------------------- autograd

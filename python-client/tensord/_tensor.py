@@ -241,8 +241,9 @@ def _setitem(self, key, value):
     ``x`` see the change; a Tensor value must have x's dtype (RuntimeError
     otherwise, as PyTorch), a number is converted to it. Works on
     meta (no data is needed). IndexError for too many indices, TypeError for a
-    value that is neither a Tensor nor a number; index errors of integer
-    tensors (out of range) surface at the next sync point."""
+    value that is neither a Tensor nor a number; an integer index out of
+    range is an IndexError raised at the next sync point (any data read or
+    synchronize()), naming this line."""
     key = _to_index_key(self, key)
     if not _is_basic_key(key):
         _advanced_setitem(self, key, value)

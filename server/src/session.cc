@@ -836,6 +836,7 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     if (first) {
       wire::ToProto(TensorMeta::Contiguous(m.sizes, m.dtype, m.device), d->mutable_meta());
       d->set_total_bytes(static_cast<uint64_t>(total));
+      TakeUnreportedErrors(d->mutable_errors());
     }
     d->set_offset(static_cast<uint64_t>(done * itemsize));
     std::string* data = d->mutable_data();
@@ -849,22 +850,26 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   return true;
 }
 
-bool Session::ExecuteSync(const v1::Sync& sync, const Writer& write) {
-  v1::ServerMessage msg;
-  v1::Ack* ack = msg.mutable_ack();
-  ack->set_request_id(sync.request_id());
+void Session::TakeUnreportedErrors(google::protobuf::RepeatedPtrField<v1::Error>* out) {
   for (const auto& e : unreported_) {
     if (e->reported) continue;
     e->reported = true;
-    e->ToProto(ack->add_errors());
+    e->ToProto(out->Add());
   }
   if (dropped_errors_ > 0) {
     OpError more;
     more.status = RuntimeErr(absl::StrCat(dropped_errors_, " more errors occurred and were not recorded"));
-    more.ToProto(ack->add_errors());
+    more.ToProto(out->Add());
     dropped_errors_ = 0;
   }
   unreported_.clear();
+}
+
+bool Session::ExecuteSync(const v1::Sync& sync, const Writer& write) {
+  v1::ServerMessage msg;
+  v1::Ack* ack = msg.mutable_ack();
+  ack->set_request_id(sync.request_id());
+  TakeUnreportedErrors(ack->mutable_errors());
   AddReleasedFunctions(ack);
   return write(msg);
 }

@@ -359,6 +359,16 @@ TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {
   EXPECT_TRUE(session_->Synchronize().ok());
   ASSERT_OK_AND_ASSIGN(tc::Tensor ok, tc::Sum(x));
   EXPECT_DOUBLE_EQ((*ok.Item()).to_double(), 10.0);
+  // A failure whose output is never read is raised by the next fetch of an
+  // unrelated tensor (a fetch is a sync point), once.
+  const int line3 = __LINE__ + 1;
+  auto dropped = tc::Call1("index_select", {x, 0, bad_rows});
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  auto item = ok.Item();
+  ASSERT_FALSE(item.ok());
+  EXPECT_EQ(item.status().code(), absl::StatusCode::kOutOfRange) << item.status();
+  EXPECT_THAT(item.status().message(), HasSubstr("client_test.cc:" + std::to_string(line3)));
+  EXPECT_DOUBLE_EQ((*ok.Item()).to_double(), 10.0);
 }
 
 TEST_F(WithDaemon, LargeUploadsAreChunked) {

@@ -117,6 +117,30 @@ def test_data_dependent_ops_wait_once(session):
     assert x[x > 0].tolist() == [1.0, 2.0, 3.0]
 
 
+def test_error_of_an_unread_result_raises_at_the_next_read(session):
+    """A failed op whose output nobody reads (an advanced-index write, an
+    in-place op) raises at the next sync point of any kind, once, with its
+    call site; the tensor it would have written keeps its values (as after a
+    PyTorch exception)."""
+    x = tensord.zeros(2, 3)
+    x[:, tensord.tensor([3])] = 4.0
+    line = sys._getframe().f_lineno - 1
+    y = x + 1                   # queued behind the failed write
+    with pytest.raises(IndexError) as e:
+        y.tolist()
+    assert "index 3 is out of bounds for dimension 1 with size 3" in str(e.value)
+    assert f"test_session.py:{line}" in str(e.value)
+    assert y.tolist() == [[1.0] * 3] * 2     # reported once; x was not written
+    x[tensord.tensor([-3])] = 4.0
+    with pytest.raises(IndexError, match="index -3 is out of bounds for dimension 0 with size 2"):
+        x.sum().item()
+    x.add_(tensord.zeros(3).index_select(0, tensord.tensor([9])))   # in-place on a failed input
+    with pytest.raises(IndexError, match="index_select.*index 9 is out of bounds"):
+        print(x)
+    x[tensord.tensor([1]), tensord.tensor([2])] = 4.0     # a good write still lands
+    assert x.tolist() == [[0.0] * 3, [0.0, 0.0, 4.0]]
+
+
 def test_kernel_scratch_counts_against_the_session_memory_limit():
     """Temporaries inside kernels (conv2d's im2col buffer, the contiguous copy
     of an expanded matmul operand) are charged to the session like outputs: over

@@ -164,6 +164,9 @@ class Session {
   void ExecuteRelease(const v1::Release& release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteFetch(const v1::Fetch& fetch, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteSync(const v1::Sync& sync, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the errors not reported yet (and a count of dropped ones) into
+  // `out`, marking them reported: Sync acks and every fetch's first chunk.
+  void TakeUnreportedErrors(google::protobuf::RepeatedPtrField<v1::Error>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteDescribe(const v1::Describe& describe, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Creates an error and queues it for the next Sync.
