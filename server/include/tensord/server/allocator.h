@@ -27,6 +27,9 @@ std::string FormatBytes(int64_t bytes);
 class CpuAllocator {
  public:
   static constexpr int64_t kAlignment = 64;
+  // Storages of at least this many bytes are mmap'd (page-aligned, zero, with
+  // transparent huge pages requested) and unmapped when freed.
+  static constexpr int64_t kMapThresholdBytes = int64_t{2} << 20;
 
   CpuAllocator();
   // Bytes held by all storages of all sessions.
@@ -97,12 +100,13 @@ class Storage {
 
  private:
   friend class MemoryAccount;
-  Storage(char* data, int64_t nbytes, std::shared_ptr<MemoryAccount> account)
-      : data_(data), nbytes_(nbytes), account_(std::move(account)), id_(NextId()) {}
+  Storage(char* data, int64_t nbytes, size_t mapped_bytes, std::shared_ptr<MemoryAccount> account)
+      : data_(data), nbytes_(nbytes), mapped_bytes_(mapped_bytes), account_(std::move(account)), id_(NextId()) {}
   static uint64_t NextId();
 
   char* data_;
   int64_t nbytes_;
+  size_t mapped_bytes_;  // > 0: mmap'd, freed with munmap; else from aligned_alloc
   std::shared_ptr<MemoryAccount> account_;
   uint64_t version_ = 0;  // guarded by the owning session's mutex
   uint64_t id_;
