@@ -1,16 +1,51 @@
 // CPU kernels of softmax.int and log_softmax.int: self converted to the
 // output's dtype, then along `dim` out = exp(x - max) / sum(exp(x - max))
-// (log_softmax: x - max - log(sum)). Computed in double, stored in the
-// output's dtype.
+// (log_softmax: x - max - log(sum)). Rows along a contiguous last dim of
+// float types are computed in float with a vectorised exp (as PyTorch's CPU
+// kernel); other layouts and double are computed in double.
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
+#include "fast_math.h"
 #include "kernel_util.h"
 
 namespace tensord::cpu {
 namespace {
+
+// One contiguous row of n elements of a float-computed dtype T (float32,
+// and float16/bfloat16 through float) from `in` to `out`, with `row` as n
+// floats of scratch: max, then e = exp(x - max) with ExpF (vectorised), summed
+// in double, then e / sum (log_softmax: x - max - log(sum)). NaN anywhere
+// makes the row NaN and an all -inf row gives NaN, as PyTorch's CPU kernel.
+template <typename T, bool kLog>
+void SoftmaxRowF(const char* in, char* out, int64_t n, float* row) {
+  constexpr int64_t kItem = sizeof(T);
+  for (int64_t k = 0; k < n; ++k) row[k] = Load<T>(in + k * kItem);
+  float mx = -std::numeric_limits<float>::infinity();
+  bool nan = false;
+  for (int64_t k = 0; k < n; ++k) {
+    nan |= row[k] != row[k];
+    mx = row[k] > mx ? row[k] : mx;
+  }
+  if (nan) mx = std::numeric_limits<float>::quiet_NaN();
+  double sum = 0;
+  if constexpr (kLog) {
+    for (int64_t k = 0; k < n; ++k) row[k] -= mx;
+    ExpFArray(row, row, n);  // row is scratch here: the output needs x - max again
+    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(row[k]);
+    const float log_sum = static_cast<float>(std::log(sum));
+    for (int64_t k = 0; k < n; ++k) Store<T>(out + k * kItem, Load<T>(in + k * kItem) - mx - log_sum);
+  } else {
+    for (int64_t k = 0; k < n; ++k) row[k] -= mx;
+    ExpFArray(row, row, n);
+    for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(row[k]);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t k = 0; k < n; ++k) Store<T>(out + k * kItem, row[k] * inv);
+  }
+}
 
 template <bool kLog>
 absl::Status SoftmaxKernel(KernelContext& ctx) {
@@ -46,6 +81,14 @@ absl::Status SoftmaxKernel(KernelContext& ctx) {
     const char* in = x.data_at_offset();
     char* o = dst.data_at_offset();
     constexpr int64_t kItem = sizeof(T);
+    if constexpr (std::is_same_v<ComputeT<T>, float>) {
+      if (inner == 1) {
+        TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratch(name, n * static_cast<int64_t>(sizeof(float))));
+        float* row = reinterpret_cast<float*>(mem.get());
+        for (int64_t a = 0; a < outer; ++a) SoftmaxRowF<T, kLog>(in + a * n * kItem, o + a * n * kItem, n, row);
+        return absl::OkStatus();
+      }
+    }
     TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratch(name, n * static_cast<int64_t>(sizeof(double))));
     double* row = reinterpret_cast<double*>(mem.get());
     for (int64_t a = 0; a < outer; ++a) {
