@@ -1,7 +1,8 @@
 // kernels/cpu/elementwise.h — inner loops for elementwise kernels on top of
 // StridedLoop: one output and one to three inputs, loaded as compute values
 // (Load/Store from dtypes.h), with fast paths for contiguous runs and for a
-// broadcast (stride-0) operand so that the compiler can vectorise them.
+// broadcast (stride-0) operand so that the compiler can vectorise them; a
+// long contiguous run is split across cores (parallel.h). Ops must be pure.
 //
 //   StridedLoop loop(out.meta->sizes); loop.AddTensor(out); loop.AddTensor(a);
 //   loop.AddTensor(b); loop.Build();
@@ -16,6 +17,7 @@
 
 #include "dtypes.h"
 #include "kernel_util.h"
+#include "parallel.h"
 #include "strided_loop.h"
 
 namespace tensord::cpu {
@@ -70,7 +72,7 @@ void UnaryLoop(const StridedLoop& loop, Op op) {
     char* o = p[0];
     const char* a = p[1];
     if (s[0] == so && s[1] == sa) {
-      UnaryContiguous<Out, A>(o, a, n, op);
+      ParallelFor(n, [&](int64_t b, int64_t e) { UnaryContiguous<Out, A>(o + b * so, a + b * sa, e - b, op); });
     } else if (s[0] == so && s[1] == 0) {
       const auto v = op(Load<A>(a));
       for (int64_t i = 0; i < n; ++i) Store<Out>(o + i * so, v);
@@ -88,11 +90,19 @@ void BinaryLoop(const StridedLoop& loop, Op op) {
     const char* a = p[1];
     const char* b = p[2];
     if (s[0] == so && s[1] == sa && s[2] == sb) {
-      BinaryContiguous<Out, A, B>(o, a, b, n, op);
+      ParallelFor(n, [&](int64_t i, int64_t e) {
+        BinaryContiguous<Out, A, B>(o + i * so, a + i * sa, b + i * sb, e - i, op);
+      });
     } else if (s[0] == so && s[1] == sa && s[2] == 0) {
-      BinaryContiguousScalarB<Out, A, B>(o, a, Load<B>(b), n, op);
+      const auto y = Load<B>(b);
+      ParallelFor(n, [&](int64_t i, int64_t e) {
+        BinaryContiguousScalarB<Out, A, B>(o + i * so, a + i * sa, y, e - i, op);
+      });
     } else if (s[0] == so && s[1] == 0 && s[2] == sb) {
-      BinaryContiguousScalarA<Out, A, B>(o, Load<A>(a), b, n, op);
+      const auto x = Load<A>(a);
+      ParallelFor(n, [&](int64_t i, int64_t e) {
+        BinaryContiguousScalarA<Out, A, B>(o + i * so, x, b + i * sb, e - i, op);
+      });
     } else {
       for (int64_t i = 0; i < n; ++i) {
         Store<Out>(o + i * s[0], op(Load<A>(a + i * s[1]), Load<B>(b + i * s[2])));
@@ -106,7 +116,9 @@ void TernaryLoop(const StridedLoop& loop, Op op) {
   constexpr int64_t so = sizeof(Out), sa = sizeof(A), sb = sizeof(B), sc = sizeof(C);
   loop.Run([&op](char* const* p, const int64_t* s, int64_t n) {
     if (s[0] == so && s[1] == sa && s[2] == sb && s[3] == sc) {
-      TernaryContiguous<Out, A, B, C>(p[0], p[1], p[2], p[3], n, op);
+      ParallelFor(n, [&](int64_t i, int64_t e) {
+        TernaryContiguous<Out, A, B, C>(p[0] + i * so, p[1] + i * sa, p[2] + i * sb, p[3] + i * sc, e - i, op);
+      });
     } else {
       for (int64_t i = 0; i < n; ++i) {
         Store<Out>(p[0] + i * s[0], op(Load<A>(p[1] + i * s[1]), Load<B>(p[2] + i * s[2]),

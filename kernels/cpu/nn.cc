@@ -11,6 +11,7 @@
 
 #include "fast_math.h"
 #include "kernel_util.h"
+#include "parallel.h"
 
 namespace tensord::cpu {
 namespace {
@@ -83,9 +84,17 @@ absl::Status SoftmaxKernel(KernelContext& ctx) {
     constexpr int64_t kItem = sizeof(T);
     if constexpr (std::is_same_v<ComputeT<T>, float>) {
       if (inner == 1) {
-        TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratch(name, n * static_cast<int64_t>(sizeof(float))));
-        float* row = reinterpret_cast<float*>(mem.get());
-        for (int64_t a = 0; a < outer; ++a) SoftmaxRowF<T, kLog>(in + a * n * kItem, o + a * n * kItem, n, row);
+        // Rows split across cores when there is enough work; a row of
+        // scratch per chunk.
+        const int64_t chunks = ParallelChunks(outer, n);
+        TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem,
+                            AllocateScratch(name, chunks * n * static_cast<int64_t>(sizeof(float))));
+        float* rows = reinterpret_cast<float*>(mem.get());
+        ParallelFor(outer, n, [&](int64_t r0, int64_t r1, int64_t chunk) {
+          for (int64_t a = r0; a < r1; ++a) {
+            SoftmaxRowF<T, kLog>(in + a * n * kItem, o + a * n * kItem, n, rows + chunk * n);
+          }
+        });
         return absl::OkStatus();
       }
     }

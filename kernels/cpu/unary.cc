@@ -11,6 +11,7 @@
 #include "elementwise.h"
 #include "fast_math.h"
 #include "kernel_util.h"
+#include "parallel.h"
 
 namespace tensord::cpu {
 namespace {
@@ -172,8 +173,9 @@ absl::Status Exp(KernelContext& ctx) {
     const TensorRef& out = ctx.outputs[0];
     if (self.ok() && self->meta->dtype == ScalarType::kFloat32 && out.meta->dtype == ScalarType::kFloat32 &&
         self->meta->sizes == out.meta->sizes && self->meta->is_contiguous() && out.meta->is_contiguous()) {
-      ExpFArray(reinterpret_cast<const float*>(self->data_at_offset()),
-                reinterpret_cast<float*>(out.data_at_offset()), out.meta->numel());
+      const float* in = reinterpret_cast<const float*>(self->data_at_offset());
+      float* o = reinterpret_cast<float*>(out.data_at_offset());
+      ParallelFor(out.meta->numel(), [&](int64_t b, int64_t e) { ExpFArray(in + b, o + b, e - b); });
       return absl::OkStatus();
     }
   }

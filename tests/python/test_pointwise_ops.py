@@ -322,3 +322,28 @@ def test_special_values_match_torch(session, name, ours, ref, dtype):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, equal_nan=True)
     # signed zeros agree too (floor of -0.5 / inf is -0.0 in both)
     np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+
+
+def test_large_tensors_split_across_cores_match_numpy(session):
+    """Above ~256K elements the kernels split contiguous runs and softmax rows
+    across cores (OpenMP): every chunk boundary must still give NumPy's values,
+    including a broadcast operand, a scalar and an in-place op."""
+    rng = np.random.default_rng(5)
+    n = 1_000_003                                     # not a multiple of the chunking
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    ta, tb = tensord.from_numpy(a), tensord.from_numpy(b)
+    np.testing.assert_array_equal((ta + tb).numpy(), a + b)
+    np.testing.assert_array_equal((ta * 2.5).numpy(), a * np.float32(2.5))
+    np.testing.assert_allclose(ta.exp().numpy(), np.exp(a), rtol=3e-7)
+    np.testing.assert_array_equal(tensord.where(ta > 0, ta, tb).numpy(), np.where(a > 0, a, b))
+    row = rng.standard_normal(1000).astype(np.float32)
+    m = a[:1000 * 1000].reshape(1000, 1000)
+    tm = tensord.from_numpy(m)
+    np.testing.assert_array_equal((tm + tensord.from_numpy(row)).numpy(), m + row)
+    want = torch.softmax(torch.from_numpy(m), -1).numpy()
+    np.testing.assert_allclose(tm.softmax(-1).numpy(), want, rtol=2e-6, atol=1e-9)
+    np.testing.assert_allclose(tm.log_softmax(-1).numpy(), torch.log_softmax(torch.from_numpy(m), -1).numpy(),
+                               rtol=2e-6, atol=2e-6)
+    ta.add_(tb)
+    np.testing.assert_array_equal(ta.numpy(), a + b)
