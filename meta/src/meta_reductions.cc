@@ -250,9 +250,10 @@ absl::StatusOr<MetaResult> Logsumexp(absl::string_view op, absl::Span<const Valu
   const ScalarType out = IsIntegral(self->dtype, /*include_bool=*/true) ? ScalarType::kFloat32 : self->dtype;
   if (out == ScalarType::kFloat16) return NotImplementedForDtype(op, out);
   TD_ASSIGN_OR_RETURN(std::vector<bool> mask, ReductionMask(op, Value(dims), self->dim()));
-  if (dims.empty() && !keepdim && self->dim() > 0) {
+  if (dims.empty() && !keepdim && self->dim() > 0 && self->numel() != 0) {
     // PyTorch 1.13 reduces every dim for dim=[] but then adds the kept-dim
-    // maximum in place into the squeezed result, which fails.
+    // maximum in place into the squeezed result, which fails (an empty input
+    // takes another path: log(sum(exp(x))), i.e. -inf).
     return RuntimeErr(absl::StrCat(op, ": output with shape [] doesn't match the broadcast shape ",
                                    ShapeToString(Shape(self->dim(), 1))));
   }

@@ -237,6 +237,7 @@ OPINFOS = [
         Sample(i64(r, 3, 4), 0), Sample(bools(r, 3, 4), 1, True), Sample(f32(r, 3, 4) * 1000, 1),   # stable
         Sample(np.array(1.5, dtype=np.float32), 0), Sample(f32(r, 3, 4), (), True), Sample(f32(r, 0, 3), 0),
         Sample(Cast(f32(r, 3, 4), "bfloat16"), 1),
+        Sample(f32(r, 0, 3), ()), Sample(f32(r, 2, 0), (), True), Sample(f32(r, 0), ()),  # empty: -inf
     ], np_ref=_logsumexp_ref, rtol=1e-5,
         errors=lambda r: [
             ErrorInput(Sample(f32(r, 3).astype(np.float16), 0), RuntimeError, "not implemented for 'Half'"),
