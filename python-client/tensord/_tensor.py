@@ -224,12 +224,94 @@ def _advanced_setitem(self, key, value):
             basic.append(k)
     view = _C.index(self, tuple(basic))
     if isinstance(value, Tensor):
-        values = value   # PyTorch does not cast here: index_put refuses another dtype
+        values = value   # PyTorch does not cast here: index_put refuses another dtype ...
+        tensors = [k for k in items if isinstance(k, Tensor)]
+        if len(tensors) == 1 and tensors[0].dtype._name in ("bool", "uint8") and values.dim() == 0:
+            values = values.to(view.dtype)   # ... except for one mask and one value: masked_fill, which casts
     elif _is_operand(value):
         values = _call("full", [], value, dtype=view.dtype, device=view._device_str)
     else:
         raise TypeError(f"can't assign a {type(value).__name__} to a tensord Tensor")
     _call_method("copy_", view, _call("index_put", view, indices, values))
+
+
+def _strip_leading_ones(value):
+    """``value`` without its leading size-1 dims (a view), as PyTorch's
+    __setitem__ does before writing, so x[0] = t with t of shape [1] works."""
+    k = 0
+    while k < value.dim() and value.shape[k] == 1:
+        k += 1
+    return _C.index(value, (0,) * k) if k else value
+
+
+def _records_grad(self, value):
+    return _C.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad))
+
+
+def _setitem_recorded(self, items, value):
+    """x[key] = value while autograd records x or value: the write goes to x
+    itself (copy_ of an out-of-place index_put), never through a view, which
+    the daemon's autograd cannot rebase. Handles keys made only of integer /
+    bool tensors and full slices (``x[idx]``, ``x[mask]``, ``x[:, idx]``) and
+    keys made only of ints and slices (turned into broadcast arange indices,
+    as numpy.ix_). Gradients: zero for the overwritten elements of x, the
+    (summed, broadcast) incoming gradient for value."""
+    # Ellipsis -> full slices.
+    if any(k is Ellipsis for k in items):
+        i = next(j for j, k in enumerate(items) if k is Ellipsis)
+        used = sum(_consumed_dims(k) for k in items)
+        items = items[:i] + [slice(None)] * (self.dim() - used) + items[i + 1:]
+    if any(k is None for k in items):
+        raise NotImplementedError("x[key] = value with None (newaxis) in the key is not supported while recording "
+                                  "gradients; drop the None or run it under no_grad()")
+    if isinstance(value, Tensor):
+        value = _strip_leading_ones(value)
+    full = slice(None)
+    tensors = [k for k in items if isinstance(k, Tensor)]
+    if tensors and all(isinstance(k, Tensor) or k == full for k in items):
+        indices = []
+        for k in items:
+            if isinstance(k, Tensor):
+                indices.append(k)
+            else:
+                indices.append(None)
+        if isinstance(value, Tensor):
+            if len(tensors) == 1 and tensors[0].dtype._name in ("bool", "uint8") and value.dim() == 0:
+                value = value.to(self.dtype)   # PyTorch fills through masked_fill here, which casts
+        else:
+            value = _call("full", [], value, dtype=self.dtype, device=self._device_str)
+        _call_method("copy_", self, _call("index_put", self, indices, value))
+        return
+    if tensors:
+        raise NotImplementedError("x[key] = value mixing index tensors with ints or partial slices is not supported "
+                                  "while recording gradients; index in two steps or run it under no_grad()")
+    # Only ints and slices: one arange per dim, shaped to broadcast as an outer
+    # product (the int dims are 0-dim indices and leave the result).
+    if len(items) > self.dim():
+        raise IndexError(f"too many indices for tensor of dimension {self.dim()}")
+    items = items + [full] * (self.dim() - len(items))
+    kept = [d for d, k in enumerate(items) if isinstance(k, slice)]
+    indices = []
+    for d, k in enumerate(items):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(self.shape[d])
+            if step <= 0:
+                raise ValueError("step must be greater than zero")
+            idx = _call("arange.start", start, max(stop, start), step, dtype=BY_NAME["int64"],
+                        device=self._device_str)
+            shape = [1] * len(kept)
+            shape[kept.index(d)] = idx.shape[0]
+            indices.append(idx.view(shape))
+        else:
+            size = self.shape[d]
+            if not -size <= k < size:
+                raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
+            indices.append(_call("full", [], k, dtype=BY_NAME["int64"], device=self._device_str))
+    if isinstance(value, Tensor):
+        value = value.to(self.dtype)          # basic keys copy, which casts
+    else:
+        value = _call("full", [], value, dtype=self.dtype, device=self._device_str)
+    _call_method("copy_", self, _call("index_put", self, indices, value))
 
 
 def _setitem(self, key, value):
@@ -239,12 +321,22 @@ def _setitem(self, key, value):
     Advanced keys (integer tensors, lists, bool masks, mixed with basic items)
     write through index_put on the basic view, then copy_ back, so views of
     ``x`` see the change; a Tensor value must have x's dtype (RuntimeError
-    otherwise, as PyTorch), a number is converted to it. Works on
-    meta (no data is needed). IndexError for too many indices, TypeError for a
+    otherwise, as PyTorch) except for a single mask with a one-element value
+    (PyTorch's masked_fill, which casts); a number is converted to it. Leading
+    size-1 dims of a Tensor value are dropped first, as PyTorch does. While
+    autograd records x or value, the write goes to x itself (see
+    _setitem_recorded: keys of index tensors and full slices, or of ints and
+    slices; others raise NotImplementedError). Works on meta (no data is
+    needed). IndexError for too many indices, TypeError for a
     value that is neither a Tensor nor a number; an integer index out of
     range is an IndexError raised at the next sync point (any data read or
     synchronize()), naming this line."""
     key = _to_index_key(self, key)
+    if _records_grad(self, value):
+        _setitem_recorded(self, list(key) if isinstance(key, tuple) else [key], value)
+        return
+    if isinstance(value, Tensor):
+        value = _strip_leading_ones(value)
     if not _is_basic_key(key):
         _advanced_setitem(self, key, value)
         return

@@ -801,3 +801,68 @@ def test_two_threads_backward_through_functions_at_once():
     assert not any(t.is_alive() for t in threads), "backward hung"
     assert errors == []
     assert results == {0: [2.0, 2.0], 1: [2.0, 2.0]}
+
+
+_SETITEM_KEYS = [
+    ("int", lambda T: 1, (4,)),
+    ("int, int", lambda T: (2, 3), ()),
+    ("slice", lambda T: slice(0, 2), (2, 4)),
+    ("slice with step, int", lambda T: (slice(None, None, 2), 1), (2,)),
+    ("ellipsis, int", lambda T: (Ellipsis, 0), (3,)),
+    ("negative int, slice", lambda T: (-1, slice(1, 3)), (2,)),
+    ("index tensor", lambda T: T.tensor([0, 2]), (2, 4)),
+    ("full slice, index tensor", lambda T: (slice(None), T.tensor([3, 0, 3])), (3, 3)),
+    ("mask", lambda T: T.tensor([True, False, True]), (2, 4)),
+    ("2-D mask", lambda T: T.tensor([[True, False] * 2] * 3), (6,)),
+]
+
+
+@pytest.mark.skipif(torch is None, reason="python3-torch is not installed")
+@pytest.mark.parametrize("name,make_key,value_shape", _SETITEM_KEYS, ids=[k[0] for k in _SETITEM_KEYS])
+@pytest.mark.parametrize("value_kind", ["number", "tensor", "broadcast tensor"])
+def test_setitem_while_recording_matches_pytorch_gradients(session, name, make_key, value_shape, value_kind):
+    """y[key] = v on a tensor that requires grad (PyTorch records it; here the
+    write goes to y through an out-of-place index_put): values of y, and the
+    gradients of the leaf under y and of v, equal PyTorch's."""
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((3, 4))
+    vshape = value_shape if value_kind == "tensor" else (1,) + value_shape[-1:] if value_shape else ()
+    vdata = rng.standard_normal(vshape)
+    w = rng.standard_normal((3, 4))
+    out = {}
+    for lib in (tensord, torch):
+        x = lib.tensor(base, requires_grad=True)
+        y = x * 2
+        v = 7.5 if value_kind == "number" else lib.tensor(vdata, requires_grad=True)
+        y[make_key(lib)] = v
+        (y * lib.tensor(w)).sum().backward()
+        out[lib.__name__] = (y.detach().numpy(), x.grad.numpy(), None if value_kind == "number" else v.grad.numpy())
+    for got, want in zip(out["tensord"], out["torch"]):
+        if want is None:
+            assert got is None
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_setitem_while_recording_on_meta_gives_meta_grads():
+    with tensord.device("meta"):
+        x = tensord.randn(3, 4, requires_grad=True)
+        v = tensord.randn(4, requires_grad=True)
+        y = x * 2
+        y[tensord.tensor([0, 2])] = v
+        y[1, 1:3] = 0.0
+        y.sum().backward()
+        assert x.grad.shape == (3, 4) and v.grad.shape == (4,) and x.grad.device.type == "meta"
+
+
+def test_setitem_while_recording_refuses_what_it_cannot_record(session):
+    y = tensord.ones(3, 4, requires_grad=True) * 1
+    with pytest.raises(NotImplementedError, match="mixing index tensors"):
+        y[1:, tensord.tensor([0])] = 2.0
+    with pytest.raises(NotImplementedError, match="None"):
+        y[None, 0] = 2.0
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 3"):
+        y[5, 1] = 2.0
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad|leaf"):
+        leaf = tensord.ones(2, requires_grad=True)
+        leaf[0] = 1.0

@@ -208,9 +208,13 @@ def test_advanced_index_assignment_writes_through_views_and_on_meta(session):
     m[m > 0] = 1.0                         # needs no data: index_put's output has self's shape
     m[:, tensord.tensor([0, 1], device="meta")] = 2.0
     assert m.is_meta and m.shape == (3, 4)
-    # A tensor value of another dtype is refused, as PyTorch's index_put does.
+    # A tensor value of another dtype is refused for index tensors, as PyTorch's
+    # index_put does; one mask with one value is PyTorch's masked_fill, which casts.
     with pytest.raises(RuntimeError, match="dtype"):
-        t[t > 0] = tensord.tensor(1, dtype=tensord.int64)
+        t[tensord.tensor([0])] = tensord.tensor(1, dtype=tensord.int64)
+    u = t.clone()
+    u[u > 0] = tensord.tensor([[7]], dtype=tensord.int64)   # leading 1s dropped, as PyTorch
+    assert u.dtype == t.dtype and u.max().item() == 7
 
 
 def test_views_alias_and_report_daemon_strides():
