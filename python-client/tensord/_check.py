@@ -9,9 +9,13 @@ arguments of every op (in every thread, whatever ``with tensord.device(...)``
 says), ``tensord.tensor``/``from_numpy``, ``Tensor.to``/``.cpu()``/``.cuda()``
 and ``tensord.load`` (which then reads only the file's header) are
 redirected to meta; ``tensord.save`` writes meta tensors as zeros (a sparse
-file), so a script that saves and reloads a checkpoint runs. What still needs data
-(``item()``, ``numpy()``, printing values, data-dependent ops such as
-``nonzero``) raises, and that is reported like any other error.
+file), so a script that saves and reloads a checkpoint runs. A script that logs a
+value goes on: ``item()`` of a one-element meta tensor (and so ``float()``,
+``int()``, ``bool()`` and f-strings of it) gives a placeholder of its dtype's
+kind (``nan`` for floating types, ``0`` for integers, ``False`` for bool), and
+the first such read is noted once on stderr. What needs more data than one
+value (``numpy()``, ``tolist()``, printing a tensor's values, data-dependent
+ops such as ``nonzero``) raises, and that is reported like any other error.
 
 Exit status: 0 when the script completes (or calls ``sys.exit(0)``); 1 with
 the first error on stderr, as
@@ -63,6 +67,7 @@ def _force_meta(tensord):
 
     T = tensord.Tensor
     T.cpu = lambda self: self
+    _placeholder_item(T)
     T.cuda = lambda self, device=None, non_blocking=False: self
 
     from . import serialization
@@ -77,6 +82,41 @@ def _force_meta(tensord):
     def refuse(*args, **kwargs):
         raise RuntimeError("tensord.connect: no daemon may be used under `tensord check` (every tensor is on meta)")
     tensord.connect = refuse
+
+
+def _placeholder_item(T):
+    """Tensor.item (and what calls it: float(), int(), bool(), __format__) of a
+    one-element meta tensor gives a placeholder (nan, 0 or False by dtype)."""
+    original_item = T.item
+    noted = []
+
+    def item(self):
+        if not self.is_meta:
+            return original_item(self)
+        n = self.numel()
+        if n != 1:
+            raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
+        if not noted:
+            noted.append(True)
+            frame = sys._getframe(1)
+            while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PKG_DIR + os.sep):
+                frame = frame.f_back
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+            sys.stderr.write(f"tensord check: note: {where}: item() of a meta tensor gives a placeholder "
+                             f"(nan, 0 or False by dtype; values are not computed under check)\n")
+        dt = self.dtype
+        if dt.is_floating_point:
+            return float("nan")
+        return False if dt._name == "bool" else 0
+    item.__doc__ = original_item.__doc__
+    T.item = item
+    original_format = T.__format__
+
+    def fmt(self, spec):
+        if self.is_meta and self.dim() == 0:
+            return format(self.item(), spec)
+        return original_format(self, spec)
+    T.__format__ = fmt
 
 
 def _user_frame(tb, script):

@@ -112,10 +112,14 @@ def test_shape_bug_reports_op_shapes_and_line(tmp_path):
 
 def test_data_reads_and_connect_fail_cleanly(tmp_path):
     script = tmp_path / "reads.py"
-    script.write_text("import tensord\nx = tensord.ones(3)\nprint(x.sum().item())\n")
+    script.write_text("import tensord\nx = tensord.ones(3)\nprint(x.numpy())\n")
     proc = _run(tmp_path, script)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[0].startswith(f"{script}:3: NotImplementedError"), proc.stderr
+    script.write_text("import tensord\nx = tensord.ones(3)\nprint(x.item())\n")
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[0].startswith(f"{script}:3: RuntimeError: a Tensor with 3 elements"), proc.stderr
     script.write_text("import tensord\n\ntensord.connect()\n")
     proc = _run(tmp_path, script)
     assert proc.returncode == 1
@@ -243,3 +247,28 @@ def test_composite_errors_name_the_function_and_broadcasts_name_the_shapes(tmp_p
     first = proc.stderr.splitlines()[0]
     assert f"{script}:5: RuntimeError: scaled_dot_product_attention: " in first, first
     assert "(shapes [" in first, first
+
+
+def test_logged_values_are_placeholders_and_noted_once(tmp_path):
+    # A training loop that logs loss.item() runs under check: one-element
+    # reads give nan / 0 / False by dtype, with one note naming the first line.
+    script = tmp_path / "log.py"
+    script.write_text(textwrap.dedent('''\
+        import tensord
+        x = tensord.randn(4, 3)
+        loss = (x * x).mean()
+        print(f"loss {loss:.3f} {loss.item()} {float(loss)}")
+        n = x.argmax().item()
+        print("argmax", n, int(x.argmax()), type(n).__name__)
+        print("any", bool((x > 0).any()), (x > 0).any().item())
+        x @ tensord.randn(4, 3)
+    '''))
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 1, proc.stderr
+    assert "loss nan nan nan" in proc.stdout
+    assert "argmax 0 0 int" in proc.stdout
+    assert "any False False" in proc.stdout
+    notes = [ln for ln in proc.stderr.splitlines() if "placeholder" in ln]
+    assert len(notes) == 1 and f"{script}:4:" in notes[0], proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith(str(script))]
+    assert errors and errors[0].startswith(f"{script}:8: RuntimeError"), proc.stderr
