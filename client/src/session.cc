@@ -1,5 +1,6 @@
-// Session: handshake, the session stream (a writer batching requests, a
-// reader thread completing waits), sync points, releases and counters.
+// Session: handshake, the session stream (a writer batching requests; the
+// waiting threads reading replies themselves), sync points, releases and
+// counters.
 #include "tensord/client/session.h"
 
 #include <grpcpp/grpcpp.h>
@@ -14,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "autograd_internal.h"
 #include "embedded_daemon.h"
@@ -27,7 +29,7 @@ namespace {
 
 constexpr char kClientVersion[] = "0.1.0";
 
-// One blocking request: completed by the reader thread.
+// One blocking request: completed by whichever thread reads its reply.
 struct Waiter {
   bool done = false;
   absl::Status status;
@@ -88,7 +90,6 @@ struct Session::Impl {
   std::unique_ptr<v1::Tensord::Stub> stub;
   std::unique_ptr<grpc::ClientContext> stream_ctx;
   std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>> stream;
-  std::thread reader;
   std::string token;
   internal::EmbeddedDaemon daemon;
   std::atomic<bool> closed{false};
@@ -106,8 +107,15 @@ struct Session::Impl {
   absl::Mutex release_mu;
   std::vector<uint64_t> releases ABSL_GUARDED_BY(release_mu);
 
-  // Reader side: waits in flight and what the stream's end said.
+  // Reader side: waits in flight and what the stream's end said. There is no
+  // reader thread: the daemon only writes replies to requests a client thread
+  // waits for, so a waiting thread reads the stream itself (one at a time,
+  // `reading`), completing every waiter a message is for, until its own
+  // request is done; then the next waiting thread takes over. This saves the
+  // thread handoff (a futex wake and a context switch) on every round trip.
   absl::Mutex wmu;
+  bool reading ABSL_GUARDED_BY(wmu) = false;
+  v1::ServerMessage read_buf;  // used by the reading thread only
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters ABSL_GUARDED_BY(wmu);
   std::deque<v1::BackwardCallback> callbacks ABSL_GUARDED_BY(wmu);
   std::vector<v1::Error> unclaimed_errors ABSL_GUARDED_BY(wmu);
@@ -176,11 +184,45 @@ struct Session::Impl {
     return w;
   }
 
+  // Reads server messages until `done(arg)` holds or the stream ends; when
+  // another thread is reading, waits for it instead (it completes our waiter
+  // too, or hands the reading over when its own request is done). wmu is
+  // released while blocked in Read.
+  template <typename T>
+  void PumpLocked(bool (*done)(T*), T* arg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
+    struct Follow {
+      bool (*done)(T*);
+      T* arg;
+      Impl* im;
+    } f{done, arg, this};
+    while (!done(arg) && !reader_done) {
+      if (reading) {
+        wmu.Await(absl::Condition(
+            +[](Follow* f) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return f->done(f->arg) || !f->im->reading || f->im->reader_done;
+            },
+            &f));
+        continue;
+      }
+      reading = true;
+      wmu.Unlock();
+      const bool ok = stream->Read(&read_buf);
+      grpc::Status st;
+      if (!ok) st = stream->Finish();
+      wmu.Lock();
+      reading = false;
+      if (ok) {
+        HandleMessageLocked(read_buf);
+      } else {
+        EndOfStreamLocked(st);
+      }
+    }
+  }
+
   // Blocks until `w` completes (or the stream ends).
   absl::Status Wait(uint64_t id, const std::shared_ptr<Waiter>& w) {
     absl::MutexLock wl(&wmu);
-    wmu.Await(absl::Condition(
-        +[](Waiter* w) { return w->done; }, w.get()));
+    PumpLocked(+[](Waiter* w) { return w->done; }, w.get());
     waiters.erase(id);
     return w->status;
   }
@@ -194,8 +236,7 @@ struct Session::Impl {
       std::deque<v1::BackwardCallback>* q;
     } st{w.get(), &callbacks};
     absl::MutexLock wl(&wmu);
-    wmu.Await(absl::Condition(
-        +[](State* s) { return s->w->done || !s->q->empty(); }, &st));
+    PumpLocked(+[](State* s) { return s->w->done || !s->q->empty(); }, &st);
     if (!callbacks.empty()) {
       v1::BackwardCallback cb = std::move(callbacks.front());
       callbacks.pop_front();
@@ -204,11 +245,25 @@ struct Session::Impl {
     return std::nullopt;
   }
 
-  void ReaderLoop() {
-    v1::ServerMessage msg;
-    while (stream->Read(&msg)) HandleMessage(msg);
-    grpc::Status st = stream->Finish();
-    absl::MutexLock wl(&wmu);
+  // Reads (or waits for the reading thread) until the daemon ends the stream,
+  // at most `timeout`; then cancels it. Used by Close after WritesDone.
+  void DrainLocked(absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
+    // A daemon that never ends the stream must not hang Close: cancel it
+    // after `timeout` from a watchdog thread (Read then returns false).
+    absl::Notification drained;
+    std::thread watchdog([this, &drained, timeout] {
+      if (!drained.WaitForNotificationWithTimeout(timeout)) stream_ctx->TryCancel();
+    });
+    PumpLocked(+[](Impl*) { return false; }, this);
+    drained.Notify();
+    wmu.Unlock();
+    watchdog.join();
+    wmu.Lock();
+  }
+
+  // The stream ended (Read returned false; `st` is what Finish said): fail
+  // every wait still in flight.
+  void EndOfStreamLocked(const grpc::Status& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
     reader_done = true;
     if (closed.load()) {
       stream_status = RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
@@ -226,8 +281,7 @@ struct Session::Impl {
     }
   }
 
-  void HandleMessage(const v1::ServerMessage& msg) {
-    absl::MutexLock wl(&wmu);
+  void HandleMessageLocked(const v1::ServerMessage& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
     switch (msg.kind_case()) {
       case v1::ServerMessage::kData: {
         const v1::FetchData& d = msg.data();
@@ -516,7 +570,6 @@ absl::Status Session::Start() {
     absl::MutexLock l(&im.mu);
     ++im.stats.messages_sent;
   }
-  im.reader = std::thread([&im] { im.ReaderLoop(); });
   if (!ok) {
     absl::Status lost = RuntimeErr(absl::StrCat("cannot attach the session stream to the daemon at ", address_));
     Close().IgnoreError();
@@ -563,13 +616,11 @@ absl::Status Session::Close() {
     absl::MutexLock l(&im.mu);
     if (im.stream != nullptr && im.write_error.ok()) im.stream->WritesDone();
   }
-  if (im.reader.joinable()) {
-    {
-      absl::MutexLock wl(&im.wmu);
-      im.wmu.AwaitWithTimeout(absl::Condition(&im.reader_done), absl::Seconds(3));
-      if (!im.reader_done) im.stream_ctx->TryCancel();
-    }
-    im.reader.join();
+  if (im.stream != nullptr) {
+    // Read to the end of the stream (the daemon ends it after CloseSession
+    // or WritesDone) so that Finish runs; cancel a stream that lingers.
+    absl::MutexLock wl(&im.wmu);
+    im.DrainLocked(absl::Seconds(3));
   }
   {
     // Fail any wait still in flight (another thread may block on it).
