@@ -3,6 +3,7 @@
 // counters.
 #include "tensord/client/session.h"
 
+#include <google/protobuf/arena.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -79,6 +81,14 @@ absl::Status GrpcError(absl::string_view what, const std::string& address, const
                                  static_cast<int>(s.error_code()), ")"));
 }
 
+// Batches of up to batch_limit small requests fit in the first block or two.
+google::protobuf::ArenaOptions ArenaOptionsForBatches() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 64 << 10;
+  o.max_block_size = 1 << 20;
+  return o;
+}
+
 std::chrono::system_clock::time_point DeadlineIn(int ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
 }
@@ -96,7 +106,11 @@ struct Session::Impl {
 
   // Writer side: the pending batch, ids and counters.
   absl::Mutex mu;
-  v1::ClientMessage pending ABSL_GUARDED_BY(mu);
+  // The batch is built on an arena that is reset after each flush: a
+  // streamed op costs bump allocations, not a malloc and a free for each
+  // of its messages and strings.
+  google::protobuf::Arena arena ABSL_GUARDED_BY(mu){ArenaOptionsForBatches()};
+  v1::ClientMessage* pending ABSL_GUARDED_BY(mu) = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
   uint64_t next_handle ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_call_id ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_request_id ABSL_GUARDED_BY(mu) = 1;
@@ -148,16 +162,17 @@ struct Session::Impl {
     {
       absl::MutexLock rl(&release_mu);
       if (!releases.empty()) {
-        v1::Release* r = pending.add_requests()->mutable_release();
+        v1::Release* r = pending->add_requests()->mutable_release();
         r->mutable_handles()->Add(releases.begin(), releases.end());
         stats.releases += static_cast<int64_t>(releases.size());
         releases.clear();
       }
     }
-    if (pending.requests_size() == 0) return absl::OkStatus();
-    const bool ok = stream->Write(pending);
+    if (pending->requests_size() == 0) return absl::OkStatus();
+    const bool ok = stream->Write(*pending);
     ++stats.messages_sent;
-    pending.Clear();
+    arena.Reset();
+    pending = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
     if (!ok) {
       write_error = StreamLost();
       return write_error;
@@ -166,7 +181,7 @@ struct Session::Impl {
   }
 
   absl::Status MaybeFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (pending.requests_size() >= batch_limit) return FlushLocked();
+    if (pending->requests_size() >= batch_limit) return FlushLocked();
     return absl::OkStatus();
   }
 
@@ -667,8 +682,6 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
                                                          std::vector<TensorMeta> outputs, const CallSite& site,
                                                          bool record_grad,
                                                          const std::vector<std::optional<Tensor>>& write_results) {
-  v1::Request req;
-  v1::OpCall* call = req.mutable_call();
   bool unknown_tensor = false;
   auto handle_of = [&](const TensorMeta* m) -> uint64_t {
     if (m == nullptr) return 0;
@@ -678,24 +691,32 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     unknown_tensor = true;
     return 0;
   };
-  for (const Value& v : args) TD_RETURN_IF_ERROR(wire::EncodeValue(v, handle_of, call->add_args()));
-  TD_INTERNAL_CHECK(!unknown_tensor, op.full_name(), ": a tensor argument without a handle");
-  call->set_op_id(op.id);
-  call->set_call_site(site.Text());
-  call->set_record_grad(record_grad);
   auto written = [&](size_t i) { return i < write_results.size() && write_results[i].has_value(); };
+  const std::string site_text = site.Text();  // may run Python (the binding's deferred site): not under mu
 
   Impl& im = *impl_;
-  std::vector<uint64_t> handles(outputs.size());
+  absl::InlinedVector<uint64_t, 2> handles(outputs.size());
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
+    // Built in place on the batch's arena.
+    v1::OpCall* call = im.pending->add_requests()->mutable_call();
+    for (const Value& v : args) {
+      absl::Status st = wire::EncodeValue(v, handle_of, call->add_args());
+      if (!st.ok() || unknown_tensor) {
+        im.pending->mutable_requests()->RemoveLast();
+        TD_RETURN_IF_ERROR(st);
+        TD_INTERNAL_CHECK(!unknown_tensor, op.full_name(), ": a tensor argument without a handle");
+      }
+    }
+    call->set_op_id(op.id);
+    call->set_call_site(site_text);
+    call->set_record_grad(record_grad);
     call->set_call_id(im.next_call_id++);
     for (size_t i = 0; i < handles.size(); ++i) {
       handles[i] = written(i) ? 0 : im.next_handle++;
       call->add_outputs(handles[i]);
     }
-    *im.pending.add_requests() = std::move(req);
     ++im.stats.ops_issued;
     TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
   }
@@ -725,7 +746,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallDataDependent(const OpEntry& op
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
-    v1::Describe* d = im.pending.add_requests()->mutable_describe();
+    v1::Describe* d = im.pending->add_requests()->mutable_describe();
     d->set_request_id(id);
     for (const Tensor& t : outs) d->add_handles(t.handle());
     ++im.stats.round_trips;
@@ -770,7 +791,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     ++im.stats.uploads;
     const char* bytes = static_cast<const char*>(data);
     if (nbytes <= options_.inline_upload_limit) {
-      v1::Upload* u = im.pending.add_requests()->mutable_upload();
+      v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
       wire::ToProto(meta, u->mutable_meta());
       u->set_total_bytes(nbytes);
@@ -783,7 +804,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       const size_t chunk = options_.chunk_bytes > 0 ? options_.chunk_bytes : (1u << 20);
       for (size_t off = 0; off < nbytes; off += chunk) {
         const size_t n = std::min(chunk, nbytes - off);
-        v1::Upload* u = im.pending.add_requests()->mutable_upload();
+        v1::Upload* u = im.pending->add_requests()->mutable_upload();
         u->set_handle(handle);
         if (off == 0) {
           wire::ToProto(meta, u->mutable_meta());
@@ -810,7 +831,7 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle) {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
-    v1::Fetch* f = im.pending.add_requests()->mutable_fetch();
+    v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
     f->set_request_id(id);
     f->set_handle(handle);
     ++im.stats.round_trips;
@@ -840,7 +861,7 @@ absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
-    v1::Describe* d = im.pending.add_requests()->mutable_describe();
+    v1::Describe* d = im.pending->add_requests()->mutable_describe();
     d->set_request_id(id);
     d->add_handles(handle);
     ++im.stats.round_trips;
@@ -872,7 +893,7 @@ absl::Status Session::Synchronize() {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
-    im.pending.add_requests()->mutable_sync()->set_request_id(id);
+    im.pending->add_requests()->mutable_sync()->set_request_id(id);
     ++im.stats.round_trips;
     absl::Status st = im.FlushLocked();
     if (!st.ok()) {
@@ -903,7 +924,7 @@ absl::Status Session::SendSetRequiresGrad(uint64_t handle, bool requires_grad, c
   Impl& im = *impl_;
   absl::MutexLock l(&im.mu);
   TD_RETURN_IF_ERROR(im.Usable());
-  v1::SetRequiresGrad* r = im.pending.add_requests()->mutable_set_requires_grad();
+  v1::SetRequiresGrad* r = im.pending->add_requests()->mutable_set_requires_grad();
   r->add_handles(handle);
   r->set_requires_grad(requires_grad);
   r->set_call_id(im.next_call_id++);
@@ -915,7 +936,7 @@ absl::Status Session::SendRetainGrad(uint64_t handle) {
   Impl& im = *impl_;
   absl::MutexLock l(&im.mu);
   TD_RETURN_IF_ERROR(im.Usable());
-  im.pending.add_requests()->mutable_retain_grad()->set_handle(handle);
+  im.pending->add_requests()->mutable_retain_grad()->set_handle(handle);
   return im.MaybeFlushLocked();
 }
 
@@ -923,7 +944,7 @@ absl::Status Session::SendSetGrad(uint64_t handle, uint64_t grad) {
   Impl& im = *impl_;
   absl::MutexLock l(&im.mu);
   TD_RETURN_IF_ERROR(im.Usable());
-  v1::SetGrad* r = im.pending.add_requests()->mutable_set_grad();
+  v1::SetGrad* r = im.pending->add_requests()->mutable_set_grad();
   r->set_handle(handle);
   r->set_grad(grad);
   return im.MaybeFlushLocked();
@@ -936,7 +957,7 @@ absl::StatusOr<Tensor> Session::BindGrad(uint64_t handle, const TensorMeta& meta
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     out = im.next_handle++;
-    v1::GetGrad* r = im.pending.add_requests()->mutable_get_grad();
+    v1::GetGrad* r = im.pending->add_requests()->mutable_get_grad();
     r->set_handle(handle);
     r->set_output(out);
     TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
@@ -948,7 +969,7 @@ absl::Status Session::SendManualSeed(uint64_t seed) {
   Impl& im = *impl_;
   absl::MutexLock l(&im.mu);
   TD_RETURN_IF_ERROR(im.Usable());
-  im.pending.add_requests()->mutable_manual_seed()->set_seed(seed);
+  im.pending->add_requests()->mutable_manual_seed()->set_seed(seed);
   return im.MaybeFlushLocked();
 }
 
@@ -960,7 +981,7 @@ absl::Status Session::SendRecordFunction(uint64_t function_id, const std::string
   Impl& im = *impl_;
   absl::MutexLock l(&im.mu);
   TD_RETURN_IF_ERROR(im.Usable());
-  v1::RecordFunction* r = im.pending.add_requests()->mutable_record_function();
+  v1::RecordFunction* r = im.pending->add_requests()->mutable_record_function();
   r->set_call_id(im.next_call_id++);
   r->set_function_id(function_id);
   r->set_name(name);
@@ -1051,7 +1072,7 @@ void Session::RunCallback(const void* callback_message) {
   Impl& im = *impl_;
   absl::MutexLock l(&im.mu);
   if (!im.Usable().ok()) return;
-  *im.pending.add_requests() = std::move(out);
+  *im.pending->add_requests() = std::move(out);
   im.FlushLocked().IgnoreError();  // a lost stream fails the waiting backward
   // `r` (holding the returned gradients) is destroyed after the flush: their
   // releases travel in a later message, after the daemon took them.
@@ -1069,7 +1090,7 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
-    v1::Backward* b = im.pending.add_requests()->mutable_backward();
+    v1::Backward* b = im.pending->add_requests()->mutable_backward();
     b->set_request_id(id);
     for (size_t i = 0; i < roots.size(); ++i) {
       b->add_roots(roots[i].handle());

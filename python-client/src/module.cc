@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/autograd_rules.h"
@@ -72,32 +73,52 @@ PyTypes& Types() {
   return *t;
 }
 
+// "file.py:42" of a code object at an instruction offset, memoised: finding
+// a line walks the code's line table, a cost on every streamed op otherwise.
+// Keys hold a reference to their code object (an address is never reused
+// while cached); the cache is emptied when it grows past kMaxSites. Guarded
+// by the GIL.
+const std::string& SiteText(PyCodeObject* code, int lasti, const char* fn, PyFrameObject* f) {
+  constexpr size_t kMaxSites = 4096;
+  using Key = std::pair<PyCodeObject*, int>;
+  static auto* cache = new absl::flat_hash_map<Key, std::string>();  // leaked: outlives interpreter teardown
+  auto it = cache->find(Key(code, lasti));
+  if (it != cache->end()) return it->second;
+  if (cache->size() >= kMaxSites) {
+    for (auto& [k, v] : *cache) Py_DECREF(k.first);
+    cache->clear();
+  }
+  const char* base = std::strrchr(fn, '/');
+  Py_INCREF(code);
+  return cache->emplace(Key(code, lasti), absl::StrCat(base ? base + 1 : fn, ":", PyFrame_GetLineNumber(f)))
+      .first->second;
+}
+
 // "file.py:42" of the innermost frame outside the tensord package.
 tc::CallSite PyCallSite() {
   PyFrameObject* f = PyEval_GetFrame();  // borrowed
   Py_XINCREF(f);
   const std::string& pkg = Types().package_dir;
-  std::string site = "<python>";
   while (f != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(f);  // new reference
     const char* fn = PyUnicode_AsUTF8(code->co_filename);
-    Py_DECREF(code);
     if (fn == nullptr) {
       PyErr_Clear();
       fn = "?";
     }
     const bool inside = !pkg.empty() && std::strncmp(fn, pkg.c_str(), pkg.size()) == 0;
     if (!inside) {
-      const char* base = std::strrchr(fn, '/');
-      site = absl::StrCat(base ? base + 1 : fn, ":", PyFrame_GetLineNumber(f));
+      tc::CallSite site{SiteText(code, PyFrame_GetLasti(f), fn, f)};
+      Py_DECREF(code);
       Py_DECREF(f);
-      return tc::CallSite{site};
+      return site;
     }
+    Py_DECREF(code);
     PyFrameObject* back = PyFrame_GetBack(f);  // new reference
     Py_DECREF(f);
     f = back;
   }
-  return tc::CallSite{site};
+  return tc::CallSite{"<python>"};
 }
 
 // The call site of one op call from Python, named only when the call leaves
@@ -767,6 +788,9 @@ std::string NodeRepr(const tc::GradNode& n) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "tensord._C: the compiled binding of the tensord C++ client (use the tensord package instead).";
+  // No lock-order graph on every Mutex acquisition of every op (the C++
+  // test binaries keep abseil's deadlock detection on).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // ---- Tensor ---------------------------------------------------------------
   // ---- autograd graph nodes ---------------------------------------------------
