@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <memory>
 #include <numeric>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "autograd_internal.h"
@@ -265,15 +269,16 @@ absl::StatusOr<std::shared_ptr<Session>> SessionFor(const OpEntry& op, const std
   return CurrentSession();
 }
 
-std::vector<Tensor> MakeMetaTensors(std::vector<TensorMeta> metas,
-                                    const std::vector<std::optional<Tensor>>& write_results = {}) {
+// Meta tensors for `metas` (moved from when given as an rvalue, else copied).
+template <typename Metas>
+std::vector<Tensor> MakeMetaTensors(Metas&& metas, const std::vector<std::optional<Tensor>>& write_results = {}) {
   std::vector<Tensor> out;
   out.reserve(metas.size());
   for (size_t i = 0; i < metas.size(); ++i) {
     if (i < write_results.size() && write_results[i].has_value()) {
       out.push_back(*write_results[i]);  // an in-place op returns self
     } else {
-      out.emplace_back(std::make_shared<TensorImpl>(nullptr, 0, std::move(metas[i])));
+      out.emplace_back(std::make_shared<TensorImpl>(nullptr, 0, std::forward<Metas>(metas)[i]));
     }
   }
   CountMetaOp();
@@ -292,6 +297,21 @@ struct AutogradPlan {
   std::vector<std::optional<Tensor>> write_results;  // per output; empty when none
 };
 
+// The input tensors of a bound call that autograd and aliasing look at, as
+// pointers to the call's Tensors: computed from the bound values (Roles), or
+// from a cached call's positions in the flat list of the call's tensors.
+struct CallRoles {
+  // Differentiable tensor inputs in schema order (tensor lists flattened);
+  // nullptr for a None item of a Tensor?[] list.
+  absl::InlinedVector<const Tensor*, 4> diff_inputs;
+  // Per schema return (op.return_aliases): the written argument an in-place
+  // return gives back, else nullptr.
+  absl::InlinedVector<const Tensor*, 2> written;
+  // Per output: the argument tensor the output views (MetaResult::alias_of),
+  // else nullptr.
+  absl::InlinedVector<const Tensor*, 2> alias_base;
+};
+
 const Tensor* TensorFor(const TensorMeta* m, const std::vector<Tensor>& tensors) {
   if (m == nullptr) return nullptr;
   for (const Tensor& t : tensors) {
@@ -300,28 +320,44 @@ const Tensor* TensorFor(const TensorMeta* m, const std::vector<Tensor>& tensors)
   return nullptr;
 }
 
-absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const std::vector<Value>& values,
-                                          const std::vector<Tensor>& tensors) {
-  AutogradPlan p;
+absl::StatusOr<CallRoles> Roles(const OpEntry& op, const std::vector<Value>& values, const std::vector<Tensor>& tensors,
+                                const std::vector<int>& alias_of) {
+  CallRoles r;
   const std::vector<bool>& diff = DifferentiableArgs(op);
-  absl::InlinedVector<const Tensor*, 4> inputs;  // differentiable tensor inputs, nullptr for None
   for (size_t i = 0; i < values.size() && i < diff.size(); ++i) {
     if (!diff[i]) continue;
     const Value& v = values[i];
     if (v.kind() == Value::Kind::kTensor) {
-      inputs.push_back(TensorFor(&v.tensor(), tensors));
+      r.diff_inputs.push_back(TensorFor(&v.tensor(), tensors));
     } else if (v.kind() == Value::Kind::kTensorList) {
-      for (const TensorMeta* m : v.tensor_list()) inputs.push_back(TensorFor(m, tensors));
+      for (const TensorMeta* m : v.tensor_list()) r.diff_inputs.push_back(TensorFor(m, tensors));
     }
   }
-  bool any_requires_grad = false;
-  for (const Tensor* t : inputs) any_requires_grad |= t != nullptr && t->requires_grad();
-  p.record = IsGradEnabled() && !op.has(kNotDifferentiable) && any_requires_grad;
+  r.written.assign(op.return_aliases.size(), nullptr);
   for (size_t i = 0; i < op.return_aliases.size(); ++i) {
     const int a = op.return_aliases[i];
     if (a < 0 || !op.schema.arguments[a].is_write) continue;
     const Tensor* self = values[a].kind() == Value::Kind::kTensor ? TensorFor(&values[a].tensor(), tensors) : nullptr;
     if (self == nullptr) return InternalErr(absl::StrCat(op.full_name(), ": the written argument is not a tensor"));
+    r.written[i] = self;
+  }
+  r.alias_base.assign(alias_of.size(), nullptr);
+  for (size_t i = 0; i < alias_of.size(); ++i) {
+    const int a = alias_of[i];
+    if (a < 0 || static_cast<size_t>(a) >= values.size() || values[a].kind() != Value::Kind::kTensor) continue;
+    r.alias_base[i] = TensorFor(&values[a].tensor(), tensors);
+  }
+  return r;
+}
+
+absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const CallRoles& roles) {
+  AutogradPlan p;
+  bool any_requires_grad = false;
+  for (const Tensor* t : roles.diff_inputs) any_requires_grad |= t != nullptr && t->requires_grad();
+  p.record = IsGradEnabled() && !op.has(kNotDifferentiable) && any_requires_grad;
+  for (size_t i = 0; i < roles.written.size(); ++i) {
+    const Tensor* self = roles.written[i];
+    if (self == nullptr) continue;
     if (IsGradEnabled() && self->requires_grad() && self->is_leaf()) {
       return RuntimeErr("a leaf Variable that requires grad is being used in an in-place operation.");
     }
@@ -334,21 +370,18 @@ absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const std::vector<V
     p.write_results[i] = *self;
   }
   if (p.record) {
-    for (const Tensor* t : inputs) {
+    for (const Tensor* t : roles.diff_inputs) {
       p.edges.push_back(t != nullptr ? internal::GradEdge(t->impl()) : std::make_pair(nullptr, 0));
     }
   }
   return p;
 }
 
-// An output that aliases argument `alias_of[i]` (a view) views that
-// argument's storage: it takes the argument tensor's storage_id.
-void ShareStorageIds(const std::vector<int>& alias_of, const std::vector<Value>& values,
-                     const std::vector<Tensor>& tensors, std::vector<Tensor>& outs) {
-  for (size_t i = 0; i < outs.size() && i < alias_of.size(); ++i) {
-    const int a = alias_of[i];
-    if (a < 0 || static_cast<size_t>(a) >= values.size() || values[a].kind() != Value::Kind::kTensor) continue;
-    const Tensor* base = TensorFor(&values[a].tensor(), tensors);
+// An output that aliases an argument (a view) views that argument's storage:
+// it takes the argument tensor's storage_id.
+void ShareStorageIds(const CallRoles& roles, std::vector<Tensor>& outs) {
+  for (size_t i = 0; i < outs.size() && i < roles.alias_base.size(); ++i) {
+    const Tensor* base = roles.alias_base[i];
     if (base != nullptr && base->impl() != outs[i].impl()) outs[i].impl()->storage_id = base->impl()->storage_id;
   }
 }
@@ -416,7 +449,275 @@ absl::StatusOr<Arg> MaterializeMeta(const Arg& a, Device device, const CallSite&
 // and by compositions that need a prediction.
 absl::StatusOr<MetaResult> PredictMeta(const Bound& b) { return OpTable::Get().RunMeta(*b.op, b.values); }
 
+// ---- the meta cache ---------------------------------------------------------
+//
+// Per thread, a repeated call whose outputs are all on meta skips overload
+// resolution, binding, validation and the meta function. The key encodes
+// everything those depend on: the op name and call mode; every argument, in
+// order, with its kind and value (for a tensor: dtype, device, sizes,
+// strides, storage_offset, and which earlier argument is the same tensor);
+// keyword names; the innermost DeviceGuard and ForceMetaDevice. The entry
+// holds what they produced: the overload, the output metadata, the aliasing
+// and which input tensors autograd looks at (by position in the call's flat
+// tensor list). Autograd state (requires_grad, grad mode, views, leaves) is
+// not in the key: it is applied on every call, hit or miss, by the same code.
+// Only successful calls are stored (an error is recomputed every time), and
+// the cache is emptied when it holds kMetaCacheCapacity entries.
+
+constexpr size_t kMetaCacheCapacity = 2048;
+// Calls with more tensors than this are not cached (the same-tensor scan is
+// quadratic; such calls are rare and their meta cost is dominated by data).
+constexpr size_t kMetaCacheMaxTensors = 64;
+
+struct MetaCacheEntry {
+  const OpEntry* op = nullptr;
+  std::vector<TensorMeta> outputs;
+  std::vector<int> alias_of;  // MetaResult::alias_of (argument indices)
+  // CallRoles as positions in the call's flat tensor list (-1: nullptr).
+  absl::InlinedVector<int, 4> diff_inputs;
+  absl::InlinedVector<int, 2> written;
+  absl::InlinedVector<int, 2> alias_base;
+};
+
+// The key being built: a growable array of words that keeps its storage
+// from call to call (no allocation and no zero-filling per call).
+class KeyBuffer {
+ public:
+  void clear() { size_ = 0; }
+  void push_back(uint64_t w) { *Extend(1) = w; }
+  // Room for n more words, to be written at the returned pointer.
+  uint64_t* Extend(size_t n) {
+    if (size_ + n > capacity_) Grow(size_ + n);
+    uint64_t* at = words_.get() + size_;
+    size_ += n;
+    return at;
+  }
+  absl::Span<const uint64_t> span() const { return {words_.get(), size_}; }
+
+ private:
+  void Grow(size_t need) {
+    const size_t cap = std::max<size_t>(need, 2 * capacity_ + 64);
+    std::unique_ptr<uint64_t[]> w(new uint64_t[cap]);
+    if (size_ > 0) std::memcpy(w.get(), words_.get(), size_ * sizeof(uint64_t));
+    words_ = std::move(w);
+    capacity_ = cap;
+  }
+  std::unique_ptr<uint64_t[]> words_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
+// Stored keys are vectors, looked up by the span being built.
+struct KeyHash {
+  using is_transparent = void;
+  size_t operator()(absl::Span<const uint64_t> k) const { return absl::Hash<absl::Span<const uint64_t>>{}(k); }
+};
+struct KeyEq {
+  using is_transparent = void;
+  bool operator()(absl::Span<const uint64_t> a, absl::Span<const uint64_t> b) const { return a == b; }
+};
+
+struct MetaCache {
+  bool enabled = true;
+  int64_t hits = 0, misses = 0;
+  KeyBuffer key;                                  // the current call's key (scratch)
+  absl::InlinedVector<const Tensor*, 8> tensors;  // the current call's tensors, flat (scratch)
+  absl::flat_hash_map<std::vector<uint64_t>, MetaCacheEntry, KeyHash, KeyEq> entries;
+
+  const MetaCacheEntry* Find() const {
+    auto it = entries.find(key.span());
+    return it == entries.end() ? nullptr : &it->second;
+  }
+};
+
+MetaCache& ThreadMetaCache() {
+  thread_local MetaCache cache;
+  return cache;
+}
+
+// Key words. Every variable-length part is preceded by its length, and every
+// argument by a tag, so two different calls never encode alike.
+enum KeyTag : uint64_t {
+  kTagValue = 1,  // + Value::Kind
+  kTagTensor = 100,
+  kTagNoneItem,
+  kTagTensorList,
+  kTagOptionalTensorList,
+};
+
+uint64_t DoubleBits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+void PutString(KeyBuffer& k, absl::string_view s) {
+  k.push_back(s.size());
+  for (size_t i = 0; i < s.size(); i += 8) {
+    uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, std::min<size_t>(8, s.size() - i));
+    k.push_back(w);
+  }
+}
+
+uint64_t DeviceWord(Device d) {
+  return static_cast<uint64_t>(static_cast<uint32_t>(d.type)) << 32 | static_cast<uint32_t>(d.index);
+}
+
+bool PutValue(KeyBuffer& k, const Value& v) {
+  k.push_back(kTagValue + static_cast<uint64_t>(v.kind()));
+  switch (v.kind()) {
+    case Value::Kind::kNone: return true;
+    case Value::Kind::kTensor:
+    case Value::Kind::kTensorList: return false;  // raw tensor Values: Convert's error
+    case Value::Kind::kScalar: {
+      const Scalar s = v.scalar();
+      k.push_back(static_cast<uint64_t>(s.kind()));
+      k.push_back(s.is_float() ? DoubleBits(s.to_double()) : static_cast<uint64_t>(s.to_int()));
+      return true;
+    }
+    case Value::Kind::kInt: k.push_back(static_cast<uint64_t>(v.to_int())); return true;
+    case Value::Kind::kFloat: k.push_back(DoubleBits(v.to_double())); return true;
+    case Value::Kind::kBool: k.push_back(v.to_bool()); return true;
+    case Value::Kind::kIntList:
+      k.push_back(v.int_list().size());
+      for (int64_t x : v.int_list()) k.push_back(static_cast<uint64_t>(x));
+      return true;
+    case Value::Kind::kFloatList:
+      k.push_back(v.float_list().size());
+      for (double x : v.float_list()) k.push_back(DoubleBits(x));
+      return true;
+    case Value::Kind::kString: PutString(k, v.str()); return true;
+    case Value::Kind::kDtype: k.push_back(static_cast<uint64_t>(v.dtype())); return true;
+    case Value::Kind::kDevice: k.push_back(DeviceWord(v.device())); return true;
+  }
+  return false;
+}
+
+bool PutTensor(MetaCache& mc, const std::optional<Tensor>& t) {
+  KeyBuffer& k = mc.key;
+  if (!t.has_value()) {
+    k.push_back(kTagNoneItem);
+    return true;
+  }
+  if (!t->defined() || mc.tensors.size() >= kMetaCacheMaxTensors) return false;
+  const TensorImpl* impl = t->impl().get();
+  uint64_t same = 0;  // 1 + the position of the first earlier tensor that is this one
+  for (size_t i = 0; i < mc.tensors.size(); ++i) {
+    if (mc.tensors[i]->impl().get() == impl) {
+      same = i + 1;
+      break;
+    }
+  }
+  mc.tensors.push_back(&*t);
+  const TensorMeta& m = impl->meta;
+  uint64_t* w = k.Extend(7 + m.sizes.size() + m.strides.size());
+  *w++ = kTagTensor;
+  *w++ = same;
+  *w++ = static_cast<uint64_t>(m.dtype);
+  *w++ = DeviceWord(m.device);
+  *w++ = static_cast<uint64_t>(m.storage_offset);
+  *w++ = m.sizes.size();
+  w = std::copy(m.sizes.begin(), m.sizes.end(), w);
+  *w++ = m.strides.size();
+  std::copy(m.strides.begin(), m.strides.end(), w);
+  return true;
+}
+
+bool PutArg(MetaCache& mc, const Arg& a) {
+  switch (a.kind()) {
+    case Arg::kValue: return PutValue(mc.key, a.value());
+    case Arg::kTensor: return PutTensor(mc, a.tensors()[0]);
+    case Arg::kTensorList:
+    case Arg::kOptionalTensorList:
+      mc.key.push_back(a.kind() == Arg::kTensorList ? kTagTensorList : kTagOptionalTensorList);
+      mc.key.push_back(a.tensors().size());
+      for (const std::optional<Tensor>& t : a.tensors()) {
+        if (!PutTensor(mc, t)) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+// Builds the call's key into mc.key and its flat tensor list into
+// mc.tensors (the order Convert keeps them in). False when the call cannot
+// be cached.
+bool EncodeCall(absl::string_view name, const std::vector<Arg>& args, const Kwargs& kwargs, CallMode mode,
+                MetaCache& mc) {
+  KeyBuffer& k = mc.key;
+  k.clear();
+  mc.tensors.clear();
+  PutString(k, name);
+  k.push_back(static_cast<uint64_t>(mode));
+  k.push_back(g_force_meta.load(std::memory_order_relaxed));
+  if (t_device_stack.empty()) {
+    k.push_back(0);
+  } else {
+    k.push_back(1);
+    k.push_back(DeviceWord(t_device_stack.back()));
+  }
+  k.push_back(args.size());
+  for (const Arg& a : args) {
+    if (!PutArg(mc, a)) return false;
+  }
+  k.push_back(kwargs.size());
+  for (const auto& [kw, a] : kwargs) {
+    PutString(k, kw);
+    if (!PutArg(mc, a)) return false;
+  }
+  return true;
+}
+
+// Stores a successful meta-only call under `key`. `tensors` is the call's
+// flat tensor list (Converted::tensors), which the roles point into.
+void RememberMetaCall(std::vector<uint64_t> key, size_t ntensors, const OpEntry& op, const MetaResult& r,
+                      const CallRoles& roles, const std::vector<Tensor>& tensors) {
+  if (tensors.size() != ntensors) return;  // the key's tensors are not Convert's: never expected
+  auto pos = [&](const Tensor* t) { return t == nullptr ? -1 : static_cast<int>(t - tensors.data()); };
+  MetaCacheEntry e;
+  e.op = &op;
+  e.outputs = r.outputs;
+  e.alias_of = r.alias_of;
+  for (const Tensor* t : roles.diff_inputs) e.diff_inputs.push_back(pos(t));
+  for (const Tensor* t : roles.written) e.written.push_back(pos(t));
+  for (const Tensor* t : roles.alias_base) e.alias_base.push_back(pos(t));
+  MetaCache& mc = ThreadMetaCache();
+  if (mc.entries.size() >= kMetaCacheCapacity) mc.entries.clear();
+  mc.entries.insert_or_assign(std::move(key), std::move(e));
+}
+
+// A cache hit: the stored outputs, with autograd and storage ids applied to
+// this call's tensors as on a miss.
+absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Span<const Tensor* const> tensors) {
+  auto at = [&](int i) -> const Tensor* { return i < 0 ? nullptr : tensors[i]; };
+  CallRoles roles;
+  for (int i : e.diff_inputs) roles.diff_inputs.push_back(at(i));
+  for (int i : e.written) roles.written.push_back(at(i));
+  for (int i : e.alias_base) roles.alias_base.push_back(at(i));
+  TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(*e.op, roles));
+  std::vector<Tensor> outs = MakeMetaTensors(e.outputs, plan.write_results);
+  ShareStorageIds(roles, outs);
+  ApplyAutograd(*e.op, plan, e.alias_of, outs);
+  return outs;
+}
+
 }  // namespace
+
+// ---------------------------------------------------------------- meta cache
+
+MetaCacheInfo GetMetaCacheInfo() {
+  const MetaCache& mc = ThreadMetaCache();
+  return MetaCacheInfo{mc.enabled, mc.hits, mc.misses, static_cast<int64_t>(mc.entries.size()),
+                       static_cast<int64_t>(kMetaCacheCapacity)};
+}
+
+void SetMetaCacheEnabled(bool enabled) { ThreadMetaCache().enabled = enabled; }
+
+void ClearMetaCache() {
+  MetaCache& mc = ThreadMetaCache();
+  mc.entries.clear();
+  mc.hits = mc.misses = 0;
+}
 
 // ---------------------------------------------------------------- devices
 
@@ -438,6 +739,22 @@ std::optional<Device> DefaultDevice() {
 
 absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg> args, Kwargs kwargs, CallMode mode,
                                          CallSite site) {
+  // A repeated meta-only call is answered from the meta cache; otherwise
+  // the key (when the call can be cached) is kept to store the result.
+  std::optional<std::vector<uint64_t>> cache_key;
+  size_t cache_ntensors = 0;
+  {
+    MetaCache& mc = ThreadMetaCache();
+    if (mc.enabled && EncodeCall(name, args, kwargs, mode, mc)) {
+      if (const MetaCacheEntry* e = mc.Find()) {
+        ++mc.hits;
+        return CallCached(*e, mc.tensors);
+      }
+      ++mc.misses;
+      cache_key.emplace(mc.key.span().begin(), mc.key.span().end());
+      cache_ntensors = mc.tensors.size();
+    }
+  }
   TD_ASSIGN_OR_RETURN(Converted c, Convert(name, args, kwargs));
   TD_ASSIGN_OR_RETURN(Bound b, Resolve(name, c, mode));
   const OpEntry& op = *b.op;
@@ -457,7 +774,8 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   if (op.has(kDataDependent) && any_real_input && !any_meta_input) {
     // Output shapes depend on values: validate, then let the daemon say.
     TD_RETURN_IF_ERROR(ValidateArgs(op.schema, b.values));
-    TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
+    TD_ASSIGN_OR_RETURN(CallRoles roles, Roles(op, b.values, c.tensors, {}));
+    TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
     site.Resolve();  // the call leaves for the daemon (may block)
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
     TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->CallDataDependent(op, b.values, c.tensors, site, plan.record));
@@ -469,9 +787,11 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   const bool all_meta_outputs =
       std::all_of(r.outputs.begin(), r.outputs.end(), [](const TensorMeta& m) { return m.device.is_meta(); });
   if (all_meta_outputs) {
-    TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
+    TD_ASSIGN_OR_RETURN(CallRoles roles, Roles(op, b.values, c.tensors, r.alias_of));
+    if (cache_key.has_value()) RememberMetaCall(std::move(*cache_key), cache_ntensors, op, r, roles, c.tensors);
+    TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
     std::vector<Tensor> outs = MakeMetaTensors(std::move(r.outputs), plan.write_results);
-    ShareStorageIds(r.alias_of, b.values, c.tensors, outs);
+    ShareStorageIds(roles, outs);
     ApplyAutograd(op, plan, r.alias_of, outs);
     return outs;
   }
@@ -494,13 +814,14 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
     return RuntimeErr(absl::StrCat(op.full_name(), ": Expected all tensors to be on the same device, but found at least ",
                                    "two devices, meta and ", real.device.ToString(), "!"));
   }
-  TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, b.values, c.tensors));
+  TD_ASSIGN_OR_RETURN(CallRoles roles, Roles(op, b.values, c.tensors, r.alias_of));
+  TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
   site.Resolve();  // the call leaves for the daemon (may block)
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
   std::vector<int> alias_of = r.alias_of;
   TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->EnqueueCall(op, b.values, c.tensors, std::move(r.outputs), site,
                                                                plan.record, plan.write_results));
-  ShareStorageIds(alias_of, b.values, c.tensors, outs);
+  ShareStorageIds(roles, outs);
   ApplyAutograd(op, plan, alias_of, outs);
   return outs;
 }

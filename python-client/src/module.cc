@@ -294,14 +294,49 @@ bool ReturnsList(absl::string_view name) {
   return false;
 }
 
-// A new Python Tensor owning `t` (py::cast without the type-map lookup).
+// A new Python Tensor owning `t`, built as pybind11's init_instance does
+// (value and unique_ptr holder in the instance's simple layout) but without
+// registering the C++ pointer in pybind11's instance registry: that registry
+// only serves to hand back an existing Python object for a C++ pointer
+// returned by reference, which this binding never does for Tensors (every
+// Tensor result is a new object), and pybind11 skips deregistration for
+// instances that were not registered. Saves a hash-map insert and erase per
+// op result.
 const py::detail::type_info* g_tensor_tinfo = nullptr;
+bool g_tensor_default_holder = false;  // the holder is std::unique_ptr<tc::Tensor> (set at registration)
+bool g_tensor_simple_layout = false;   // pybind11 lays Tensor instances out simply (set at registration)
 py::object TensorToPy(tc::Tensor&& t) {
   if (g_tensor_tinfo == nullptr) return py::cast(std::move(t));
-  return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
-      &t, py::return_value_policy::move, py::handle(), g_tensor_tinfo, nullptr, [](const void* p) -> void* {
-        return new tc::Tensor(std::move(*const_cast<tc::Tensor*>(static_cast<const tc::Tensor*>(p))));
-      }));
+  if (!g_tensor_default_holder) {
+    return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
+        &t, py::return_value_policy::move, py::handle(), g_tensor_tinfo, nullptr, [](const void* p) -> void* {
+          return new tc::Tensor(std::move(*const_cast<tc::Tensor*>(static_cast<const tc::Tensor*>(p))));
+        }));
+  }
+  py::object obj;
+  if (g_tensor_simple_layout) {
+    // pybind11's make_new_instance for a simple layout, without looking the
+    // type's bases up again: tp_alloc zero-fills, then allocate_layout's
+    // simple branch.
+    obj = py::reinterpret_steal<py::object>(g_tensor_type->tp_alloc(g_tensor_type, 0));
+    if (!obj) throw py::error_already_set();
+    auto* inst = reinterpret_cast<py::detail::instance*>(obj.ptr());
+    inst->simple_layout = true;
+    inst->simple_value_holder[0] = nullptr;
+    inst->simple_holder_constructed = false;
+    inst->simple_instance_registered = false;
+  } else {
+    obj = py::reinterpret_steal<py::object>(py::detail::make_new_instance(g_tensor_type));
+    if (!obj) throw py::error_already_set();
+  }
+  auto* inst = reinterpret_cast<py::detail::instance*>(obj.ptr());
+  py::detail::value_and_holder v_h = inst->get_value_and_holder(g_tensor_tinfo);
+  auto* value = new tc::Tensor(std::move(t));
+  v_h.value_ptr() = value;
+  inst->owned = true;
+  new (std::addressof(v_h.holder<std::unique_ptr<tc::Tensor>>())) std::unique_ptr<tc::Tensor>(value);
+  v_h.set_holder_constructed();
+  return obj;
 }
 
 py::object Wrap(std::vector<tc::Tensor> out, bool as_tuple = false) {
@@ -325,7 +360,10 @@ const OpNameInfo& InfoFor(absl::string_view name) {
 
 // Calls op `name` with positional args[0..nargs) and the keyword arguments
 // named by `kwnames` (values follow the positionals, vectorcall layout).
-py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, PyObject* kwnames, tc::CallMode mode) {
+// `returns_list` is InfoFor(name).returns_list when the caller knows it
+// (OpFunction), else it is looked up.
+py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, PyObject* kwnames, tc::CallMode mode,
+                  std::optional<bool> returns_list = std::nullopt) {
   std::vector<tc::Arg> a;
   a.reserve(nargs);
   for (size_t i = 0; i < nargs; ++i) a.push_back(ToArg(args[i]));
@@ -355,7 +393,7 @@ py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, P
       if (t != nullptr && t->impl().get() == impl) return py::reinterpret_borrow<py::object>(args[i]);
     }
   }
-  return Wrap(std::move(out), InfoFor(name).returns_list);
+  return Wrap(std::move(out), returns_list.has_value() ? *returns_list : InfoFor(name).returns_list);
 }
 
 // tensord._C.call / call_method / call_any: vectorcall functions (no pybind11
@@ -406,6 +444,7 @@ struct OpFunctionObject {
   tc::CallMode mode;
   bool requires_grad_kw;    // takes requires_grad= (factories): the result becomes a leaf requiring grad
   PyObject* operand_check;  // callable or nullptr (owned)
+  bool returns_list;        // InfoFor(name).returns_list
   vectorcallfunc vectorcall;
   PyObject* dict;           // instance __dict__ (owned)
 };
@@ -439,12 +478,12 @@ PyObject* OpFunctionVectorcall(PyObject* callable, PyObject* const* args, size_t
           names[o++] = py::reinterpret_borrow<py::object>(PyTuple_GET_ITEM(kwnames, j));
         }
         py::object out = CallOp(name, rest.data(), static_cast<size_t>(nargs), nk > 1 ? names.ptr() : nullptr,
-                                self->mode);
+                                self->mode, self->returns_list);
         if (flag) out.attr("_set_requires_grad")(true);
         return out.release().ptr();
       }
     }
-    return CallOp(name, args, static_cast<size_t>(nargs), kwnames, self->mode).release().ptr();
+    return CallOp(name, args, static_cast<size_t>(nargs), kwnames, self->mode, self->returns_list).release().ptr();
   } catch (py::error_already_set& e) {
     e.restore();
     return nullptr;
@@ -491,6 +530,7 @@ PyObject* OpFunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->mode = m;
   self->requires_grad_kw = requires_grad_kw != 0;
   self->operand_check = check == Py_None ? nullptr : (Py_INCREF(check), check);
+  self->returns_list = InfoFor(absl::string_view(utf8, static_cast<size_t>(len))).returns_list;
   self->vectorcall = &OpFunctionVectorcall;
   self->dict = nullptr;
   return reinterpret_cast<PyObject*>(self);
@@ -836,6 +876,15 @@ Python object sharing ``other``'s handle and autograd state (what
 ``class Parameter(Tensor)`` builds on).)doc");
   g_tensor_type = reinterpret_cast<PyTypeObject*>(tensor_cls.ptr());
   g_tensor_tinfo = py::detail::get_type_info(typeid(tc::Tensor));
+  // TensorToPy's fast path constructs pybind11's default holder
+  // (std::unique_ptr<tc::Tensor>) in place.
+  g_tensor_default_holder = g_tensor_tinfo->default_holder;
+  {
+    // The layout pybind11 chose for Tensor instances, from an empty one.
+    py::object probe = py::reinterpret_steal<py::object>(py::detail::make_new_instance(g_tensor_type));
+    if (!probe) throw py::error_already_set();
+    g_tensor_simple_layout = reinterpret_cast<py::detail::instance*>(probe.ptr())->simple_layout;
+  }
   tensor_cls
       .def(py::init([](const tc::Tensor& other) { return tc::Tensor(other); }), py::arg("other"),
            "Tensor(other): a new Python object for the same tensor (same handle, data and autograd state).")
@@ -1198,6 +1247,22 @@ NotImplementedError.)doc")
     tc::ShutdownAll();
   });
   m.def("meta_ops_run", &tc::MetaOpsRun);
+  m.def(
+      "_meta_cache_info",
+      []() {
+        const tc::MetaCacheInfo i = tc::GetMetaCacheInfo();
+        py::dict d;
+        d["enabled"] = i.enabled;
+        d["hits"] = i.hits;
+        d["misses"] = i.misses;
+        d["size"] = i.size;
+        d["capacity"] = i.capacity;
+        return d;
+      },
+      "This thread's meta cache: dict of enabled, hits, misses, size and capacity (entries).");
+  m.def("_set_meta_cache_enabled", &tc::SetMetaCacheEnabled, py::arg("enabled"),
+        "Turns this thread's meta cache on or off (entries are kept).");
+  m.def("_clear_meta_cache", &tc::ClearMetaCache, "Drops this thread's meta cache entries and zeroes its counters.");
   m.def(
       "_daemon_meta",
       [](const tc::Tensor& t) {

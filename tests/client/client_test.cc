@@ -127,6 +127,148 @@ TEST(MetaMode, OverloadResolutionPicksScalarForNumbers) {
   EXPECT_THAT(unknown.status().message(), HasSubstr("no_such_op"));
 }
 
+// ---------------------------------------------------------------- meta cache
+
+// The difference in this thread's meta cache counters since `before`.
+struct CacheDelta {
+  int64_t hits, misses;
+};
+CacheDelta Since(const tc::MetaCacheInfo& before) {
+  const tc::MetaCacheInfo now = tc::GetMetaCacheInfo();
+  return {now.hits - before.hits, now.misses - before.misses};
+}
+
+TEST(MetaCache, RepeatedCallsHitWithFreshIdenticalResults) {
+  tc::ClearMetaCache();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({4, 6}, ScalarType::kFloat32, tensord::kMetaDevice));
+  const tc::MetaCacheInfo before = tc::GetMetaCacheInfo();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v1, tc::Call1("transpose", {x, 0, 1}, {}, tc::CallMode::kMethod));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v2, tc::Call1("transpose", {x, 0, 1}, {}, tc::CallMode::kMethod));
+  EXPECT_EQ(Since(before).misses, 1);
+  EXPECT_EQ(Since(before).hits, 1);
+  EXPECT_EQ(v1.meta(), v2.meta());
+  EXPECT_EQ(v2.strides(), (Shape{1, 6}));
+  EXPECT_NE(v1.impl(), v2.impl());  // a new tensor per call
+  EXPECT_EQ(v2.storage_id(), x.storage_id());  // a view of x, also when answered from the cache
+  // The same op on another tensor with the same metadata hits, and its view
+  // aliases that tensor, not the one the entry was made from.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Zeros({4, 6}, ScalarType::kFloat32, tensord::kMetaDevice));
+  const tc::MetaCacheInfo before_v3 = tc::GetMetaCacheInfo();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v3, tc::Call1("transpose", {y, 0, 1}, {}, tc::CallMode::kMethod));
+  EXPECT_EQ(Since(before_v3).hits, 1);
+  EXPECT_EQ(v3.storage_id(), y.storage_id());
+  // A copy is fresh storage on every hit.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor c1, tc::Call1("add", {x, x}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor c2, tc::Call1("add", {x, x}));
+  EXPECT_NE(c1.storage_id(), c2.storage_id());
+  EXPECT_NE(c2.storage_id(), x.storage_id());
+}
+
+TEST(MetaCache, KeyHoldsEverythingThatDecidesTheResult) {
+  tc::ClearMetaCache();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor xi, tc::Zeros({2, 3}, ScalarType::kInt32, tensord::kMetaDevice));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Call1("add", {xi, 2}));
+  EXPECT_EQ(a.dtype(), ScalarType::kInt32);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::Call1("add", {xi, 2.0}));  // a float scalar: another entry
+  EXPECT_EQ(b.dtype(), ScalarType::kFloat32);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor c, tc::Call1("add", {xi, true}));
+  EXPECT_EQ(c.dtype(), ScalarType::kInt32);
+  // Strides and offsets are part of the key: a transposed input keeps its layout.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor xt, tc::Call1("t", {xi}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor d, tc::Call1("add", {xt, 2}));
+  EXPECT_EQ(d.strides(), (Shape{1, 3}));  // xt's layout, not the contiguous entry's
+  ASSERT_OK_AND_ASSIGN(tc::Tensor xc, tc::Call1("contiguous", {xt}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor dc, tc::Call1("add", {xc, 2}));
+  EXPECT_EQ(dc.strides(), (Shape{2, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor row, tc::Call1("select", {xi, 0, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor row0, tc::Call1("select", {xi, 0, 0}));
+  EXPECT_EQ(row.storage_offset(), 3);
+  EXPECT_EQ(row0.storage_offset(), 0);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor e, tc::Call1("view", {row, -1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor e0, tc::Call1("view", {row0, -1}));
+  EXPECT_EQ(e.storage_offset(), 3);
+  EXPECT_EQ(e0.storage_offset(), 0);
+  // Keywords by name: sum(dim=1) and sum(dim=1, keepdim=True) differ.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s1, tc::Call1("sum", {xi}, {{"dim", std::vector<int64_t>{1}}}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s2, tc::Call1("sum", {xi}, {{"dim", std::vector<int64_t>{1}}, {"keepdim", true}}));
+  EXPECT_EQ(s1.sizes(), (Shape{2}));
+  EXPECT_EQ(s2.sizes(), (Shape{2, 1}));
+}
+
+TEST(MetaCache, ErrorsAreNotCachedAndRepeatExactly) {
+  tc::ClearMetaCache();
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Randn({8, 4}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::Randn({3, 2}));
+  const tc::MetaCacheInfo before = tc::GetMetaCacheInfo();
+  for (int i = 0; i < 2; ++i) {
+    auto r = tc::Matmul(a, b);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), "matmul: size mismatch, self is [8, 4], other is [3, 2] (4 != 3)");
+  }
+  EXPECT_EQ(Since(before).hits, 0);
+  EXPECT_EQ(tc::GetMetaCacheInfo().size, before.size);
+}
+
+TEST(MetaCache, AutogradIsAppliedPerCall) {
+  tc::ClearMetaCache();
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({3, 4}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor plain, tc::Call1("mul", {x, 2}));
+  EXPECT_FALSE(plain.requires_grad());
+  ASSERT_OK_AND_ASSIGN(tc::Tensor w, tc::Randn({3, 4}));
+  ASSERT_TRUE(w.SetRequiresGrad(true).ok());
+  const tc::MetaCacheInfo before = tc::GetMetaCacheInfo();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Call1("mul", {w, 2}));  // a hit: same metadata as x
+  EXPECT_EQ(Since(before).hits, 1);
+  EXPECT_TRUE(y.requires_grad());
+  ASSERT_NE(y.grad_fn(), nullptr);
+  EXPECT_EQ(y.grad_fn()->name, "MulBackward0");
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v, tc::Call1("transpose", {w, 0, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v2, tc::Call1("transpose", {w, 0, 1}));
+  EXPECT_EQ(v2.grad_fn()->name, "TransposeBackward0");
+  tc::SetGradEnabled(false);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor z, tc::Call1("mul", {w, 2}));
+  tc::SetGradEnabled(true);
+  EXPECT_FALSE(z.requires_grad());
+  // An in-place op: the entry made on a tensor that needs no grad still
+  // refuses a leaf that does, and gives back the written tensor itself.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor r, tc::Call1("add_", {x, 1}, {}, tc::CallMode::kMethod));
+  EXPECT_EQ(r.impl(), x.impl());
+  auto bad = tc::Call1("add_", {w, 1}, {}, tc::CallMode::kMethod);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("a leaf Variable that requires grad"));
+}
+
+TEST(MetaCache, SameTensorTwiceIsAnotherKey) {
+  tc::ClearMetaCache();
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({5}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Randn({5}));
+  const tc::MetaCacheInfo before = tc::GetMetaCacheInfo();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Call1("add_", {x, x}, {}, tc::CallMode::kMethod));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::Call1("add_", {y, x}, {}, tc::CallMode::kMethod));
+  EXPECT_EQ(Since(before).misses, 2);
+  EXPECT_EQ(a.impl(), x.impl());
+  EXPECT_EQ(b.impl(), y.impl());  // the written tensor of this call, not the cached call's
+  ASSERT_OK_AND_ASSIGN(tc::Tensor c, tc::Call1("add_", {x, y}, {}, tc::CallMode::kMethod));
+  EXPECT_EQ(Since(before).hits, 1);
+  EXPECT_EQ(c.impl(), x.impl());
+}
+
+TEST(MetaCache, CanBeTurnedOff) {
+  tc::ClearMetaCache();
+  tc::SetMetaCacheEnabled(false);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({4}, ScalarType::kFloat32, tensord::kMetaDevice));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Call1("neg", {x}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::Call1("neg", {x}));
+  EXPECT_EQ(a.meta(), b.meta());
+  EXPECT_EQ(tc::GetMetaCacheInfo().hits, 0);
+  EXPECT_EQ(tc::GetMetaCacheInfo().size, 0);
+  EXPECT_FALSE(tc::GetMetaCacheInfo().enabled);
+  tc::SetMetaCacheEnabled(true);
+}
+
 TEST(HostData, DecodesHalfBFloat16AndFloat8) {
   EXPECT_EQ(tc::HalfToFloat(0x3c00), 1.0f);
   EXPECT_EQ(tc::HalfToFloat(0xc000), -2.0f);
@@ -226,6 +368,21 @@ class WithDaemon : public ::testing::Test {
 };
 std::shared_ptr<tc::Session>* WithDaemon::daemon_ = nullptr;
 std::string* WithDaemon::spawn_error_ = nullptr;
+
+TEST_F(WithDaemon, MetaCacheKeyHoldsTheDeviceGuard) {
+  tc::ClearMetaCache();
+  {
+    tc::DeviceGuard meta(tensord::kMetaDevice);
+    ASSERT_OK_AND_ASSIGN(tc::Tensor z, tc::Call1("zeros", {Shape{2}}, {}, tc::CallMode::kFunction));
+    EXPECT_TRUE(z.is_meta());
+  }
+  tc::DeviceGuard meta(tensord::kMetaDevice);
+  tc::DeviceGuard cpu(tensord::kCPU);  // the innermost guard wins: not the meta entry
+  ASSERT_OK_AND_ASSIGN(tc::Tensor z, tc::Call1("zeros", {Shape{2}}, {}, tc::CallMode::kFunction));
+  EXPECT_FALSE(z.is_meta());
+  EXPECT_EQ(Values(z), (std::vector<double>{0, 0}));
+  EXPECT_EQ(tc::GetMetaCacheInfo().hits, 0);
+}
 
 TEST_F(WithDaemon, EmbeddedDaemonIsPrivate) {
   EXPECT_GT((*daemon_)->daemon_pid(), 0);

@@ -216,3 +216,48 @@ def test_real_to_meta_is_local(session):
     assert m.is_meta and m.shape == (2, 3)
     assert tensord.stats()["ops_issued"] == before
     assert tensord.empty_like(m, device="cpu").device == tensord.device("cpu")
+
+
+def test_meta_cache_repeats_are_exact_and_fresh():
+    """A repeated meta call is answered from the per-thread meta cache: a new
+    tensor with the same metadata each time, with autograd applied per call
+    (requires_grad, grad_fn, grad mode, in-place on a leaf) and `x.add_(1) is x`."""
+    C = tensord._C
+    C._clear_meta_cache()
+    x = tensord.empty(4, 6, device="meta")
+    before = C._meta_cache_info()
+    a, b = x.t(), x.t()
+    info = C._meta_cache_info()
+    assert info["enabled"] and info["hits"] - before["hits"] == 1 and info["misses"] - before["misses"] == 1
+    assert 1 <= info["size"] <= info["capacity"]
+    assert a is not b and a.stride() == b.stride() == (1, 6) and a.shape == (6, 4)
+    assert C._storage_id(b) == C._storage_id(x)
+    c, d = x + 1, x + 1
+    assert C._storage_id(c) != C._storage_id(d)
+    plain = x * 2
+    assert not plain.requires_grad and plain.grad_fn is None
+    w = tensord.empty(4, 6, device="meta", requires_grad=True)
+    y = w * 2  # same metadata as x * 2: a hit
+    assert y.requires_grad and y.grad_fn.name() == "MulBackward0"
+    with tensord.no_grad():
+        assert not (w * 2).requires_grad
+    assert x.add_(1) is x and x.add_(1) is x
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        w.add_(1)
+    # A different layout or scalar type is another entry, never a wrong hit.
+    assert (x.t() + 1).stride() == (1, 6)
+    xi = tensord.empty(4, 6, dtype=tensord.int32, device="meta")
+    assert (xi + 1).dtype is tensord.int32 and (xi + 1.5).dtype is tensord.float32
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        x @ x
+    size = C._meta_cache_info()["size"]
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        x @ x
+    assert C._meta_cache_info()["size"] == size  # errors are not cached
+    C._set_meta_cache_enabled(False)
+    try:
+        hits = C._meta_cache_info()["hits"]
+        assert x.t().stride() == (1, 6)
+        assert C._meta_cache_info()["hits"] == hits
+    finally:
+        C._set_meta_cache_enabled(True)

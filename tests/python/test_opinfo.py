@@ -422,6 +422,40 @@ def test_meta_mode_predicts_the_same(session, info, sample, layout):
     assert _alias_pattern(meta, meta_inputs, _client_same) == _alias_pattern(real, real_inputs, _client_same)
 
 
+def _meta_outcome(info, sample):
+    """What a call on meta gives: per output its metadata, requires_grad and
+    whether it is one of the inputs (in-place), plus the aliasing pattern; or
+    the exception's type and message."""
+    try:
+        outs, inputs = _run_meta(info, sample)
+    except Exception as e:  # noqa: BLE001 - compared as raised
+        return type(e), str(e)
+    same_object = [tuple(k for k, x in enumerate(inputs) if o is x) for o in outs]
+    return ([(_meta_of(o), o.requires_grad) for o in outs], same_object,
+            _alias_pattern(outs, inputs, _client_same))
+
+
+def test_meta_cache_changes_no_result():
+    """Every sample (in every layout) and every error input gives on meta the
+    same outputs, aliasing and errors with the meta cache off, on a first call
+    with it on (a miss) and on the repeated call (answered from the cache)."""
+    calls = [(c.values[0], c.values[1]) for c in CASES] + [(c.values[0], c.values[1].sample) for c in ERROR_CASES]
+    try:
+        _C._set_meta_cache_enabled(False)
+        uncached = [_meta_outcome(info, sample) for info, sample in calls]
+        _C._set_meta_cache_enabled(True)
+        _C._clear_meta_cache()
+        first = [_meta_outcome(info, sample) for info, sample in calls]
+        hits = _C._meta_cache_info()["hits"]
+        again = [_meta_outcome(info, sample) for info, sample in calls]
+        assert _C._meta_cache_info()["hits"] > hits + len(CASES) // 2, "repeated calls should be answered from the cache"
+    finally:
+        _C._set_meta_cache_enabled(True)
+    for (info, sample), u, f, a in zip(calls, uncached, first, again):
+        assert f == u, f"{info.name}{sample!r}: first call with the cache {f} != uncached {u}"
+        assert a == u, f"{info.name}{sample!r}: cached call {a} != uncached {u}"
+
+
 # ---------------------------------------------------------------- tests: errors
 
 def _raised(fn):

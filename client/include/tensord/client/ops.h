@@ -107,6 +107,29 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
 absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwargs kwargs = {},
                              CallMode mode = CallMode::kAny, CallSite site = CallSite::Current());
 
+// ---- the meta cache ------------------------------------------------------
+// Call remembers, per thread, the result of each call whose outputs are all
+// on meta, keyed by everything that decides it: the op name and mode, each
+// argument's kind and value (a tensor's dtype, device, sizes, strides,
+// storage_offset, and which other argument is the same tensor), keyword
+// names, the innermost DeviceGuard and ForceMetaDevice. Repeating such a call
+// skips overload resolution, binding and the meta function; requires_grad,
+// grad mode and the rest of autograd are applied to every call as usual.
+// Errors are never cached. At most `capacity` entries; a full cache is
+// emptied. The results are identical with the cache on or off.
+struct MetaCacheInfo {
+  bool enabled = true;
+  int64_t hits = 0;      // calls answered from the cache (this thread)
+  int64_t misses = 0;    // cacheable calls that ran the meta function
+  int64_t size = 0;      // entries held
+  int64_t capacity = 0;  // entries held at most
+};
+MetaCacheInfo GetMetaCacheInfo();
+// Turns this thread's cache on or off (on by default); entries are kept.
+void SetMetaCacheEnabled(bool enabled);
+// Drops this thread's entries and zeroes its counters.
+void ClearMetaCache();
+
 // ---- devices -----------------------------------------------------------
 // While alive, factories called on this thread without device= create their
 // tensors on `device` (PyTorch's `with torch.device("meta"):`). Nests.
