@@ -451,8 +451,9 @@ absl::StatusOr<MetaResult> PredictMeta(const Bound& b) { return OpTable::Get().R
 
 // ---- the meta cache ---------------------------------------------------------
 //
-// Per thread, a repeated call whose outputs are all on meta skips overload
-// resolution, binding, validation and the meta function. The key encodes
+// Per thread, a repeated call skips overload resolution, binding, validation
+// and the meta function: a meta-only call entirely, a call on daemon tensors
+// up to streaming its bound arguments (kept in the entry). The key encodes
 // everything those depend on: the op name and call mode; every argument, in
 // order, with its kind and value (for a tensor: dtype, device, sizes,
 // strides, storage_offset, and which earlier argument is the same tensor);
@@ -477,6 +478,13 @@ struct MetaCacheEntry {
   absl::InlinedVector<int, 4> diff_inputs;
   absl::InlinedVector<int, 2> written;
   absl::InlinedVector<int, 2> alias_base;
+  // A call whose outputs live in a daemon also keeps its bound arguments, to
+  // stream them again: `values` with every tensor pointer cleared, and per
+  // value the positions of its tensors in the call's flat tensor list (one
+  // for a Tensor, one per item for a list; -1 for a None item).
+  bool real = false;
+  std::vector<Value> values;
+  std::vector<absl::InlinedVector<int, 2>> value_tensors;
 };
 
 // The key being built: a growable array of words that keeps its storage
@@ -670,8 +678,10 @@ bool EncodeCall(absl::string_view name, const std::vector<Arg>& args, const Kwar
 
 // Stores a successful meta-only call under `key`. `tensors` is the call's
 // flat tensor list (Converted::tensors), which the roles point into.
+// `values` (the bound arguments) is given for a call that goes to a daemon.
 void RememberMetaCall(std::vector<uint64_t> key, size_t ntensors, const OpEntry& op, const MetaResult& r,
-                      const CallRoles& roles, const std::vector<Tensor>& tensors) {
+                      const CallRoles& roles, const std::vector<Tensor>& tensors,
+                      const std::vector<Value>* values = nullptr) {
   if (tensors.size() != ntensors) return;  // the key's tensors are not Convert's: never expected
   auto pos = [&](const Tensor* t) { return t == nullptr ? -1 : static_cast<int>(t - tensors.data()); };
   MetaCacheEntry e;
@@ -681,6 +691,31 @@ void RememberMetaCall(std::vector<uint64_t> key, size_t ntensors, const OpEntry&
   for (const Tensor* t : roles.diff_inputs) e.diff_inputs.push_back(pos(t));
   for (const Tensor* t : roles.written) e.written.push_back(pos(t));
   for (const Tensor* t : roles.alias_base) e.alias_base.push_back(pos(t));
+  if (values != nullptr) {
+    auto meta_pos = [&](const TensorMeta* m) {
+      if (m == nullptr) return -1;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (&tensors[i].meta() == m) return static_cast<int>(i);
+      }
+      return -2;  // not one of the call's tensors: never expected
+    };
+    e.real = true;
+    e.values = *values;
+    e.value_tensors.resize(values->size());
+    for (size_t i = 0; i < values->size(); ++i) {
+      Value& v = e.values[i];
+      if (v.kind() == Value::Kind::kTensor) {
+        e.value_tensors[i].push_back(meta_pos(v.tensor_ptr()));
+        v = Value(static_cast<const TensorMeta*>(nullptr));
+      } else if (v.kind() == Value::Kind::kTensorList) {
+        for (const TensorMeta* m : v.tensor_list()) e.value_tensors[i].push_back(meta_pos(m));
+        v = Value(TensorList(v.tensor_list().size(), nullptr));
+      }
+      for (int p : e.value_tensors[i]) {
+        if (p == -2) return;
+      }
+    }
+  }
   MetaCache& mc = ThreadMetaCache();
   if (mc.entries.size() >= kMetaCacheCapacity) mc.entries.clear();
   mc.entries.insert_or_assign(std::move(key), std::move(e));
@@ -688,14 +723,43 @@ void RememberMetaCall(std::vector<uint64_t> key, size_t ntensors, const OpEntry&
 
 // A cache hit: the stored outputs, with autograd and storage ids applied to
 // this call's tensors as on a miss.
-absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Span<const Tensor* const> tensors) {
+absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Span<const Tensor* const> tensors,
+                                               CallSite& site) {
   auto at = [&](int i) -> const Tensor* { return i < 0 ? nullptr : tensors[i]; };
   CallRoles roles;
   for (int i : e.diff_inputs) roles.diff_inputs.push_back(at(i));
   for (int i : e.written) roles.written.push_back(at(i));
   for (int i : e.alias_base) roles.alias_base.push_back(at(i));
   TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(*e.op, roles));
-  std::vector<Tensor> outs = MakeMetaTensors(e.outputs, plan.write_results);
+  if (!e.real) {
+    std::vector<Tensor> outs = MakeMetaTensors(e.outputs, plan.write_results);
+    ShareStorageIds(roles, outs);
+    ApplyAutograd(*e.op, plan, e.alias_of, outs);
+    return outs;
+  }
+  // Streamed to the daemon as on a miss, with this call's tensors bound
+  // where the stored arguments had theirs.
+  std::vector<Tensor> call_tensors;
+  call_tensors.reserve(tensors.size());
+  for (const Tensor* t : tensors) call_tensors.push_back(*t);
+  std::vector<Value> values = e.values;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const auto& pos = e.value_tensors[i];
+    if (pos.empty()) continue;
+    auto meta_at = [&](int p) -> const TensorMeta* { return p < 0 ? nullptr : &call_tensors[p].meta(); };
+    if (values[i].kind() == Value::Kind::kTensor) {
+      values[i] = Value(meta_at(pos[0]));
+    } else {
+      TensorList list;
+      list.reserve(pos.size());
+      for (int p : pos) list.push_back(meta_at(p));
+      values[i] = Value(std::move(list));
+    }
+  }
+  site.Resolve();  // the call leaves for the daemon (may block)
+  TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(*e.op, call_tensors));
+  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                      s->EnqueueCall(*e.op, values, call_tensors, e.outputs, site, plan.record, plan.write_results));
   ShareStorageIds(roles, outs);
   ApplyAutograd(*e.op, plan, e.alias_of, outs);
   return outs;
@@ -739,8 +803,9 @@ std::optional<Device> DefaultDevice() {
 
 absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg> args, Kwargs kwargs, CallMode mode,
                                          CallSite site) {
-  // A repeated meta-only call is answered from the meta cache; otherwise
-  // the key (when the call can be cached) is kept to store the result.
+  // A repeated call is answered from the meta cache (and, for daemon
+  // tensors, streamed); otherwise the key (when the call can be cached) is
+  // kept to store the result.
   std::optional<std::vector<uint64_t>> cache_key;
   size_t cache_ntensors = 0;
   {
@@ -748,7 +813,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
     if (mc.enabled && EncodeCall(name, args, kwargs, mode, mc)) {
       if (const MetaCacheEntry* e = mc.Find()) {
         ++mc.hits;
-        return CallCached(*e, mc.tensors);
+        return CallCached(*e, mc.tensors, site);
       }
       ++mc.misses;
       cache_key.emplace(mc.key.span().begin(), mc.key.span().end());
@@ -815,6 +880,9 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
                                    "two devices, meta and ", real.device.ToString(), "!"));
   }
   TD_ASSIGN_OR_RETURN(CallRoles roles, Roles(op, b.values, c.tensors, r.alias_of));
+  if (cache_key.has_value()) {
+    RememberMetaCall(std::move(*cache_key), cache_ntensors, op, r, roles, c.tensors, &b.values);
+  }
   TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
   site.Resolve();  // the call leaves for the daemon (may block)
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));

@@ -311,3 +311,58 @@ def test_to_another_tensor_takes_its_device_and_dtype(session):
     assert same is a or _C._storage_id(same) == _C._storage_id(a)   # no conversion needed: a itself, as torch
     m = tensord.zeros(2, device="meta")
     assert m.to(tensord.empty(1, dtype=tensord.int32, device="meta")).dtype == tensord.int32
+
+
+def test_repeated_daemon_calls_come_from_the_meta_cache_and_stay_exact():
+    """A repeated call on daemon tensors skips resolution and the meta
+    function (the meta cache keeps its bound arguments) and streams this
+    call's tensors: values, views, in-place writes, lists and autograd are as
+    on a first call."""
+    C = _C
+    C._clear_meta_cache()
+    a_np = rng().standard_normal((4, 6)).astype(np.float32)
+    b_np = rng().standard_normal((4, 6)).astype(np.float32) + 3
+    a, b = tensord.tensor(a_np), tensord.tensor(b_np)
+    first = (a + b).numpy()
+    before = C._meta_cache_info()
+    # Same metadata, other tensors: a hit that must read the new operands.
+    c = tensord.tensor(b_np) + tensord.tensor(a_np * 2)
+    assert C._meta_cache_info()["hits"] == before["hits"] + 1
+    np.testing.assert_allclose(first, a_np + b_np, rtol=1e-6)
+    np.testing.assert_allclose(c.numpy(), b_np + a_np * 2, rtol=1e-6)
+    # The same tensor twice, and in either position.
+    np.testing.assert_allclose((b + b).numpy(), 2 * b_np, rtol=1e-6)
+    np.testing.assert_allclose((a + a).numpy(), 2 * a_np, rtol=1e-6)
+    # Views alias their base on a hit too; in-place ops write the given tensor.
+    for _ in range(2):
+        x = tensord.tensor(a_np.copy())
+        v = x.t()
+        assert v.stride() == (1, 6)
+        v.mul_(2)
+        x.add_(1)
+        np.testing.assert_allclose(x.numpy(), a_np * 2 + 1, rtol=1e-6)
+    # Tensor lists (cat) and optional tensor lists (x[idx]).
+    for k in range(2):
+        np.testing.assert_allclose(tensord.cat([a, b, a * k]).numpy(), np.concatenate([a_np, b_np, a_np * k]),
+                                   rtol=1e-6)
+        idx = tensord.tensor([3, 0, k])
+        np.testing.assert_allclose(a[idx].numpy(), a_np[[3, 0, k]])
+    # Autograd records hits as misses: the gradient of a repeated expression.
+    for k in (1.0, 2.0):
+        w = tensord.tensor(a_np, requires_grad=True)
+        loss = (w * b * k).sum()
+        assert loss.grad_fn is not None
+        loss.backward()
+        np.testing.assert_allclose(w.grad.numpy(), b_np * k, rtol=1e-6)
+    # An error is never cached: the same bad call raises every time.
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="size mismatch"):
+            a @ b
+    # Off: the same results without the cache.
+    C._set_meta_cache_enabled(False)
+    try:
+        hits = C._meta_cache_info()["hits"]
+        np.testing.assert_allclose((a + b).numpy(), a_np + b_np, rtol=1e-6)
+        assert C._meta_cache_info()["hits"] == hits
+    finally:
+        C._set_meta_cache_enabled(True)
