@@ -2,6 +2,7 @@
 #include "tensord/server/service.h"
 
 #include <fcntl.h>
+#include <google/protobuf/arena.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -262,8 +263,19 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     }
     return true;
   };
-  while (session->ExecuteMessage(msg, write, read)) {
-    if (!read(&msg)) break;
+  // Each further message is parsed onto an arena that is reset once the
+  // message has run: a streamed op costs bump allocations, not a malloc and a
+  // free for each of its submessages and strings.
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.start_block_size = 64 << 10;
+  arena_options.max_block_size = 1 << 20;
+  google::protobuf::Arena arena(arena_options);
+  const v1::ClientMessage* current = &msg;
+  while (session->ExecuteMessage(*current, write, read)) {
+    arena.Reset();
+    auto* next = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
+    if (!read(next)) break;
+    current = next;
   }
 
   {

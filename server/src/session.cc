@@ -241,34 +241,49 @@ bool Session::Execute(const v1::Request& request, const Writer& write, const Rea
 bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
-  for (const v1::Request& r : message.requests()) queue_.push_back(r);
   const Writer* old_write = write_;
   const Reader* old_read = read_;
+  const v1::ClientMessage* old_current = current_;
+  const int old_next = current_next_;
   write_ = &write;
   read_ = read ? &read : nullptr;
+  current_ = &message;
+  current_next_ = 0;
   const bool ok = DrainLocked();
   write_ = old_write;
   read_ = old_read;
+  current_ = old_current;
+  current_next_ = old_next;
   if (!ok) queue_.clear();
   return ok && !closed_;
 }
 
+const v1::Request* Session::NextRequestLocked(v1::Request* owned) {
+  if (current_ != nullptr && current_next_ < current_->requests_size()) return &current_->requests(current_next_++);
+  if (queue_.empty()) return nullptr;
+  *owned = std::move(queue_.front());
+  queue_.pop_front();
+  return owned;
+}
+
+bool Session::ExecuteGuardedLocked(const v1::Request& request) {
+  try {
+    return ExecuteLocked(request);
+  } catch (const std::bad_alloc&) {
+    RecordError(OutOfMemoryErr("the daemon ran out of memory while executing a request"), "", 0, "");
+  } catch (const std::exception& e) {
+    RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
+  } catch (...) {
+    RecordError(InternalErr("internal error while executing a request"), "", 0, "");
+  }
+  return true;
+}
+
 bool Session::DrainLocked() {
-  while (!queue_.empty()) {
+  v1::Request owned;
+  while (const v1::Request* request = NextRequestLocked(&owned)) {
     if (closed_) return false;
-    v1::Request request = std::move(queue_.front());
-    queue_.pop_front();
-    bool ok = true;
-    try {
-      ok = ExecuteLocked(request);
-    } catch (const std::bad_alloc&) {
-      RecordError(OutOfMemoryErr("the daemon ran out of memory while executing a request"), "", 0, "");
-    } catch (const std::exception& e) {
-      RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
-    } catch (...) {
-      RecordError(InternalErr("internal error while executing a request"), "", 0, "");
-    }
-    if (!ok) return false;
+    if (!ExecuteGuardedLocked(*request)) return false;
   }
   return true;
 }

@@ -951,22 +951,17 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     callback_results_.erase(id);
     return RuntimeErr("the stream ended during backward");
   };
+  v1::Request owned;
   while (!callback_results_.contains(id)) {
-    if (queue_.empty()) {
+    // The rest of the current message first, then what was read since.
+    const v1::Request* req = NextRequestLocked(&owned);
+    if (req == nullptr) {
       v1::ClientMessage m;
       if (closed_ || !(*read_)(&m)) return fail_stream();
-      for (const v1::Request& req : m.requests()) queue_.push_back(req);
+      for (v1::Request& r : *m.mutable_requests()) queue_.push_back(std::move(r));
       continue;
     }
-    v1::Request req = std::move(queue_.front());
-    queue_.pop_front();
-    bool ok = true;
-    try {
-      ok = ExecuteLocked(req);
-    } catch (const std::exception& e) {
-      RecordError(InternalErr(absl::StrCat("internal error while executing a request: ", e.what())), "", 0, "");
-    }
-    if (!ok) return fail_stream();
+    if (!ExecuteGuardedLocked(*req)) return fail_stream();
   }
   remove_pending();
   auto node_result = callback_results_.extract(id);

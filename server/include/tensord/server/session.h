@@ -113,7 +113,12 @@ class Session {
   };
 
   bool ExecuteLocked(const v1::Request& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs the queued requests until the queue is empty (or the stream is gone).
+  // The next request to execute: the current message's next one, else the
+  // oldest of queue_ (moved into *owned); nullptr when there is none.
+  const v1::Request* NextRequestLocked(v1::Request* owned) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Executes one request, turning an exception into a recorded error.
+  bool ExecuteGuardedLocked(const v1::Request& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs requests until there is none left (or the stream is gone).
   bool DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteCall(const v1::OpCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -203,10 +208,14 @@ class Session {
   uint64_t ops_executed_ ABSL_GUARDED_BY(mu_) = 0;
   Generator generator_ ABSL_GUARDED_BY(mu_);
 
-  // The stream's writer and reader while a message executes, and the
-  // requests read but not yet executed.
+  // The stream's writer and reader while a message executes; the message
+  // being executed (requests run in place, never copied) and its next
+  // request; requests of messages read during a backward, not yet executed
+  // (they run after the current message's).
   const Writer* write_ ABSL_GUARDED_BY(mu_) = nullptr;
   const Reader* read_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const v1::ClientMessage* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int current_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::Request> queue_ ABSL_GUARDED_BY(mu_);
   // Autograd: node sequence numbers, the callbacks waiting for a result
   // (innermost last), daemon-named handles, and identities whose .grad may
