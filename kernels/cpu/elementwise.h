@@ -13,6 +13,7 @@
 #define TENSORD_KERNELS_CPU_ELEMENTWISE_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 
 #include "dtypes.h"
@@ -128,11 +129,31 @@ void TernaryLoop(const StridedLoop& loop, Op op) {
   });
 }
 
+// True when every operand has out's sizes and is row-major contiguous (its
+// elements are numel() consecutive slots in logical order): one flat run
+// covers them, with no StridedLoop to build (most of a small op's kernel
+// time otherwise).
+inline bool FlatRun(std::initializer_list<const TensorRef*> ops) {
+  const TensorMeta& o = *(*ops.begin())->meta;
+  for (const TensorRef* t : ops) {
+    if (t->meta->sizes != o.sizes || !t->meta->is_contiguous()) return false;
+  }
+  return true;
+}
+
 // Runs out = op(a) with `a` cast to dtype In first when it is not already.
 template <typename Out, typename In, typename Op>
 absl::Status RunUnary(const TensorRef& out, const TensorRef& a, Op op) {
   std::unique_ptr<TempTensor> ha;
   TD_ASSIGN_OR_RETURN(TensorRef ca, AsDtype(a, ScalarTypeOf<In>(), ha));
+  if (FlatRun({&out, &ca})) {
+    constexpr int64_t so = sizeof(Out), sa = sizeof(In);
+    char* o = out.data_at_offset();
+    const char* pa = ca.data_at_offset();
+    ParallelFor(out.meta->numel(),
+                [&](int64_t b, int64_t e) { UnaryContiguous<Out, In>(o + b * so, pa + b * sa, e - b, op); });
+    return absl::OkStatus();
+  }
   StridedLoop loop(out.meta->sizes);
   TD_RETURN_IF_ERROR(loop.AddTensor(out));
   TD_RETURN_IF_ERROR(loop.AddTensor(ca));
@@ -147,6 +168,16 @@ absl::Status RunBinary(const TensorRef& out, const TensorRef& a, const TensorRef
   std::unique_ptr<TempTensor> ha, hb;
   TD_ASSIGN_OR_RETURN(TensorRef ca, AsDtype(a, ScalarTypeOf<A>(), ha));
   TD_ASSIGN_OR_RETURN(TensorRef cb, AsDtype(b, ScalarTypeOf<B>(), hb));
+  if (FlatRun({&out, &ca, &cb})) {
+    constexpr int64_t so = sizeof(Out), sa = sizeof(A), sb = sizeof(B);
+    char* o = out.data_at_offset();
+    const char* pa = ca.data_at_offset();
+    const char* pb = cb.data_at_offset();
+    ParallelFor(out.meta->numel(), [&](int64_t i, int64_t e) {
+      BinaryContiguous<Out, A, B>(o + i * so, pa + i * sa, pb + i * sb, e - i, op);
+    });
+    return absl::OkStatus();
+  }
   StridedLoop loop(out.meta->sizes);
   TD_RETURN_IF_ERROR(loop.AddTensor(out));
   TD_RETURN_IF_ERROR(loop.AddTensor(ca));
