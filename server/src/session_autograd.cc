@@ -955,7 +955,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     if (queue_.empty()) {
       v1::ClientMessage m;
       if (closed_ || !(*read_)(&m)) return fail_stream();
-      for (const v1::Request& req : m.requests()) queue_.push_back(req);
+      for (v1::Request& req : *m.mutable_requests()) queue_.push_back(std::move(req));
       continue;
     }
     v1::Request req = std::move(queue_.front());
