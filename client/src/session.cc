@@ -10,20 +10,25 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <deque>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "autograd_internal.h"
 #include "embedded_daemon.h"
+#include "shm_pool.h"
 #include "tensord/client/autograd.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/shm.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::client {
@@ -41,6 +46,8 @@ struct Waiter {
   uint64_t total_bytes = 0;
   std::string data;
   std::vector<v1::Error> earlier_errors;  // FetchData.errors of the first chunk
+  uint32_t shm_requested = 0;  // the segment offered to the daemon (0: none)
+  uint32_t shm_segment = 0;    // the daemon put the data there
   // Sync / Describe
   v1::Ack ack;
 };
@@ -142,6 +149,8 @@ struct Session::Impl {
 
   std::string address;
   uint64_t session_id = 0;
+  // The shared-memory side channel (null: everything goes through the stream).
+  std::shared_ptr<internal::ShmPool> shm;
 
   absl::Status Usable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (closed.load()) return RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
@@ -227,7 +236,7 @@ struct Session::Impl {
       wmu.Lock();
       reading = false;
       if (ok) {
-        HandleMessageLocked(read_buf);
+        HandleMessageLocked(&read_buf);
       } else {
         EndOfStreamLocked(st);
       }
@@ -296,13 +305,34 @@ struct Session::Impl {
     }
   }
 
-  void HandleMessageLocked(const v1::ServerMessage& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
+  // Completes the waiter `msg` answers. Fetch data is moved out of `msg`.
+  void HandleMessageLocked(v1::ServerMessage* mutable_msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
+    const v1::ServerMessage& msg = *mutable_msg;
     switch (msg.kind_case()) {
       case v1::ServerMessage::kData: {
         const v1::FetchData& d = msg.data();
         auto it = waiters.find(d.request_id());
+        if (d.last() && shm != nullptr) shm->Answered(d.request_id());
         if (it == waiters.end() || it->second->done) return;
         Waiter& w = *it->second;
+        if (d.shm_segment() != 0) {
+          absl::StatusOr<TensorMeta> m = wire::FromProto(d.meta(), "fetched tensor");
+          w.done = true;
+          if (!m.ok()) {
+            w.status = m.status();
+          } else if (w.have_meta || d.shm_segment() != w.shm_requested || !d.last() || !d.data().empty()) {
+            w.status = InternalErr(absl::StrCat("daemon answered a fetch in shared-memory segment ",
+                                                d.shm_segment(), ", not as requested (segment ", w.shm_requested,
+                                                ")"));
+          } else {
+            w.meta = *std::move(m);
+            w.have_meta = true;
+            w.total_bytes = d.total_bytes();
+            w.shm_segment = d.shm_segment();
+            w.earlier_errors.assign(d.errors().begin(), d.errors().end());
+          }
+          return;
+        }
         if (!w.have_meta) {
           absl::StatusOr<TensorMeta> m = wire::FromProto(d.meta(), "fetched tensor");
           if (!m.ok()) {
@@ -322,6 +352,12 @@ struct Session::Impl {
           w.have_meta = true;
           w.earlier_errors.assign(d.errors().begin(), d.errors().end());
           w.total_bytes = d.total_bytes();
+          if (d.offset() == 0 && d.last() && d.data().size() == w.total_bytes) {
+            // All in one message: take its buffer instead of copying it.
+            w.data.swap(*mutable_msg->mutable_data()->mutable_data());
+            w.done = true;
+            return;
+          }
           w.data.reserve(w.total_bytes);
         }
         if (d.offset() != w.data.size() || w.data.size() + d.data().size() > w.total_bytes) {
@@ -342,6 +378,7 @@ struct Session::Impl {
         return;
       }
       case v1::ServerMessage::kAck: {
+        if (shm != nullptr) shm->Answered(msg.ack().request_id());
         if (msg.ack().released_functions_size() > 0) {
           ReleasedFunctions& r = Released();
           absl::MutexLock rl(&r.mu);
@@ -357,6 +394,7 @@ struct Session::Impl {
         return;
       }
       case v1::ServerMessage::kError: {
+        if (shm != nullptr) shm->Answered(msg.error().request_id());
         auto it = waiters.find(msg.error().request_id());
         if (it == waiters.end() || it->second->done) {
           unclaimed_errors.push_back(msg.error().error());
@@ -575,6 +613,17 @@ absl::Status Session::Start() {
     im.session_id = session_id_;
     im.token = resp.token();
   }
+  // Same host over a Unix socket: the shared-memory side channel, if the
+  // daemon offers it (silently the stream otherwise).
+  const char* shm_env = std::getenv("TENSORD_SHM");
+  const bool shm_allowed = options_.shared_memory && !(shm_env != nullptr && absl::string_view(shm_env) == "0");
+  if (shm_allowed && absl::StartsWith(address_, "unix:")) {
+    absl::string_view path = absl::string_view(address_).substr(5);
+    if (absl::StartsWith(path, "//")) path.remove_prefix(2);
+    absl::StatusOr<std::shared_ptr<internal::ShmPool>> pool =
+        internal::ShmPool::Connect(wire::ShmSocketPath(path), session_id_, im.token, options_.shm_pool_bytes);
+    if (pool.ok()) im.shm = *std::move(pool);
+  }
   im.stream_ctx = std::make_unique<grpc::ClientContext>();
   im.stream = im.stub->Stream(im.stream_ctx.get());
   v1::ClientMessage attach;
@@ -654,6 +703,7 @@ absl::Status Session::Close() {
     im.stub.reset();
     im.channel.reset();
   }
+  if (im.shm != nullptr) im.shm->Close();  // lent segments stay mapped until released
   internal::StopEmbeddedDaemon(im.daemon);
   {
     absl::MutexLock rl(&im.release_mu);
@@ -790,7 +840,25 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     const uint64_t call_id = im.next_call_id++;
     ++im.stats.uploads;
     const char* bytes = static_cast<const char*>(data);
-    if (nbytes <= options_.inline_upload_limit) {
+    std::optional<internal::ShmPool::Lease> lease;
+    if (im.shm != nullptr && nbytes > options_.inline_upload_limit) lease = im.shm->Acquire(nbytes);
+    if (lease.has_value()) {
+      // One copy here; the daemon copies from the segment into the storage.
+      std::memcpy(lease->data, bytes, nbytes);
+      v1::Upload* u = im.pending->add_requests()->mutable_upload();
+      u->set_handle(handle);
+      wire::ToProto(meta, u->mutable_meta());
+      u->set_total_bytes(nbytes);
+      u->set_offset(0);
+      u->set_shm_segment(lease->id);
+      u->set_shm_offset(0);
+      u->set_last(true);
+      u->set_call_id(call_id);
+      // Reusable once the daemon answers the next waiting request.
+      im.shm->ReleaseAfter(lease->id, im.next_request_id);
+      ++im.stats.shm_uploads;
+      TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
+    } else if (nbytes <= options_.inline_upload_limit) {
       v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
       wire::ToProto(meta, u->mutable_meta());
@@ -823,10 +891,11 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
   return Tensor(std::make_shared<TensorImpl>(shared_from_this(), handle, meta));
 }
 
-absl::StatusOr<HostData> Session::Fetch(uint64_t handle) {
+absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes) {
   Impl& im = *impl_;
   uint64_t id = 0;
   std::shared_ptr<Waiter> w;
+  std::optional<internal::ShmPool::Lease> lease;
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
@@ -834,24 +903,46 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle) {
     v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
     f->set_request_id(id);
     f->set_handle(handle);
+    if (im.shm != nullptr && expected_bytes > options_.inline_upload_limit) lease = im.shm->Acquire(expected_bytes);
+    if (lease.has_value()) {
+      f->set_shm_segment(lease->id);
+      f->set_shm_offset(0);
+      f->set_shm_capacity(lease->size);
+      absl::MutexLock wl(&im.wmu);
+      w->shm_requested = lease->id;
+    }
     ++im.stats.round_trips;
     absl::Status st = im.FlushLocked();
     if (!st.ok()) {
       absl::MutexLock wl(&im.wmu);
       im.waiters.erase(id);
+      if (lease.has_value()) im.shm->Release(lease->id);
       return st;
     }
   }
-  TD_RETURN_IF_ERROR(im.Wait(id, w));
+  absl::Status waited = im.Wait(id, w);
+  HostData out;
+  if (lease.has_value()) {
+    if (waited.ok() && w->shm_segment != 0) {
+      if (w->total_bytes > lease->size) return InternalErr("the daemon's fetch overran its shared-memory segment");
+      out.mapped = im.shm->Lend(lease->id);  // the segment is free again when `out`'s data goes
+      out.mapped_size = w->total_bytes;
+      absl::MutexLock l(&im.mu);
+      ++im.stats.shm_fetches;
+    }
+    if (out.mapped == nullptr) im.shm->Release(lease->id);  // streamed, or failed: not lent
+  }
+  TD_RETURN_IF_ERROR(waited);
   if (!w->have_meta) return InternalErr("the daemon completed a fetch without data");
   // A fetch is a sync point: an earlier op's error not reported yet (and
   // any error no waiter claimed) is raised here, naming that op's call site.
   TD_RETURN_IF_ERROR(im.TakeErrors(std::move(w->earlier_errors)));
-  HostData out;
   out.meta = std::move(w->meta);
-  out.bytes = std::move(w->data);
+  if (out.mapped == nullptr) out.bytes = std::move(w->data);
   return out;
 }
+
+bool Session::uses_shared_memory() const { return impl_->shm != nullptr; }
 
 absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_id) {
   Impl& im = *impl_;

@@ -90,11 +90,11 @@ absl::StatusOr<Scalar> HostData::At(int64_t flat) const {
     return IndexErr(absl::StrCat("index ", flat, " is out of bounds for a tensor with ", n, " elements"));
   }
   const int64_t item = meta.itemsize();
-  if (static_cast<int64_t>(bytes.size()) < (flat + 1) * item) {
-    return InternalErr(absl::StrCat("host data holds ", bytes.size(), " bytes, element ", flat, " needs ",
+  if (static_cast<int64_t>(byte_size()) < (flat + 1) * item) {
+    return InternalErr(absl::StrCat("host data holds ", byte_size(), " bytes, element ", flat, " needs ",
                                     (flat + 1) * item));
   }
-  const char* p = bytes.data() + flat * item;
+  const char* p = byte_data() + flat * item;
   auto load = [p](auto tag) {
     decltype(tag) v;
     std::memcpy(&v, p, sizeof(v));
@@ -151,7 +151,10 @@ absl::StatusOr<HostData> Tensor::Fetch() const {
         "empty_like(t, device=\"cpu\")");
   }
   if (session() == nullptr) return InternalErr("a non-meta tensor without a session");
-  return session()->Fetch(handle());
+  // The size the client predicts (data-dependent outputs were described, so
+  // it is exact); the daemon streams instead if it does not fit.
+  const uint64_t expected = static_cast<uint64_t>(numel()) * static_cast<uint64_t>(ItemSize(dtype()));
+  return session()->Fetch(handle(), expected);
 }
 
 absl::StatusOr<Scalar> Tensor::Item() const {

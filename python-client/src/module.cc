@@ -652,7 +652,7 @@ py::array ToNumpy(const tc::Tensor& t, bool decode) {
   const int64_t item = d->meta.itemsize();
   std::vector<py::ssize_t> strides;
   for (int64_t s : d->meta.strides) strides.push_back(s * item);
-  void* ptr = d->bytes.data();
+  void* ptr = const_cast<char*>(d->byte_data());  // a writable copy (a string, or a lent segment)
   py::capsule owner(d.get(), [](void* p) { delete static_cast<tc::HostData*>(p); });
   d.release();
   return py::array(py::dtype(np), shape, strides, ptr, owner);
@@ -675,6 +675,8 @@ py::dict StatsDict(const tc::Stats& s) {
   d["round_trips"] = s.round_trips;
   d["uploads"] = s.uploads;
   d["releases"] = s.releases;
+  d["shm_uploads"] = s.shm_uploads;
+  d["shm_fetches"] = s.shm_fetches;
   return d;
 }
 
@@ -1196,6 +1198,7 @@ NotImplementedError.)doc")
       .def_property_readonly("address", &tc::Session::address)
       .def_property_readonly("daemon_pid", &tc::Session::daemon_pid)
       .def_property_readonly("closed", &tc::Session::closed)
+      .def_property_readonly("uses_shared_memory", &tc::Session::uses_shared_memory)
       .def_property_readonly("devices", [](const tc::Session& s) { return s.daemon_info().devices; })
       .def("stats", [](const tc::Session& s) { return StatsDict(s.stats()); })
       .def("synchronize",

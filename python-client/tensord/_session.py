@@ -10,7 +10,7 @@ from . import _C
 
 __all__ = ["Session", "connect", "synchronize", "stats", "default_session"]
 
-_STAT_KEYS = ("ops_issued", "messages_sent", "round_trips", "uploads", "releases")
+_STAT_KEYS = ("ops_issued", "messages_sent", "round_trips", "uploads", "releases", "shm_uploads", "shm_fetches")
 
 
 class Session:
@@ -54,13 +54,21 @@ class Session:
         return self._raw.closed
 
     @property
+    def uses_shared_memory(self):
+        """True when large uploads and fetches of this session go through
+        shared memory (same host, Unix socket, daemon's side channel accepted,
+        ``$TENSORD_SHM`` not "0" when the session opened); False: the stream."""
+        return self._raw.uses_shared_memory
+
+    @property
     def devices(self):
         """The devices the daemon reported in the handshake (['cpu', 'cuda:0', ...])."""
         return list(self._raw.devices)
 
     def stats(self):
         """Client counters of this session: dict with ops_issued, messages_sent,
-        round_trips (blocking waits for the daemon), uploads and releases."""
+        round_trips (blocking waits for the daemon), uploads, releases, and
+        shm_uploads / shm_fetches (transfers that went through shared memory)."""
         return self._raw.stats()
 
     def synchronize(self):

@@ -21,6 +21,8 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
+#include "shm_channel.h"
+#include "tensord/wire/shm.h"
 
 namespace tensord::server {
 namespace {
@@ -310,6 +312,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       d->addresses_.push_back(TcpAddress(addrs[i].host, ports[i]));
     }
   }
+  // Same-host clients of a Unix socket get the shared-memory side channel;
+  // without it they use the stream (so a failure here is only a warning).
+  for (const std::string& path : d->socket_paths_) {
+    absl::StatusOr<std::unique_ptr<ShmChannelServer>> c =
+        ShmChannelServer::Start(wire::ShmSocketPath(path), d->service_.get());
+    if (c.ok()) {
+      d->shm_channels_.push_back(*std::move(c));
+    } else {
+      Log(LogLevel::kWarning, "no shared-memory channel beside ", path, ": ", c.status().message());
+    }
+  }
   Log(LogLevel::kInfo, "tensord ", DaemonVersion(), " listening on ", absl::StrJoin(d->addresses_, ", "),
       options.session_memory_limit_bytes > 0
           ? absl::StrCat("; session memory limit ", FormatBytes(options.session_memory_limit_bytes))
@@ -325,6 +338,7 @@ void Daemon::Shutdown() {
   if (server_) {
     if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
   }
+  for (auto& c : shm_channels_) c->Stop();
   if (service_) service_->BeginShutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +

@@ -329,6 +329,17 @@ void TensordService::BeginShutdown() {
   for (uint64_t id : ids) Remove(id, "daemon shutting down");
 }
 
+absl::StatusOr<std::shared_ptr<Session>> TensordService::FindSession(uint64_t session_id,
+                                                                   absl::string_view token) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", HexId(session_id)));
+  if (!TokenEquals(std::string(token), it->second.session->token())) {
+    return absl::PermissionDeniedError(absl::StrCat("wrong token for session ", HexId(session_id)));
+  }
+  return it->second.session;
+}
+
 size_t TensordService::live_sessions() const {
   absl::MutexLock lock(&mu_);
   return sessions_.size();

@@ -205,6 +205,11 @@ SessionStats Session::Close() {
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
+    {
+      absl::MutexLock sl(&shm_mu_);
+      shm_closed_ = true;
+      shm_.clear();  // unmapped here, or when a copy in flight lets go
+    }
     tensors.swap(tensors_);
     uploads.swap(uploads_);
     unreported_.clear();
@@ -738,7 +743,10 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                           " of ", DtypeName(m.dtype), " need ", expected, " bytes")),
                   &m);
     }
-    absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(static_cast<int64_t>(expected), "upload");
+    // Not zero-filled: the chunks overwrite every byte, and the storage is
+    // published only once all of them arrived.
+    absl::StatusOr<std::shared_ptr<Storage>> st =
+        memory_->Allocate(static_cast<int64_t>(expected), "upload", /*zero_fill=*/false);
     if (!st.ok()) return fail(st.status(), &m);
     PendingUpload up;
     up.meta = std::move(m);
@@ -757,7 +765,26 @@ void Session::ExecuteUpload(const v1::Upload& u) {
   }
 
   PendingUpload& up = it->second;
-  const uint64_t size = u.data().size();
+  const char* src = u.data().data();
+  uint64_t size = u.data().size();
+  std::shared_ptr<ShmMapping> shm;  // held while copying
+  if (u.shm_segment() != 0) {
+    // The rest of the bytes are in a shared-memory segment of this session.
+    if (!u.data().empty()) {
+      TensorMeta m = up.meta;
+      uploads_.erase(it);
+      return fail(RuntimeErr(absl::StrCat(what, ": a chunk carries both data and a shared-memory segment")), &m);
+    }
+    size = up.total_bytes - up.received;
+    absl::StatusOr<std::shared_ptr<ShmMapping>> r = ShmRange(what, u.shm_segment(), u.shm_offset(), size);
+    if (!r.ok()) {
+      TensorMeta m = up.meta;
+      uploads_.erase(it);
+      return fail(r.status(), &m);
+    }
+    shm = *std::move(r);
+    src = shm->data + u.shm_offset();
+  }
   if (u.offset() != up.received) {
     TensorMeta m = up.meta;
     const uint64_t received = up.received;
@@ -774,7 +801,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                         " reaches past total_bytes ", total)),
                 &m);
   }
-  if (size > 0) std::memcpy(up.storage->data() + up.received, u.data().data(), size);
+  if (size > 0) std::memcpy(up.storage->data() + up.received, src, size);
   up.received += size;
   if (!u.last()) return;
   if (up.received != up.total_bytes) {
@@ -838,7 +865,28 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   const int64_t numel = m.numel();
   const int64_t itemsize = m.itemsize();
   const int64_t total = numel * itemsize;
-  // Whole elements per chunk (every itemsize divides 1 MiB).
+  if (fetch.shm_segment() != 0 && static_cast<uint64_t>(total) <= fetch.shm_capacity()) {
+    // Into the client's shared-memory segment: one copy, one message.
+    absl::StatusOr<std::shared_ptr<ShmMapping>> shm =
+        ShmRange(absl::StrCat("fetch of handle ", h), fetch.shm_segment(), fetch.shm_offset(), total);
+    if (!shm.ok()) {
+      OpError e;
+      e.status = shm.status();
+      e.op = "fetch";
+      return WriteRequestError(fetch.request_id(), e, write);
+    }
+    StridedReader(t.storage->data(), m).Read(numel, (*shm)->data + fetch.shm_offset());
+    v1::ServerMessage msg;
+    v1::FetchData* d = msg.mutable_data();
+    d->set_request_id(fetch.request_id());
+    wire::ToProto(TensorMeta::Contiguous(m.sizes, m.dtype, m.device), d->mutable_meta());
+    d->set_total_bytes(static_cast<uint64_t>(total));
+    TakeUnreportedErrors(d->mutable_errors());
+    d->set_shm_segment(fetch.shm_segment());
+    d->set_last(true);
+    return write(msg);
+  }
+  // Whole elements per chunk (every itemsize divides the chunk size).
   const int64_t per_chunk = kMaxChunkBytes / itemsize;
   StridedReader reader(t.storage->data(), m);
   int64_t done = 0;  // elements
@@ -854,9 +902,14 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
       TakeUnreportedErrors(d->mutable_errors());
     }
     d->set_offset(static_cast<uint64_t>(done * itemsize));
-    std::string* data = d->mutable_data();
-    data->resize(static_cast<size_t>(n * itemsize));
-    reader.Read(n, data->data());
+    if (m.is_contiguous()) {
+      // Straight from the storage: no zero-filled buffer to overwrite.
+      d->set_data(t.storage->data() + (m.storage_offset + done) * itemsize, static_cast<size_t>(n * itemsize));
+    } else {
+      std::string* data = d->mutable_data();
+      data->resize(static_cast<size_t>(n * itemsize));
+      reader.Read(n, data->data());
+    }
     done += n;
     d->set_last(done == numel);
     first = false;

@@ -529,17 +529,42 @@ TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {
 }
 
 TEST_F(WithDaemon, LargeUploadsAreChunked) {
-  const int64_t n = 3 * 256 * 1024 + 17;  // ~3 MiB of float32
+  tc::SessionOptions stream_only;
+  stream_only.shared_memory = false;
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> stream, tc::Session::Connect(session_->address(), stream_only));
+  EXPECT_FALSE(stream->uses_shared_memory());
+  tc::SessionGuard use(stream);
+  const int64_t n = 3 * 1024 * 1024 + 17;  // ~12 MiB of float32
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.0f);
+  const tc::Stats before = stream->stats();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::FromVector(v, {n}));
+  const tc::Stats mid = stream->stats();
+  EXPECT_GE(mid.messages_sent - before.messages_sent, 4);  // 4 chunks of at most 4 MiB
+  ASSERT_OK_AND_ASSIGN(tc::HostData d, t.Fetch());
+  ASSERT_EQ(d.numel(), n);
+  EXPECT_EQ(d.data<float>()[n - 1], static_cast<float>(n - 1));
+  EXPECT_EQ(std::memcmp(d.byte_data(), v.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(stream->stats().shm_uploads + stream->stats().shm_fetches, 0);
+}
+
+TEST_F(WithDaemon, SameHostTransfersGoThroughSharedMemory) {
+  EXPECT_TRUE(session_->uses_shared_memory());  // a Unix socket: automatic
+  const int64_t n = 3 * 1024 * 1024 + 17;
   std::vector<float> v(n);
   std::iota(v.begin(), v.end(), 0.0f);
   const tc::Stats before = session_->stats();
   ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::FromVector(v, {n}));
-  const tc::Stats mid = session_->stats();
-  EXPECT_GE(mid.messages_sent - before.messages_sent, 4);  // 4 chunks of at most 1 MiB
   ASSERT_OK_AND_ASSIGN(tc::HostData d, t.Fetch());
-  ASSERT_EQ(d.numel(), n);
-  EXPECT_EQ(d.data<float>()[n - 1], static_cast<float>(n - 1));
-  EXPECT_EQ(std::memcmp(d.bytes.data(), v.data(), n * sizeof(float)), 0);
+  ASSERT_OK_AND_ASSIGN(tc::HostData d2, t.Fetch());  // a second segment: `d` still holds the first
+  const tc::Stats after = session_->stats();
+  EXPECT_EQ(after.shm_uploads - before.shm_uploads, 1);
+  EXPECT_EQ(after.shm_fetches - before.shm_fetches, 2);
+  EXPECT_LE(after.messages_sent - before.messages_sent, 3);
+  ASSERT_EQ(d.byte_size(), n * sizeof(float));
+  EXPECT_NE(d.byte_data(), d2.byte_data());
+  EXPECT_EQ(std::memcmp(d.byte_data(), v.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(d2.byte_data(), v.data(), n * sizeof(float)), 0);
 }
 
 TEST_F(WithDaemon, SessionsAreIsolated) {

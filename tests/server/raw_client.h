@@ -192,7 +192,7 @@ class RawSession {
       }
       const v1::FetchData& d = m.data();
       EXPECT_EQ(d.request_id(), request_id_);
-      EXPECT_LE(d.data().size(), 1u << 20);
+      EXPECT_LE(d.data().size(), 3u << 20);
       if (out.chunks == 0) {
         out.meta = d.meta();
         out.total_bytes = d.total_bytes();

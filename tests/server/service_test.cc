@@ -268,8 +268,8 @@ TEST_F(ServiceTest, DataDependentOpsReportTheirShapeThroughDescribe) {
 
 TEST_F(ServiceTest, ChunkedUploadAndChunkedStridedFetch) {
   RawSession s(stub_.get());
-  // 700 x 500 float32 = 1.4 MB: more than one 1 MiB chunk each way.
-  const int64_t rows = 700, cols = 500;
+  // 1000 x 1000 float32 = 4 MB: more than one 3 MiB chunk each way.
+  const int64_t rows = 1000, cols = 1000;
   std::vector<float> v(rows * cols);
   std::iota(v.begin(), v.end(), 0.0f);
   const std::string bytes = Bytes(v);

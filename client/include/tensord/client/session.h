@@ -35,12 +35,19 @@ struct SessionOptions {
   // Uploads up to this size travel inline in the batch; larger ones are
   // streamed in chunks of `chunk_bytes`.
   size_t inline_upload_limit = 64 * 1024;
-  size_t chunk_bytes = 1024 * 1024;
+  size_t chunk_bytes = 4 * 1024 * 1024;
   // How long Connect waits for the handshake and an embedded daemon for its
   // ready line.
   int connect_timeout_ms = 10000;
   int spawn_timeout_ms = 30000;
   std::string client_name = "tensord-client";
+  // Same-host fast path: over a Unix socket, tensors of more than
+  // `inline_upload_limit` bytes travel through shared-memory segments (one
+  // copy each way) when the daemon offers its side channel; otherwise, or
+  // with this false or $TENSORD_SHM=0, through the stream. The segments, kept
+  // for reuse, total at most `shm_pool_bytes`.
+  bool shared_memory = true;
+  size_t shm_pool_bytes = size_t{1} << 30;
   // Embedded daemon: the binary (empty: $TENSORD_BIN, else the build's bin/
   // directory, else `tensord` on PATH).
   std::string daemon_binary;
@@ -54,6 +61,8 @@ struct Stats {
   int64_t messages_sent = 0;  // ClientMessages written on the stream
   int64_t round_trips = 0;    // blocking waits for the daemon
   int64_t releases = 0;       // handles released
+  int64_t shm_uploads = 0;    // uploads through shared memory
+  int64_t shm_fetches = 0;    // fetches through shared memory
 };
 
 // What the daemon said about itself in the handshake.
@@ -143,7 +152,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void RegisterGradTarget(const std::shared_ptr<TensorImpl>& impl);
   // Uploads `nbytes` at `data` as a new contiguous tensor of `meta`.
   absl::StatusOr<Tensor> Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site);
-  absl::StatusOr<HostData> Fetch(uint64_t handle);
+  // `expected_bytes` (the tensor's size as the client predicts it) lets a
+  // large fetch go through shared memory; 0 streams it.
+  absl::StatusOr<HostData> Fetch(uint64_t handle, uint64_t expected_bytes = 0);
+  // Whether the shared-memory side channel is in use.
+  bool uses_shared_memory() const;
   // The daemon's metadata for `handle` (error if it failed); when
   // `storage_id` is given, the daemon's id of the storage it views (equal ids
   // = the same storage; 0 when it has none).

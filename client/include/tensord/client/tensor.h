@@ -142,7 +142,14 @@ struct TensorImpl {
 // contiguous; meta.device says where the data came from).
 struct HostData {
   TensorMeta meta;
+  // The bytes: in `bytes`, or (a fetch through shared memory) the first
+  // `mapped_size` bytes at `mapped`. Use byte_data()/byte_size().
   std::string bytes;
+  std::shared_ptr<const char> mapped;
+  size_t mapped_size = 0;
+
+  const char* byte_data() const { return mapped ? mapped.get() : bytes.data(); }
+  size_t byte_size() const { return mapped ? mapped_size : bytes.size(); }
 
   int64_t numel() const { return meta.numel(); }
   // Element `flat` (row-major) as a Scalar: bool, int (integral dtypes) or
@@ -152,7 +159,7 @@ struct HostData {
   // All elements converted to double (row-major).
   std::vector<double> ToDoubles() const;
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  const T* data() const { return reinterpret_cast<const T*>(byte_data()); }
 };
 
 // Decoders for the dtypes C++ has no native type for (exact conversions).

@@ -25,8 +25,10 @@
 
 namespace tensord::server {
 
+class ShmChannelServer;  // server/src/shm_channel.h
+
 // Largest gRPC message the daemon accepts or sends (batches of op calls and
-// upload chunks; fetch data is chunked at 1 MiB).
+// upload chunks; fetch data is chunked at 3 MiB).
 inline constexpr int kMaxMessageBytes = 64 << 20;
 
 struct DaemonOptions {
@@ -72,6 +74,8 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
   std::vector<std::string> socket_paths_;  // to remove at shutdown
+  // The shared-memory side channel beside each Unix socket ("<path>.shm").
+  std::vector<std::unique_ptr<ShmChannelServer>> shm_channels_;
   bool shut_down_ = false;
 };
 

@@ -59,6 +59,10 @@ class TensordService final : public v1::Tensord::Service {
   // session. Called before the gRPC server shuts down.
   void BeginShutdown();
 
+  // The session `session_id` when `token` is its token (the shared-memory
+  // side channel's hello): NotFound or PermissionDenied otherwise.
+  absl::StatusOr<std::shared_ptr<Session>> FindSession(uint64_t session_id, absl::string_view token) const;
+
   // Introspection (tests, logs).
   size_t live_sessions() const;
   // Bytes of tensor storage held by all sessions together.

@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "tensord/kernels/registry.h"
 #include "tensord/meta/tensor_meta.h"
@@ -34,8 +35,10 @@
 
 namespace tensord::server {
 
-// Fetch data travels in chunks of at most this many bytes.
-inline constexpr int64_t kMaxChunkBytes = 1 << 20;
+// Fetch data travels in chunks of at most this many bytes: large, but with
+// room left under gRPC's default 4 MiB receive limit (for the first chunk's
+// metadata and errors), so that clients with default settings can read them.
+inline constexpr int64_t kMaxChunkBytes = 3 << 20;
 // At most this many errors wait for the next Sync; later ones are counted.
 inline constexpr size_t kMaxUnreportedErrors = 1024;
 
@@ -91,7 +94,8 @@ class Session {
   // them may read further messages through `read` (to get a callback's
   // result); requests that follow the result in such a message run after the
   // backward finishes, before this returns. Returns false when the stream is
-  // gone or the session closed.
+  // gone or the session closed. The requests run in place (never copied);
+  // `message` must stay alive and unchanged until this returns.
   bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read);
 
   // Frees every tensor and discards unfinished uploads. Idempotent; later
@@ -103,7 +107,35 @@ class Session {
   // Memory account (bytes in use return to 0 once the session is closed).
   const MemoryAccount& memory() const { return *memory_; }
 
+  // ---- shared memory (the side channel of tensord/wire/shm.h) -------------
+  // Claims the session's one side channel; false when it already has one.
+  bool ClaimShmChannel();
+  // Maps the client's memfd `fd` as segment `id` of `size` bytes (the caller
+  // keeps `fd`). Refused (InvalidArgument, FailedPrecondition or
+  // ResourceExhausted, with the numbers) unless: id is not 0 and not mapped
+  // yet; the session has fewer than kMaxShmSegments segments and at most
+  // kMaxShmBytes in them; `fd` is a memfd sealed against shrinking (so the
+  // mapping can never fault past its end) whose size is exactly `size` > 0.
+  absl::Status MapShmSegment(uint32_t id, uint64_t size, int fd);
+  absl::Status UnmapShmSegment(uint32_t id);
+  // Segments mapped now (tests).
+  size_t shm_segments() const;
+
+  static constexpr size_t kMaxShmSegments = 64;
+  static constexpr uint64_t kMaxShmBytes = uint64_t{64} << 30;
+
  private:
+  // A mapped segment; unmapped when the last user lets go.
+  struct ShmMapping {
+    char* data = nullptr;
+    uint64_t size = 0;
+    ~ShmMapping();
+  };
+  // The segment `id` and the `nbytes` at `offset` in it, checked; the error
+  // names `what` and the numbers.
+  absl::StatusOr<std::shared_ptr<ShmMapping>> ShmRange(absl::string_view what, uint32_t id, uint64_t offset,
+                                                       uint64_t nbytes) const;
+
   struct PendingUpload {
     TensorMeta meta;
     std::shared_ptr<Storage> storage;
@@ -200,6 +232,13 @@ class Session {
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Shared-memory segments: mapped by the side channel's thread, read by
+  // the executing thread (which holds a reference while it copies).
+  mutable absl::Mutex shm_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  bool shm_claimed_ ABSL_GUARDED_BY(shm_mu_) = false;
+  bool shm_closed_ ABSL_GUARDED_BY(shm_mu_) = false;
+  uint64_t shm_bytes_ ABSL_GUARDED_BY(shm_mu_) = 0;
+  absl::flat_hash_map<uint32_t, std::shared_ptr<ShmMapping>> shm_ ABSL_GUARDED_BY(shm_mu_);
   // node_hash_map: metas stay put while an op holds pointers to its inputs.
   absl::node_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
   absl::node_hash_map<uint64_t, PendingUpload> uploads_ ABSL_GUARDED_BY(mu_);

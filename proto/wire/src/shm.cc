@@ -1,0 +1,131 @@
+// The shared-memory side channel's frames (see tensord/wire/shm.h).
+#include "tensord/wire/shm.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord::wire {
+
+std::string ShmSocketPath(absl::string_view unix_socket_path) {
+  return absl::StrCat(unix_socket_path, kShmSocketSuffix);
+}
+
+namespace {
+
+absl::Status Errno(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat("shared-memory channel: ", what, ": ", std::strerror(errno)));
+}
+
+// Sends exactly one datagram; EINTR retried.
+absl::Status SendAll(int sock, const void* buf, size_t n, int fd) {
+  iovec iov{const_cast<void*>(buf), n};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  for (;;) {
+    const ssize_t r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (r == static_cast<ssize_t>(n)) return absl::OkStatus();
+    if (r < 0 && errno == EINTR) continue;
+    if (r >= 0) return absl::UnavailableError("shared-memory channel: short send");
+    return Errno("send");
+  }
+}
+
+// Receives one datagram into `buf` (n bytes); returns its size (0 at end of
+// stream). Descriptors: the first into *fd (if fd != nullptr), others closed.
+absl::StatusOr<size_t> RecvOne(int sock, void* buf, size_t n, int* fd) {
+  if (fd != nullptr) *fd = -1;
+  iovec iov{buf, n};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t r;
+  do {
+    r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) return Errno("receive");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int got;
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (fd != nullptr && *fd < 0) {
+        *fd = got;
+      } else {
+        ::close(got);
+      }
+    }
+  }
+  if ((msg.msg_flags & MSG_TRUNC) != 0) {
+    if (fd != nullptr && *fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared-memory channel: a frame longer than ", n, " bytes"));
+  }
+  return static_cast<size_t>(r);
+}
+
+}  // namespace
+
+absl::Status SendShmFrame(int sock, const ShmFrame& frame, int fd) { return SendAll(sock, &frame, sizeof(frame), fd); }
+
+absl::StatusOr<bool> RecvShmFrame(int sock, ShmFrame* frame, int* fd) {
+  absl::StatusOr<size_t> n = RecvOne(sock, frame, sizeof(*frame), fd);
+  if (!n.ok()) return n.status();
+  if (*n == 0) return false;
+  if (*n != sizeof(*frame) || frame->magic != kShmMagic) {
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
+    return absl::InvalidArgumentError(absl::StrCat("shared-memory channel: a frame of ", *n,
+                                                   " bytes without the tensord magic (expected ", sizeof(*frame),
+                                                   " bytes)"));
+  }
+  return true;
+}
+
+absl::Status SendShmReply(int sock, const absl::Status& status) {
+  ShmReply r;
+  r.code = static_cast<int32_t>(status.code());
+  const absl::string_view m = status.message();
+  std::memcpy(r.message, m.data(), std::min(m.size(), sizeof(r.message) - 1));
+  return SendAll(sock, &r, sizeof(r), -1);
+}
+
+absl::Status RecvShmReply(int sock) {
+  ShmReply r;
+  absl::StatusOr<size_t> n = RecvOne(sock, &r, sizeof(r), nullptr);
+  if (!n.ok()) return n.status();
+  if (*n == 0) return absl::UnavailableError("shared-memory channel: the daemon closed it");
+  if (*n != sizeof(r) || r.magic != kShmMagic) {
+    return absl::InternalError("shared-memory channel: a malformed reply from the daemon");
+  }
+  r.message[sizeof(r.message) - 1] = '\0';
+  if (r.code == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(r.code), r.message);
+}
+
+}  // namespace tensord::wire

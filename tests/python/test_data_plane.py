@@ -1,0 +1,136 @@
+"""The data plane: uploads and fetches through shared memory (same host, Unix
+socket, automatic) and through the stream (TENSORD_SHM=0) give the same
+data for every size; a client killed mid-session leaves nothing in /dev/shm
+and nothing mapped in the daemon, which keeps serving."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import tensord
+from conftest import subprocess_env
+
+# 0, 1, a size that is not a multiple of the page, just past the inline
+# limit (64 KiB), and past one 4 MiB stream chunk.
+SIZES = [0, 1, 1000, 16385, 1_500_001]
+
+
+def _connect(address, shm):
+    old = os.environ.get("TENSORD_SHM")
+    os.environ["TENSORD_SHM"] = "1" if shm else "0"
+    try:
+        return tensord.connect(address, set_default=False)
+    finally:
+        if old is None:
+            del os.environ["TENSORD_SHM"]
+        else:
+            os.environ["TENSORD_SHM"] = old
+
+
+@pytest.fixture(scope="module")
+def two_sessions(daemon):
+    fast, slow = _connect(daemon.address, True), _connect(daemon.address, False)
+    yield fast, slow
+    fast.close()
+    slow.close()
+
+
+def test_shared_memory_is_automatic_on_unix_sockets_and_off_with_env(two_sessions):
+    fast, slow = two_sessions
+    assert fast.uses_shared_memory
+    assert not slow.uses_shared_memory
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16])
+def test_round_trip_equal_through_both_paths(two_sessions, n, dtype):
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal(n) * 100).astype(dtype)
+    big = a.nbytes > 64 * 1024
+    for s in two_sessions:
+        before = s.stats()
+        with s:
+            t = tensord.from_numpy(a)
+            back = t.numpy()
+            doubled = (t * 2).numpy()                      # computed in the daemon from the upload
+        np.testing.assert_array_equal(back, a)
+        np.testing.assert_array_equal(doubled, a * 2)
+        after = s.stats()
+        used = s.uses_shared_memory and big
+        assert after["shm_uploads"] - before["shm_uploads"] == (1 if used else 0)
+        assert after["shm_fetches"] - before["shm_fetches"] == (2 if used else 0)
+
+
+def test_strided_fetch_and_reused_segments(two_sessions):
+    fast, slow = two_sessions
+    a = np.arange(600 * 700, dtype=np.float32).reshape(600, 700)
+    with fast:
+        t = tensord.from_numpy(a)
+        for _ in range(3):                                # the same segments serve again
+            np.testing.assert_array_equal(t.T.numpy(), a.T)
+            np.testing.assert_array_equal(t[::2, 1::3].numpy(), a[::2, 1::3])
+    with slow:
+        np.testing.assert_array_equal(tensord.from_numpy(a).T.numpy(), a.T)
+
+
+def test_fetched_arrays_outlive_the_next_fetch_and_the_session(daemon):
+    s = _connect(daemon.address, True)
+    assert s.uses_shared_memory
+    a = np.arange(1 << 20, dtype=np.float32)
+    with s:
+        t = tensord.from_numpy(a)
+        first = t.numpy()
+        second = (t + 1).numpy()                          # must not overwrite `first`
+    s.close()
+    np.testing.assert_array_equal(first, a)
+    np.testing.assert_array_equal(second, a + 1)
+    first[0] = 5.0                                        # writable, like a torch .numpy()
+    assert first[0] == 5.0
+
+
+def _daemon_memfd_mappings(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return sum(1 for line in f if "memfd:tensord-shm" in line)
+
+
+CHILD = r"""
+import sys, time
+import numpy as np
+import tensord
+s = tensord.connect(sys.argv[1])
+assert s.uses_shared_memory
+x = tensord.from_numpy(np.ones(3 << 20, dtype=np.float32))
+assert float(x.numpy()[-1]) == 1.0
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_killed_client_leaves_nothing_behind(daemon, session):
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    maps_before = _daemon_memfd_mappings(daemon.proc.pid)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, daemon.address], stdout=subprocess.PIPE,
+                             env=subprocess_env())
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        assert _daemon_memfd_mappings(daemon.proc.pid) > maps_before
+        if os.path.isdir("/dev/shm"):
+            assert not any("tensord" in n for n in set(os.listdir("/dev/shm")) - shm_before)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+    deadline = time.monotonic() + 20
+    while _daemon_memfd_mappings(daemon.proc.pid) > maps_before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _daemon_memfd_mappings(daemon.proc.pid) == maps_before
+    if os.path.isdir("/dev/shm"):
+        assert not any("tensord" in n for n in set(os.listdir("/dev/shm")) - shm_before)
+    assert daemon.proc.poll() is None
+    with session:                                         # the daemon keeps serving
+        assert tensord.from_numpy(np.ones(1 << 18, dtype=np.float32)).sum().item() == float(1 << 18)
