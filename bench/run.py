@@ -43,7 +43,8 @@ TRANSPORTS = "Unix socket (temporary path) and loopback TCP (127.0.0.1, port 0);
 
 def machine():
     """A dict describing this machine and checkout: cores, cpu, memory_gib,
-    kernel, python, transports, date (local, ISO 8601), commit (short hash,
+    load_average (1, 5, 15 minutes, at the start: other work on the machine
+    shows in every figure), kernel, python, transports, date (local, ISO 8601), commit (short hash,
     "+dirty" when the tree has changes)."""
     cpu = "unknown CPU"
     try:
@@ -74,6 +75,7 @@ def machine():
     if git("status", "--porcelain", "--untracked-files=no"):
         commit += "+dirty"
     return dict(cores=os.cpu_count(), cpu=cpu, memory_gib=round(mem, 1) if mem else None,
+                load_average=[round(x, 2) for x in os.getloadavg()],
                 kernel=platform.release(), python=platform.python_version(), transports=TRANSPORTS,
                 date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"), commit=commit)
 
@@ -132,7 +134,7 @@ def header_lines(m, quick):
     return [
         f"tensord benchmarks{' (--quick: smoke run, not figures)' if quick else ''}, {m['date']}, commit {m['commit']}",
         f"machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB memory, Linux {m['kernel']}, "
-        f"Python {m['python']}",
+        f"Python {m['python']}, load average at start {' '.join(map(str, m['load_average']))}",
         f"transports: {m['transports']}",
         "every value is a median of repeats; ratio = tensord / peer; target is the issue's goal for the ratio",
     ]
