@@ -1,12 +1,13 @@
 # tensord — the two commands in the README, and a few more.
 #   make demo   install deps, build, train the digits MLP through the daemon, then k-NN and meta mode
 #   make test   install deps, build, run every C++ and Python test
+#   make bench  build, run every benchmark of bench/ and print one table (BENCH_ARGS=--quick for a smoke run)
 PY      := /usr/bin/python3
 BUILD   ?= build
 JOBS    ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build install-dev demo test test-cpp test-python sanitize tsan clean bench-meta
+.PHONY: all deps build install-dev demo test test-cpp test-python sanitize tsan clean bench bench-meta
 
 all: build
 
@@ -32,6 +33,13 @@ test-python: build
 	TENSORD_BIN=$(abspath $(BUILD))/bin/tensord $(PY) -m pytest tests/python -q -p no:cacheprovider
 
 test: test-cpp test-python
+
+# Every figure of issue 5 beside its peer, one table; writes $(BUILD)/bench.json
+# and $(BUILD)/bench.md (a benchmark: no pass/fail on speed). See bench/RESULTS.md.
+BENCH_ARGS ?=
+bench: build
+	$(PY) bench/run.py --build $(abspath $(BUILD)) --json $(abspath $(BUILD))/bench.json \
+	  --markdown $(abspath $(BUILD))/bench.md $(BENCH_ARGS)
 
 # Meta cost per op, tensord vs torch 1.13's meta device (a benchmark: no pass/fail).
 bench-meta: build

@@ -1,7 +1,7 @@
 """Meta cost per op from Python: tensord's meta mode beside PyTorch 1.13's meta
 device, on the same ops and shapes, in the same run.
 
-    python3 bench/meta_bench.py [--repeat N] [--only add,matmul] [--no-cpp]
+    python3 bench/meta_bench.py [--repeat N] [--only add,matmul] [--no-cpp] [--json FILE]
     make bench-meta
 
 For each op it times N calls of tensord on meta tensors and N calls of torch
@@ -13,9 +13,16 @@ client::Call, and the binding + meta function alone; the gaps between the
 columns are the Python binding's and the C++ client's shares. Nothing runs
 in a daemon. This is a benchmark, not a test: it has no
 thresholds and never fails on a slow machine.
+
+With --json FILE it also writes the rows of figure 5 of `make bench`
+(bench/run.py), in bench/py_bench.py's row format: one per op (unit us/op,
+ours = tensord, peer = torch's meta device) and one for the geometric mean
+over the ops (ours and peer the geometric means of the times, ratio the
+geometric mean of the ratios), each with the target "<= 0.5".
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -106,6 +113,7 @@ def main(argv=None):
                    help="build directory holding bin/client_bench and bin/meta_bench (their columns are left out "
                         "when absent)")
     p.add_argument("--no-cpp", action="store_true", help="leave out the C++ columns")
+    p.add_argument("--json", help="also write figure 5's rows (one per op, then the geometric mean) to this file")
     args = p.parse_args(argv)
     ours = dict(_cases(tensord, "meta"))
     theirs = dict(_cases(torch, "meta"))
@@ -128,11 +136,14 @@ def main(argv=None):
         v = table.get(_CPP_NAMES.get(n, ""))
         return f"{v:>9.2f}" if v is not None else f"{'-':>9}"
 
-    ratios = []
+    ratios, rows = [], []
+    peer_name = f"PyTorch {torch.__version__} meta device"
     for n in names:
         t_ours = _time(ours[n], args.repeat)
         t_torch = _time(theirs[n], args.repeat)
         ratios.append(t_ours / t_torch)
+        rows.append(dict(figure=5, name=f"meta: {n}", unit="us/op", ours=t_ours, peer=t_torch, peer_name=peer_name,
+                         ratio=t_ours / t_torch, target="<= 0.5"))
         cpp = f" {cell(client_cpp, n)} {cell(meta_cpp, n)}" if extra else ""
         print(f"{n:<20} {t_ours:>14.2f} {t_torch:>12.2f} {t_ours / t_torch:>7.2f}{cpp}")
     if ratios:
@@ -141,6 +152,16 @@ def main(argv=None):
             geo *= r
         geo **= 1.0 / len(ratios)
         print(f"{'geometric mean':<20} {'':>14} {'':>12} {geo:>7.2f}   (ratio = tensord / torch; target <= 0.5)")
+
+        def gmean(xs):
+            return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+        rows.append(dict(figure=5, name=f"meta: geometric mean over {len(ratios)} ops", unit="us/op",
+                         ours=gmean([r["ours"] for r in rows]), peer=gmean([r["peer"] for r in rows]),
+                         peer_name=peer_name, ratio=geo, target="<= 0.5"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
     return 0
 
 

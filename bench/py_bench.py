@@ -18,7 +18,9 @@ Figures (numbering as in bench/RESULTS.md):
      loop, p50/p99 sync latency, errors, and the daemon's resident memory
      before the clients and after they disconnect.
 
-Every figure is the median of repeated runs. The daemon is spawned from
+Every figure is the median of repeated runs. Rows of figures 1 and 6 also
+carry client_cpu_share and daemon_cpu_share: CPU seconds per wall second of
+the Python client and of the daemon while tensord ran (1.0 = one core busy). The daemon is spawned from
 $TENSORD_BIN (default build/bin/tensord) listening on a temporary Unix socket
 and on 127.0.0.1 port 0; nothing reaches the network. Rows are dicts with
 figure, name, unit, ours, peer, peer_name, ratio (ours / peer) and target
@@ -86,6 +88,12 @@ class Daemon:
                     return int(line.split()[1]) * 1024
         return 0
 
+    def cpu_seconds(self):
+        """CPU seconds (user + system, all threads) the daemon has used so far."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -110,21 +118,44 @@ def median_of(fn, repeats):
     return statistics.median(fn() for _ in range(repeats))
 
 
+class CpuShare:
+    """CPU seconds per wall second of this process and of the daemon while the
+    `with` block runs (1.0 = one core busy): which side a figure waits on.
+    Accumulates over several blocks; `shares()` gives the row fields."""
+
+    def __init__(self, daemon):
+        self.daemon, self.client, self.server, self.wall = daemon, 0.0, 0.0, 0.0
+
+    def __enter__(self):
+        self._t = (time.process_time(), self.daemon.cpu_seconds(), time.perf_counter())
+        return self
+
+    def __exit__(self, *exc):
+        c, d, w = self._t
+        self.client += time.process_time() - c
+        self.server += self.daemon.cpu_seconds() - d
+        self.wall += time.perf_counter() - w
+
+    def shares(self):
+        return dict(client_cpu_share=self.client / self.wall, daemon_cpu_share=self.server / self.wall)
+
+
 # ---------------------------------------------------------------- figure 1
 
 def fig1_pipelined(daemon, n_ops, repeats):
     import torch
 
-    def tensord_loop(session):
+    def tensord_loop(session, cpu):
         with session:
             a, b = tensord.randn(64), tensord.randn(64)
             c = a + b
             c.sum().item()                        # warm: the session, the op path
-            t0 = time.perf_counter()
-            for _ in range(n_ops):
-                c = a + b
-            c[0].item()
-            return (time.perf_counter() - t0) / n_ops * 1e6
+            with cpu:
+                t0 = time.perf_counter()
+                for _ in range(n_ops):
+                    c = a + b
+                c[0].item()
+                return (time.perf_counter() - t0) / n_ops * 1e6
 
     def torch_loop():
         a, b = torch.randn(64), torch.randn(64)
@@ -139,10 +170,11 @@ def fig1_pipelined(daemon, n_ops, repeats):
     rows = []
     for transport, address in (("unix socket", daemon.unix), ("loopback TCP", daemon.tcp)):
         s = tensord.connect(address, set_default=False)
-        ours = median_of(lambda: tensord_loop(s), repeats)
+        cpu = CpuShare(daemon)
+        ours = median_of(lambda: tensord_loop(s, cpu), repeats)
         s.close()
         rows.append(row(1, f"pipelined c = a + b, 64 floats ({transport})", "us/op", ours, peer,
-                        f"PyTorch {torch.__version__} local", "<= 1.5"))
+                        f"PyTorch {torch.__version__} local", "<= 1.5", **cpu.shares()))
     return rows
 
 
@@ -265,16 +297,18 @@ def fig6_digits_epoch(daemon, repeats):
     args = argparse.Namespace(lr=3e-3, seed=0, batch_size=32, epochs=1)
     plan = digits_mlp.batches(len(x_train), args.batch_size, 1, args.seed)
     ours_t, peer_t = [], []
+    cpu = CpuShare(daemon)
     for _ in range(repeats):
         s = tensord.connect(daemon.unix, set_default=False)
-        with s:
+        with s, cpu:
             initial, _, _, sec = digits_mlp.train_tensord(data, plan, args)
         s.close()
         ours_t.append(sec)
         _, _, tsec, ver = digits_mlp.train_torch(data, plan, initial, args)
         peer_t.append(tsec)
     return [row(6, f"digits MLP, one epoch ({len(plan[0])} steps of batch 32, unix socket)", "s",
-                statistics.median(ours_t), statistics.median(peer_t), f"PyTorch {ver} local", "<= 1.5")]
+                statistics.median(ours_t), statistics.median(peer_t), f"PyTorch {ver} local", "<= 1.5",
+                **cpu.shares())]
 
 
 # ---------------------------------------------------------------- figure 7

@@ -1,0 +1,621 @@
+// wire_bench — figures 2 and 3 of `make bench` (issue 5): what the wire costs
+// the C++ client, each figure beside a peer measured by this binary in the
+// same run. A benchmark, not a test: nothing here passes or fails on speed.
+//
+//   build/bin/wire_bench [--json FILE] [--quick] [--only 2,3] [--tensord BIN]
+//
+// Figure 2, synchronous round trip: `c = a + b` on two 64-element float32
+//   tensors, then c[0].item() (a select and a fetch of one element: one
+//   message out, one back), repeated; the median round trip in microseconds
+//   through the tensord C++ client, beside a bare gRPC ping-pong (one 64-byte
+//   message each way on an open bidirectional stream, bench/tensord_bench/
+//   echo.proto) on the same transport. Ratio = tensord / bare; target <= 1.3.
+// Figure 3, data plane: upload (FromBlob + Synchronize) and download (Fetch)
+//   of 1 MiB, 64 MiB and 256 MiB float32 tensors through the C++ client, in
+//   GB/s (10^9 bytes per second), beside memcpy of the same size between two
+//   already-touched buffers in this process. Ratio = tensord / memcpy; target
+//   >= 0.25 over gRPC. Row names end with the path, "(unix)" or "(tcp)", so
+//   a same-host shared-memory path can add "(shm)" rows with target >= 0.8.
+//
+// Both peers run in their own process, like the daemon: the real `tensord
+// serve --listen unix:TMP/sock --listen 127.0.0.1:0` (from --tensord,
+// $TENSORD_BIN, else `tensord` beside this binary), and this binary again in
+// `--serve-echo` mode on a temporary Unix socket and 127.0.0.1 port 0. The
+// tensord and echo samples are taken in alternating blocks so that drift on a
+// shared machine hits both. Nothing reaches the network.
+//
+// Output: a table on stdout; with --json, a JSON list of rows with figure,
+// name, unit, ours, peer, peer_name, ratio (ours / peer), target (as
+// bench/py_bench.py writes them) plus transport, repeats and where the CPU
+// time went: figure 2 rows give CPU microseconds per round trip of each side
+// (client_cpu_us, daemon_cpu_us, peer_client_cpu_us, peer_server_cpu_us),
+// figure 3 rows the CPU share (CPU seconds / wall seconds) of the client and
+// of the daemon during the transfers (client_cpu_share, daemon_cpu_share).
+// Exit status 1 with a message on stderr when the daemon cannot be started
+// or a client call fails. --quick: fewer repeats and no 256 MiB case (a smoke
+// run, seconds).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "grpcpp/grpcpp.h"
+#include "tensord/client/client.h"
+#include "tensord_bench/echo.grpc.pb.h"
+
+extern char** environ;
+
+namespace tc = tensord::client;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "wire_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T Check(absl::StatusOr<T> s, const char* what) {
+  if (!s.ok()) Die(absl::StrCat(what, ": ", s.status().ToString()));
+  return *std::move(s);
+}
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) Die(absl::StrCat(what, ": ", s.ToString()));
+}
+
+double Seconds(Clock::time_point t0, Clock::time_point t1) { return std::chrono::duration<double>(t1 - t0).count(); }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Keeps the compiler from treating a buffer's contents as dead.
+void Clobber(void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+// CPU seconds (user + system) used so far by this process, all threads.
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// CPU seconds (user + system) used so far by process `pid`, all threads
+// (/proc/PID/stat fields 14 and 15, in clock ticks); 0 when unreadable.
+double ProcCpuSeconds(pid_t pid) {
+  FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
+  if (f == nullptr) return 0.0;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0.0;
+  std::vector<std::string> fields = absl::StrSplit(p + 2, ' ');  // fields[0] is field 3, the state
+  double utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) || !absl::SimpleAtod(fields[12], &stime)) return 0.0;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds of this process and of a server process, sampled together.
+struct CpuMark {
+  double client, server;
+  static CpuMark Now(pid_t server) { return {SelfCpuSeconds(), ProcCpuSeconds(server)}; }
+};
+
+// A child process whose stdout is a pipe we read its ready line from. The
+// destructor stops it (SIGTERM, then SIGKILL after 10 s) and reaps it.
+class Child {
+ public:
+  // Starts argv[0] with `argv`; stderr goes to `stderr_path`, stdin is a pipe
+  // the child may watch for EOF (our exit).
+  Child(const std::vector<std::string>& argv, const std::string& stderr_path) {
+    int out[2], in[2];
+    if (pipe(out) != 0 || pipe(in) != 0) Die("pipe failed");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    close(in[0]);
+    out_ = out[0];
+    in_ = in[1];
+    fcntl(out_, F_SETFD, FD_CLOEXEC);
+    fcntl(in_, F_SETFD, FD_CLOEXEC);
+    if (rc != 0) {
+      pid_ = 0;
+      Die(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
+    }
+  }
+  ~Child() { Stop(); }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  // The first line on the child's stdout that starts with `prefix`, without
+  // the prefix; "" when the child exits or `timeout_ms` passes first.
+  std::string WaitForLine(const std::string& prefix, int timeout_ms) {
+    std::string buf;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (Clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
+      char c[256];
+      const ssize_t n = read(out_, c, sizeof c);
+      if (n <= 0) return "";
+      buf.append(c, static_cast<size_t>(n));
+      size_t nl;
+      while ((nl = buf.find('\n')) != std::string::npos) {
+        std::string line = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
+      }
+    }
+    return "";
+  }
+
+  pid_t pid() const { return pid_; }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    if (in_ >= 0) close(in_);
+    in_ = -1;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 1000; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = 0;
+        break;
+      }
+      usleep(10000);
+    }
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = 0;
+    }
+    if (out_ >= 0) close(out_);
+    out_ = -1;
+  }
+
+ private:
+  pid_t pid_ = 0;
+  int out_ = -1;
+  int in_ = -1;
+};
+
+// "unix:/a, 127.0.0.1:123" -> {unix address, tcp address}.
+std::pair<std::string, std::string> SplitAddresses(const std::string& line) {
+  std::string unix_addr, tcp_addr;
+  for (absl::string_view a : absl::StrSplit(line, ',', absl::SkipWhitespace())) {
+    std::string s(absl::StripAsciiWhitespace(a));
+    if (s.rfind("unix:", 0) == 0) {
+      unix_addr = s;
+    } else {
+      tcp_addr = s;
+    }
+  }
+  return {unix_addr, tcp_addr};
+}
+
+// ---------------------------------------------------------------- echo server
+
+class EchoService final : public tensord::bench::Echo::Service {
+  grpc::Status PingPong(grpc::ServerContext*, grpc::ServerReaderWriter<tensord::bench::Ping, tensord::bench::Ping>* stream)
+      override {
+    tensord::bench::Ping p;
+    while (stream->Read(&p)) {
+      if (!stream->Write(p)) break;
+    }
+    return grpc::Status::OK;
+  }
+};
+
+// `wire_bench --serve-echo SOCKET_PATH`: serves Echo on unix:SOCKET_PATH and
+// 127.0.0.1:0, prints "echo: listening on unix:..., 127.0.0.1:PORT" and runs
+// until stdin reaches EOF (the parent exited or stopped us) or SIGTERM.
+int ServeEcho(const std::string& socket_path) {
+  EchoService service;
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int tcp_port = 0, unix_port = 0;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials(), &unix_port);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tcp_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || tcp_port == 0 || unix_port == 0) {
+    std::fprintf(stderr, "echo server: cannot listen on unix:%s and 127.0.0.1:0\n", socket_path.c_str());
+    return 1;
+  }
+  std::printf("echo: listening on unix:%s, 127.0.0.1:%d\n", socket_path.c_str(), tcp_port);
+  std::fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+  unlink(socket_path.c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------- rows
+
+struct Row {
+  int figure;
+  std::string name, unit;
+  double ours, peer;
+  std::string peer_name, target, transport;
+  int repeats;
+  // Further facts for the JSON row (CPU time per iteration or CPU share).
+  std::vector<std::pair<std::string, double>> extra = {};
+};
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonNumber(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void WriteJson(const std::string& path, const std::vector<Row>& rows) {
+  std::string out = "[\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    absl::StrAppend(&out, " {\"figure\": ", r.figure, ", \"name\": ", JsonString(r.name),
+                    ", \"unit\": ", JsonString(r.unit), ", \"ours\": ", JsonNumber(r.ours),
+                    ", \"peer\": ", JsonNumber(r.peer), ", \"peer_name\": ", JsonString(r.peer_name),
+                    ", \"ratio\": ", r.peer > 0 ? JsonNumber(r.ours / r.peer) : "null",
+                    ", \"target\": ", JsonString(r.target), ", \"transport\": ", JsonString(r.transport),
+                    ", \"repeats\": ", r.repeats);
+    for (const auto& [k, v] : r.extra) absl::StrAppend(&out, ", ", JsonString(k), ": ", JsonNumber(v));
+    absl::StrAppend(&out, "}", i + 1 < rows.size() ? ",\n" : "\n");
+  }
+  out += "]\n";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) Die(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  std::fwrite(out.data(), 1, out.size(), f);
+  std::fclose(f);
+}
+
+// ---------------------------------------------------------------- figure 2
+
+// One round trip of the echo stream: a 64-byte Ping out, the same back.
+class EchoClient {
+ public:
+  explicit EchoClient(const std::string& address) {
+    channel_ = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    stub_ = tensord::bench::Echo::NewStub(channel_);
+    stream_ = stub_->PingPong(&context_);
+    ping_.set_payload(std::string(64, 'x'));
+  }
+  ~EchoClient() {
+    stream_->WritesDone();
+    tensord::bench::Ping p;
+    while (stream_->Read(&p)) {
+    }
+    stream_->Finish().IgnoreError();
+  }
+  void RoundTrip() {
+    if (!stream_->Write(ping_) || !stream_->Read(&pong_)) Die("echo round trip failed (the echo server went away)");
+  }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<tensord::bench::Echo::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<tensord::bench::Ping, tensord::bench::Ping>> stream_;
+  tensord::bench::Ping ping_, pong_;
+};
+
+// One row: tensord's and the echo's median round trip in microseconds, plus
+// the CPU microseconds per round trip of each side (client = this process,
+// all threads; server = the daemon or the echo process).
+Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
+            const std::string& echo_addr, pid_t echo_pid, int n) {
+  std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr), "connect to tensord");
+  tc::SessionGuard use(s);
+  tc::Tensor a = Check(tc::Randn({64}), "randn");
+  tc::Tensor b = Check(tc::Randn({64}), "randn");
+  auto tensord_round_trip = [&] {
+    tc::Tensor c = Check(tc::Add(a, b), "add");
+    const std::vector<tc::TensorIndex> index{int64_t{0}};
+    tc::Tensor c0 = Check(tc::Index(c, index), "c[0]");
+    (void)Check(c0.Item(), "item");
+  };
+  EchoClient echo(echo_addr);
+
+  // Warm both paths (connections, allocators, caches), then alternate blocks.
+  for (int i = 0; i < 100; ++i) {
+    tensord_round_trip();
+    echo.RoundTrip();
+  }
+  std::vector<double> ours, peer;
+  double cpu[4] = {0, 0, 0, 0};  // tensord client, daemon, echo client, echo server
+  const int blocks = 4;
+  for (int blk = 0; blk < blocks; ++blk) {
+    CpuMark m0 = CpuMark::Now(daemon_pid);
+    for (int i = 0; i < n / blocks; ++i) {
+      const auto t0 = Clock::now();
+      tensord_round_trip();
+      ours.push_back(Seconds(t0, Clock::now()) * 1e6);
+    }
+    CpuMark m1 = CpuMark::Now(daemon_pid);
+    cpu[0] += m1.client - m0.client;
+    cpu[1] += m1.server - m0.server;
+    m0 = CpuMark::Now(echo_pid);
+    for (int i = 0; i < n / blocks; ++i) {
+      const auto t0 = Clock::now();
+      echo.RoundTrip();
+      peer.push_back(Seconds(t0, Clock::now()) * 1e6);
+    }
+    m1 = CpuMark::Now(echo_pid);
+    cpu[2] += m1.client - m0.client;
+    cpu[3] += m1.server - m0.server;
+  }
+  const double per = 1e6 / static_cast<double>(ours.size());
+  Check(s->Close(), "close session");
+  const std::string label = transport == "unix" ? "unix socket" : "loopback TCP";
+  return Row{2,       absl::StrCat("round trip: add + item, 64 floats (", label, ")"),
+             "us",    Median(ours),
+             Median(peer),
+             absl::StrCat("bare gRPC ", grpc::Version(), " bidi ping-pong"),
+             "<= 1.3", transport,
+             static_cast<int>(ours.size()),
+             {{"client_cpu_us", cpu[0] * per},
+              {"daemon_cpu_us", cpu[1] * per},
+              {"peer_client_cpu_us", cpu[2] * per},
+              {"peer_server_cpu_us", cpu[3] * per}}};
+}
+
+// ---------------------------------------------------------------- figure 3
+
+// The median seconds of memcpy of `nbytes` between two touched buffers.
+double MemcpySeconds(const char* src, char* dst, size_t nbytes, int repeats) {
+  std::memcpy(dst, src, nbytes);
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(dst, src, nbytes);
+    Clobber(dst);
+    t.push_back(Seconds(t0, Clock::now()));
+  }
+  return Median(t);
+}
+
+std::string SizeName(size_t nbytes) { return absl::StrCat(nbytes >> 20, " MiB"); }
+
+// Upload and download rows for one size on one transport. `src` holds
+// `nbytes` of float32 data; `dst` is a touched buffer of the same size. Each
+// row also gives the CPU share of the client (this process) and of the daemon
+// over the timed transfers: CPU seconds / wall seconds (1.0 = one core busy).
+std::vector<Row> Figure3(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
+                         const char* src, char* dst, size_t nbytes, int repeats) {
+  std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr), "connect to tensord");
+  tc::SessionGuard use(s);
+  const int64_t numel = static_cast<int64_t>(nbytes / 4);
+  const double gb = static_cast<double>(nbytes) * 1e-9;
+
+  // Upload: FromBlob streams the data; Synchronize waits until the daemon has
+  // it. The release of the previous tensor is synchronized outside the timing.
+  std::vector<double> up;
+  double up_cpu[3] = {0, 0, 0};  // client, daemon, wall
+  for (int i = 0; i <= repeats; ++i) {
+    const CpuMark m0 = CpuMark::Now(daemon_pid);
+    const auto t0 = Clock::now();
+    tc::Tensor t = Check(tc::FromBlob(src, nbytes, {numel}, tensord::ScalarType::kFloat32), "upload");
+    Check(s->Synchronize(), "synchronize after upload");
+    const double dt = Seconds(t0, Clock::now());
+    const CpuMark m1 = CpuMark::Now(daemon_pid);
+    if (i > 0) {  // the first is a warm-up
+      up.push_back(dt);
+      up_cpu[0] += m1.client - m0.client;
+      up_cpu[1] += m1.server - m0.server;
+      up_cpu[2] += dt;
+    }
+    t = tc::Tensor();
+    Check(s->Synchronize(), "synchronize after release");
+  }
+  const double memcpy_gbs = gb / MemcpySeconds(src, dst, nbytes, std::max(repeats, 5));
+
+  // Download: Fetch copies the tensor into a new HostData; freeing it is
+  // outside the timing.
+  tc::Tensor t = Check(tc::FromBlob(src, nbytes, {numel}, tensord::ScalarType::kFloat32), "upload");
+  Check(s->Synchronize(), "synchronize after upload");
+  std::vector<double> down;
+  double down_cpu[3] = {0, 0, 0};
+  for (int i = 0; i <= repeats; ++i) {
+    const CpuMark m0 = CpuMark::Now(daemon_pid);
+    const auto t0 = Clock::now();
+    tc::HostData d = Check(t.Fetch(), "fetch");
+    const double dt = Seconds(t0, Clock::now());
+    const CpuMark m1 = CpuMark::Now(daemon_pid);
+    if (i > 0) {
+      down_cpu[0] += m1.client - m0.client;
+      down_cpu[1] += m1.server - m0.server;
+      down_cpu[2] += dt;
+    }
+    if (d.bytes.size() != nbytes || std::memcmp(d.bytes.data(), src, 64) != 0) {
+      Die(absl::StrCat("fetch of ", SizeName(nbytes), " returned ", d.bytes.size(), " bytes that differ from the upload"));
+    }
+    if (i > 0) down.push_back(dt);
+  }
+  t = tc::Tensor();
+  Check(s->Close(), "close session");
+
+  const std::string peer_name = "memcpy (same process)";
+  return {
+      Row{3, absl::StrCat("upload ", SizeName(nbytes), " (", transport, ")"), "GB/s", gb / Median(up), memcpy_gbs,
+          peer_name, ">= 0.25", transport, repeats,
+          {{"client_cpu_share", up_cpu[0] / up_cpu[2]}, {"daemon_cpu_share", up_cpu[1] / up_cpu[2]}}},
+      Row{3, absl::StrCat("download ", SizeName(nbytes), " (", transport, ")"), "GB/s", gb / Median(down), memcpy_gbs,
+          peer_name, ">= 0.25", transport, repeats,
+          {{"client_cpu_share", down_cpu[0] / down_cpu[2]}, {"daemon_cpu_share", down_cpu[1] / down_cpu[2]}}},
+  };
+}
+
+// ---------------------------------------------------------------- main
+
+std::string SelfDir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  return p.substr(0, p.rfind('/'));
+}
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: wire_bench [--json FILE] [--quick] [--only 2,3] [--tensord BIN]\n"
+               "  figure 2: round trip (add + item) beside a bare gRPC ping-pong; figure 3: upload/download\n"
+               "  GB/s beside memcpy. The daemon binary: --tensord, else $TENSORD_BIN, else tensord beside\n"
+               "  this binary.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path, daemon_bin;
+  bool quick = false;
+  std::set<int> only = {2, 3};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        Usage();
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--serve-echo") {
+      return ServeEcho(next());
+    } else if (a == "--json") {
+      json_path = next();
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (a == "--tensord") {
+      daemon_bin = next();
+    } else if (a == "--only") {
+      only.clear();
+      for (absl::string_view f : absl::StrSplit(next(), ',', absl::SkipWhitespace())) {
+        int v = 0;
+        if (!absl::SimpleAtoi(f, &v) || (v != 2 && v != 3)) {
+          std::fprintf(stderr, "wire_bench: --only takes figures 2 and/or 3, not '%s'\n", std::string(f).c_str());
+          return 2;
+        }
+        only.insert(v);
+      }
+    } else if (a == "-h" || a == "--help") {
+      Usage();
+      return 0;
+    } else {
+      Usage();
+      return 2;
+    }
+  }
+  if (daemon_bin.empty()) {
+    const char* env = std::getenv("TENSORD_BIN");
+    daemon_bin = (env != nullptr && *env != '\0') ? env : SelfDir() + "/tensord";
+  }
+  if (access(daemon_bin.c_str(), X_OK) != 0) Die(absl::StrCat("no tensord binary at ", daemon_bin));
+
+  char tmpl[] = "/tmp/tensord-wire-bench-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) Die("mkdtemp failed");
+  const std::string dir = tmpl;
+  std::vector<Row> rows;
+  {
+    Child daemon({daemon_bin, "serve", "--listen", "unix:" + dir + "/tensord.sock", "--listen", "127.0.0.1:0"},
+                 dir + "/tensord.log");
+    const std::string listening = daemon.WaitForLine("tensord: listening on ", 30000);
+    if (listening.empty()) Die(absl::StrCat("tensord did not start; see ", dir, "/tensord.log"));
+    const auto [d_unix, d_tcp] = SplitAddresses(listening);
+    if (d_unix.empty() || d_tcp.empty()) Die(absl::StrCat("unexpected listening line: ", listening));
+
+    if (only.count(2)) {
+      Child echo({SelfDir() + "/wire_bench", "--serve-echo", dir + "/echo.sock"}, dir + "/echo.log");
+      const std::string echo_line = echo.WaitForLine("echo: listening on ", 30000);
+      if (echo_line.empty()) Die(absl::StrCat("the echo server did not start; see ", dir, "/echo.log"));
+      const auto [e_unix, e_tcp] = SplitAddresses(echo_line);
+      const int n = quick ? 200 : 2000;
+      rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n));
+      rows.push_back(Figure2("tcp", d_tcp, daemon.pid(), e_tcp, echo.pid(), n));
+    }
+    if (only.count(3)) {
+      std::vector<std::pair<size_t, int>> cases = {{size_t{1} << 20, quick ? 5 : 30}, {size_t{64} << 20, quick ? 3 : 7}};
+      if (!quick) cases.push_back({size_t{256} << 20, 5});
+      const size_t max_bytes = cases.back().first;
+      std::vector<float> src(max_bytes / 4);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i % 1000) * 0.001f;
+      std::vector<char> dst(max_bytes, 1);
+      for (const auto& [nbytes, repeats] : cases) {
+        for (const auto& [transport, addr] : {std::pair<std::string, std::string>{"unix", d_unix}, {"tcp", d_tcp}}) {
+          for (Row& r : Figure3(transport, addr, daemon.pid(), reinterpret_cast<const char*>(src.data()), dst.data(), nbytes,
+                                repeats)) {
+            rows.push_back(std::move(r));
+          }
+        }
+      }
+    }
+    tc::ShutdownAll();
+  }
+  for (const char* f : {"/tensord.log", "/echo.log", "/echo.sock", "/tensord.sock"}) unlink((dir + f).c_str());
+  rmdir(dir.c_str());
+
+  std::printf("%-3s %-48s %12s %12s %-6s %8s  %-8s %s\n", "fig", "name", "tensord", "peer", "unit", "ratio", "target",
+              "peer");
+  for (const Row& r : rows) {
+    std::string extra;
+    for (const auto& [k, v] : r.extra) absl::StrAppend(&extra, extra.empty() ? "  " : ", ", k, " ", absl::StrFormat("%.2f", v));
+    std::printf("%-3d %-48s %12.2f %12.2f %-6s %8.3f  %-8s %s%s\n", r.figure, r.name.c_str(), r.ours, r.peer,
+                r.unit.c_str(), r.ours / r.peer, r.target.c_str(), r.peer_name.c_str(), extra.c_str());
+  }
+  if (!json_path.empty()) WriteJson(json_path, rows);
+  return 0;
+}
