@@ -436,9 +436,14 @@ std::string SizeName(size_t nbytes) { return absl::StrCat(nbytes >> 20, " MiB");
 // `nbytes` of float32 data; `dst` is a touched buffer of the same size. Each
 // row also gives the CPU share of the client (this process) and of the daemon
 // over the timed transfers: CPU seconds / wall seconds (1.0 = one core busy).
+// `shm`: the same-host shared-memory path (Unix socket only); else the
+// gRPC stream carries the bytes.
 std::vector<Row> Figure3(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
-                         const char* src, char* dst, size_t nbytes, int repeats) {
-  std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr), "connect to tensord");
+                         const char* src, char* dst, size_t nbytes, int repeats, bool shm) {
+  tc::SessionOptions options;
+  options.shared_memory = shm;
+  std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr, options), "connect to tensord");
+  if (s->uses_shared_memory() != shm) Die(absl::StrCat("the session ", shm ? "does not use" : "uses", " shared memory"));
   tc::SessionGuard use(s);
   const int64_t numel = static_cast<int64_t>(nbytes / 4);
   const double gb = static_cast<double>(nbytes) * 1e-9;
@@ -482,8 +487,8 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
       down_cpu[1] += m1.server - m0.server;
       down_cpu[2] += dt;
     }
-    if (d.bytes.size() != nbytes || std::memcmp(d.bytes.data(), src, 64) != 0) {
-      Die(absl::StrCat("fetch of ", SizeName(nbytes), " returned ", d.bytes.size(), " bytes that differ from the upload"));
+    if (d.byte_size() != nbytes || std::memcmp(d.byte_data(), src, 64) != 0) {
+      Die(absl::StrCat("fetch of ", SizeName(nbytes), " returned ", d.byte_size(), " bytes that differ from the upload"));
     }
     if (i > 0) down.push_back(dt);
   }
@@ -595,9 +600,14 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i % 1000) * 0.001f;
       std::vector<char> dst(max_bytes, 1);
       for (const auto& [nbytes, repeats] : cases) {
-        for (const auto& [transport, addr] : {std::pair<std::string, std::string>{"unix", d_unix}, {"tcp", d_tcp}}) {
-          for (Row& r : Figure3(transport, addr, daemon.pid(), reinterpret_cast<const char*>(src.data()), dst.data(), nbytes,
-                                repeats)) {
+        struct Path {
+          std::string transport, addr;
+          bool shm;
+        };
+        for (const Path& p : {Path{"unix", d_unix, false}, Path{"tcp", d_tcp, false}, Path{"unix, shm", d_unix, true}}) {
+          for (Row& r : Figure3(p.transport, p.addr, daemon.pid(), reinterpret_cast<const char*>(src.data()), dst.data(),
+                                nbytes, repeats, p.shm)) {
+            if (p.shm) r.target = ">= 0.8";
             rows.push_back(std::move(r));
           }
         }
