@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
@@ -57,7 +58,10 @@ constexpr char kUsage[] =
     "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
     "                                 log_level (command-line options take precedence)\n"
     "  --session-memory-limit BYTES   per-session limit on tensor memory (e.g. 4GiB; 0 = none)\n"
-    "  --log-level LEVEL              error, warning, info (default) or debug\n";
+    "  --log-level LEVEL              error, warning, info (default) or debug\n"
+    "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
+    "                                 alone (an embedded daemon's: socket and logs); removed\n"
+    "                                 with its contents after a clean shutdown\n";
 
 int g_signal_pipe[2] = {-1, -1};
 
@@ -115,7 +119,7 @@ struct FlagParser {
 int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
-  std::string config, memory_limit, log_level;
+  std::string config, memory_limit, log_level, private_dir;
   FlagParser p{args};
   while (p.i < args.size()) {
     std::string value;
@@ -131,6 +135,8 @@ int Serve(const std::vector<std::string>& args) {
       memory_limit = value;
     } else if (p.Match("--log-level", &value)) {
       log_level = value;
+    } else if (p.Match("--private-dir", &value)) {
+      private_dir = value;
     } else if (!p.error.empty()) {
       return UsageError(p.error);
     } else {
@@ -159,6 +165,15 @@ int Serve(const std::vector<std::string>& args) {
     options.log_level = *lv;
   }
   if (options.listen.empty()) return UsageError("serve: give at least one --listen address (or listen = in --config)");
+  if (!private_dir.empty()) {
+    // Only a directory made for one daemon (mkdtemp's tensord-XXXXXX) is
+    // ever removed: a typo must not delete anything else.
+    std::error_code ec;
+    const std::filesystem::path dir(private_dir);
+    if (!absl::StartsWith(dir.filename().string(), "tensord-") || !std::filesystem::is_directory(dir, ec)) {
+      return UsageError(absl::StrCat("--private-dir: '", private_dir, "' is not a directory named tensord-*"));
+    }
+  }
   SetLogLevel(options.log_level);
 
   // Signals: the handler only writes the signal number to a pipe (a
@@ -193,13 +208,24 @@ int Serve(const std::vector<std::string>& args) {
   const int sig = WaitForStopSignal();
   Log(LogLevel::kInfo, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", "; shutting down");
   // A second signal while shutting down ends the process at once.
-  std::thread([] {
+  std::thread([private_dir] {
     WaitForStopSignal();
     static const char kMsg[] = "tensord: second signal; exiting without a clean shutdown\n";
     (void)!::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+    if (!private_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(private_dir, ec);
+    }
     ::_exit(1);
   }).detach();
   (*daemon)->Shutdown();
+  if (!private_dir.empty()) {
+    // An embedded daemon whose client was killed (it got SIGTERM through
+    // PR_SET_PDEATHSIG) leaves nothing behind; a client that exits normally
+    // removes the directory itself, whichever comes first.
+    std::error_code ec;
+    std::filesystem::remove_all(private_dir, ec);
+  }
   return 0;
 }
 

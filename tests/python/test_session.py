@@ -3,6 +3,7 @@ releases, isolation of two sessions, and the embedded daemon."""
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -106,6 +107,36 @@ print((x @ x).sum().item())
     # The daemon was stopped and its private socket removed at exit.
     assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     assert not os.path.exists(address[len("unix:"):])
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_killed_client_leaves_no_private_daemon_directory(tmp_path):
+    """A client killed with SIGKILL: its embedded daemon stops (parent-death
+    signal) and removes its private directory (socket and logs)."""
+    code = r"""
+import sys, tensord
+x = tensord.ones(2)
+s = tensord.default_session()
+print(s.daemon_pid, s.address, flush=True)
+x.sum().item()
+sys.stdin.read()                     # wait to be killed
+"""
+    env = subprocess_env(TMPDIR=str(tmp_path))
+    env.pop("TENSORD_ADDRESS", None)
+    p = subprocess.Popen([sys.executable, "-c", code], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        pid, address = p.stdout.readline().split()
+        private_dir = os.path.dirname(address[len("unix:"):])
+        assert os.path.basename(private_dir).startswith("tensord-") and os.path.isdir(private_dir)
+    finally:
+        p.kill()
+        p.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while os.path.exists(private_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(private_dir), os.listdir(private_dir)
+    assert os.listdir(tmp_path) == []
 
 
 def test_data_dependent_ops_wait_once(session):
