@@ -85,10 +85,14 @@ def _by_name(name):
 
 
 def from_numpy_dtype(np_dtype):
-    """The tensord dtype of a NumPy dtype; TypeError for those tensord lacks."""
+    """The tensord dtype of a NumPy dtype; TypeError for those tensord lacks,
+    ValueError for a non-native byte order (both as torch.from_numpy)."""
     name = np_dtype.name
     d = BY_NAME.get(name)
-    if d is None or np_dtype.byteorder not in ("=", "|", "<"):
+    if d is not None and not np_dtype.isnative:
+        raise ValueError("given numpy array has byte order different from the native byte order. "
+                         "Conversion between byte orders is currently not supported.")
+    if d is None:
         supported = ", ".join(sorted(n for n in BY_NAME if n not in _NOT_IN_NUMPY))
         raise TypeError(f"can't convert np.ndarray of type numpy.{name}. The only supported types are: {supported}.")
     return d

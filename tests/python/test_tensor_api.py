@@ -370,3 +370,14 @@ def test_repeated_daemon_calls_come_from_the_meta_cache_and_stay_exact():
         assert C._meta_cache_info()["hits"] == hits
     finally:
         C._set_meta_cache_enabled(True)
+
+
+def test_non_native_byte_order_is_refused_as_pytorch_does():
+    big = np.arange(3, dtype=">f4")
+    for make in (tensord.from_numpy, tensord.tensor):
+        with pytest.raises(ValueError, match="byte order different from the native byte order"):
+            make(big)
+        with pytest.raises(ValueError) as theirs:
+            getattr(torch, make.__name__)(big)
+        assert "byte order" in str(theirs.value)
+    np.testing.assert_array_equal(tensord.from_numpy(big.astype("<f4")).numpy(), [0, 1, 2])
