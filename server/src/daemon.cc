@@ -23,6 +23,7 @@
 #include "grpcpp/resource_quota.h"
 #include "shm_channel.h"
 #include "tensord/wire/shm.h"
+#include "unix_socket.h"
 
 namespace tensord::server {
 namespace {
@@ -89,47 +90,6 @@ std::string TcpAddress(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-bool FillSockaddr(const std::string& path, sockaddr_un* sa) {
-  std::memset(sa, 0, sizeof(*sa));
-  sa->sun_family = AF_UNIX;
-  if (path.size() >= sizeof(sa->sun_path)) return false;
-  std::memcpy(sa->sun_path, path.data(), path.size());
-  return true;
-}
-
-// Before binding `path`: a live socket is an error, a stale one is removed,
-// anything that is not a socket is left alone and refused.
-absl::Status PrepareUnixSocket(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat("cannot inspect ", path, ": ", std::strerror(errno)));
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " exists and is not a socket; refusing to replace it"));
-  }
-  sockaddr_un sa;
-  if (!FillSockaddr(path, &sa)) return absl::InvalidArgumentError(absl::StrCat(path, ": path too long"));
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa));
-  const int err = errno;
-  ::close(fd);
-  if (rc == 0) {
-    return absl::AlreadyExistsError(absl::StrCat("socket ", path, " is in use by another daemon"));
-  }
-  if (err == ECONNREFUSED) {
-    // Nobody listens: a stale file from a daemon that did not shut down cleanly.
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot remove the stale socket ", path, ": ", std::strerror(errno)));
-    }
-    return absl::OkStatus();
-  }
-  return absl::FailedPreconditionError(absl::StrCat("cannot check whether ", path, " is in use: ", std::strerror(err)));
-}
-
 // Why binding failed, as the OS says it (gRPC only logs it).
 std::string DiagnoseBind(const ListenAddress& a) {
   if (a.is_unix) {
@@ -173,6 +133,47 @@ std::string DiagnoseBind(const ListenAddress& a) {
 }
 
 }  // namespace
+
+bool FillSockaddr(const std::string& path, sockaddr_un* sa) {
+  std::memset(sa, 0, sizeof(*sa));
+  sa->sun_family = AF_UNIX;
+  if (path.size() >= sizeof(sa->sun_path)) return false;
+  std::memcpy(sa->sun_path, path.data(), path.size());
+  return true;
+}
+
+absl::Status PrepareUnixSocket(const std::string& path, int type) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("cannot inspect ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " exists and is not a socket; refusing to replace it"));
+  }
+  sockaddr_un sa;
+  if (!FillSockaddr(path, &sa)) return absl::InvalidArgumentError(absl::StrCat(path, ": path too long"));
+  const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa));
+  const int err = errno;
+  ::close(fd);
+  if (rc == 0) {
+    return absl::AlreadyExistsError(absl::StrCat("socket ", path, " is in use by another daemon"));
+  }
+  // Nobody listens (or only a socket of another type was left there): a stale
+  // file from a daemon that did not shut down cleanly.
+  if (err == ECONNREFUSED || err == EPROTOTYPE) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot remove the stale socket ", path, ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat("cannot check whether ", path, " is in use: ", std::strerror(err)));
+}
+
 
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   absl::string_view t = absl::StripAsciiWhitespace(text);
@@ -252,7 +253,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   }
   for (const ListenAddress& a : addrs) {
     if (!a.is_unix) continue;
-    if (absl::Status s = PrepareUnixSocket(a.path); !s.ok()) return s;
+    if (absl::Status s = PrepareUnixSocket(a.path, SOCK_STREAM); !s.ok()) return s;
   }
 
   std::unique_ptr<Daemon> d(new Daemon());

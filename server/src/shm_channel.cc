@@ -16,58 +16,22 @@
 #include "tensord/server/log.h"
 #include "tensord/server/session.h"
 #include "tensord/wire/shm.h"
+#include "unix_socket.h"
 
 namespace tensord::server {
 namespace {
 
 constexpr int kHelloTimeoutSeconds = 5;
 
-bool FillAddress(const std::string& path, sockaddr_un* sa) {
-  std::memset(sa, 0, sizeof(*sa));
-  sa->sun_family = AF_UNIX;
-  if (path.size() >= sizeof(sa->sun_path)) return false;
-  std::memcpy(sa->sun_path, path.data(), path.size());
-  return true;
-}
-
-// A stale socket file (nobody listens) is removed; a live one or a
-// non-socket is an error.
-absl::Status Prepare(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat("cannot inspect ", path, ": ", std::strerror(errno)));
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a socket"));
-  }
-  sockaddr_un sa;
-  if (!FillAddress(path, &sa)) return absl::InvalidArgumentError(absl::StrCat(path, ": path too long"));
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa));
-  const int err = errno;
-  ::close(fd);
-  if (rc == 0) return absl::AlreadyExistsError(absl::StrCat(path, " is in use by another daemon"));
-  if (err != ECONNREFUSED && err != EPROTOTYPE) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot check whether ", path, " is in use: ",
-                                                      std::strerror(err)));
-  }
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot remove the stale ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmChannelServer>> ShmChannelServer::Start(const std::string& path,
                                                                            TensordService* service) {
   sockaddr_un sa;
-  if (!FillAddress(path, &sa)) {
+  if (!FillSockaddr(path, &sa)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": too long for a Unix socket path"));
   }
-  if (absl::Status s = Prepare(path); !s.ok()) return s;
+  if (absl::Status s = PrepareUnixSocket(path, SOCK_SEQPACKET); !s.ok()) return s;
   std::unique_ptr<ShmChannelServer> c(new ShmChannelServer());
   c->path_ = path;
   c->service_ = service;
