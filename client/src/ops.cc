@@ -676,6 +676,29 @@ bool EncodeCall(absl::string_view name, const std::vector<Arg>& args, const Kwar
   return true;
 }
 
+// The end of every call whose outputs' metadata is known, a miss or a meta
+// cache hit: autograd's plan, the output tensors (made here on meta, else
+// streamed to the daemon with the bound `values`), views' storage ids, then
+// autograd's records.
+absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& roles,
+                                            const std::vector<int>& alias_of, std::vector<TensorMeta> outputs,
+                                            bool on_meta, absl::Span<const Value> values,
+                                            const std::vector<Tensor>& tensors, CallSite& site) {
+  TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
+  std::vector<Tensor> outs;
+  if (on_meta) {
+    outs = MakeMetaTensors(std::move(outputs), plan.write_results);
+  } else {
+    site.Resolve();  // the call leaves for the daemon (may block)
+    TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, tensors));
+    TD_ASSIGN_OR_RETURN(outs, s->EnqueueCall(op, values, tensors, std::move(outputs), site, plan.record,
+                                             plan.write_results));
+  }
+  ShareStorageIds(roles, outs);
+  ApplyAutograd(op, plan, alias_of, outs);
+  return outs;
+}
+
 // Stores a successful meta-only call under `key`. `tensors` is the call's
 // flat tensor list (Converted::tensors), which the roles point into.
 // `values` (the bound arguments) is given for a call that goes to a daemon.
@@ -730,13 +753,7 @@ absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Sp
   for (int i : e.diff_inputs) roles.diff_inputs.push_back(at(i));
   for (int i : e.written) roles.written.push_back(at(i));
   for (int i : e.alias_base) roles.alias_base.push_back(at(i));
-  TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(*e.op, roles));
-  if (!e.real) {
-    std::vector<Tensor> outs = MakeMetaTensors(e.outputs, plan.write_results);
-    ShareStorageIds(roles, outs);
-    ApplyAutograd(*e.op, plan, e.alias_of, outs);
-    return outs;
-  }
+  if (!e.real) return Produce(*e.op, roles, e.alias_of, e.outputs, /*on_meta=*/true, {}, {}, site);
   // Streamed to the daemon as on a miss, with this call's tensors bound
   // where the stored arguments had theirs.
   std::vector<Tensor> call_tensors;
@@ -756,13 +773,7 @@ absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Sp
       values[i] = Value(std::move(list));
     }
   }
-  site.Resolve();  // the call leaves for the daemon (may block)
-  TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(*e.op, call_tensors));
-  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-                      s->EnqueueCall(*e.op, values, call_tensors, e.outputs, site, plan.record, plan.write_results));
-  ShareStorageIds(roles, outs);
-  ApplyAutograd(*e.op, plan, e.alias_of, outs);
-  return outs;
+  return Produce(*e.op, roles, e.alias_of, e.outputs, /*on_meta=*/false, values, call_tensors, site);
 }
 
 }  // namespace
@@ -854,11 +865,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   if (all_meta_outputs) {
     TD_ASSIGN_OR_RETURN(CallRoles roles, Roles(op, b.values, c.tensors, r.alias_of));
     if (cache_key.has_value()) RememberMetaCall(std::move(*cache_key), cache_ntensors, op, r, roles, c.tensors);
-    TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
-    std::vector<Tensor> outs = MakeMetaTensors(std::move(r.outputs), plan.write_results);
-    ShareStorageIds(roles, outs);
-    ApplyAutograd(op, plan, r.alias_of, outs);
-    return outs;
+    return Produce(op, roles, r.alias_of, std::move(r.outputs), /*on_meta=*/true, {}, {}, site);
   }
   if (any_meta_input) {
     const TensorMeta& real = *std::find_if(r.outputs.begin(), r.outputs.end(),
@@ -883,15 +890,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   if (cache_key.has_value()) {
     RememberMetaCall(std::move(*cache_key), cache_ntensors, op, r, roles, c.tensors, &b.values);
   }
-  TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
-  site.Resolve();  // the call leaves for the daemon (may block)
-  TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
-  std::vector<int> alias_of = r.alias_of;
-  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->EnqueueCall(op, b.values, c.tensors, std::move(r.outputs), site,
-                                                               plan.record, plan.write_results));
-  ShareStorageIds(roles, outs);
-  ApplyAutograd(op, plan, alias_of, outs);
-  return outs;
+  return Produce(op, roles, r.alias_of, std::move(r.outputs), /*on_meta=*/false, b.values, c.tensors, site);
 }
 
 absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwargs kwargs, CallMode mode,
