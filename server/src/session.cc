@@ -248,17 +248,14 @@ bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& wri
   if (closed_) return false;
   const Writer* old_write = write_;
   const Reader* old_read = read_;
-  const v1::ClientMessage* old_current = current_;
-  const int old_next = current_next_;
   write_ = &write;
   read_ = read ? &read : nullptr;
-  current_ = &message;
+  current_ = &message;  // never nested: mu_ is held for the whole message
   current_next_ = 0;
   const bool ok = DrainLocked();
   write_ = old_write;
   read_ = old_read;
-  current_ = old_current;
-  current_next_ = old_next;
+  current_ = nullptr;
   if (!ok) queue_.clear();
   return ok && !closed_;
 }
@@ -849,13 +846,14 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     err->reported = true;
     return WriteRequestError(fetch.request_id(), *err, write);
   }
-  auto it = tensors_.find(h);
-  if (it == tensors_.end()) {
+  auto fail = [&](absl::Status status) {
     OpError e;
-    e.status = UnknownHandle("fetch", h);
+    e.status = std::move(status);
     e.op = "fetch";
     return WriteRequestError(fetch.request_id(), e, write);
-  }
+  };
+  auto it = tensors_.find(h);
+  if (it == tensors_.end()) return fail(UnknownHandle("fetch", h));
   const Tensor& t = it->second;
   if (t.failed()) {
     t.error->reported = true;
@@ -865,23 +863,24 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   const int64_t numel = m.numel();
   const int64_t itemsize = m.itemsize();
   const int64_t total = numel * itemsize;
-  if (fetch.shm_segment() != 0 && static_cast<uint64_t>(total) <= fetch.shm_capacity()) {
-    // Into the client's shared-memory segment: one copy, one message.
-    absl::StatusOr<std::shared_ptr<ShmMapping>> shm =
-        ShmRange(absl::StrCat("fetch of handle ", h), fetch.shm_segment(), fetch.shm_offset(), total);
-    if (!shm.ok()) {
-      OpError e;
-      e.status = shm.status();
-      e.op = "fetch";
-      return WriteRequestError(fetch.request_id(), e, write);
-    }
-    StridedReader(t.storage->data(), m).Read(numel, (*shm)->data + fetch.shm_offset());
-    v1::ServerMessage msg;
-    v1::FetchData* d = msg.mutable_data();
+  // The first (or only) data message also says the tensor's metadata, its
+  // size and the errors not reported yet.
+  auto first_data = [&](v1::ServerMessage* msg) {
+    v1::FetchData* d = msg->mutable_data();
     d->set_request_id(fetch.request_id());
     wire::ToProto(TensorMeta::Contiguous(m.sizes, m.dtype, m.device), d->mutable_meta());
     d->set_total_bytes(static_cast<uint64_t>(total));
     TakeUnreportedErrors(d->mutable_errors());
+    return d;
+  };
+  if (fetch.shm_segment() != 0 && static_cast<uint64_t>(total) <= fetch.shm_capacity()) {
+    // Into the client's shared-memory segment: one copy, one message.
+    absl::StatusOr<std::shared_ptr<ShmMapping>> shm =
+        ShmRange(absl::StrCat("fetch of handle ", h), fetch.shm_segment(), fetch.shm_offset(), total);
+    if (!shm.ok()) return fail(shm.status());
+    StridedReader(t.storage->data(), m).Read(numel, (*shm)->data + fetch.shm_offset());
+    v1::ServerMessage msg;
+    v1::FetchData* d = first_data(&msg);
     d->set_shm_segment(fetch.shm_segment());
     d->set_last(true);
     return write(msg);
@@ -894,13 +893,8 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   do {
     const int64_t n = std::min(per_chunk, numel - done);
     v1::ServerMessage msg;
-    v1::FetchData* d = msg.mutable_data();
+    v1::FetchData* d = first ? first_data(&msg) : msg.mutable_data();
     d->set_request_id(fetch.request_id());
-    if (first) {
-      wire::ToProto(TensorMeta::Contiguous(m.sizes, m.dtype, m.device), d->mutable_meta());
-      d->set_total_bytes(static_cast<uint64_t>(total));
-      TakeUnreportedErrors(d->mutable_errors());
-    }
     d->set_offset(static_cast<uint64_t>(done * itemsize));
     if (m.is_contiguous()) {
       // Straight from the storage: no zero-filled buffer to overwrite.
