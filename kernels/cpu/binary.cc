@@ -394,6 +394,72 @@ absl::Status Clamp(KernelContext& ctx) {
   });
 }
 
+// clamp_min / clamp_max (Scalar): Clamp with one bound.
+template <bool kMin>
+absl::Status ClampBound(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  const Scalar bound = ctx.args[1].scalar();
+  const TensorRef& out = ctx.outputs[0];
+  return Dispatch<kSetInts | kSetFloats>(out.meta->dtype, kMin ? "clamp_min" : "clamp_max", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    const C b = ScalarTo<T>(bound);
+    return RunUnary<T, T>(out, self, [b](C x) -> C {
+      if (IsNan(x)) return x;
+      if constexpr (kMin) {
+        return (x < b) ? b : x;
+      } else {
+        return (b < x) ? b : x;
+      }
+    });
+  });
+}
+
+// clamp.Tensor and clamp_min.Tensor / clamp_max.Tensor, as PyTorch's CPU
+// kernels: a NaN in self or in a bound gives NaN; min > max gives max.
+enum class ClampKind { kBoth, kMin, kMax };
+template <ClampKind kKind>
+absl::Status ClampTensor(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  const TensorRef& out = ctx.outputs[0];
+  const char* name = kKind == ClampKind::kMin ? "clamp_min" : kKind == ClampKind::kMax ? "clamp_max" : "clamp";
+  const bool has_lo = kKind == ClampKind::kMin || (kKind == ClampKind::kBoth && ctx.args[1].is_tensor());
+  const bool has_hi = kKind == ClampKind::kMax || (kKind == ClampKind::kBoth && ctx.args[2].is_tensor());
+  if (!has_lo && !has_hi) return RuntimeErr("clamp: At least one of 'min' or 'max' must not be None");
+  TensorRef lo, hi;
+  if (has_lo) {
+    TD_ASSIGN_OR_RETURN(lo, InputTensor(ctx, 1));
+  }
+  if (has_hi) {
+    TD_ASSIGN_OR_RETURN(hi, InputTensor(ctx, kKind == ClampKind::kBoth ? 2 : 1));
+  }
+  return Dispatch<kSetAllButF8>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    using C = ComputeT<T>;
+    auto raise = [](C x, C l) -> C {  // clamp_min: NaN from either side
+      if (IsNan(x)) return x;
+      if (IsNan(l)) return l;
+      return (x < l) ? l : x;
+    };
+    auto lower = [](C x, C h) -> C {  // clamp_max
+      if (IsNan(x)) return x;
+      if (IsNan(h)) return h;
+      return (h < x) ? h : x;
+    };
+    if (has_lo && has_hi) {
+      return RunTernary<T, T, T, T>(out, self, lo, hi, [raise, lower](C x, C l, C h) {
+        if (IsNan(l)) return l;
+        if (IsNan(h)) return h;
+        return lower(raise(x, l), h);
+      });
+    }
+    if (has_lo) return RunBinary<T, T, T>(out, self, lo, raise);
+    return RunBinary<T, T, T>(out, self, hi, lower);
+  });
+}
+
 // The element of a 0-dim tensor as a Scalar (bool, int or float by dtype).
 absl::StatusOr<Scalar> ZeroDimScalar(const TensorRef& t) {
   if (t.meta->dim() != 0) return InternalErr("internal: expected a 0-dim tensor");
@@ -698,6 +764,11 @@ absl::Status RegisterBinaryKernels(KernelRegistry& r) {
       {"where.ScalarSelf", Where},
       {"where.Scalar", Where},
       {"clamp", Clamp},
+      {"clamp.Tensor", ClampTensor<ClampKind::kBoth>},
+      {"clamp_min", ClampBound<true>},
+      {"clamp_min.Tensor", ClampTensor<ClampKind::kMin>},
+      {"clamp_max", ClampBound<false>},
+      {"clamp_max.Tensor", ClampTensor<ClampKind::kMax>},
       {"masked_fill.Scalar", MaskedFill},
       {"masked_fill.Tensor", MaskedFill},
       {"addcmul", Addc<false>},
@@ -725,6 +796,7 @@ absl::Status RegisterBinaryKernels(KernelRegistry& r) {
       {"div_.Tensor", InPlace<Div>},
       {"div_.Scalar", InPlace<Div>},
       {"clamp_", InPlace<Clamp>},
+      {"clamp_.Tensor", InPlace<ClampTensor<ClampKind::kBoth>>},
       {"masked_fill_.Scalar", InPlace<MaskedFill>},
       {"masked_fill_.Tensor", InPlace<MaskedFill>},
       {"addcmul_", InPlace<Addc<false>>},

@@ -382,6 +382,53 @@ absl::StatusOr<MetaResult> Clamp(absl::string_view op, absl::Span<const Value> a
   return UnaryResult(op, *self, dtype, dtype);
 }
 
+// clamp_min / clamp_max (Scalar): clamp with one bound.
+absl::StatusOr<MetaResult> ClampBound(absl::string_view op, absl::Span<const Value> args) {
+  TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 2));
+  const bool is_min = absl::StartsWith(op, "clamp_min");
+  const Value none;
+  const Value as_clamp[] = {args[0], is_min ? args[1] : none, is_min ? none : args[1]};
+  return Clamp(op, as_clamp);
+}
+
+// clamp.Tensor(self, min=None, max=None) and clamp_min.Tensor / clamp_max.Tensor:
+// PyTorch's TensorIterator over self and the given bounds, inputs promoted to
+// their common dtype (tensor operands, 0-dim ones only raising the category).
+absl::StatusOr<MetaResult> ClampTensor(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  const TensorMeta* lo = nullptr;
+  const TensorMeta* hi = nullptr;
+  if (absl::StartsWith(op, "clamp_min") || absl::StartsWith(op, "clamp_max")) {
+    TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 2));
+    TD_ASSIGN_OR_RETURN(const TensorMeta* bound, TensorArg(op, args, 1));
+    (absl::StartsWith(op, "clamp_min") ? lo : hi) = bound;
+  } else {
+    TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 3));
+    if (!args[1].is_none()) {
+      TD_ASSIGN_OR_RETURN(lo, TensorArg(op, args, 1));
+    }
+    if (!args[2].is_none()) {
+      TD_ASSIGN_OR_RETURN(hi, TensorArg(op, args, 2));
+    }
+    if (lo == nullptr && hi == nullptr) {
+      return RuntimeErr(absl::StrCat(op, ": At least one of 'min' or 'max' must not be None"));
+    }
+  }
+  absl::InlinedVector<const TensorMeta*, 3> inputs = {self};
+  if (lo != nullptr) inputs.push_back(lo);
+  if (hi != nullptr) inputs.push_back(hi);
+  TD_ASSIGN_OR_RETURN(Device device, CommonDevice(op, inputs, /*allow_cpu_scalars=*/true));
+  absl::InlinedVector<PromotionOperand, 3> operands;
+  for (const TensorMeta* t : inputs) operands.push_back({t, nullptr});
+  TD_ASSIGN_OR_RETURN(ScalarType dtype, ResultType(op, operands));
+  TD_RETURN_IF_ERROR(CheckComputeDtype(op, dtype));
+  // PyTorch's clamp kernel with both bounds has no bool version; one bound
+  // (clamp_min / clamp_max) does.
+  if (dtype == ScalarType::kBool && lo != nullptr && hi != nullptr) return NotImplementedForDtype(op, dtype);
+  TD_ASSIGN_OR_RETURN(TensorMeta out, IteratorOutput(op, inputs, dtype, dtype, device));
+  return OneOutput(std::move(out));
+}
+
 absl::StatusOr<MetaResult> MaskedFill(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
   TD_ASSIGN_OR_RETURN(const TensorMeta* mask, TensorArg(op, args, 1));

@@ -28,6 +28,8 @@ absl::StatusOr<MetaResult> BinaryTrueDivScalar(absl::string_view op, absl::Span<
 absl::StatusOr<MetaResult> Bmm(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Cat(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Clamp(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ClampBound(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> ClampTensor(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Clone(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Contiguous(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> DataDependent(absl::string_view op, absl::Span<const Value> args);

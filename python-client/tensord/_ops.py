@@ -118,8 +118,15 @@ OP_DOCS = {
     "where": ("``where(condition, self, other)``: elements of ``self`` where ``condition`` (a bool tensor) "
               "is true, else of ``other``; the three broadcast together and the dtype is the promotion "
               "of self and other. Either may be a Python number. As a method, ``x.where(cond, y)``."),
-    "clamp": ("Elementwise clamp into [min, max] (either may be None, not both). The dtype follows PyTorch "
-              "type promotion with the bounds."),
+    "clamp": ("Elementwise clamp into [min, max] (either may be None, not both). ``min`` and ``max`` are "
+              "both Python numbers or both Tensors (broadcast with ``self``; the Tensor overload). The dtype "
+              "follows PyTorch type promotion with the bounds. A NaN in ``self`` stays NaN, a NaN tensor bound "
+              "gives NaN, and where min > max the result is max. RuntimeError when neither bound is given or "
+              "the shapes do not broadcast."),
+    "clamp_min": ("``clamp(self, min=min)``: elementwise max(self, min) where a NaN stays NaN; ``min`` is a "
+                  "Python number or a Tensor broadcast with self. The dtype follows PyTorch type promotion."),
+    "clamp_max": ("``clamp(self, max=max)``: elementwise min(self, max) where a NaN stays NaN; ``max`` is a "
+                  "Python number or a Tensor broadcast with self. The dtype follows PyTorch type promotion."),
     "masked_fill": ("A copy of ``self`` with ``value`` where ``mask`` (bool, broadcastable to self) is true. "
                     "``value`` is a number or a 0-dim Tensor (of any dtype, converted to self's; RuntimeError for "
                     "a tensor with dimensions). Keeps self's dtype and shape; the result is contiguous."),

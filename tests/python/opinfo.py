@@ -16,6 +16,22 @@ import torch
 from opinfo_base import *  # noqa: F401,F403  (OpInfo, Sample, makers)
 from opinfo_base import _default_torch, _sum_ref, _topk_torch  # noqa: F401
 
+def _clamp_ref(x, lo, hi):
+    """PyTorch's clamp: NaN in x or in a bound gives NaN; then max(x, lo), then min(., hi)."""
+    arrays = [np.asarray(v) for v in (x, lo, hi) if v is not None]
+    dtype = np.result_type(*arrays) if len(arrays) > 1 else np.asarray(x).dtype
+    out = np.asarray(x)
+    if lo is not None:
+        out = np.where(np.isnan(out) | (out >= lo), out, lo) if out.dtype.kind == "f" else np.maximum(out, lo)
+        if np.asarray(lo).dtype.kind == "f":
+            out = np.where(np.isnan(lo), lo, out)
+    if hi is not None:
+        out = np.where(np.isnan(out) | (out <= hi), out, hi) if np.asarray(out).dtype.kind == "f" else np.minimum(out, hi)
+        if np.asarray(hi).dtype.kind == "f":
+            out = np.where(np.isnan(hi), hi, out)
+    return np.asarray(out).astype(dtype, copy=False) if dtype.kind != "b" else np.asarray(out)
+
+
 # ---------------------------------------------------------------- the database
 
 OPINFOS = [
@@ -116,6 +132,27 @@ OPINFOS += [
     OpInfo("clamp", lambda r: [Sample(f32(r, 3, 4), -0.5, 0.5), Sample(f32(r, 3, 4), min=0.0),
                                Sample(i64(r, 5), max=2)],
            np_ref=lambda x, min=None, max=None: np.clip(x, min, max)),
+    # tensor bounds broadcast with self and take part in type promotion; NaN in
+    # self or in a bound gives NaN; min > max gives max
+    OpInfo("clamp.Tensor", lambda r: [Sample(with_specials(r, 3, 4), f32(r, 3, 4) - 0.5, f32(r, 1, 4) + 0.5),
+                                      Sample(f32(r, 3, 4), min=f32(r, 4)), Sample(f32(r, 3, 1), max=f32(r, 1, 4)),
+                                      Sample(i64(r, 5), np.array(0.5, np.float32), i64(r, 5)),
+                                      Sample(f32(r, 2, 3), f64(r, 2, 3), f32(r, 2, 3)),
+                                      Sample(bools(r, 4), min=bools(r, 4)),
+                                      Sample(np.array([1.0, 2.0, 5.0], np.float32), np.array([0.0, np.nan, 3.0], np.float32),
+                                             np.array([2.0, 3.0, 1.0], np.float32))],
+           np_ref=lambda x, min=None, max=None: _clamp_ref(x, min, max)),
+    OpInfo("clamp_min", lambda r: [Sample(with_specials(r, 3, 4), 0.25), Sample(f64(r, 2, 3), -0.5), Sample(i64(r, 5), 2),
+                                   Sample(i32(r, 4), 1.5)],
+           np_ref=lambda x, b: _clamp_ref(x, b, None)),
+    OpInfo("clamp_min.Tensor", lambda r: [Sample(with_specials(r, 3, 4), f32(r, 1, 4)), Sample(i64(r, 2, 3), f32(r, 3)),
+                                          Sample(bools(r, 4), bools(r, 4))],
+           np_ref=lambda x, b: _clamp_ref(x, b, None)),
+    OpInfo("clamp_max", lambda r: [Sample(with_specials(r, 3, 4), 0.25), Sample(f32(r, 3, 4), 0.5), Sample(i64(r, 5), -1)],
+           np_ref=lambda x, b: _clamp_ref(x, None, b)),
+    OpInfo("clamp_max.Tensor", lambda r: [Sample(with_specials(r, 3, 4), f32(r, 3, 1)), Sample(f32(r, 2, 3), f32(r, 3)),
+                                          Sample(i32(r, 2, 3), i64(r, 2, 3))],
+           np_ref=lambda x, b: _clamp_ref(x, None, b)),
     OpInfo("masked_fill.Scalar", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), 0.0),
                                             Sample(i64(r, 3, 4), bools(r, 1, 4), 9)],
            np_ref=lambda x, m, v: np.where(m, v, x)),
@@ -333,6 +370,9 @@ OPINFOS += [
     OpInfo("clamp_", lambda r: [Sample(f32(r, 3, 4), -0.5, 0.5), Sample(f32(r, 3, 4), min=0.0),
                                 Sample(i64(r, 5), max=2)],
            np_ref=_inplace_ref(lambda x, min=None, max=None: np.clip(x, min, max))),
+    OpInfo("clamp_.Tensor", lambda r: [Sample(f32(r, 3, 4), f32(r, 3, 4) - 0.5, f32(r, 4) + 0.5),
+                                       Sample(f32(r, 3, 4), min=f64(r, 1, 4)), Sample(i64(r, 5), max=i64(r, 5))],
+           np_ref=_inplace_ref(lambda x, min=None, max=None: _clamp_ref(x, min, max))),
     OpInfo("masked_fill_.Scalar", lambda r: [Sample(f32(r, 3, 4), bools(r, 3, 4), 0.0),
                                              Sample(i64(r, 3, 4), bools(r, 1, 4), 9)],
            np_ref=_inplace_ref(lambda x, m, v: np.where(m, v, x))),
@@ -420,6 +460,14 @@ _ERRORS = {
     "add.Tensor": [ErrorInput(Sample(_z(2, 3), _z(4, 3)), RuntimeError,
                               "The size of tensor a (2) must match the size of tensor b (4) at non-singleton dimension 0")],
     "mul.Tensor": [ErrorInput(Sample(_z(2, 3), _z(3, 2)), RuntimeError, "must match the size of tensor b")],
+    "clamp.Tensor": [ErrorInput(Sample(_z(3), _z(4)), RuntimeError,
+                                "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0"),
+                     ErrorInput(Sample(_z(3), None, None), RuntimeError, "At least one of 'min' or 'max' must not be None"),
+                     ErrorInput(Sample(_z(2, dtype=np.bool_), _z(2, dtype=np.bool_), _z(2, dtype=np.bool_)), RuntimeError,
+                                "not implemented for 'Bool'")],
+    "clamp_min": [ErrorInput(Sample(_z(2, dtype=np.bool_), True), RuntimeError, "not implemented for 'Bool'")],
+    "clamp_.Tensor": [ErrorInput(Sample(_z(3, dtype=np.int64), _z(3)), RuntimeError,
+                                 "result type Float can't be cast to the desired output type Long")],
     "where.self": [ErrorInput(Sample(_z(2, 3, dtype=np.bool_), _z(2, 3), _z(4, 3)), RuntimeError,
                               "must match the size of tensor b (4)")],
     "neg": [ErrorInput(Sample(_z(2, dtype=np.bool_)), RuntimeError, "on a bool tensor is not supported")],

@@ -242,6 +242,22 @@ class TestBackward:
         with pytest.raises(RuntimeError, match="does not require grad"):
             z.backward()
 
+    def test_second_backward_through_number_ops_follows_torch(self, session):
+        # torch runs `x * 2` and `x / 2` as mul/div of a wrapped-number tensor,
+        # which it saves: a second backward fails. `x + 2` saves nothing.
+        for f, fails in [(lambda x: x * 2, True), (lambda x: x / 2, True), (lambda x: x.clone().mul_(3), True),
+                         (lambda x: x + 2, False)]:
+            for mod in (tensord, torch):
+                x = mod.ones(3, dtype=mod.float64, requires_grad=True)
+                y = f(x).sum()
+                y.backward()
+                if fails:
+                    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+                        y.backward()
+                else:
+                    y.backward()
+                    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0, 2.0])
+
     def test_retain_graph_and_gradient_argument(self, session):
         a = f64(2, 3)
         x = leaf(a)

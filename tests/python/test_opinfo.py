@@ -276,7 +276,13 @@ def _low_precision(sample):
 
 
 def tolerances(info, dtype_name, low_precision):
-    if low_precision or dtype_name in ("float16", "bfloat16"):
+    if dtype_name == "bfloat16":
+        # bfloat16's epsilon is 2**-7: results of sums of products of ~N(0, 1)
+        # inputs that cancel carry an absolute error of about one ulp of the
+        # terms (0.03 at magnitude 4; torch 1.13 itself is 0.017 off on one
+        # baddbmm sample of this database).
+        return max(info.rtol, 2e-2), max(info.atol, 3e-2)
+    if low_precision or dtype_name in ("float16",):
         return max(info.rtol, 1e-2), max(info.atol, 1e-2)
     return info.rtol, info.atol
 

@@ -96,6 +96,10 @@ const Value& FormulaContext::value(absl::string_view name) const {
   return i < 0 ? *kNone : node_->args[i];
 }
 
+void FormulaContext::RequireSaved() const {
+  if (node_->released && !node_->saved_inputs.empty()) Unpack(node_->saved_inputs[0]);  // records the error
+}
+
 Tensor FormulaContext::Unpack(const SavedTensor& s) const {
   // On an error the result is undefined (no storage, no error) but keeps the
   // saved metadata, so a formula's shape arithmetic stays in range.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/shape_rules.h"
@@ -134,6 +135,7 @@ Grads MulF(C& c) {
 }
 Grads MulScalarF(C& c) {
   Grads o = Out(c);
+  c.RequireSaved();
   if (c.needs("self")) Set(c, o, "self", MulS(c, c.grad(), c.value("other").scalar()));
   return o;
 }
@@ -145,7 +147,10 @@ Grads DivF(C& c) {
   if (c.needs("other")) Set(c, o, "other", Neg(c, Div(c, Mul(c, g, c.in("self")), Sq(c, other))));
   return o;
 }
-Grads DivScalarF(C& c) { return DivByScalarF(c); }
+Grads DivScalarF(C& c) {
+  c.RequireSaved();
+  return DivByScalarF(c);
+}
 Grads RemainderF(C& c) { return RoundedModuloF(c, "floor"); }
 Grads PowTTF(C& c) {
   Grads o = Out(c);
@@ -238,6 +243,56 @@ Grads ClampF(C& c) {  // clamp / clamp_ (self: the value before)
     mask = mask.defined() ? c.call("logical_and", {mask, m2}) : m2;
   }
   Set(c, o, "self", mask.defined() ? WhereOr0(c, mask, g) : g);
+  return o;
+}
+// clamp.Tensor / clamp_.Tensor: self keeps the gradient where it is inside
+// [min, max]; min where self < min (and min < max); max where self > max or
+// max < min (derivatives.yaml's clamp_backward_min_max).
+Grads ClampTensorF(C& c) {
+  Grads o = Out(c);
+  const Tensor g = c.grad();
+  const Tensor x = c.in("self");
+  const bool has_min = !c.value("min").is_none(), has_max = !c.value("max").is_none();
+  const Tensor mn = has_min ? c.in("min") : Tensor();
+  const Tensor mx = has_max ? c.in("max") : Tensor();
+  if (c.needs("self")) {
+    Tensor mask;
+    if (has_min) mask = c.call("ge.Tensor", {x, mn});
+    if (has_max) {
+      const Tensor m2 = c.call("le.Tensor", {x, mx});
+      mask = mask.defined() ? c.call("logical_and", {mask, m2}) : m2;
+    }
+    Set(c, o, "self", WhereOr0(c, mask, g));
+  }
+  if (has_min && c.needs("min")) {
+    Tensor p = c.call("lt.Tensor", {x, mn});
+    if (has_max) p = c.call("logical_and", {p, c.call("lt.Tensor", {mn, mx})});
+    Set(c, o, "min", WhereOr0(c, p, g));
+  }
+  if (has_max && c.needs("max")) {
+    Tensor p = c.call("gt.Tensor", {x, mx});
+    if (has_min) p = c.call("logical_or", {p, c.call("lt.Tensor", {mx, mn})});
+    Set(c, o, "max", WhereOr0(c, p, g));
+  }
+  return o;
+}
+// clamp_min / clamp_max, Scalar or Tensor bound: self keeps the gradient on
+// its side of the bound (ties included); a tensor bound gets the rest.
+Grads ClampBoundF(C& c) {
+  Grads o = Out(c);
+  const bool is_min = absl::StartsWith(c.op().name(), "clamp_min");
+  const char* bound_name = is_min ? "min" : "max";
+  const Tensor g = c.grad();
+  const Tensor x = c.in("self");
+  const Value& b = c.value(bound_name);
+  if (c.needs("self")) {
+    const Tensor mask = b.is_tensor() ? c.call(is_min ? "ge.Tensor" : "le.Tensor", {x, c.in(bound_name)})
+                                      : c.call(is_min ? "ge.Scalar" : "le.Scalar", {x, b.scalar()});
+    Set(c, o, "self", WhereOr0(c, mask, g));
+  }
+  if (b.is_tensor() && c.needs(bound_name)) {
+    Set(c, o, bound_name, WhereOr0(c, c.call(is_min ? "lt.Tensor" : "gt.Tensor", {x, c.in(bound_name)}), g));
+  }
   return o;
 }
 Grads MaskedFillF(C& c) {
@@ -672,6 +727,11 @@ const FormulaEntry kFormulas[] = {
     {"where.ScalarSelf", WhereF},
     {"where.Scalar", NoInputsF},
     {"clamp", ClampF},
+    {"clamp.Tensor", ClampTensorF},
+    {"clamp_min", ClampBoundF},
+    {"clamp_min.Tensor", ClampBoundF},
+    {"clamp_max", ClampBoundF},
+    {"clamp_max.Tensor", ClampBoundF},
     {"masked_fill.Scalar", MaskedFillF},
     {"masked_fill.Tensor", MaskedFillF},
     {"addcmul", AddcmulF},
@@ -730,6 +790,7 @@ const FormulaEntry kFormulas[] = {
     {"div_.Tensor", DivF},
     {"div_.Scalar", DivScalarF},
     {"clamp_", ClampF},
+    {"clamp_.Tensor", ClampTensorF},
     {"masked_fill_.Scalar", MaskedFillF},
     {"masked_fill_.Tensor", MaskedFillF},
     {"addcmul_", AddcmulF},

@@ -219,6 +219,11 @@ class FormulaContext {
   // Whether a gradient is needed for the argument (any of its slots has an edge).
   bool needs(absl::string_view name) const;
   bool needs_slot(size_t slot) const { return slot < node_->next.size() && node_->next[slot].valid(); }
+  // Records in()'s "backward through the graph a second time" error when the
+  // node's saved tensors were freed. For formulas that read no saved tensor
+  // where PyTorch's node saves one: `x * 2` and `x / 2` from Python are
+  // mul.Tensor / div.Tensor on a wrapped number there, which saves it.
+  void RequireSaved() const;
   // Forward output `i`, with this node as grad_fn; errors as in().
   Tensor out(size_t i = 0) const;
   // A non-tensor argument (None plus a recorded InternalErr when the schema
