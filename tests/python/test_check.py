@@ -116,6 +116,11 @@ def test_data_reads_and_connect_fail_cleanly(tmp_path):
     proc = _run(tmp_path, script)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[0].startswith(f"{script}:3: NotImplementedError"), proc.stderr
+    assert "`tensord check` runs every tensor on meta" in proc.stderr     # not "create it on a real device"
+    assert 'device="cpu"' not in proc.stderr
+    script.write_text("import os, tensord\nx = tensord.ones(3)\n"
+                      "if os.environ.get('TENSORD_NO_DAEMON') != '1':\n    print(x.numpy())\n")
+    assert _run(tmp_path, script).returncode == 0        # the README's way to skip a read under the check
     script.write_text("import tensord\nx = tensord.ones(3)\nprint(x.item())\n")
     proc = _run(tmp_path, script)
     assert proc.returncode == 1
