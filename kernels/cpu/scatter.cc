@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernel_util.h"
+#include "tensord/meta/shape_rules.h"
 
 namespace tensord::cpu {
 namespace {
@@ -474,6 +475,21 @@ absl::Status SliceBackward(KernelContext& ctx) {
   return CopyConvert(TensorRef{out.base, &view}, grad);
 }
 
+// out = zeros(input_sizes); out.diagonal(offset, dim1, dim2) = grad_output.
+absl::Status DiagonalBackward(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
+  const std::vector<int64_t> sizes = IntListAt(ctx, 1);
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("diagonal_backward", out, sizes));
+  TD_ASSIGN_OR_RETURN(TensorMeta view, DiagonalView("diagonal_backward", *out.meta, ctx.args[2].to_int(),
+                                                    ctx.args[3].to_int(), ctx.args[4].to_int()));
+  TD_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
+  TD_ASSIGN_OR_RETURN(Shape unused, BroadcastByteStrides(*grad.meta, view.sizes));
+  (void)unused;
+  return CopyConvert(TensorRef{out.base, &view}, grad);
+}
+
 }  // namespace
 
 absl::Status RegisterScatterKernels(KernelRegistry& r) {
@@ -484,6 +500,7 @@ absl::Status RegisterScatterKernels(KernelRegistry& r) {
   const Entry entries[] = {
       {"scatter_add", ScatterAdd},     {"index_add", IndexAdd},          {"index_put", IndexPut},
       {"masked_scatter", MaskedScatter}, {"select_backward", SelectBackward}, {"slice_backward", SliceBackward},
+      {"diagonal_backward", DiagonalBackward},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, e.name, e.fn));
   return absl::OkStatus();

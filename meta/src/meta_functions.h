@@ -48,6 +48,7 @@ absl::StatusOr<MetaResult> MaxMinAll(absl::string_view op, absl::Span<const Valu
 absl::StatusOr<MetaResult> MaxMinDim(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Mm(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Narrow(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> Diagonal(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Permute(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> PowScalarSelf(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Reshape(absl::string_view op, absl::Span<const Value> args);
@@ -83,6 +84,7 @@ absl::StatusOr<MetaResult> RandomInPlace(absl::string_view op, absl::Span<const 
 absl::StatusOr<MetaResult> ScatterAdd(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> SelectBackward(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const Value> args);
+absl::StatusOr<MetaResult> DiagonalBackward(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value> args);
 
 // ---- complete meta op set (issue 4): one block per family ---------------------

@@ -202,6 +202,21 @@ absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const 
   return OneOutput(std::move(in));
 }
 
+// diagonal_backward(grad_output, input_sizes, offset, dim1, dim2): zeros of
+// input_sizes with grad_output copied onto diagonal(offset, dim1, dim2).
+absl::StatusOr<MetaResult> DiagonalBackward(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* grad, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(int64_t offset, IntArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(int64_t dim1, IntArg(op, args, 3));
+  TD_ASSIGN_OR_RETURN(int64_t dim2, IntArg(op, args, 4));
+  TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, grad->dtype));
+  TensorMeta in = TensorMeta::Contiguous(Shape(sizes.begin(), sizes.end()), grad->dtype, grad->device);
+  TD_ASSIGN_OR_RETURN(TensorMeta part, DiagonalView(op, in, offset, dim1, dim2));
+  TD_RETURN_IF_ERROR(CheckGradFits(op, *grad, part));
+  return OneOutput(std::move(in));
+}
+
 }  // namespace tensord::meta
 
 // ==== convolution and pooling (issue 4, nn family) ===========================

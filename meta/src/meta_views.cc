@@ -163,6 +163,16 @@ absl::StatusOr<MetaResult> Select(absl::string_view op, absl::Span<const Value> 
   return ViewOf(*self, std::move(sizes), std::move(strides), offset);
 }
 
+// diagonal(self, offset=0, dim1=0, dim2=1): a view (shape_rules' DiagonalView).
+absl::StatusOr<MetaResult> Diagonal(absl::string_view op, absl::Span<const Value> args) {
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(int64_t offset, IntArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(int64_t dim1, IntArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(int64_t dim2, IntArg(op, args, 3));
+  TD_ASSIGN_OR_RETURN(TensorMeta v, DiagonalView(op, *self, offset, dim1, dim2));
+  return ViewOf(*self, std::move(v.sizes), std::move(v.strides), v.storage_offset);
+}
+
 absl::StatusOr<MetaResult> Narrow(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
   TD_ASSIGN_OR_RETURN(int64_t dim, IntArg(op, args, 1));

@@ -140,6 +140,7 @@ const OpDef kOps[] = {
     {"slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)", meta::Slice, F},
     {"select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)", meta::Select, FM},
     {"narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)", meta::Narrow, FM},
+    {"diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)", meta::Diagonal, FM},
     {"expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)", meta::Expand, M},
     {"squeeze(Tensor(a) self) -> Tensor(a)", meta::Squeeze, FM},
     {"squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", meta::SqueezeDim, FM},
@@ -202,6 +203,7 @@ const OpDef kOps[] = {
     {"masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor", meta::MaskedScatter, FM},
     {"select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor", meta::SelectBackward, F},
     {"slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor", meta::SliceBackward, F},
+    {"diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor", meta::DiagonalBackward, F},
     // ==== complete meta op set (issue 4); one block per family, in this order.
     // ---- pointwise (exp2 ... lerp) --------------------------------------
     {"exp2(Tensor self) -> Tensor", meta::UnaryFloatMath, FM},

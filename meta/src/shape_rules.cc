@@ -240,4 +240,26 @@ Shape ReducedShape(absl::Span<const int64_t> sizes, const std::vector<bool>& mas
   return out;
 }
 
+absl::StatusOr<TensorMeta> DiagonalView(absl::string_view op, const TensorMeta& t, int64_t offset, int64_t dim1,
+                                        int64_t dim2) {
+  TD_ASSIGN_OR_RETURN(int64_t d1, WrapDim(op, dim1, t.dim()));
+  TD_ASSIGN_OR_RETURN(int64_t d2, WrapDim(op, dim2, t.dim()));
+  if (d1 == d2) return RuntimeErr(absl::StrCat(op, ": diagonal dimensions cannot be identical ", dim1, ", ", dim2));
+  const int64_t n1 = t.sizes[d1], n2 = t.sizes[d2];
+  const int64_t off = std::clamp<int64_t>(offset, -n1, n2);  // no overflow for |offset| near INT64_MAX
+  const int64_t diag_size = std::max<int64_t>(off >= 0 ? std::min(n1, n2 - off) : std::min(n1 + off, n2), 0);
+  TensorMeta v = t;
+  if (diag_size > 0) v.storage_offset += off >= 0 ? off * t.strides[d2] : -off * t.strides[d1];
+  v.sizes.clear();
+  v.strides.clear();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d == d1 || d == d2) continue;
+    v.sizes.push_back(t.sizes[d]);
+    v.strides.push_back(t.strides[d]);
+  }
+  v.sizes.push_back(diag_size);
+  v.strides.push_back(t.strides[d1] + t.strides[d2]);
+  return v;
+}
+
 }  // namespace tensord

@@ -60,8 +60,9 @@ def _ell_key(label, width):
 
 
 def _diagonal(t, labels):
-    """Takes the diagonal over each label repeated within one operand ("ii->i"),
-    with advanced indexing by arange: the dim lands where its first occurrence was."""
+    """Takes the diagonal over each label repeated within one operand ("ii->i")
+    as torch.einsum does: ``t.diagonal(0, d0, d1)`` moved back to the first
+    occurrence's position, so the result is a view of the operand."""
     while True:
         seen, pair = {}, None
         for d, lab in enumerate(labels):
@@ -72,16 +73,10 @@ def _diagonal(t, labels):
         if pair is None:
             return t, labels
         d0, d1 = pair
-        n = t.shape[d0]
-        rest = [d for d in range(t.dim()) if d not in pair]
-        moved = t.permute([d0, d1] + rest)
-        idx = _C.call_any("arange", n, device=t.device)
-        t = _C.call_any("index.Tensor", moved, [idx, idx])      # [n, rest...]
-        new_labels = [labels[d0]] + [labels[d] for d in rest]
-        # Put the kept dim back at its first position.
-        order = list(range(1, d0 + 1)) + [0] + list(range(d0 + 1, len(new_labels)))
-        t = t.permute(order)
-        labels = [new_labels[i] for i in order]
+        t = _C.call_any("diagonal", t, 0, d0, d1)               # [rest..., n]
+        n = t.dim()
+        t = t.permute(list(range(d0)) + [n - 1] + list(range(d0, n - 1)))
+        labels = [lab for d, lab in enumerate(labels) if d != d1]
 
 
 def _sum_out(t, labels, drop):
@@ -156,7 +151,7 @@ def einsum(equation, *operands):
     """Einstein summation over the operands' dims named by ``equation``, as
     ``torch.einsum`` (PyTorch 1.13): ``"ij,jk->ik"`` (matrix product),
     ``"bij,bjk->bik"``, ``"bhqd,bhkd->bhqk"``, ``"i,i->"``, ``"i,j->ij"``,
-    ``"ij->ji"`` (a view), ``"ii->i"`` (diagonal), ``"ij->"``; without ``->``
+    ``"ij->ji"`` (a view), ``"ii->i"`` (the diagonal, a view as in torch), ``"ij->"``; without ``->``
     the output has the labels that occur once, in alphabetical order
     (uppercase first); ``...`` stands for broadcast dims (right-aligned,
     NumPy broadcasting across operands, first in an implicit output).

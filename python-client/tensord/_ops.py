@@ -162,6 +162,10 @@ OP_DOCS = {
     "select": _VIEW.format(what="``self`` indexed by ``index`` along ``dim``; that dim is removed. IndexError "
                            "when the index is out of range"),
     "narrow": _VIEW.format(what="``length`` elements of ``self`` along ``dim`` from ``start``"),
+    "diagonal": _VIEW.format(what="``diagonal(self, offset=0, dim1=0, dim2=1)``: the diagonal of the 2-D planes "
+                                  "over ``dim1`` and ``dim2`` (above the main one for ``offset`` > 0), appended as the last "
+                                  "dim (PyTorch's rule; an offset past the edge gives size 0). RuntimeError when dim1 == dim2, "
+                                  "IndexError for a dim out of range"),
     "expand": _VIEW.format(what="``self`` broadcast to ``size`` (-1 keeps a size) with stride 0 for new or "
                            "expanded dims"),
     "squeeze": _VIEW.format(what="``self`` without size-1 dims (all, or only ``dim``)"),
@@ -239,6 +243,8 @@ OP_DOCS = {
                         "into ``select(dim, index)``: the gradient of select."),
     "slice_backward": ("Zeros of ``input_sizes`` with ``grad_output`` written into ``slice(dim, start, end, "
                        "step)`` (bounds clamped as slice does): the gradient of slice."),
+    "diagonal_backward": ("Zeros of ``input_sizes`` (contiguous, grad_output's dtype) with ``grad_output`` written "
+                          "onto ``diagonal(offset, dim1, dim2)``: the gradient of diagonal."),
 }
 
 # Docs of the families added with the complete meta op set, one block each.

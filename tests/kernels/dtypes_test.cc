@@ -227,7 +227,7 @@ TEST(RegistryTest, EveryComputingOpHasACpuKernel) {
   // Pure views never reach a kernel; everything else (including ops that
   // may alias or copy) must have one.
   const std::set<std::string> pure_views = {"view", "transpose.int", "permute", "t", "slice.Tensor",
-                                            "select.int", "narrow", "expand", "squeeze",
+                                            "select.int", "narrow", "diagonal", "expand", "squeeze",
                                             "squeeze.dim", "unsqueeze", "detach",
                                             // lists of views (issue 4, shape ops)
                                             "split.Tensor", "split.sizes", "split_with_sizes", "chunk", "unbind.int"};

@@ -214,6 +214,15 @@ OPINFOS += [
            np_ref=lambda x, d=0, s=None, e=None, st=1: x[(slice(None),) * d + (slice(s, e, st),)]),
     OpInfo("select.int", lambda r: [Sample(f32(r, 3, 4), 1, -1), Sample(f32(r, 3, 4), 0, 2)],
            np_ref=lambda x, d, i: np.take(x, i, axis=d)),
+    # a view: dims dim1, dim2 go and the diagonal (stride s1 + s2) is appended
+    OpInfo("diagonal", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 2, 3, 4), 1), Sample(f32(r, 2, 3, 4), -1, 2, 0),
+                                  Sample(f32(r, 2, 3, 4), 1, -1, -2), Sample(f32(r, 3, 3), 5), Sample(i64(r, 4, 4), -4),
+                                  Sample(f64(r, 1, 3, 3), 0, 1, 2)],
+           np_ref=lambda x, offset=0, dim1=0, dim2=1: np.diagonal(x, offset, dim1, dim2),
+           errors=lambda r: [ErrorInput(Sample(f32(r, 3, 4), 0, 1, 1), RuntimeError,
+                                        "diagonal dimensions cannot be identical 1, 1"),
+                             ErrorInput(Sample(f32(r, 3), 0, 0, 1), IndexError,
+                                        "Dimension out of range (expected to be in range of [-1, 0], but got 1)")]),
     OpInfo("narrow", lambda r: [Sample(f32(r, 3, 6), 1, 1, 3), Sample(f32(r, 5, 2), 0, 0, 5)],
            np_ref=lambda x, d, s, n: np.take(x, range(s, s + n), axis=d)),
     OpInfo("expand", lambda r: [Sample(f32(r, 3, 1), [3, 4]), Sample(f32(r, 3), [2, 3]), Sample(f32(r, 1, 4), [-1, 4])],
@@ -338,6 +347,14 @@ def _select_backward_ref(grad, sizes, dim, index):
     return out
 
 
+def _diagonal_backward_ref(grad, sizes, offset, dim1, dim2):
+    out = np.zeros(sizes, dtype=grad.dtype)
+    view = np.diagonal(out, offset, dim1, dim2)
+    view.flags.writeable = True   # NumPy's diagonal is a read-only view of `out`
+    view[...] = grad
+    return out
+
+
 def _slice_backward_ref(grad, sizes, dim, start, end, step):
     out = np.zeros(sizes, dtype=grad.dtype)
     sel = [slice(None)] * len(sizes)
@@ -445,6 +462,9 @@ OPINFOS += [
     OpInfo("slice_backward", lambda r: [Sample(f32(r, 2, 4), [5, 4], 0, 1, 5, 2), Sample(f32(r, 3, 2), [3, 6], 1, 0, 100, 3),
                                         Sample(f64(r, 1, 3), [4, 3], 0, -1, 4, 1)],
            np_ref=_slice_backward_ref, torch_ref=lambda *a: torch.ops.aten.slice_backward(*a)),
+    OpInfo("diagonal_backward", lambda r: [Sample(f32(r, 3), [3, 4], 0, 0, 1), Sample(f32(r, 2, 2), [2, 3, 4], 1, -1, 1),
+                                           Sample(f64(r, 3, 1), [2, 4, 3], -1, 0, 1), Sample(f32(r, 0), [2, 3], 5, 0, 1)],
+           np_ref=_diagonal_backward_ref, torch_ref=lambda *a: torch.ops.aten.diagonal_backward(*a)),
 ]
 
 

@@ -124,6 +124,18 @@ def test_transpose_is_a_view(session):
     assert y is not x and list(y.shape) == [4, 3] and y.stride() == (1, 4)
 
 
+@pytest.mark.parametrize("eq,shape", [("ii->i", (3, 3)), ("bii->bi", (2, 3, 3)), ("iij->ji", (3, 3, 2)),
+                                      ("iji->ij", (3, 2, 3))])
+def test_diagonal_is_a_view_with_torch_strides(session, eq, shape):
+    x = tensord.randn(*shape)
+    y = tensord.einsum(eq, x)
+    ref = torch.einsum(eq, torch.zeros(shape))
+    assert list(y.shape) == list(ref.shape) and y.stride() == ref.stride()
+    assert y.storage_offset() == ref.storage_offset()
+    y.mul_(0)                                   # writes through to x's diagonal
+    np.testing.assert_array_equal(tensord.einsum(eq, x).numpy(), np.zeros(ref.shape))
+
+
 def test_diagonal_keeps_non_finite_values_off_the_diagonal_out(session):
     x = np.array([[1.0, np.inf], [np.nan, 2.0]])
     np.testing.assert_array_equal(tensord.einsum("ii->i", tensord.from_numpy(x)).numpy(), [1.0, 2.0])

@@ -497,6 +497,13 @@ Grads NarrowF(C& c) {
   Set(c, o, "self", c.call("slice_backward", {c.grad(), m.sizes, dim, start, end, int64_t{1}}));
   return o;
 }
+Grads DiagonalF(C& c) {
+  Grads o = Out(c);
+  if (!c.needs("self")) return o;
+  Set(c, o, "self", c.call("diagonal_backward", {c.grad(), c.meta("self").sizes, c.value("offset"), c.value("dim1"),
+                                                  c.value("dim2")}));
+  return o;
+}
 Grads SelectF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
@@ -650,6 +657,14 @@ Grads SelectBackwardF(C& c) {
   }
   return o;
 }
+Grads DiagonalBackwardF(C& c) {
+  Grads o = Out(c);
+  if (c.needs("grad_output")) {
+    Set(c, o, "grad_output",
+        c.call("diagonal", {c.grad(), c.value("offset"), c.value("dim1"), c.value("dim2")}));
+  }
+  return o;
+}
 Grads SliceBackwardF(C& c) {
   Grads o = Out(c);
   if (c.needs("grad_output")) {
@@ -756,6 +771,7 @@ const FormulaEntry kFormulas[] = {
     {"slice.Tensor", SliceF},
     {"select.int", SelectF},
     {"narrow", NarrowF},
+    {"diagonal", DiagonalF},
     {"expand", Identity},  // the engine sums the gradient back to self's shape
     {"squeeze", ReshapeBackF},
     {"squeeze.dim", ReshapeBackF},
@@ -777,6 +793,7 @@ const FormulaEntry kFormulas[] = {
     {"masked_scatter", MaskedScatterF},
     {"select_backward", SelectBackwardF},
     {"slice_backward", SliceBackwardF},
+    {"diagonal_backward", DiagonalBackwardF},
     {"softmax.int", SoftmaxF},
     {"log_softmax.int", LogSoftmaxF},
     // In-place ops: `self` in a formula is self's value before the op (the

@@ -60,6 +60,14 @@ absl::StatusOr<std::vector<bool>> ReductionMask(absl::string_view op, const Valu
 // Output shape for a reduction: reduced dims removed, or kept as 1 when keepdim.
 Shape ReducedShape(absl::Span<const int64_t> sizes, const std::vector<bool>& mask, bool keepdim);
 
+// diagonal(t, offset, dim1, dim2) as a view of t (PyTorch's at::diagonal):
+// dims dim1 and dim2 (wrapped) are removed and the diagonal is appended with
+// stride stride(dim1) + stride(dim2); an empty diagonal keeps t's
+// storage_offset. IndexError for a dim out of range; RuntimeError naming `op`
+// for dim1 == dim2.
+absl::StatusOr<TensorMeta> DiagonalView(absl::string_view op, const TensorMeta& t, int64_t offset, int64_t dim1,
+                                        int64_t dim2);
+
 }  // namespace tensord
 
 #endif  // TENSORD_META_SHAPE_RULES_H_
