@@ -123,6 +123,21 @@ struct Session::Impl {
   uint64_t next_request_id ABSL_GUARDED_BY(mu) = 1;
   Stats stats ABSL_GUARDED_BY(mu);
   absl::Status write_error ABSL_GUARDED_BY(mu);
+  // The time flush: when the pending batch got its first request, and a
+  // serial number per batch (the flusher sends only the batch it waited for).
+  std::chrono::steady_clock::time_point batch_started ABSL_GUARDED_BY(mu);
+  uint64_t batch_serial ABSL_GUARDED_BY(mu) = 0;
+  bool batch_open ABSL_GUARDED_BY(mu) = false;
+  std::chrono::microseconds flush_interval{0};
+
+  // The flusher thread sleeps on flush_cv until a batch opens, then until that
+  // batch is flush_interval old. Opening a batch (once per batch) signals it;
+  // no per-op cost beyond a clock read.
+  absl::Mutex flush_mu;
+  absl::CondVar flush_cv;
+  bool flush_stop ABSL_GUARDED_BY(flush_mu) = false;
+  bool flush_armed ABSL_GUARDED_BY(flush_mu) = false;  // a batch opened since the flusher last looked
+  std::thread flusher;
 
   // Releases queued by ~TensorImpl (any thread).
   absl::Mutex release_mu;
@@ -178,6 +193,7 @@ struct Session::Impl {
       }
     }
     if (pending->requests_size() == 0) return absl::OkStatus();
+    batch_open = false;
     const bool ok = stream->Write(*pending);
     ++stats.messages_sent;
     arena.Reset();
@@ -191,7 +207,62 @@ struct Session::Impl {
 
   absl::Status MaybeFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (pending->requests_size() >= batch_limit) return FlushLocked();
+    if (flush_interval.count() == 0) return absl::OkStatus();
+    const auto now = std::chrono::steady_clock::now();
+    if (!batch_open) {
+      batch_open = true;
+      batch_started = now;
+      ++batch_serial;
+      absl::MutexLock fl(&flush_mu);
+      flush_armed = true;
+      flush_cv.Signal();
+    } else if (now - batch_started >= flush_interval) {
+      ++stats.timed_flushes;
+      return FlushLocked();
+    }
     return absl::OkStatus();
+  }
+
+  // The flusher thread: sends a batch that stayed open flush_interval without
+  // another call to send it (errors stay in write_error for the next call).
+  void FlushLoop() {
+    for (;;) {
+      {
+        absl::MutexLock fl(&flush_mu);
+        while (!flush_stop && !flush_armed) flush_cv.Wait(&flush_mu);
+        if (flush_stop) return;
+        flush_armed = false;
+      }
+      uint64_t serial;
+      std::chrono::steady_clock::time_point due;
+      {
+        absl::MutexLock l(&mu);
+        if (!batch_open) continue;
+        serial = batch_serial;
+        due = batch_started + flush_interval;
+      }
+      {
+        absl::MutexLock fl(&flush_mu);
+        const absl::Time deadline = absl::FromChrono(std::chrono::system_clock::now()) +
+                                    absl::FromChrono(due - std::chrono::steady_clock::now());
+        while (!flush_stop && absl::Now() < deadline) flush_cv.WaitWithDeadline(&flush_mu, deadline);
+        if (flush_stop) return;
+      }
+      absl::MutexLock l(&mu);
+      if (batch_open && batch_serial == serial && !closed.load()) {
+        ++stats.timed_flushes;
+        FlushLocked().IgnoreError();
+      }
+    }
+  }
+
+  void StopFlusher() {
+    {
+      absl::MutexLock fl(&flush_mu);
+      flush_stop = true;
+      flush_cv.Signal();
+    }
+    if (flusher.joinable()) flusher.join();
   }
 
   // Registers a waiter for a new request id (call with mu held, before the
@@ -646,6 +717,17 @@ absl::Status Session::Start() {
     seed = ss.seed;
   }
   if (seed.has_value()) TD_RETURN_IF_ERROR(SendManualSeed(*seed));
+  int flush_us = options_.flush_interval_us;
+  if (const char* env = std::getenv("TENSORD_FLUSH_US"); env != nullptr && *env != '\0') {
+    flush_us = std::atoi(env);
+  }
+  if (flush_us > 0) {
+    {
+      absl::MutexLock l(&im.mu);
+      im.flush_interval = std::chrono::microseconds(flush_us);
+    }
+    im.flusher = std::thread([&im] { im.FlushLoop(); });
+  }
   return absl::OkStatus();
 }
 
@@ -659,6 +741,7 @@ absl::Status Session::Close() {
     absl::MutexLock l(&im.mu);
     if (im.closed.exchange(true)) return absl::OkStatus();
   }
+  im.StopFlusher();
   // CloseSession first (the stream is still attached), then end the stream.
   // A daemon that already dropped the session (NOT_FOUND) or went away
   // (UNAVAILABLE) has nothing left to free.

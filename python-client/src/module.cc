@@ -672,6 +672,7 @@ py::dict StatsDict(const tc::Stats& s) {
   py::dict d;
   d["ops_issued"] = s.ops_issued;
   d["messages_sent"] = s.messages_sent;
+  d["timed_flushes"] = s.timed_flushes;
   d["round_trips"] = s.round_trips;
   d["uploads"] = s.uploads;
   d["releases"] = s.releases;
@@ -1218,22 +1219,34 @@ NotImplementedError.)doc")
         }
         Check(st);
       });
-  m.def("connect", [](const std::string& address) {
-    absl::StatusOr<std::shared_ptr<tc::Session>> s;
-    {
-      py::gil_scoped_release nogil;
-      s = tc::Session::Connect(address, tc::SessionOptions{.client_name = "tensord-python"});
-    }
-    return Unwrap(std::move(s));
-  });
-  m.def("spawn_embedded", []() {
-    absl::StatusOr<std::shared_ptr<tc::Session>> s;
-    {
-      py::gil_scoped_release nogil;
-      s = tc::Session::SpawnEmbedded(tc::SessionOptions{.client_name = "tensord-python"});
-    }
-    return Unwrap(std::move(s));
-  });
+  // flush_interval_us < 0: SessionOptions' default.
+  auto options = [](int flush_interval_us) {
+    tc::SessionOptions o{.client_name = "tensord-python"};
+    if (flush_interval_us >= 0) o.flush_interval_us = flush_interval_us;
+    return o;
+  };
+  m.def(
+      "connect",
+      [options](const std::string& address, int flush_interval_us) {
+        absl::StatusOr<std::shared_ptr<tc::Session>> s;
+        {
+          py::gil_scoped_release nogil;
+          s = tc::Session::Connect(address, options(flush_interval_us));
+        }
+        return Unwrap(std::move(s));
+      },
+      py::arg("address"), py::arg("flush_interval_us") = -1);
+  m.def(
+      "spawn_embedded",
+      [options](int flush_interval_us) {
+        absl::StatusOr<std::shared_ptr<tc::Session>> s;
+        {
+          py::gil_scoped_release nogil;
+          s = tc::Session::SpawnEmbedded(options(flush_interval_us));
+        }
+        return Unwrap(std::move(s));
+      },
+      py::arg("flush_interval_us") = -1);
   m.def("current_session", []() {
     absl::StatusOr<std::shared_ptr<tc::Session>> s;
     {

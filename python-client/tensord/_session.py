@@ -10,7 +10,7 @@ from . import _C
 
 __all__ = ["Session", "connect", "synchronize", "stats", "default_session"]
 
-_STAT_KEYS = ("ops_issued", "messages_sent", "round_trips", "uploads", "releases", "shm_uploads", "shm_fetches")
+_STAT_KEYS = ("ops_issued", "messages_sent", "timed_flushes", "round_trips", "uploads", "releases", "shm_uploads", "shm_fetches")
 
 
 class Session:
@@ -67,6 +67,7 @@ class Session:
 
     def stats(self):
         """Client counters of this session: dict with ops_issued, messages_sent,
+        timed_flushes (messages sent because a batch was flush_interval old),
         round_trips (blocking waits for the daemon), uploads, releases, and
         shm_uploads / shm_fetches (transfers that went through shared memory)."""
         return self._raw.stats()
@@ -94,7 +95,7 @@ class Session:
         return f"<tensord.Session {self.session_id} at {self.address} ({state})>"
 
 
-def connect(address=None, *, set_default=True):
+def connect(address=None, *, set_default=True, flush_interval=None):
     """Opens a session and (unless ``set_default=False``) makes it the default
     one; returns the Session.
 
@@ -104,6 +105,11 @@ def connect(address=None, *, set_default=True):
             and when that is unset spawns a private daemon on a Unix socket in
             a temporary directory, stopped when the session closes or Python
             exits.
+        flush_interval: seconds (float) after which a batch of streamed ops
+            that is not full is sent anyway, so the daemon starts on it while
+            Python computes or waits; None keeps the default (0.002, or
+            ``$TENSORD_FLUSH_US`` microseconds), 0 sends only full batches
+            (128 requests) and at sync points.
 
     Raises RuntimeError when the daemon cannot be reached, refuses the
     handshake (different op table: the message says what differs), or the
@@ -111,7 +117,10 @@ def connect(address=None, *, set_default=True):
     """
     if address is None:
         address = os.environ.get("TENSORD_ADDRESS") or None
-    raw = _C.connect(address) if address else _C.spawn_embedded()
+    us = -1 if flush_interval is None else int(round(float(flush_interval) * 1e6))
+    if us < -1:
+        raise ValueError(f"connect: flush_interval must be >= 0 seconds, got {flush_interval}")
+    raw = _C.connect(address, us) if address else _C.spawn_embedded(us)
     if set_default:
         _C.set_default_session(raw)
     return Session(raw)
@@ -134,7 +143,8 @@ def synchronize():
 
 def stats():
     """Counters of the default session as a dict: ops_issued (op calls streamed),
-    messages_sent (stream messages), round_trips (blocking waits for the
+    messages_sent (stream messages), timed_flushes (of those, sent by the
+    time flush), round_trips (blocking waits for the
     daemon), uploads, releases; plus meta_ops (ops run in meta mode in this
     process). All zero when no session exists."""
     raw = _C.default_session()

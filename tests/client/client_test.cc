@@ -11,9 +11,12 @@
 #include <cstring>
 #include <cstdlib>
 #include <numeric>
+#include <thread>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
@@ -360,6 +363,18 @@ class WithDaemon : public ::testing::Test {
     guard_.reset();
     if (session_) session_->Close().IgnoreError();
   }
+  // Replaces the test's session by one that sends only full batches and sync
+  // points (no time flush), for tests that count messages exactly.
+  void UseBatchOnlySession() {
+    guard_.reset();
+    session_->Close().IgnoreError();
+    tc::SessionOptions o;
+    o.flush_interval_us = 0;
+    auto s = tc::Session::Connect((*daemon_)->address(), o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    session_ = *s;
+    guard_ = std::make_unique<tc::SessionGuard>(session_);
+  }
 
   static std::shared_ptr<tc::Session>* daemon_;
   static std::string* spawn_error_;
@@ -453,6 +468,7 @@ TEST_F(WithDaemon, DataDependentOpsAskTheDaemon) {
 }
 
 TEST_F(WithDaemon, ThousandSmallOpsCostOneRoundTrip) {
+  UseBatchOnlySession();
   ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({4}));
   const tc::Stats before = session_->stats();
   for (int i = 0; i < 1000; ++i) {
@@ -469,6 +485,7 @@ TEST_F(WithDaemon, ThousandSmallOpsCostOneRoundTrip) {
 }
 
 TEST_F(WithDaemon, ReleasesAreBatchedAndPiggyBacked) {
+  UseBatchOnlySession();
   uint64_t dropped = 0;
   const tc::Stats before = session_->stats();
   {
@@ -487,6 +504,33 @@ TEST_F(WithDaemon, ReleasesAreBatchedAndPiggyBacked) {
   // The daemon forgot the released handle.
   auto gone = session_->Describe(dropped);
   EXPECT_FALSE(gone.ok());
+}
+
+TEST_F(WithDaemon, AnOpenBatchIsSentByTheTimeFlush) {
+  // The fixture's session has the default time flush: a few ops left alone
+  // (no sync point, batch not full) are sent by the flusher. Polls with a
+  // generous deadline; no timing threshold.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({4}));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(x, tc::Call1("add", {x, 1}));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (session_->stats().timed_flushes == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  const tc::Stats st = session_->stats();
+  EXPECT_GE(st.timed_flushes, 1);
+  EXPECT_EQ(st.round_trips, 0);
+  // Ops keep streaming from several threads while the flusher sends.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      tc::SessionGuard g(session_);
+      for (int i = 0; i < 300; ++i) ASSERT_TRUE(tc::Call1("add", {x, 1}).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(x));
+  ASSERT_OK_AND_ASSIGN(tensord::Scalar v, s.Item());
+  EXPECT_DOUBLE_EQ(v.to_double(), 20.0);
 }
 
 TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {

@@ -12,16 +12,50 @@ import tensord
 from conftest import DAEMON_BIN, subprocess_env
 
 
-def test_thousand_small_ops_then_item_are_O1_round_trips(session):
-    x = tensord.zeros(4)
-    before = tensord.stats()
-    for _ in range(1000):
-        x = x + 1
-    assert x.sum().item() == 4000.0
-    after = tensord.stats()
+def test_thousand_small_ops_then_item_are_O1_round_trips(session, daemon):
+    # Message counts are exact only without the time flush (a slow machine
+    # would send more, smaller batches): this session sends full batches only.
+    s = tensord.connect(daemon.address, set_default=False, flush_interval=0)
+    with s:
+        x = tensord.zeros(4)
+        before = s.stats()
+        for _ in range(1000):
+            x = x + 1
+        assert x.sum().item() == 4000.0
+        after = s.stats()
+    s.close()
     assert after["ops_issued"] - before["ops_issued"] == 1001
     assert after["round_trips"] - before["round_trips"] <= 3
     assert after["messages_sent"] - before["messages_sent"] <= 12
+    assert after["timed_flushes"] == 0
+
+
+def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):
+    # The time flush: ops streamed and then left alone (no sync, no full
+    # batch) reach the daemon anyway; the daemon's session statistics show
+    # them executed. Polls with a generous deadline: no timing threshold.
+    s = tensord.connect(daemon.address, set_default=False, flush_interval=0.001)
+    with s:
+        x = tensord.zeros(4)
+        for _ in range(5):
+            x = x + 1
+        deadline = time.monotonic() + 60
+        while s.stats()["timed_flushes"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        st = s.stats()
+        assert st["timed_flushes"] >= 1 and st["messages_sent"] >= 2 and st["round_trips"] == 0
+        assert x.sum().item() == 20.0
+    s.close()
+    off = tensord.connect(daemon.address, set_default=False, flush_interval=0)
+    with off:
+        sent = off.stats()["messages_sent"]
+        y = tensord.zeros(4) + 1
+        time.sleep(0.05)
+        assert off.stats()["messages_sent"] == sent     # waits for a full batch or a sync point
+        assert y.sum().item() == 4.0
+    off.close()
+    with pytest.raises(ValueError, match="flush_interval"):
+        tensord.connect(daemon.address, set_default=False, flush_interval=-1)
 
 
 def test_stats_keys(session):
@@ -52,12 +86,15 @@ def test_deferred_error_names_op_and_call_site(session):
     assert x.sum().item() == 10.0
 
 
-def test_releases_are_batched(session):
-    before = tensord.stats()
-    for _ in range(300):
-        tensord.ones(3)         # dropped at once
-    tensord.synchronize()
-    after = tensord.stats()
+def test_releases_are_batched(session, daemon):
+    s = tensord.connect(daemon.address, set_default=False, flush_interval=0)   # exact message counts
+    with s:
+        before = s.stats()
+        for _ in range(300):
+            tensord.ones(3)         # dropped at once
+        s.synchronize()
+        after = s.stats()
+    s.close()
     assert after["releases"] - before["releases"] >= 300
     assert after["messages_sent"] - before["messages_sent"] <= 4
 

@@ -32,6 +32,12 @@ struct SessionOptions {
   // Requests per message: the pending batch is sent when it holds this many
   // (or at a sync point).
   int batch_limit = 128;
+  // A pending batch that is not full is also sent once its first request is
+  // this old (microseconds), by a background flusher when no other call
+  // comes: the daemon starts on a burst of ops while the client computes or
+  // waits, instead of at the next sync point. 0 turns the time flush off
+  // (full batches and sync points only). $TENSORD_FLUSH_US overrides it.
+  int flush_interval_us = 2000;
   // Uploads up to this size travel inline in the batch; larger ones are
   // streamed in chunks of `chunk_bytes`.
   size_t inline_upload_limit = 64 * 1024;
@@ -59,6 +65,7 @@ struct Stats {
   int64_t ops_issued = 0;     // op calls streamed to the daemon
   int64_t uploads = 0;        // tensors uploaded from host data
   int64_t messages_sent = 0;  // ClientMessages written on the stream
+  int64_t timed_flushes = 0;  // of which sent because the batch's first request was flush_interval_us old
   int64_t round_trips = 0;    // blocking waits for the daemon
   int64_t releases = 0;       // handles released
   int64_t shm_uploads = 0;    // uploads through shared memory
