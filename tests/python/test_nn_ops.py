@@ -400,11 +400,20 @@ def test_nll_loss_matches_torch(session, shape, weight, ignore, reduction):
     assert tuple(F.nll_loss(up(x, True), up(t, True), **kw).shape) == tuple(ref.shape)
 
 
-def test_nll_loss_errors():
+def test_nll_loss_errors(session):
     with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target batch_size \(2\)"):
         F.nll_loss(up(arr(3, 4), True), up(np.zeros(2, dtype=np.int64), True))
     with pytest.raises(RuntimeError, match="expected target of dtype int64"):
         F.nll_loss(up(arr(3, 4), True), up(np.zeros(3, dtype=np.int32), True))
+    # a class weight of the wrong length is refused before any target is read (meta and real alike)
+    t = np.array([0, 1, 2], dtype=np.int64)
+    for meta in (True, False):
+        for fn in (F.nll_loss, F.cross_entropy):
+            with pytest.raises(RuntimeError, match=r"weight tensor should be defined either for all 4 classes or no "
+                                                   r"classes but got weight tensor of shape: \[3\]"):
+                fn(up(arr(3, 4), meta), up(t, meta), weight=up(np.ones(3), meta))
+        with pytest.raises(RuntimeError, match=r"got weight tensor of shape: \[2, 2\]"):
+            F.cross_entropy(up(arr(3, 4), meta), up(t, meta), weight=up(np.ones((2, 2)), meta))
 
 
 # ---- mse_loss, dropout, layer_norm, embedding

@@ -221,8 +221,16 @@ def _check_targets(name, input, target):
     return cdim
 
 
+def _check_class_weight(name, weight, n_classes):
+    """PyTorch's rule: a class weight is a 1-D tensor of n_classes elements."""
+    if weight is not None and (weight.dim() != 1 or weight.numel() != n_classes):
+        raise RuntimeError(f"{name}: weight tensor should be defined either for all {n_classes} classes or "
+                           f"no classes but got weight tensor of shape: {list(weight.shape)}")
+
+
 def _picked_and_weights(input, target, weight, ignore_index, cdim):
     """(-input picked at each target class, per-position weights with ignored positions 0)."""
+    _check_class_weight("nll_loss", weight, input.size(cdim))
     valid = target != ignore_index
     safe = _call("where", valid, target, 0)
     picked = _call("gather", input, cdim, safe.unsqueeze(cdim)).squeeze(cdim)
@@ -247,8 +255,8 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
             the total weight of the non-ignored positions, as PyTorch).
 
     Raises ValueError for a bad reduction or a batch-size mismatch,
-    RuntimeError for non-int64 targets or mismatched shapes; a class index out
-    of range fails in the daemon (gather's error).
+    RuntimeError for non-int64 targets, mismatched shapes or a weight that is
+    not [C]; a class index out of range fails in the daemon (gather's error).
     """
     _check_reduction(reduction)
     cdim = _check_targets("nll_loss", input, target)
@@ -341,9 +349,7 @@ def _cross_entropy_probs(input, target, weight, ignore_index, reduction, label_s
         raise RuntimeError("ignore_index is not supported for floating point target")
     cdim = _class_dim(input)
     n_classes = input.size(cdim)
-    if weight is not None and (weight.dim() != 1 or weight.numel() != n_classes):
-        raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all {n_classes} classes or "
-                           f"no classes but got weight tensor of shape: {list(weight.shape)}")
+    _check_class_weight("cross_entropy", weight, n_classes)
     if label_smoothing > 0.0 and n_classes:
         target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
     logp = log_softmax(input, cdim)
