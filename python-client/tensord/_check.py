@@ -4,7 +4,8 @@ device, so a CI job validates a model's shapes, dtypes and strides without a
 daemon, data or a GPU.
 
 How: ``$TENSORD_NO_DAEMON=1`` makes the client refuse to connect to or spawn
-a daemon; the default device is ``meta`` on the main thread; ``device=``
+a daemon (``tensord.connect(...)`` gives a stand-in session whose sync points
+do nothing); the default device is ``meta`` on the main thread; ``device=``
 arguments of every op (in every thread, whatever ``with tensord.device(...)``
 says), ``tensord.tensor``/``from_numpy``, ``Tensor.to``/``.cpu()``/``.cuda()``
 and ``tensord.load`` (which then reads only the file's header) are
@@ -12,10 +13,14 @@ redirected to meta; ``tensord.save`` writes meta tensors as zeros (a sparse
 file), so a script that saves and reloads a checkpoint runs. A script that logs a
 value goes on: ``item()`` of a one-element meta tensor (and so ``float()``,
 ``int()``, ``bool()`` and f-strings of it) gives a placeholder of its dtype's
-kind (``nan`` for floating types, ``0`` for integers, ``False`` for bool), and
+kind (``1.0`` for floating types, ``1`` for integers, ``False`` for bool:
+finite and non-zero, so ``math.isfinite(loss)`` guards and divisions go on), and
 the first such read is noted once on stderr. What needs more data than one
 value (``numpy()``, ``tolist()``, printing a tensor's values, data-dependent
 ops such as ``nonzero``) raises, and that is reported like any other error.
+
+An exception in a thread the script starts fails the check like one in the
+main thread (the script's threads are waited for first).
 
 Exit status: 0 when the script completes (or calls ``sys.exit(0)``); 1 with
 the first error on stderr, as
@@ -27,6 +32,7 @@ a script's own ``sys.exit(n)`` gives ``n``.
 """
 import os
 import sys
+import threading
 import traceback
 
 __all__ = ["main", "run"]
@@ -79,14 +85,42 @@ def _force_meta(tensord):
     load.__doc__ = original_load.__doc__
     tensord.load = load
 
-    def refuse(*args, **kwargs):
-        raise RuntimeError("tensord.connect: no daemon may be used under `tensord check` (every tensor is on meta)")
-    tensord.connect = refuse
+    def connect(address=None, *, set_default=True, flush_interval=None):
+        return _CheckSession()     # a script written for a shared daemon runs too; nothing is contacted
+    connect.__doc__ = tensord.connect.__doc__
+    tensord.connect = connect
+
+
+class _CheckSession:
+    """What ``tensord.connect`` gives under ``tensord check``: a session whose
+    ops all run on meta (sync points do nothing, counters stay 0)."""
+    session_id = 0
+    devices = ["meta"]
+    uses_shared_memory = False
+    closed = False
+
+    def synchronize(self):
+        pass
+
+    def stats(self):
+        from ._session import _STAT_KEYS
+        return {k: 0 for k in _STAT_KEYS}
+
+    def close(self):
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def _placeholder_item(T):
     """Tensor.item (and what calls it: float(), int(), bool(), __format__) of a
-    one-element meta tensor gives a placeholder (nan, 0 or False by dtype)."""
+    one-element meta tensor gives a placeholder (1.0, 1 or False by dtype):
+    finite and non-zero, so guards such as ``math.isfinite(loss)``, ``int()``
+    and divisions by a logged value go on as in a real run."""
     original_item = T.item
     noted = []
 
@@ -103,11 +137,11 @@ def _placeholder_item(T):
                 frame = frame.f_back
             where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
             sys.stderr.write(f"tensord check: note: {where}: item() of a meta tensor gives a placeholder "
-                             f"(nan, 0 or False by dtype; values are not computed under check)\n")
+                             f"(1.0, 1 or False by dtype; values are not computed under check)\n")
         dt = self.dtype
         if dt.is_floating_point:
-            return float("nan")
-        return False if dt._name == "bool" else 0
+            return 1.0
+        return False if dt._name == "bool" else 1
     item.__doc__ = original_item.__doc__
     T.item = item
     original_format = T.__format__
@@ -167,8 +201,22 @@ def run(script, args=()):
     _force_meta(tensord)
     sys.argv = [script] + list(args)
     sys.path[0:0] = [os.path.dirname(path)]
+    thread_errors = []
+    default_hook = threading.excepthook
+
+    def hook(args):      # an error in a thread the script starts fails the check too
+        if args.exc_type is not SystemExit:
+            thread_errors.append(args.exc_value)
+        default_hook(args)
+    threading.excepthook = hook
     try:
         runpy.run_path(path, run_name="__main__")
+        for t in threading.enumerate():   # as interpreter shutdown would: wait for the script's threads
+            if t is not threading.current_thread() and not t.daemon:
+                t.join()
+        if thread_errors:
+            _report(thread_errors[0], path, shown)
+            return 1
     except SystemExit as e:
         code = e.code
         if code is None:

@@ -125,10 +125,33 @@ def test_data_reads_and_connect_fail_cleanly(tmp_path):
     proc = _run(tmp_path, script)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[0].startswith(f"{script}:3: RuntimeError: a Tensor with 3 elements"), proc.stderr
-    script.write_text("import tensord\n\ntensord.connect()\n")
+    # A script written for a shared daemon: connect() gives a stand-in session, the ops run on meta.
+    script.write_text(textwrap.dedent('''\
+        import tensord
+        with tensord.connect("unix:/nonexistent/daemon.sock") as s:
+            y = tensord.ones(3, 4) @ tensord.ones(4, 2)
+            s.synchronize()
+            assert s.stats()["round_trips"] == 0 and y.is_meta
+        s.close()
+        tensord.ones(3) @ tensord.ones(4)
+    '''))
     proc = _run(tmp_path, script)
     assert proc.returncode == 1
-    assert proc.stderr.splitlines()[0].startswith(f"{script}:3: RuntimeError"), proc.stderr
+    assert proc.stderr.splitlines()[0].startswith(f"{script}:7: RuntimeError"), proc.stderr
+
+
+def test_an_error_in_a_thread_fails_the_check(tmp_path):
+    script = tmp_path / "threads.py"
+    script.write_text(textwrap.dedent('''\
+        import threading, time, tensord
+        def work():
+            time.sleep(0.2)                                  # still running when the script body ends
+            tensord.ones(2, 3) @ tensord.ones(2, 3)
+        threading.Thread(target=work).start()
+    '''))
+    proc = _run(tmp_path, script)
+    assert proc.returncode == 1, proc.stderr
+    assert f"{script}:4: RuntimeError" in proc.stderr and "FAILED" in proc.stderr, proc.stderr
 
 
 def test_exit_status_and_arguments_pass_through(tmp_path):
@@ -256,13 +279,17 @@ def test_composite_errors_name_the_function_and_broadcasts_name_the_shapes(tmp_p
 
 def test_logged_values_are_placeholders_and_noted_once(tmp_path):
     # A training loop that logs loss.item() runs under check: one-element
-    # reads give nan / 0 / False by dtype, with one note naming the first line.
+    # reads give 1.0 / 1 / False by dtype, with one note naming the first line;
+    # finite, so the usual `math.isfinite(loss)` guard of training loops passes.
     script = tmp_path / "log.py"
     script.write_text(textwrap.dedent('''\
         import tensord
         x = tensord.randn(4, 3)
         loss = (x * x).mean()
-        print(f"loss {loss:.3f} {loss.item()} {float(loss)}")
+        print(f"loss {loss:.3f} {loss.item()} {float(loss)} {int(loss)}")
+        import math, sys
+        if not math.isfinite(loss.item()):
+            sys.exit("Loss is nan, stopping training")
         n = x.argmax().item()
         print("argmax", n, int(x.argmax()), type(n).__name__)
         print("any", bool((x > 0).any()), (x > 0).any().item())
@@ -270,10 +297,10 @@ def test_logged_values_are_placeholders_and_noted_once(tmp_path):
     '''))
     proc = _run(tmp_path, script)
     assert proc.returncode == 1, proc.stderr
-    assert "loss nan nan nan" in proc.stdout
-    assert "argmax 0 0 int" in proc.stdout
+    assert "loss 1.000 1.0 1.0 1" in proc.stdout
+    assert "argmax 1 1 int" in proc.stdout
     assert "any False False" in proc.stdout
     notes = [ln for ln in proc.stderr.splitlines() if "placeholder" in ln]
     assert len(notes) == 1 and f"{script}:4:" in notes[0], proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith(str(script))]
-    assert errors and errors[0].startswith(f"{script}:8: RuntimeError"), proc.stderr
+    assert errors and errors[0].startswith(f"{script}:11: RuntimeError"), proc.stderr
