@@ -245,6 +245,13 @@ bool Convert(const Argument& a, Value& v) {
         v = Value(std::vector<int64_t>(a.fixed_len > 1 ? a.fixed_len : 1, v.to_int()));
         return true;
       }
+      // PyTorch's parser takes None for a dim list that defaults to []
+      // (amax(x, dim=None), roll(x, 1, None)): the default.
+      if (v.is_none() && a.default_value.has_value() && a.default_value->kind() == K::kIntList &&
+          a.default_value->int_list().empty()) {
+        v = *a.default_value;
+        return true;
+      }
       return false;
     case ArgType::kFloat:
       if (v.kind() == K::kScalar && !v.scalar().is_bool()) { v = Value(v.scalar().to_double()); return true; }

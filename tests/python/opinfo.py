@@ -174,8 +174,10 @@ OPINFOS += [
     OpInfo("mean", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 3, 4), 0), Sample(f64(r, 2, 3, 4), [1, 2], True)],
            np_ref=lambda x, dim=None, keepdim=False, dtype=None:
                np.mean(x, axis=None if dim is None else tuple(np.atleast_1d(dim)), keepdims=keepdim), rtol=1e-5),
-    OpInfo("amax", lambda r: [Sample(f32(r, 3, 4), 1), Sample(i64(r, 3, 4), [0, 1], True), Sample(f32(r, 2, 3))],
-           np_ref=lambda x, dim=(), keepdim=False: np.amax(x, axis=tuple(np.atleast_1d(dim)) or None, keepdims=keepdim)),
+    OpInfo("amax", lambda r: [Sample(f32(r, 3, 4), 1), Sample(i64(r, 3, 4), [0, 1], True), Sample(f32(r, 2, 3)),
+                              Sample(f32(r, 2, 3), dim=None, keepdim=True)],   # None is the default [] (torch's parser)
+           np_ref=lambda x, dim=(), keepdim=False: np.amax(x, axis=tuple(np.atleast_1d(dim if dim is not None else ()))
+                                                           or None, keepdims=keepdim)),
     OpInfo("amin", lambda r: [Sample(f32(r, 3, 4), 0), Sample(i64(r, 3, 4), -1, True)],
            np_ref=lambda x, dim=(), keepdim=False: np.amin(x, axis=tuple(np.atleast_1d(dim)) or None, keepdims=keepdim)),
     OpInfo("argmax", lambda r: [Sample(f32(r, 3, 4)), Sample(f32(r, 3, 4), 1), Sample(ints_as_f32(r, 4, 5), 0, True)],
