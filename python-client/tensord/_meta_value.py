@@ -285,9 +285,27 @@ class TensorMeta:
 
     @classmethod
     def from_dict(cls, d):
-        """The inverse of ``to_dict()``."""
-        return cls(d["shape"], dtype=d["dtype"], strides=d.get("strides"), storage_offset=d.get("storage_offset", 0),
-                   device=d.get("device", "meta"))
+        """The inverse of ``to_dict()``; also reads the ``__cuda_array_interface__``
+        form tensord exports (``typestr``, strides in bytes or None, ``data`` =
+        (storage offset in bytes, read-only flag)) as a meta description.
+        KeyError naming what is missing when ``d`` has neither ``dtype`` nor
+        ``typestr``; TypeError for a typestr with no tensord dtype."""
+        if "dtype" in d:
+            return cls(d["shape"], dtype=d["dtype"], strides=d.get("strides"),
+                       storage_offset=d.get("storage_offset", 0), device=d.get("device", "meta"))
+        if "typestr" not in d:
+            raise KeyError("TensorMeta.from_dict: the dict has neither 'dtype' (to_dict's form) nor 'typestr' "
+                           f"(__cuda_array_interface__'s form); keys: {sorted(d)}")
+        names = [n for n, t in _TYPESTR.items() if t == d["typestr"]]
+        if not names:
+            raise TypeError(f"TensorMeta.from_dict: no tensord dtype has typestr {d['typestr']!r}")
+        itemsize = cls((), dtype=names[0]).itemsize
+        strides = d.get("strides")
+        if strides is not None:
+            strides = tuple(s // itemsize for s in strides)
+        data = d.get("data")
+        offset = data[0] // itemsize if data else 0
+        return cls(d["shape"], dtype=names[0], strides=strides, storage_offset=offset, device=d.get("device", "meta"))
 
     def cuda_array_interface(self):
         """The ``__cuda_array_interface__`` (version 3) form of a storage at

@@ -174,6 +174,13 @@ def test_tensor_meta_to_tensor_matches_empty_strided_and_dict_round_trip():
     assert d == {"shape": (2, 3), "strides": (1, 2), "storage_offset": 0, "dtype": "float8_e4m3fn", "itemsize": 1,
                  "device": "meta", "typestr": None, "version": 1}
     assert tensord.TensorMeta.from_dict(d) == m
+    # the __cuda_array_interface__ form tensord exports reads back too (strides in bytes, offset in data)
+    t = tensord.empty_strided((3, 4), (1, 3), dtype=tensord.float64, device="meta")[1:]
+    assert tensord.TensorMeta.from_dict(t.__cuda_array_interface__) == tensord.TensorMeta.of(t)
+    c = tensord.empty(2, 5, dtype=tensord.int32, device="meta")
+    assert tensord.TensorMeta.from_dict(c.__cuda_array_interface__) == tensord.TensorMeta.of(c)
+    with pytest.raises(KeyError, match="neither 'dtype'"):
+        tensord.TensorMeta.from_dict({"shape": (2,)})
 
 
 def test_tensor_meta_validation():
