@@ -703,6 +703,9 @@ std::vector<tc::TensorIndex> ToIndices(py::handle key) {
       s.start = get(sl->start);
       s.stop = get(sl->stop);
       s.step = get(sl->step);
+      // PyTorch's Python indexing refuses a negative or zero step as a ValueError.
+      if (s.step.has_value() && *s.step == 0) throw py::value_error("slice step cannot be zero");
+      if (s.step.has_value() && *s.step < 0) throw py::value_error("step must be greater than zero");
       out.emplace_back(s);
     } else if (const tc::Tensor* t = TensorOf(k)) {
       out.emplace_back(*t);

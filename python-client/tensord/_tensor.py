@@ -592,7 +592,10 @@ def install_tensor_api():
         return _call_method("abs", self)
 
     def __invert__(self):
-        """``~self``: bitwise NOT (logical NOT for bool tensors)."""
+        """``~self``: bitwise NOT (logical NOT for bool tensors). TypeError for
+        a floating tensor, as PyTorch's ``~``."""
+        if self.dtype.is_floating_point:
+            raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
         return _call_method("bitwise_not", self)
 
     for f in (__rsub__, __rtruediv__, __floordiv__, __rfloordiv__, __rmod__, __rpow__, __rmatmul__, __neg__,

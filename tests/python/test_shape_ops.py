@@ -188,6 +188,16 @@ def test_indexing_errors_match_pytorch():
         x[tensord.tensor([True, False], device="meta")]
     with pytest.raises(IndexError, match="too many indices for tensor of dimension 2"):
         x[0, 0, 0]
+    import torch
+    for key, msg in ((slice(None, None, -1), "step must be greater than zero"),
+                     (slice(0, 4, 0), "slice step cannot be zero")):
+        with pytest.raises(ValueError, match=msg):
+            torch.zeros(4, 6)[key]
+        with pytest.raises(ValueError, match=msg):
+            x[key]
+    for mod, t in ((torch, torch.zeros(2)), (tensord, x)):
+        with pytest.raises(TypeError, match=r"~ \(operator.invert\) is only implemented on integer and Boolean"):
+            ~t
 
 
 def test_indexing_out_of_range_fails_at_the_sync_point(session):

@@ -277,8 +277,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     class indices, as nll_loss (weight, ignore_index, reduction too).
     ``label_smoothing`` in [0, 1] mixes in the uniform distribution over the C
     classes with PyTorch's formula: (1 - s) * nll + s / C * (the sum over
-    classes of -log p, weighted by ``weight``, reduced like nll). ValueError
-    for label_smoothing outside [0, 1].
+    classes of -log p, weighted by ``weight``, reduced like nll). RuntimeError
+    for label_smoothing outside [0, 1] (PyTorch's type).
 
     Probability targets: a floating ``target`` of the input's shape holds
     class probabilities; the loss per position is ``-sum_c weight[c] *
@@ -290,7 +290,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     """
     _check_reduction(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if input.dim() >= 1 and tuple(input.shape) == tuple(target.shape):
         return _cross_entropy_probs(input, target, weight, ignore_index, reduction, label_smoothing)
     cdim = _check_targets("cross_entropy", input, target)
