@@ -455,6 +455,12 @@ def test_layer_norm_matches_torch(session, shape, norm, affine):
     assert tuple(F.layer_norm(up(x, True), norm).shape) == tuple(ref.shape)
     with pytest.raises(RuntimeError, match="Given normalized_shape"):
         F.layer_norm(up(x, True), (7,))
+    bad = up(arr(7), True)
+    for kw in ({"weight": bad}, {"bias": bad}):
+        name = next(iter(kw))
+        with pytest.raises(RuntimeError, match=rf"Expected {name} to be of same shape as normalized_shape, but got "
+                                               rf"{name} of shape \[7\] and normalized_shape = \["):
+            F.layer_norm(up(x, True), norm, **kw)
 
 
 def test_embedding_matches_torch(session):

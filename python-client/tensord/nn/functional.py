@@ -152,8 +152,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalises over the trailing dims ``normalized_shape``: (x - mean) / sqrt(var + eps)
     with the biased variance, then ``* weight + bias`` (each of shape
-    normalized_shape, or None). RuntimeError when the input's trailing sizes
-    differ from normalized_shape."""
+    normalized_shape, or None). RuntimeError when the input's trailing sizes,
+    or weight's or bias's shape, differ from normalized_shape."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -162,6 +162,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape "
                            f"[*, {', '.join(str(s) for s in normalized_shape)}], but got input of size"
                            f"{list(input.shape)}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != normalized_shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                               f"{list(t.shape)} and normalized_shape = {list(normalized_shape)}")
     dims = list(range(input.dim() - k, input.dim()))
     input = input.contiguous()   # PyTorch's layer_norm returns a contiguous result for any input layout
     mean = input.mean(dims, keepdim=True)
