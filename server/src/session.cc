@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <new>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensord/meta/autograd_rules.h"
@@ -421,17 +423,26 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   // with handle 0 (no new handle; the result is self).
   const bool inplace = op != nullptr && op->is_inplace();
 
-  // Output handles first: a failure must be able to mark them.
-  std::vector<bool> out_ok(n_out, false);
+  // Output handles first: a failure must be able to mark them. (Inlined
+  // storage and a linear duplicate check for the usual few outputs: no heap
+  // allocation per call.)
+  absl::InlinedVector<bool, 4> out_ok(n_out, false);
   absl::Status handle_status;
   {
-    absl::flat_hash_set<uint64_t> seen;
+    absl::flat_hash_set<uint64_t> seen;  // only for many outputs (split, unbind)
+    auto duplicate = [&](int i, uint64_t h) {
+      if (n_out > 16) return !seen.insert(h).second;
+      for (int j = 0; j < i; ++j) {
+        if (call.outputs(j) == h) return true;
+      }
+      return false;
+    };
     for (int i = 0; i < n_out; ++i) {
       const uint64_t h = call.outputs(i);
       if (h == 0 && inplace && i == 0) continue;
       if (h != 0 && uploads_.contains(h)) AbandonUpload(h, op_name);
       absl::Status s = CheckNewHandle(h);
-      if (s.ok() && !seen.insert(h).second) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
+      if (s.ok() && duplicate(i, h)) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
       if (!s.ok()) {
         if (handle_status.ok()) handle_status = RuntimeErr(absl::StrCat(op_name, ": output ", i, ": ", s.message()));
         continue;
@@ -468,9 +479,10 @@ void Session::ExecuteCall(const v1::OpCall& call) {
 
   // Decode the arguments; tensors are resolved in this session's table only.
   std::vector<Tensor*> inputs;
+  inputs.reserve(schema.arguments.size());
   std::shared_ptr<OpError> input_error;
   std::vector<uint64_t> interrupted;
-  auto lookup = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
+  auto resolve = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
     auto it = tensors_.find(h);
     if (it == tensors_.end()) {
       if (uploads_.contains(h)) {
@@ -482,6 +494,11 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     if (it->second.failed() && input_error == nullptr) input_error = it->second.error;
     inputs.push_back(&it->second);
     return &it->second.meta;
+  };
+  // Built once, and small enough (one pointer) for std::function's inline
+  // storage: no heap allocation per argument.
+  const std::function<absl::StatusOr<const TensorMeta*>(uint64_t)> lookup = [r = &resolve](uint64_t h) {
+    return (*r)(h);
   };
   std::vector<Value> args;
   args.reserve(schema.arguments.size());
@@ -589,7 +606,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
     for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = std::move(r->outputs[i]);
     for (size_t i = 0; i < outs.size(); ++i) {
       const TensorMeta& m = outs[i].meta;
-      if (absl::Status s = m.Validate(absl::StrCat(op_name, ": output ", i)); !s.ok()) return fail(s);
+      if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
       if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
       absl::StatusOr<int64_t> need = m.StorageBytesNeeded();
       if (!need.ok()) return fail(need.status());
@@ -658,8 +675,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
       const TensorMeta* m = (inplace && i == 0 && self != nullptr) ? &self->meta : &outs[i].meta;
       ctx.outputs.push_back(TensorRef{outs[i].storage->data(), m});
     }
-    ctx.allocate_output = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
-      if (!data_dependent) return InternalErr(absl::StrCat(op_name, ": allocate_output called by a structured kernel"));
+    auto allocate = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
       if (outs.size() >= static_cast<size_t>(n_out)) {
         return InternalErr(absl::StrCat(op_name, ": the kernel allocated more than the ", n_out, " outputs"));
       }
@@ -678,6 +694,14 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
       ctx.outputs.push_back(ref);
       return ref;
     };
+    // One pointer captured either way: fits std::function's inline storage.
+    if (data_dependent) {
+      ctx.allocate_output = [a = &allocate](const TensorMeta& m) { return (*a)(m); };
+    } else {
+      ctx.allocate_output = [name = &op_name](const TensorMeta&) -> absl::StatusOr<TensorRef> {
+        return InternalErr(absl::StrCat(*name, ": allocate_output called by a structured kernel"));
+      };
+    }
     ctx.generator = &generator_;
     if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get()); !s.ok()) {
       if (inplace && self != nullptr && self->storage != nullptr) self->storage->bump_version();
