@@ -19,6 +19,7 @@
 #include "tensord/meta/schema.h"
 #include "tensord/server/log.h"
 #include "internal.h"
+#include "meta_cache.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
@@ -178,7 +179,8 @@ Session::Session(uint64_t id, std::string token, std::string client_name, std::s
       token_(std::move(token)),
       client_name_(std::move(client_name)),
       memory_(std::move(memory)),
-      kernels_(kernels) {
+      kernels_(kernels),
+      meta_cache_(std::make_unique<MetaCache>()) {
   generator_.engine.seed(id);
 }
 
@@ -593,8 +595,14 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
   if (data_dependent) {
     outs.reserve(n_out);
   } else {
-    absl::StatusOr<MetaResult> r = table.RunMeta(*op, args);
-    if (!r.ok()) return fail(r.status());
+    // A repeated call (same op, same argument metadata) is answered from
+    // the session's meta cache; a new one runs the meta function.
+    const MetaResult* r = meta_cache_->Find(*op, args);
+    if (r == nullptr) {
+      absl::StatusOr<MetaResult> computed = table.RunMeta(*op, args);
+      if (!computed.ok()) return fail(computed.status());
+      r = meta_cache_->Insert(*std::move(computed));
+    }
     if (r->alias_of.size() != r->outputs.size() ||
         (!schema.returns.empty() && schema.returns[0].type != ArgType::kTensorList &&
          r->outputs.size() != schema.returns.size())) {
@@ -603,7 +611,8 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
     }
     n_out = static_cast<int64_t>(r->outputs.size());
     outs.resize(r->outputs.size());
-    for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = std::move(r->outputs[i]);
+    for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = r->outputs[i];
+    // `r` stays valid through the loop below (nothing in it runs another op).
     for (size_t i = 0; i < outs.size(); ++i) {
       const TensorMeta& m = outs[i].meta;
       if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
