@@ -171,6 +171,17 @@ bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Valu
 
 bool Tensor::requires_grad() const { return ag != nullptr && ag->requires(); }
 
+namespace {
+
+// Whether return `i` of `op` is one of its written arguments (`Tensor(a!)`).
+bool WrittenReturn(const OpEntry& op, size_t i) {
+  if (i >= op.return_aliases.size()) return false;
+  const int a = op.return_aliases[i];
+  return a >= 0 && static_cast<size_t>(a) < op.schema.arguments.size() && op.schema.arguments[a].is_write;
+}
+
+}  // namespace
+
 void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
 
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
@@ -421,9 +432,9 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const OpEntry* op = call.op_id() < table.size() ? &table.at(call.op_id()) : nullptr;
   const std::string op_name = op != nullptr ? op->full_name() : absl::StrCat("op ", call.op_id());
   const int n_out = call.outputs_size();
-  // An in-place op's return is its first argument: the client may name it
-  // with handle 0 (no new handle; the result is self).
-  const bool inplace = op != nullptr && op->is_inplace();
+  // A return that is a written argument (an in-place op's self, the
+  // moments of _fused_adam_): the client names it with handle 0 (no new
+  // handle; the result is that argument).
 
   // Output handles first: a failure must be able to mark them. (Inlined
   // storage and a linear duplicate check for the usual few outputs: no heap
@@ -441,7 +452,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     };
     for (int i = 0; i < n_out; ++i) {
       const uint64_t h = call.outputs(i);
-      if (h == 0 && inplace && i == 0) continue;
+      if (h == 0 && op != nullptr && WrittenReturn(*op, i)) continue;
       if (h != 0 && uploads_.contains(h)) AbandonUpload(h, op_name);
       absl::Status s = CheckNewHandle(h);
       if (s.ok() && duplicate(i, h)) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
@@ -591,6 +602,9 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
 
   const bool data_dependent = op->has(kDataDependent);
   bool need_kernel = data_dependent || inplace;
+  // Per output: the argument it writes and returns (an in-place op's self),
+  // else nullptr.
+  absl::InlinedVector<Tensor*, 3> written;
   int64_t n_out = static_cast<int64_t>(schema.returns.size());
   if (data_dependent) {
     outs.reserve(n_out);
@@ -611,6 +625,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
     }
     n_out = static_cast<int64_t>(r->outputs.size());
     outs.resize(r->outputs.size());
+    written.assign(r->outputs.size(), nullptr);
     for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = r->outputs[i];
     // `r` stays valid through the loop below (nothing in it runs another op).
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -627,7 +642,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
           return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases argument ", a,
                                                ", which is not a tensor")));
         }
-        const Tensor* src = find_input(args[a].tensor_ptr());
+        Tensor* src = find_input(args[a].tensor_ptr());
         if (src == nullptr || src->storage == nullptr) {
           return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases an unknown input")));
         }
@@ -640,16 +655,18 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
                                               "of argument '", schema.arguments[a].name, "' holds ",
                                               src->storage->nbytes(), " bytes")));
         }
-        if (inplace && src == self && i == 0) {
-          if (m != self->meta) {
+        if (WrittenReturn(*op, i) && op->return_aliases[i] == a) {
+          if (m != src->meta) {
             return fail(InternalErr(absl::StrCat(op_name, ": the in-place result's meta ", m.ToString(),
-                                                 " differs from self's ", self->meta.ToString())));
+                                                 " differs from argument '", schema.arguments[a].name, "''s ",
+                                                 src->meta.ToString())));
           }
-          outs[i] = *self;  // same storage, same identity
+          outs[i] = *src;  // same storage, same identity
           if (outs[i].ag == nullptr) {
-            self->ag = std::make_shared<AutogradMeta>();
-            outs[i].ag = self->ag;
+            src->ag = std::make_shared<AutogradMeta>();
+            outs[i].ag = src->ag;
           }
+          written[i] = src;
         } else {
           outs[i].storage = src->storage;
           outs[i].ag = std::make_shared<AutogradMeta>();
@@ -681,7 +698,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
     };
     for (size_t i = 0; i < outs.size(); ++i) {
       // An in-place op's output 0 is self: its storage and its very meta.
-      const TensorMeta* m = (inplace && i == 0 && self != nullptr) ? &self->meta : &outs[i].meta;
+      const TensorMeta* m = written[i] != nullptr ? &written[i]->meta : &outs[i].meta;
       ctx.outputs.push_back(TensorRef{outs[i].storage->data(), m});
     }
     auto allocate = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
@@ -713,7 +730,9 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
     }
     ctx.generator = &generator_;
     if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get()); !s.ok()) {
-      if (inplace && self != nullptr && self->storage != nullptr) self->storage->bump_version();
+      for (Tensor* w : written) {
+        if (w != nullptr && w->storage != nullptr) w->storage->bump_version();
+      }
       return fail(s);
     }
     if (outs.size() != static_cast<size_t>(n_out)) {
@@ -721,9 +740,10 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
                                            n_out)));
     }
   }
-  if (inplace && self != nullptr) {
-    self->storage->bump_version();
-    outs[0].meta = self->meta;
+  for (size_t i = 0; i < written.size() && i < outs.size(); ++i) {
+    if (written[i] == nullptr) continue;
+    written[i]->storage->bump_version();
+    outs[i].meta = written[i]->meta;
   }
   ++ops_executed_;
 

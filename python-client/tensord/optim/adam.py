@@ -2,10 +2,13 @@
 import math
 
 from .. import _C
+from .. import _dtype
 from ..nn._util import no_grad
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
+
+_FUSED_DTYPES = (_dtype.BY_NAME["float32"], _dtype.BY_NAME["float64"])
 
 
 def _check(lr, eps, betas, weight_decay):
@@ -21,6 +24,12 @@ def _check(lr, eps, betas, weight_decay):
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
+def _fusable(p, g, exp_avg, exp_avg_sq):
+    """Whether _fused_adam_ takes these: one floating dtype, all contiguous."""
+    return (p.dtype in _FUSED_DTYPES and g.dtype == p.dtype and p.is_contiguous() and g.is_contiguous()
+            and exp_avg.is_contiguous() and exp_avg_sq.is_contiguous())
+
+
 def _adam_step(opt, decoupled):
     for group in opt.param_groups:
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
@@ -29,8 +38,6 @@ def _adam_step(opt, decoupled):
             g = p.grad
             if g is None:
                 continue
-            if maximize:
-                g = -g
             state = opt.state[p]
             if len(state) == 0:
                 state["step"] = 0
@@ -41,12 +48,20 @@ def _adam_step(opt, decoupled):
             step = state["step"]
             step = (step.item() if hasattr(step, "item") else step) + 1
             state["step"] = step
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            if not amsgrad and _fusable(p, g, exp_avg, exp_avg_sq):
+                # The whole update in one daemon op (same formula and rounding).
+                _C.call_any("_fused_adam_", p, g, exp_avg, exp_avg_sq, lr=float(lr), beta1=float(beta1),
+                            beta2=float(beta2), weight_decay=float(weight_decay), eps=float(eps), step=step,
+                            maximize=bool(maximize), decoupled_weight_decay=decoupled)
+                continue
+            if maximize:
+                g = -g
             if weight_decay != 0:
                 if decoupled:
                     p.mul_(1 - lr * weight_decay)
                 else:
                     g = g.add(p, alpha=weight_decay)
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             exp_avg.mul_(beta1).add_(g, alpha=1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             bias_correction1 = 1 - beta1 ** step
