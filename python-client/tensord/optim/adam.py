@@ -2,13 +2,10 @@
 import math
 
 from .. import _C
-from .. import _dtype
 from ..nn._util import no_grad
 from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
-
-_FUSED_DTYPES = (_dtype.BY_NAME["float32"], _dtype.BY_NAME["float64"])
 
 
 def _check(lr, eps, betas, weight_decay):
@@ -22,12 +19,6 @@ def _check(lr, eps, betas, weight_decay):
         raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
     if not 0.0 <= weight_decay:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-
-
-def _fusable(p, g, exp_avg, exp_avg_sq):
-    """Whether _fused_adam_ takes these: one floating dtype, all contiguous."""
-    return (p.dtype in _FUSED_DTYPES and g.dtype == p.dtype and p.is_contiguous() and g.is_contiguous()
-            and exp_avg.is_contiguous() and exp_avg_sq.is_contiguous())
 
 
 def _adam_step(opt, decoupled):
@@ -49,12 +40,18 @@ def _adam_step(opt, decoupled):
             step = (step.item() if hasattr(step, "item") else step) + 1
             state["step"] = step
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            if not amsgrad and _fusable(p, g, exp_avg, exp_avg_sq):
-                # The whole update in one daemon op (same formula and rounding).
-                _C.call_any("_fused_adam_", p, g, exp_avg, exp_avg_sq, lr=float(lr), beta1=float(beta1),
-                            beta2=float(beta2), weight_decay=float(weight_decay), eps=float(eps), step=step,
-                            maximize=bool(maximize), decoupled_weight_decay=decoupled)
-                continue
+            if not amsgrad:
+                # The whole update in one daemon op (same formula), when the
+                # four tensors share one dense float32/float64 layout; its meta
+                # function refuses anything else at once, on this side, before
+                # anything is sent or written: then op by op.
+                try:
+                    _C.call_any("_fused_adam_", p, g, exp_avg, exp_avg_sq, lr=float(lr), beta1=float(beta1),
+                                beta2=float(beta2), weight_decay=float(weight_decay), eps=float(eps), step=step,
+                                maximize=bool(maximize), decoupled_weight_decay=decoupled)
+                    continue
+                except RuntimeError:
+                    pass
             if maximize:
                 g = -g
             if weight_decay != 0:
