@@ -147,7 +147,8 @@ absl::Status RegisterNnKernels(KernelRegistry& r);
 absl::Status RegisterScatterKernels(KernelRegistry& r);
 absl::Status RegisterScanKernels(KernelRegistry& r);    // scan.cc: cumsum, cumprod
 absl::Status RegisterShapeKernels(KernelRegistry& r);   // shape.cc: flip, roll, repeat, tril, triu, pad, scatter
-absl::Status RegisterConvKernels(KernelRegistry& r);    // conv.cc: convolution, pooling
+absl::Status RegisterConvKernels(KernelRegistry& r);
+absl::Status RegisterOptimKernels(KernelRegistry& r);   // optim.cc: _fused_adam_    // conv.cc: convolution, pooling
 
 }  // namespace tensord::cpu
 

@@ -18,6 +18,7 @@ absl::Status RegisterCpuKernels(KernelRegistry& registry) {
   TD_RETURN_IF_ERROR(cpu::RegisterScanKernels(registry));
   TD_RETURN_IF_ERROR(cpu::RegisterShapeKernels(registry));
   TD_RETURN_IF_ERROR(cpu::RegisterConvKernels(registry));
+  TD_RETURN_IF_ERROR(cpu::RegisterOptimKernels(registry));
   return absl::OkStatus();
 }
 

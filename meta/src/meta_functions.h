@@ -168,6 +168,10 @@ absl::StatusOr<MetaResult> EmptyStrided(absl::string_view op, absl::Span<const V
 // doesn't match the broadcast shape [2, 3]"), its device self's, and its dtype
 // castable to self's (PyTorch's canCast: "result type Float can't be cast to
 // the desired output type Long"). Gives self's meta, aliasing argument 0.
+// _fused_adam_: self, grad, exp_avg and exp_avg_sq of one sizes, dtype
+// (float32/float64), device and dense layout; returns self, exp_avg and
+// exp_avg_sq (written in place).
+absl::StatusOr<MetaResult> FusedAdam(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> InPlaceResult(absl::string_view op, absl::Span<const Value> args, MetaFn base);
 
 // InPlaceResult as a MetaFn for the op table: InPlace<BinaryArith> is add_'s.

@@ -132,3 +132,42 @@ absl::StatusOr<MetaResult> RandomInPlace(absl::string_view op, absl::Span<const 
 }
 
 }  // namespace tensord::meta
+
+namespace tensord::meta {
+
+absl::StatusOr<MetaResult> FusedAdam(absl::string_view op, absl::Span<const Value> args) {
+  static constexpr size_t kTensors[] = {0, 1, 2, 3};
+  static constexpr const char* kNames[] = {"self", "grad", "exp_avg", "exp_avg_sq"};
+  TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
+  if (self->dtype != ScalarType::kFloat32 && self->dtype != ScalarType::kFloat64) {
+    return RuntimeErr(absl::StrCat(op, ": expected a float32 or float64 parameter, got ", DtypeName(self->dtype)));
+  }
+  if (self->numel() > 0 && !self->is_non_overlapping_and_dense()) {
+    return RuntimeErr(absl::StrCat(op, ": self must be dense (non-overlapping, no gaps), got strides ",
+                                   ShapeToString(self->strides), " for sizes ", ShapeToString(self->sizes)));
+  }
+  for (size_t k = 1; k < 4; ++k) {
+    TD_ASSIGN_OR_RETURN(const TensorMeta* t, TensorArg(op, args, kTensors[k]));
+    if (t->sizes != self->sizes) {
+      return RuntimeErr(absl::StrCat(op, ": ", kNames[k], " has sizes ", ShapeToString(t->sizes), ", self has ",
+                                     ShapeToString(self->sizes)));
+    }
+    if (t->dtype != self->dtype) {
+      return RuntimeErr(absl::StrCat(op, ": ", kNames[k], " is ", DtypeName(t->dtype), ", self is ",
+                                     DtypeName(self->dtype)));
+    }
+    TD_RETURN_IF_ERROR(SameDevice(*self, t->device));
+    if (self->numel() > 0 && t->strides != self->strides) {
+      return RuntimeErr(absl::StrCat(op, ": ", kNames[k], " has strides ", ShapeToString(t->strides),
+                                     ", self has ", ShapeToString(self->strides), " (all four need one layout)"));
+    }
+  }
+  MetaResult r;
+  for (size_t a : {size_t{0}, size_t{2}, size_t{3}}) {
+    r.outputs.push_back(args[a].tensor());
+    r.alias_of.push_back(static_cast<int>(a));
+  }
+  return r;
+}
+
+}  // namespace tensord::meta

@@ -289,6 +289,11 @@ const OpDef kOps[] = {
     {"randint.low(SymInt low, SymInt high, SymInt[] size, " FACTORY_KW ") -> Tensor", meta::RandintLow, F | kFactory | kRandom | ND},
     {"empty_strided(SymInt[] size, SymInt[] stride, " FACTORY_KW ") -> Tensor", meta::EmptyStrided, F | kFactory | ND},
     // [factory-end]
+    // ---- fused optimizer steps ------------------------------------------
+    // One Adam/AdamW update of one parameter (PyTorch 1.13's single-tensor
+    // step, as tensord.optim runs it op by op) in one pass: self, grad and
+    // the two moments share one dense layout. Returns the written tensors.
+    {"_fused_adam_(Tensor(a!) self, Tensor grad, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, *, float lr, float beta1, float beta2, float weight_decay, float eps, int step, bool maximize=False, bool decoupled_weight_decay=False) -> (Tensor(a!), Tensor(b!), Tensor(c!))", meta::FusedAdam, ND},
 };
 
 #undef FACTORY_KW

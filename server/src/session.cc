@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <new>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensord/meta/autograd_rules.h"
@@ -17,6 +19,7 @@
 #include "tensord/meta/schema.h"
 #include "tensord/server/log.h"
 #include "internal.h"
+#include "meta_cache.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
@@ -168,6 +171,17 @@ bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Valu
 
 bool Tensor::requires_grad() const { return ag != nullptr && ag->requires(); }
 
+namespace {
+
+// Whether return `i` of `op` is one of its written arguments (`Tensor(a!)`).
+bool WrittenReturn(const OpEntry& op, size_t i) {
+  if (i >= op.return_aliases.size()) return false;
+  const int a = op.return_aliases[i];
+  return a >= 0 && static_cast<size_t>(a) < op.schema.arguments.size() && op.schema.arguments[a].is_write;
+}
+
+}  // namespace
+
 void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
 
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
@@ -176,7 +190,8 @@ Session::Session(uint64_t id, std::string token, std::string client_name, std::s
       token_(std::move(token)),
       client_name_(std::move(client_name)),
       memory_(std::move(memory)),
-      kernels_(kernels) {
+      kernels_(kernels),
+      meta_cache_(std::make_unique<MetaCache>()) {
   generator_.engine.seed(id);
 }
 
@@ -417,21 +432,30 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const OpEntry* op = call.op_id() < table.size() ? &table.at(call.op_id()) : nullptr;
   const std::string op_name = op != nullptr ? op->full_name() : absl::StrCat("op ", call.op_id());
   const int n_out = call.outputs_size();
-  // An in-place op's return is its first argument: the client may name it
-  // with handle 0 (no new handle; the result is self).
-  const bool inplace = op != nullptr && op->is_inplace();
+  // A return that is a written argument (an in-place op's self, the
+  // moments of _fused_adam_): the client names it with handle 0 (no new
+  // handle; the result is that argument).
 
-  // Output handles first: a failure must be able to mark them.
-  std::vector<bool> out_ok(n_out, false);
+  // Output handles first: a failure must be able to mark them. (Inlined
+  // storage and a linear duplicate check for the usual few outputs: no heap
+  // allocation per call.)
+  absl::InlinedVector<bool, 4> out_ok(n_out, false);
   absl::Status handle_status;
   {
-    absl::flat_hash_set<uint64_t> seen;
+    absl::flat_hash_set<uint64_t> seen;  // only for many outputs (split, unbind)
+    auto duplicate = [&](int i, uint64_t h) {
+      if (n_out > 16) return !seen.insert(h).second;
+      for (int j = 0; j < i; ++j) {
+        if (call.outputs(j) == h) return true;
+      }
+      return false;
+    };
     for (int i = 0; i < n_out; ++i) {
       const uint64_t h = call.outputs(i);
-      if (h == 0 && inplace && i == 0) continue;
+      if (h == 0 && op != nullptr && WrittenReturn(*op, i)) continue;
       if (h != 0 && uploads_.contains(h)) AbandonUpload(h, op_name);
       absl::Status s = CheckNewHandle(h);
-      if (s.ok() && !seen.insert(h).second) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
+      if (s.ok() && duplicate(i, h)) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
       if (!s.ok()) {
         if (handle_status.ok()) handle_status = RuntimeErr(absl::StrCat(op_name, ": output ", i, ": ", s.message()));
         continue;
@@ -468,9 +492,10 @@ void Session::ExecuteCall(const v1::OpCall& call) {
 
   // Decode the arguments; tensors are resolved in this session's table only.
   std::vector<Tensor*> inputs;
+  inputs.reserve(schema.arguments.size());
   std::shared_ptr<OpError> input_error;
   std::vector<uint64_t> interrupted;
-  auto lookup = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
+  auto resolve = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
     auto it = tensors_.find(h);
     if (it == tensors_.end()) {
       if (uploads_.contains(h)) {
@@ -482,6 +507,11 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     if (it->second.failed() && input_error == nullptr) input_error = it->second.error;
     inputs.push_back(&it->second);
     return &it->second.meta;
+  };
+  // Built once, and small enough (one pointer) for std::function's inline
+  // storage: no heap allocation per argument.
+  const std::function<absl::StatusOr<const TensorMeta*>(uint64_t)> lookup = [r = &resolve](uint64_t h) {
+    return (*r)(h);
   };
   std::vector<Value> args;
   args.reserve(schema.arguments.size());
@@ -572,12 +602,21 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
 
   const bool data_dependent = op->has(kDataDependent);
   bool need_kernel = data_dependent || inplace;
+  // Per output: the argument it writes and returns (an in-place op's self),
+  // else nullptr.
+  absl::InlinedVector<Tensor*, 3> written;
   int64_t n_out = static_cast<int64_t>(schema.returns.size());
   if (data_dependent) {
     outs.reserve(n_out);
   } else {
-    absl::StatusOr<MetaResult> r = table.RunMeta(*op, args);
-    if (!r.ok()) return fail(r.status());
+    // A repeated call (same op, same argument metadata) is answered from
+    // the session's meta cache; a new one runs the meta function.
+    const MetaResult* r = meta_cache_->Find(*op, args);
+    if (r == nullptr) {
+      absl::StatusOr<MetaResult> computed = table.RunMeta(*op, args);
+      if (!computed.ok()) return fail(computed.status());
+      r = meta_cache_->Insert(*std::move(computed));
+    }
     if (r->alias_of.size() != r->outputs.size() ||
         (!schema.returns.empty() && schema.returns[0].type != ArgType::kTensorList &&
          r->outputs.size() != schema.returns.size())) {
@@ -586,10 +625,12 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
     }
     n_out = static_cast<int64_t>(r->outputs.size());
     outs.resize(r->outputs.size());
-    for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = std::move(r->outputs[i]);
+    written.assign(r->outputs.size(), nullptr);
+    for (size_t i = 0; i < r->outputs.size(); ++i) outs[i].meta = r->outputs[i];
+    // `r` stays valid through the loop below (nothing in it runs another op).
     for (size_t i = 0; i < outs.size(); ++i) {
       const TensorMeta& m = outs[i].meta;
-      if (absl::Status s = m.Validate(absl::StrCat(op_name, ": output ", i)); !s.ok()) return fail(s);
+      if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
       if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
       absl::StatusOr<int64_t> need = m.StorageBytesNeeded();
       if (!need.ok()) return fail(need.status());
@@ -601,7 +642,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
           return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases argument ", a,
                                                ", which is not a tensor")));
         }
-        const Tensor* src = find_input(args[a].tensor_ptr());
+        Tensor* src = find_input(args[a].tensor_ptr());
         if (src == nullptr || src->storage == nullptr) {
           return fail(InternalErr(absl::StrCat(op_name, ": output ", i, " aliases an unknown input")));
         }
@@ -614,16 +655,18 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
                                               "of argument '", schema.arguments[a].name, "' holds ",
                                               src->storage->nbytes(), " bytes")));
         }
-        if (inplace && src == self && i == 0) {
-          if (m != self->meta) {
+        if (WrittenReturn(*op, i) && op->return_aliases[i] == a) {
+          if (m != src->meta) {
             return fail(InternalErr(absl::StrCat(op_name, ": the in-place result's meta ", m.ToString(),
-                                                 " differs from self's ", self->meta.ToString())));
+                                                 " differs from argument '", schema.arguments[a].name, "''s ",
+                                                 src->meta.ToString())));
           }
-          outs[i] = *self;  // same storage, same identity
+          outs[i] = *src;  // same storage, same identity
           if (outs[i].ag == nullptr) {
-            self->ag = std::make_shared<AutogradMeta>();
-            outs[i].ag = self->ag;
+            src->ag = std::make_shared<AutogradMeta>();
+            outs[i].ag = src->ag;
           }
+          written[i] = src;
         } else {
           outs[i].storage = src->storage;
           outs[i].ag = std::make_shared<AutogradMeta>();
@@ -655,11 +698,10 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
     };
     for (size_t i = 0; i < outs.size(); ++i) {
       // An in-place op's output 0 is self: its storage and its very meta.
-      const TensorMeta* m = (inplace && i == 0 && self != nullptr) ? &self->meta : &outs[i].meta;
+      const TensorMeta* m = written[i] != nullptr ? &written[i]->meta : &outs[i].meta;
       ctx.outputs.push_back(TensorRef{outs[i].storage->data(), m});
     }
-    ctx.allocate_output = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
-      if (!data_dependent) return InternalErr(absl::StrCat(op_name, ": allocate_output called by a structured kernel"));
+    auto allocate = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
       if (outs.size() >= static_cast<size_t>(n_out)) {
         return InternalErr(absl::StrCat(op_name, ": the kernel allocated more than the ", n_out, " outputs"));
       }
@@ -678,9 +720,19 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
       ctx.outputs.push_back(ref);
       return ref;
     };
+    // One pointer captured either way: fits std::function's inline storage.
+    if (data_dependent) {
+      ctx.allocate_output = [a = &allocate](const TensorMeta& m) { return (*a)(m); };
+    } else {
+      ctx.allocate_output = [name = &op_name](const TensorMeta&) -> absl::StatusOr<TensorRef> {
+        return InternalErr(absl::StrCat(*name, ": allocate_output called by a structured kernel"));
+      };
+    }
     ctx.generator = &generator_;
     if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get()); !s.ok()) {
-      if (inplace && self != nullptr && self->storage != nullptr) self->storage->bump_version();
+      for (Tensor* w : written) {
+        if (w != nullptr && w->storage != nullptr) w->storage->bump_version();
+      }
       return fail(s);
     }
     if (outs.size() != static_cast<size_t>(n_out)) {
@@ -688,9 +740,10 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
                                            n_out)));
     }
   }
-  if (inplace && self != nullptr) {
-    self->storage->bump_version();
-    outs[0].meta = self->meta;
+  for (size_t i = 0; i < written.size() && i < outs.size(); ++i) {
+    if (written[i] == nullptr) continue;
+    written[i]->storage->bump_version();
+    outs[i].meta = written[i]->meta;
   }
   ++ops_executed_;
 

@@ -642,12 +642,25 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
                         const Tensor& g) -> absl::Status {
     if (ag->grad == nullptr || !ag->grad->defined()) {
       Tensor fresh;
+      TensorMeta m = like;
+      m.dtype = g.meta.dtype;
+      m.storage_offset = 0;
+      if (!m.is_non_overlapping_and_dense()) m.strides = ContiguousStrides(m.sizes);
+      TD_ASSIGN_OR_RETURN(int64_t need, m.StorageBytesNeeded());
+      // As PyTorch's AccumulateGrad: without create_graph, a gradient that
+      // nothing else refers to (no handle, saved tensor or other buffer shares
+      // its storage) and that already has the layout .grad needs becomes
+      // .grad itself, with no allocation and no copy.
+      if (!create_graph && !g.failed() && g.storage != nullptr && g.storage.use_count() == 1 && !g.requires_grad() &&
+          g.meta == m && g.storage->nbytes() == need) {
+        fresh.meta = g.meta;
+        fresh.storage = g.storage;
+        fresh.ag = std::make_shared<AutogradMeta>();
+        ag->grad = std::make_shared<Tensor>(std::move(fresh));
+        mark_changed(ag);
+        return absl::OkStatus();
+      }
       if (has_kernel("copy_")) {
-        TensorMeta m = like;
-        m.dtype = g.meta.dtype;
-        m.storage_offset = 0;
-        if (!m.is_non_overlapping_and_dense()) m.strides = ContiguousStrides(m.sizes);
-        TD_ASSIGN_OR_RETURN(int64_t need, m.StorageBytesNeeded());
         TD_ASSIGN_OR_RETURN(fresh.storage, memory_->Allocate(need, "backward"));
         fresh.meta = std::move(m);
         fresh.ag = std::make_shared<AutogradMeta>();

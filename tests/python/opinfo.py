@@ -470,6 +470,26 @@ OPINFOS += [
 ]
 
 
+_ADAM = dict(lr=0.01, beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, step=1)
+
+
+def _fused_adam_ref(p, g, m, v, lr, beta1, beta2, weight_decay, eps, step, maximize=False,
+                    decoupled_weight_decay=False):
+    """PyTorch 1.13's single-tensor Adam/AdamW step in float64: (param, exp_avg, exp_avg_sq)."""
+    dt = p.dtype
+    p, g, m, v = (np.asarray(x, np.float64) for x in (p, g, m, v))
+    g = -g if maximize else g
+    if weight_decay and decoupled_weight_decay:
+        p = p * (1 - lr * weight_decay)
+    elif weight_decay:
+        g = g + weight_decay * p
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    denom = np.sqrt(v) / np.sqrt(1 - beta2 ** step) + eps
+    p = p - lr / (1 - beta1 ** step) * m / denom
+    return p.astype(dt), m.astype(dt), v.astype(dt)
+
+
 # ---------------------------------------------------------------- error inputs
 # Calls that must fail, the same way on real and on meta tensors.
 
@@ -534,6 +554,22 @@ from opinfo_factory import OPINFOS as _FACTORY  # noqa: E402
 from opinfo_matmul import OPINFOS as _MATMUL  # noqa: E402
 
 OPINFOS += _POINTWISE + _REDUCTION + _SHAPE + _NN + _FACTORY + _MATMUL
+
+# Fused optimizer steps (appended last: each OpInfo's samples are drawn from
+# an rng seeded by its position, so inserting earlier would change others').
+OPINFOS.append(OpInfo(
+    "_fused_adam_", lambda r: [
+        Sample(f32(r, 3, 4), f32(r, 3, 4), f32(r, 3, 4), pos32(r, 3, 4), **_ADAM),
+        Sample(f32(r, 5), f32(r, 5), f32(r, 5), pos32(r, 5), **dict(_ADAM, step=3, weight_decay=0.1, maximize=True)),
+        Sample(f64(r, 2, 3), f64(r, 2, 3), f64(r, 2, 3), f64(r, 2, 3) ** 2,
+               **dict(_ADAM, step=2, weight_decay=0.05, decoupled_weight_decay=True))],
+    np_ref=_fused_adam_ref, torch_ref=None, rtol=1e-5, noncontig=False, errors=lambda r: [
+        ErrorInput(Sample(_z(2, 3), _z(2, 3), _z(3, 2), _z(2, 3), **_ADAM), RuntimeError,
+                   "_fused_adam_: exp_avg has sizes [3, 2], self has [2, 3]"),
+        ErrorInput(Sample(_z(2, 3), _z(2, 3, dtype=np.float64), _z(2, 3), _z(2, 3), **_ADAM), RuntimeError,
+                   "_fused_adam_: grad is float64, self is float32"),
+        ErrorInput(Sample(*(_z(3, dtype=np.int64) for _ in range(4)), **_ADAM), RuntimeError,
+                   "expected a float32 or float64 parameter, got int64")]))
 
 BY_NAME = {}
 for _info in OPINFOS:

@@ -293,6 +293,24 @@ class TestBackward:
         np.testing.assert_allclose(x.grad.numpy(), f64(3, seed=1))
         assert y.grad is None
 
+    def test_new_grad_never_shares_memory_with_another_tensor(self, session):
+        # The engine hands a gradient nothing else holds to .grad without a
+        # copy (as PyTorch's AccumulateGrad); one the caller still holds, or
+        # one passed through unchanged, or expanded, is copied.
+        x, w = leaf(f64(3)), leaf(f64(3, seed=1))
+        g = tensord.ones(3, dtype=tensord.float64)
+        (x + 0).backward(g)                      # add passes g through unchanged
+        (w * 2).sum().backward()                 # a fresh gradient, stolen
+        g.add_(5)
+        np.testing.assert_allclose(x.grad.numpy(), np.ones(3))
+        x.grad.mul_(3)                           # .grad is x's own
+        np.testing.assert_allclose(g.numpy(), np.full(3, 6.0))
+        np.testing.assert_allclose(w.grad.numpy(), np.full(3, 2.0))
+        t = tensord.from_numpy(f64(3, 2)).t().requires_grad_()   # not contiguous: .grad keeps its strides
+        (t * 3).sum().backward()
+        assert t.grad.stride() == t.stride()
+        np.testing.assert_allclose(t.grad.numpy(), np.full((2, 3), 3.0))
+
     def test_autograd_grad(self, session):
         a = f64(4)
         x = leaf(a)

@@ -191,3 +191,26 @@ def test_argument_checks():
         optim.Adam([1.0])
     with pytest.raises(ValueError, match="non-leaf"):
         optim.SGD([p * 2], lr=0.1)
+
+
+def test_adam_step_is_one_daemon_op_per_contiguous_parameter():
+    torch = pytest.importorskip("torch")
+    rng = np.random.RandomState(3)
+    a, b, ga, gb = (rng.randn(4, 3).astype(np.float32) for _ in range(4))
+    # The second parameter is transposed and its grad is not: their layouts
+    # differ, so it is updated op by op; the first with one _fused_adam_.
+    params = [nn.Parameter(tensord.tensor(a)), nn.Parameter(tensord.tensor(b.T.copy()).t())]
+    tparams = [torch.tensor(a, requires_grad=True), torch.tensor(b.T.copy()).t().requires_grad_()]
+    assert not params[1].is_contiguous() and not tparams[1].is_contiguous()
+    params[0].grad, tparams[0].grad = tensord.tensor(ga), torch.tensor(ga)
+    params[1].grad, tparams[1].grad = tensord.tensor(gb), torch.tensor(gb)
+    opt, topt = optim.AdamW(params, lr=0.1, weight_decay=0.1), torch.optim.AdamW(tparams, lr=0.1, weight_decay=0.1)
+    opt.step()                                       # the first step also creates the moments
+    before = tensord.stats()["ops_issued"]
+    opt.step()
+    issued = tensord.stats()["ops_issued"] - before
+    assert issued == 1 + 9, issued                   # one fused op; AdamW op by op is mul_ + 8 ops
+    topt.step()
+    topt.step()
+    for p, tp in zip(params, tparams):
+        np.testing.assert_allclose(np_of(p), tp.detach().numpy(), rtol=1e-6, atol=1e-7)

@@ -29,8 +29,6 @@ def _adam_step(opt, decoupled):
             g = p.grad
             if g is None:
                 continue
-            if maximize:
-                g = -g
             state = opt.state[p]
             if len(state) == 0:
                 state["step"] = 0
@@ -41,12 +39,26 @@ def _adam_step(opt, decoupled):
             step = state["step"]
             step = (step.item() if hasattr(step, "item") else step) + 1
             state["step"] = step
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            if not amsgrad:
+                # The whole update in one daemon op (same formula), when the
+                # four tensors share one dense float32/float64 layout; its meta
+                # function refuses anything else at once, on this side, before
+                # anything is sent or written: then op by op.
+                try:
+                    _C.call_any("_fused_adam_", p, g, exp_avg, exp_avg_sq, lr=float(lr), beta1=float(beta1),
+                                beta2=float(beta2), weight_decay=float(weight_decay), eps=float(eps), step=step,
+                                maximize=bool(maximize), decoupled_weight_decay=decoupled)
+                    continue
+                except RuntimeError:
+                    pass
+            if maximize:
+                g = -g
             if weight_decay != 0:
                 if decoupled:
                     p.mul_(1 - lr * weight_decay)
                 else:
                     g = g.add(p, alpha=weight_decay)
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             exp_avg.mul_(beta1).add_(g, alpha=1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             bias_correction1 = 1 - beta1 ** step

@@ -62,6 +62,8 @@ struct SessionStats {
   size_t pending_uploads = 0;
 };
 
+class MetaCache;  // server/src/meta_cache.h
+
 class Session {
  public:
   // Receives the daemon's answers (FetchData chunks, Acks, RequestErrors);
@@ -246,6 +248,8 @@ class Session {
   uint64_t dropped_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ops_executed_ ABSL_GUARDED_BY(mu_) = 0;
   Generator generator_ ABSL_GUARDED_BY(mu_);
+  // Results of the meta functions that validate each op, by call metadata.
+  const std::unique_ptr<MetaCache> meta_cache_ ABSL_GUARDED_BY(mu_);
 
   // The stream's writer and reader while a message executes; the message
   // being executed (requests run in place, never copied) and its next
