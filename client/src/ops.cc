@@ -418,6 +418,7 @@ void ShareStorageIds(const CallRoles& roles, std::vector<Tensor>& outs) {
 // `self` as it was before the op is a snapshot (the daemon saves a copy).
 void PlanMetaSavedReads(const OpEntry& op, const CallRoles& roles, const std::vector<Tensor>& outs,
                         AutogradPlan& p) {
+  if (SavedReadsRuleIsEmpty(op)) return;  // reads nothing; every edge gets a gradient
   const std::vector<bool>& diff = DifferentiableArgs(op);
   std::vector<std::vector<int>> arg_slots(op.schema.arguments.size());
   absl::InlinedVector<const Tensor*, 4> slot_tensor;

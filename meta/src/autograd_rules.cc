@@ -386,6 +386,11 @@ bool FormulaGivesGradient(const OpEntry& op, int arg) {
   return true;
 }
 
+bool SavedReadsRuleIsEmpty(const OpEntry& op) {
+  const auto& rules = Rules();
+  return op.id >= rules.size() || !rules[op.id].has_value() || rules[op.id]->empty();
+}
+
 bool HasSavedReadsRule(const OpEntry& op) {
   const auto& rules = Rules();
   return op.id < rules.size() && rules[op.id].has_value();

@@ -78,6 +78,9 @@ std::vector<SavedRead> PredictSavedReads(const OpEntry& op, absl::Span<const std
 // `op` never gives a gradient (e.g. `self` of avg_pool2d_backward, whose value
 // does not reach the result): no gradient flows on through it.
 bool FormulaGivesGradient(const OpEntry& op, int arg);
+// True when the formula of `op` reads no saved tensor and gives every
+// differentiable argument a gradient (most view and shape ops): a fast path.
+bool SavedReadsRuleIsEmpty(const OpEntry& op);
 // Whether the table has a row for `op` (every op with a derivative formula
 // must have one; tests check both directions).
 bool HasSavedReadsRule(const OpEntry& op);
