@@ -4,6 +4,11 @@
 // with the same rules and sends the requests.
 #include "tensord/client/autograd.h"
 
+#include <atomic>
+#include <limits>
+#include <queue>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "autograd_internal.h"
@@ -73,38 +78,155 @@ Tensor MetaGradLike(const TensorImpl& t) {
   return Tensor(std::make_shared<TensorImpl>(nullptr, 0, std::move(m)));
 }
 
-// backward() of meta roots: no values to compute, but the shapes are known,
-// so every leaf the graph reaches that requires grad (or, with `inputs`,
-// each input) gets a meta .grad of its own sizes and dtype, as PyTorch's
-// meta device does. A .grad already set stays (accumulating keeps its meta).
-void MetaBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs) {
-  auto give = [](const std::shared_ptr<TensorImpl>& leaf) {
-    if (leaf != nullptr && leaf->requires_grad && leaf->grad == nullptr && !leaf->grad_pending) {
-      leaf->grad = MetaGradLike(*leaf).impl();
+// backward() / grad() of meta roots: the daemon's engine (RunBackward in
+// server/src/session_autograd.cc) run over the client's mirror of the graph,
+// with no values: the same nodes in the same order (newest ready node first;
+// with `inputs`, only nodes that lead to one), and in place of each formula
+// the checks it would make on what it reads (tensord/meta/autograd_rules.h):
+// saved tensors freed by an earlier backward without retain_graph, or
+// modified in place since. Every gradient is assumed to flow (a meta tensor
+// has no values that could stop one).
+//
+// On success, leaves reached (backward) and retained non-leaves get a meta
+// .grad of their sizes and dtype (one already set stays, as accumulating
+// into it keeps its metadata); the result says which `inputs` received a
+// gradient. Nodes run before a failure stay released, as on the daemon.
+absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
+                                                bool retain_graph, bool grad_mode) {
+  using EdgeT = std::pair<std::shared_ptr<GradNode>, int>;
+  std::vector<EdgeT> root_edges;
+  for (const Tensor& r : roots) root_edges.push_back(internal::GradEdge(r.impl()));
+  std::vector<EdgeT> input_edges;
+  for (const Tensor& t : inputs) input_edges.push_back(internal::GradEdge(t.impl()));
+
+  // The graph reachable from the roots.
+  std::vector<GradNode*> order;
+  absl::flat_hash_map<GradNode*, std::shared_ptr<GradNode>> keep;
+  {
+    std::vector<GradNode*> stack;
+    for (const EdgeT& e : root_edges) {
+      if (e.first != nullptr && keep.emplace(e.first.get(), e.first).second) stack.push_back(e.first.get());
     }
+    while (!stack.empty()) {
+      GradNode* n = stack.back();
+      stack.pop_back();
+      order.push_back(n);
+      for (const EdgeT& e : n->next_functions) {
+        if (e.first != nullptr && keep.emplace(e.first.get(), e.first).second) stack.push_back(e.first.get());
+      }
+    }
+  }
+  absl::flat_hash_set<GradNode*> targets;
+  absl::flat_hash_map<GradNode*, std::vector<std::pair<int, size_t>>> captures;
+  for (size_t i = 0; i < input_edges.size(); ++i) {
+    targets.insert(input_edges[i].first.get());
+    captures[input_edges[i].first.get()].emplace_back(input_edges[i].second, i);
+  }
+  absl::flat_hash_set<GradNode*> needed;
+  if (inputs.empty()) {
+    for (GradNode* n : order) needed.insert(n);
+  } else {
+    absl::flat_hash_map<GradNode*, int> state;  // 0 new, 1 visiting, 2 done
+    for (GradNode* start : order) {
+      if (state[start] == 2) continue;
+      std::vector<std::pair<GradNode*, size_t>> st{{start, 0}};
+      state[start] = 1;
+      while (!st.empty()) {
+        auto& [n, k] = st.back();
+        if (k < n->next_functions.size()) {
+          GradNode* c = n->next_functions[k++].first.get();
+          if (c != nullptr && state[c] == 0) {
+            state[c] = 1;
+            st.emplace_back(c, 0);
+          }
+          continue;
+        }
+        bool need = targets.contains(n);
+        for (const EdgeT& e : n->next_functions) need = need || (e.first != nullptr && needed.contains(e.first.get()));
+        if (need) needed.insert(n);
+        state[n] = 2;
+        st.pop_back();
+      }
+    }
+  }
+  absl::flat_hash_map<GradNode*, int> deps;
+  for (GradNode* n : order) {
+    if (!needed.contains(n)) continue;
+    for (const EdgeT& e : n->next_functions) {
+      if (e.first != nullptr && needed.contains(e.first.get())) ++deps[e.first.get()];
+    }
+  }
+  // Which outputs of each node received a gradient.
+  absl::flat_hash_map<GradNode*, std::vector<bool>> buffers;
+  auto add_to_buffer = [&](GradNode* n, int nr) {
+    std::vector<bool>& b = buffers[n];
+    if (static_cast<size_t>(nr) >= b.size()) b.resize(nr + 1, false);
+    b[nr] = true;
   };
-  if (!inputs.empty()) {
-    for (const Tensor& t : inputs) give(t.impl());
-    return;
+  for (const EdgeT& e : root_edges) {
+    if (e.first != nullptr && needed.contains(e.first.get())) add_to_buffer(e.first.get(), e.second);
   }
-  std::vector<std::shared_ptr<GradNode>> stack;
-  absl::flat_hash_set<const GradNode*> seen;
-  for (const Tensor& r : roots) {
-    if (r.impl()->grad_fn == nullptr) {
-      give(r.impl());  // a leaf root
-    } else if (seen.insert(r.impl()->grad_fn.get()).second) {
-      stack.push_back(r.impl()->grad_fn);
+  auto cmp = [](GradNode* a, GradNode* b) { return a->seq < b->seq; };  // newest first
+  std::priority_queue<GradNode*, std::vector<GradNode*>, decltype(cmp)> ready(cmp);
+  for (GradNode* n : order) {
+    if (needed.contains(n) && deps[n] == 0) ready.push(n);
+  }
+
+  std::vector<bool> captured(inputs.size(), false);
+  std::vector<std::shared_ptr<TensorImpl>> gets_grad;
+  while (!ready.empty()) {
+    GradNode* n = ready.top();
+    ready.pop();
+    std::vector<bool> grads = std::move(buffers[n]);
+    buffers.erase(n);
+    auto has = [&](int nr) { return nr >= 0 && static_cast<size_t>(nr) < grads.size() && grads[nr]; };
+    for (const auto& [nr, weak] : n->retained) {
+      std::shared_ptr<TensorImpl> t = weak.lock();
+      if (t != nullptr && has(nr) && t->grad_fn.get() == n) gets_grad.push_back(std::move(t));
+    }
+    bool captured_only = false;
+    if (auto it = captures.find(n); it != captures.end()) {
+      for (auto [nr, idx] : it->second) {
+        if (has(nr)) captured[idx] = true;
+      }
+      bool leads_on = false;
+      for (const EdgeT& e : n->next_functions) leads_on = leads_on || (e.first != nullptr && needed.contains(e.first.get()));
+      if (!leads_on && (grad_mode || !n->is_accumulate)) captured_only = true;
+    }
+    bool any = false;
+    for (bool g : grads) any = any || g;
+    const bool runs = any && !captured_only;
+    if (runs) {
+      if (n->is_accumulate) {
+        if (std::shared_ptr<TensorImpl> leaf = n->variable.lock()) gets_grad.push_back(std::move(leaf));
+      } else {
+        if (n->released && n->reads_saved) return SavedTensorsFreedError();
+        for (const SavedMeta& s : n->saved_reads) {
+          if (s.version_counter != nullptr && *s.version_counter != s.version) {
+            return SavedTensorModifiedError(s.dtype, s.sizes, s.grad_fn_name, s.output_nr, *s.version_counter,
+                                            s.version);
+          }
+        }
+      }
+    }
+    if (!retain_graph && !n->is_accumulate) n->released = true;
+    for (size_t k = 0; k < n->next_functions.size(); ++k) {
+      const EdgeT& e = n->next_functions[k];
+      if (e.first == nullptr || !needed.contains(e.first.get())) continue;
+      const bool gives = k >= n->edge_gives.size() || n->edge_gives[k];
+      if (runs && !n->is_accumulate && gives) add_to_buffer(e.first.get(), e.second);
+      if (--deps[e.first.get()] == 0) ready.push(e.first.get());
     }
   }
-  while (!stack.empty()) {
-    std::shared_ptr<GradNode> n = std::move(stack.back());
-    stack.pop_back();
-    give(n->variable.lock());
-    for (const auto& [next, nr] : n->next_functions) {
-      (void)nr;
-      if (next != nullptr && seen.insert(next.get()).second) stack.push_back(next);
-    }
+  // grad() changes no .grad the client sees (the daemon reports none).
+  if (grad_mode) return captured;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (captured[i] && !inputs[i].is_leaf()) gets_grad.push_back(inputs[i].impl());
   }
+  for (const std::shared_ptr<TensorImpl>& t : gets_grad) {
+    if (t->grad == nullptr) t->grad = MetaGradLike(*t).impl();
+  }
+  return captured;
 }
 
 bool AllMeta(const std::vector<Tensor>& ts) {
@@ -136,9 +258,16 @@ std::pair<std::shared_ptr<GradNode>, int> GradEdge(const std::shared_ptr<TensorI
     acc = std::make_shared<GradNode>();
     acc->name = "AccumulateGrad";
     acc->variable = t;
+    acc->is_accumulate = true;
+    acc->seq = std::numeric_limits<uint64_t>::max();
     t->grad_accumulator = acc;
   }
   return {acc, 0};
+}
+
+uint64_t NextNodeSeq() {
+  static std::atomic<uint64_t> seq{0};
+  return seq.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 std::shared_ptr<GradNode> EngineResultNode() {
@@ -182,6 +311,7 @@ absl::Status Tensor::RetainGrad(CallSite site) {
   if (!requires_grad()) return RuntimeErr("can't retain_grad on Tensor that has requires_grad=False");
   if (is_leaf() || impl_->retains_grad) return absl::OkStatus();
   impl_->retains_grad = true;
+  if (is_meta()) impl_->grad_fn->retained.emplace_back(impl_->output_nr, impl_);
   if (is_meta() || session() == nullptr) return absl::OkStatus();
   TD_RETURN_IF_ERROR(session()->SendRetainGrad(handle()));
   session()->RegisterGradTarget(impl_);
@@ -231,7 +361,9 @@ absl::Status Backward(const std::vector<Tensor>& roots, const std::vector<std::o
     for (const auto& g : grad_roots) {
       if (g.has_value() && g->defined() && !g->is_meta()) return RuntimeErr("backward: a gradient is not on meta");
     }
-    MetaBackward(roots, inputs);
+    TD_ASSIGN_OR_RETURN(std::vector<bool> reached,
+                        RunMetaEngine(roots, inputs, retain_graph.value_or(create_graph), /*grad_mode=*/false));
+    (void)reached;  // an input no gradient reached keeps its .grad (None), as on the daemon
     return absl::OkStatus();
   }
   TD_RETURN_IF_ERROR(NoMeta("backward", roots));
@@ -264,10 +396,24 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Grad(const std::vector<Tensor
     if (!t.requires_grad()) return RuntimeErr("One of the differentiated Tensors does not require grad");
   }
   if (AllMeta(outputs) && AllMeta(inputs)) {
-    // Meta: one meta gradient per input, shaped like it (whether the graph
-    // reaches an input is not checked: allow_unused is not needed on meta).
+    for (const auto& g : grad_outputs) {
+      if (g.has_value() && g->defined() && !g->is_meta()) return RuntimeErr("grad: a gradient is not on meta");
+    }
+    // Meta: a meta gradient per input the graph reaches (shaped like it).
+    TD_ASSIGN_OR_RETURN(std::vector<bool> reached,
+                        RunMetaEngine(outputs, inputs, retain_graph.value_or(create_graph), /*grad_mode=*/true));
     std::vector<std::optional<Tensor>> out;
-    for (const Tensor& t : inputs) out.emplace_back(MetaGradLike(*t.impl()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!reached[i]) {
+        if (!allow_unused) {
+          return RuntimeErr("One of the differentiated Tensors appears to not have been used in the graph. "
+                            "Set allow_unused=True if this is the desired behavior.");
+        }
+        out.emplace_back();
+        continue;
+      }
+      out.emplace_back(MetaGradLike(*inputs[i].impl()));
+    }
     return out;
   }
   TD_RETURN_IF_ERROR(NoMeta("grad", outputs));
@@ -317,6 +463,7 @@ absl::StatusOr<bool> RecordFunction(const FunctionRecord& rec, CallSite site) {
   auto node = std::make_shared<GradNode>();
   node->name = rec.name;
   node->function_id = rec.function_id;
+  node->seq = internal::NextNodeSeq();
   for (const auto& in : rec.inputs) {
     if (in.has_value() && in->defined()) node->next_functions.push_back(internal::GradEdge(in->impl()));
   }
@@ -339,6 +486,27 @@ absl::StatusOr<bool> RecordFunction(const FunctionRecord& rec, CallSite site) {
     im.requires_grad = rg;
     im.grad_fn = rg ? node : nullptr;
     im.output_nr = rg ? static_cast<int>(j) : 0;
+  }
+  if (s == nullptr) {
+    // Meta: the daemon's callback checks every saved tensor (None: nothing)
+    // before the backward runs; the node keeps them for the meta engine.
+    node->reads_saved = !rec.saved.empty();
+    for (const auto& t : rec.saved) {
+      SavedMeta m;
+      if (t.has_value() && t->defined()) {
+        TensorImpl& im = *t->impl();
+        if (im.version_counter == nullptr) im.version_counter = std::make_shared<uint64_t>(0);
+        m.version_counter = im.version_counter;
+        m.version = *im.version_counter;
+        m.dtype = im.meta.dtype;
+        m.sizes = im.meta.sizes;
+        if (im.grad_fn != nullptr) {
+          m.grad_fn_name = im.grad_fn->name;
+          m.output_nr = static_cast<uint32_t>(im.output_nr);
+        }
+      }
+      node->saved_reads.push_back(std::move(m));
+    }
   }
   return true;
 }

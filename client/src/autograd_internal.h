@@ -20,6 +20,9 @@ std::pair<std::shared_ptr<GradNode>, int> GradEdge(const std::shared_ptr<TensorI
 // knows the real node; the client records that there is one ("GradBackward").
 std::shared_ptr<GradNode> EngineResultNode();
 
+// The next node's GradNode::seq (creation order; thread-safe).
+uint64_t NextNodeSeq();
+
 }  // namespace tensord::client::internal
 
 #endif  // TENSORD_CLIENT_SRC_AUTOGRAD_INTERNAL_H_

@@ -295,6 +295,11 @@ struct AutogradPlan {
   bool record = false;
   std::vector<std::pair<std::shared_ptr<GradNode>, int>> edges;
   std::vector<std::optional<Tensor>> write_results;  // per output; empty when none
+  // Meta calls: what the node's backward will read (GradNode::saved_reads),
+  // and per edge whether its formula gives that input a gradient.
+  std::vector<SavedMeta> saved_reads;
+  bool reads_saved = false;
+  std::vector<bool> edge_gives;
 };
 
 // The input tensors of a bound call that autograd and aliasing look at, as
@@ -310,6 +315,10 @@ struct CallRoles {
   // Per output: the argument tensor the output views (MetaResult::alias_of),
   // else nullptr.
   absl::InlinedVector<const Tensor*, 2> alias_base;
+  // Every tensor argument in schema order, as the daemon's node numbers its
+  // input slots: (argument index, tensor), tensor lists flattened, nullptr for
+  // a None item of a list (a None Tensor? argument has no entry).
+  absl::InlinedVector<std::pair<int, const Tensor*>, 4> slots;
 };
 
 const Tensor* TensorFor(const TensorMeta* m, const std::vector<Tensor>& tensors) {
@@ -331,6 +340,14 @@ absl::StatusOr<CallRoles> Roles(const OpEntry& op, const std::vector<Value>& val
       r.diff_inputs.push_back(TensorFor(&v.tensor(), tensors));
     } else if (v.kind() == Value::Kind::kTensorList) {
       for (const TensorMeta* m : v.tensor_list()) r.diff_inputs.push_back(TensorFor(m, tensors));
+    }
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Value& v = values[i];
+    if (v.kind() == Value::Kind::kTensor) {
+      if (const Tensor* t = TensorFor(&v.tensor(), tensors)) r.slots.emplace_back(static_cast<int>(i), t);
+    } else if (v.kind() == Value::Kind::kTensorList) {
+      for (const TensorMeta* m : v.tensor_list()) r.slots.emplace_back(static_cast<int>(i), TensorFor(m, tensors));
     }
   }
   r.written.assign(op.return_aliases.size(), nullptr);
@@ -377,12 +394,77 @@ absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const CallRoles& ro
   return p;
 }
 
+// A meta tensor's version counter, made on first need.
+const std::shared_ptr<uint64_t>& VersionCounter(TensorImpl& t) {
+  if (t.version_counter == nullptr) t.version_counter = std::make_shared<uint64_t>(0);
+  return t.version_counter;
+}
+
 // An output that aliases an argument (a view) views that argument's storage:
-// it takes the argument tensor's storage_id.
+// it takes the argument tensor's storage_id (and on meta its version counter).
 void ShareStorageIds(const CallRoles& roles, std::vector<Tensor>& outs) {
   for (size_t i = 0; i < outs.size() && i < roles.alias_base.size(); ++i) {
     const Tensor* base = roles.alias_base[i];
-    if (base != nullptr && base->impl() != outs[i].impl()) outs[i].impl()->storage_id = base->impl()->storage_id;
+    if (base != nullptr && base->impl() != outs[i].impl()) {
+      outs[i].impl()->storage_id = base->impl()->storage_id;
+      if (base->is_meta()) outs[i].impl()->version_counter = VersionCounter(*base->impl());
+    }
+  }
+}
+
+// A meta call recorded for autograd: what its node's backward will read
+// (tensord/meta/autograd_rules.h), with the version of each tensor now, after
+// an in-place op's write, as the daemon's node saves it. An in-place op's
+// `self` as it was before the op is a snapshot (the daemon saves a copy).
+void PlanMetaSavedReads(const OpEntry& op, const CallRoles& roles, const std::vector<Tensor>& outs,
+                        AutogradPlan& p) {
+  if (SavedReadsRuleIsEmpty(op)) return;  // reads nothing; every edge gets a gradient
+  const std::vector<bool>& diff = DifferentiableArgs(op);
+  std::vector<std::vector<int>> arg_slots(op.schema.arguments.size());
+  absl::InlinedVector<const Tensor*, 4> slot_tensor;
+  absl::InlinedVector<bool, 4> slot_needs;
+  for (const auto& [a, t] : roles.slots) {
+    if (t == nullptr) {
+      arg_slots[a].push_back(-1);
+      continue;
+    }
+    arg_slots[a].push_back(static_cast<int>(slot_tensor.size()));
+    slot_tensor.push_back(t);
+    slot_needs.push_back(static_cast<size_t>(a) < diff.size() && diff[a] && t->requires_grad());
+  }
+  // The node's edges are the differentiable arguments' tensors, in order.
+  for (const auto& [a, t] : roles.slots) {
+    if (static_cast<size_t>(a) < diff.size() && diff[a]) p.edge_gives.push_back(FormulaGivesGradient(op, a));
+  }
+  const std::vector<SavedRead> reads = PredictSavedReads(op, arg_slots, [&](int s) { return slot_needs[s]; });
+  p.reads_saved = !reads.empty();
+  for (const SavedRead& r : reads) {
+    SavedMeta m;
+    if (r.kind == SavedRead::Kind::kInput) {
+      TensorImpl& t = *slot_tensor[r.index]->impl();
+      if (!(op.is_inplace() && r.index == 0)) {
+        m.version_counter = VersionCounter(t);
+        m.version = *m.version_counter;
+      }
+      m.dtype = t.meta.dtype;
+      m.sizes = t.meta.sizes;
+      if (t.grad_fn != nullptr) {
+        m.grad_fn_name = t.grad_fn->name;
+        m.output_nr = static_cast<uint32_t>(t.output_nr);
+      }
+    } else if (r.kind == SavedRead::Kind::kOutput) {
+      if (static_cast<size_t>(r.index) >= outs.size()) continue;
+      TensorImpl& t = *outs[r.index].impl();
+      m.version_counter = VersionCounter(t);
+      m.version = *m.version_counter;
+      m.dtype = t.meta.dtype;
+      m.sizes = t.meta.sizes;
+      m.grad_fn_name = GradFnName(op);
+      m.output_nr = static_cast<uint32_t>(r.index);
+    } else {
+      continue;  // kAnySaved: only reads_saved
+    }
+    p.saved_reads.push_back(std::move(m));
   }
 }
 
@@ -394,6 +476,10 @@ void ApplyAutograd(const OpEntry& op, AutogradPlan& p, const std::vector<int>& a
     node = std::make_shared<GradNode>();
     node->name = GradFnName(op);
     node->next_functions = std::move(p.edges);
+    node->seq = internal::NextNodeSeq();
+    node->saved_reads = std::move(p.saved_reads);
+    node->reads_saved = p.reads_saved;
+    node->edge_gives = std::move(p.edge_gives);
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     TensorImpl& im = *outs[i].impl();
@@ -404,6 +490,7 @@ void ApplyAutograd(const OpEntry& op, AutogradPlan& p, const std::vector<int>& a
         im.requires_grad = true;
         im.grad_fn = node;
         im.output_nr = static_cast<int>(i);
+        if (im.retains_grad) node->retained.emplace_back(static_cast<int>(i), outs[i].impl());
       }
       continue;
     }
@@ -478,6 +565,7 @@ struct MetaCacheEntry {
   absl::InlinedVector<int, 4> diff_inputs;
   absl::InlinedVector<int, 2> written;
   absl::InlinedVector<int, 2> alias_base;
+  absl::InlinedVector<std::pair<int, int>, 4> slots;  // (argument, position)
   // A call whose outputs live in a daemon also keeps its bound arguments, to
   // stream them again: `values` with every tensor pointer cleared, and per
   // value the positions of its tensors in the call's flat tensor list (one
@@ -688,6 +776,10 @@ absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& 
   std::vector<Tensor> outs;
   if (on_meta) {
     outs = MakeMetaTensors(std::move(outputs), plan.write_results);
+    for (const Tensor* w : roles.written) {
+      if (w != nullptr) ++*VersionCounter(*w->impl());  // an in-place write, as the daemon's storage version
+    }
+    if (plan.record) PlanMetaSavedReads(op, roles, outs, plan);
   } else {
     site.Resolve();  // the call leaves for the daemon (may block)
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, tensors));
@@ -714,6 +806,7 @@ void RememberMetaCall(std::vector<uint64_t> key, size_t ntensors, const OpEntry&
   for (const Tensor* t : roles.diff_inputs) e.diff_inputs.push_back(pos(t));
   for (const Tensor* t : roles.written) e.written.push_back(pos(t));
   for (const Tensor* t : roles.alias_base) e.alias_base.push_back(pos(t));
+  for (const auto& [a, t] : roles.slots) e.slots.emplace_back(a, pos(t));
   if (values != nullptr) {
     auto meta_pos = [&](const TensorMeta* m) {
       if (m == nullptr) return -1;
@@ -753,6 +846,7 @@ absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Sp
   for (int i : e.diff_inputs) roles.diff_inputs.push_back(at(i));
   for (int i : e.written) roles.written.push_back(at(i));
   for (int i : e.alias_base) roles.alias_base.push_back(at(i));
+  for (const auto& [a, i] : e.slots) roles.slots.emplace_back(a, at(i));
   if (!e.real) return Produce(*e.op, roles, e.alias_of, e.outputs, /*on_meta=*/true, {}, {}, site);
   // Streamed to the daemon as on a miss, with this call's tensors bound
   // where the stored arguments had theirs.

@@ -3,6 +3,8 @@
 // Backward) and the engine that runs a backward pass, calling the client back
 // for user-defined functions.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <deque>
 #include <limits>
 #include <queue>
@@ -36,6 +38,36 @@ std::shared_ptr<AutogradMeta> Snapshot(const std::shared_ptr<AutogradMeta>& ag) 
   s->grad_fn = ag->grad_fn;
   s->output_nr = ag->output_nr;
   return s;
+}
+
+// TENSORD_CHECK_SAVED_READS=1 (the tests set it): every formula run is
+// compared with the saved-reads table (tensord/meta/autograd_rules.h), which
+// the client's meta-mode backward relies on.
+bool CheckSavedReads() {
+  static const bool on = [] {
+    const char* v = std::getenv("TENSORD_CHECK_SAVED_READS");
+    return v != nullptr && v[0] != '\0' && std::string(v) != "0";
+  }();
+  return on;
+}
+
+// InternalErr naming the op and both lists when the formula of `n` read other
+// saved tensors than the table predicts.
+absl::Status CompareSavedReads(const Node& n, const std::vector<SavedRead>& actual) {
+  const std::vector<SavedRead> predicted = PredictSavedReads(
+      *n.op, n.arg_slots, [&](int s) { return s >= 0 && static_cast<size_t>(s) < n.next.size() && n.next[s].valid(); });
+  if (predicted == actual) return absl::OkStatus();
+  auto str = [](const std::vector<SavedRead>& v) {
+    std::vector<std::string> parts;
+    for (const SavedRead& r : v) parts.push_back(r.ToString());
+    return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+  };
+  std::vector<std::string> needs;
+  for (size_t i = 0; i < n.next.size(); ++i) needs.push_back(n.next[i].valid() ? "1" : "0");
+  return InternalErr(absl::StrCat("the derivative formula of ", n.op->full_name(), " read the saved tensors ",
+                                  str(actual), " but the saved-reads table (meta/src/autograd_rules.cc) predicts ",
+                                  str(predicted), " (input slots needing a gradient: ", absl::StrJoin(needs, ""),
+                                  ")"));
 }
 
 }  // namespace
@@ -788,6 +820,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
           FormulaContext ctx(n, self, grads, std::move(runner));
           in_grads = f(ctx);
           TD_RETURN_IF_ERROR(ctx.status());  // a freed or modified saved tensor, a failed op
+          if (CheckSavedReads()) TD_RETURN_IF_ERROR(CompareSavedReads(*n, ctx.reads()));
           if (in_grads.size() != n->next.size()) {
             return InternalErr(absl::StrCat(n->name, ": the formula returned ", in_grads.size(),
                                             " gradients for ", n->next.size(), " inputs"));
@@ -874,13 +907,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
   // Unpack ctx's saved tensors first: a freed graph or a saved tensor
   // modified in place since forward fails the backward before the client runs.
   std::vector<Tensor> unpacked;
-  if (node.released && !node.saved_inputs.empty()) {
-    return RuntimeErr(
-        "Trying to backward through the graph a second time (or directly access saved tensors after they have "
-        "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
-        "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
-        "you need to access saved tensors after calling backward.");
-  }
+  if (node.released && !node.saved_inputs.empty()) return SavedTensorsFreedError();
   for (const SavedTensor& s : node.saved_inputs) {
     if (!s.data.defined()) {
       unpacked.emplace_back();  // None
@@ -888,18 +915,9 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     }
     const uint64_t now = s.data.storage != nullptr ? s.data.storage->version() : 0;
     if (now != s.version) {
-      std::string owner;
-      if (s.is_output) {
-        owner = absl::StrCat(", which is output ", s.output_nr, " of ", node.name, ",");
-      } else if (!s.grad_fn_name.empty()) {
-        owner = absl::StrCat(", which is output ", s.output_nr, " of ", s.grad_fn_name, ",");
-      }
-      return RuntimeErr(absl::StrCat(
-          "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-          DtypeC10Name(s.data.meta.dtype), "Tensor ", ShapeToString(s.data.meta.sizes), "]", owner,
-          " is at version ", now, "; expected version ", s.version,
-          " instead. Hint: the backtrace further above shows the operation that failed to compute its gradient. "
-          "The variable in question was changed in there or anywhere later. Good luck!"));
+      return SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes,
+                                      s.is_output ? absl::string_view(node.name) : s.grad_fn_name, s.output_nr, now,
+                                      s.version);
     }
     Tensor t = s.data;
     if (s.is_output) {

@@ -7,6 +7,7 @@
 - `session`: the default tensord session, connected to that daemon. Tests
   that need a daemon ask for it; they skip visibly when no binary exists.
 Meta-mode tests ask for neither and run with no daemon at all.
+- Sets TENSORD_CHECK_SAVED_READS=1 for the daemons it starts.
 """
 import glob
 import os
@@ -37,6 +38,11 @@ def find_daemon_binary():
         return max(built, key=os.path.getmtime)
     return shutil.which("tensord")
 
+
+# Every daemon the tests start checks each derivative formula's reads of
+# saved tensors against the table meta-mode backward predicts them from
+# (tensord/meta/autograd_rules.h): a mismatch fails that backward.
+os.environ.setdefault("TENSORD_CHECK_SAVED_READS", "1")
 
 DAEMON_BIN = find_daemon_binary()
 if DAEMON_BIN:

@@ -666,7 +666,7 @@ class TestFunctionSavedTensors:
         y = Square.apply(a)
         a.mul_(2)
         with pytest.raises(RuntimeError, match=r"one of the variables needed for gradient computation has been "
-                                               r"modified by an inplace operation: \[DoubleTensor \[3\]\], which is "
+                                               r"modified by an inplace operation: \[torch\.DoubleTensor \[3\]\], which is "
                                                r"output 0 of MulBackward0, is at version 1; expected version 0"):
             y.sum().backward()
         assert x.grad is None
@@ -675,7 +675,7 @@ class TestFunctionSavedTensors:
         x = leaf(f64(4))
         y = ExpOut.apply(x)
         y.add_(1)
-        with pytest.raises(RuntimeError, match=r"modified by an inplace operation: \[DoubleTensor \[4\]\], which is "
+        with pytest.raises(RuntimeError, match=r"modified by an inplace operation: \[torch\.DoubleTensor \[4\]\], which is "
                                                r"output 0 of ExpOutBackward, is at version 1; expected version 0"):
             y.sum().backward()
 

@@ -3,10 +3,12 @@
 // gradients and finite differences), version counters, freed graphs, double
 // backward, Python-function callbacks answered by a fake client, formula
 // completeness over the op table, and hostile autograd requests.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <thread>
 
+#include "../../server/src/internal.h"
 #include "raw_client.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/server/autograd.h"
@@ -285,7 +287,7 @@ TEST_F(AutogradTest, InPlaceChangeOfASavedTensorIsReportedAtBackward) {
   ASSERT_EQ(ack.errors_size(), 1) << ack.DebugString();
   EXPECT_THAT(ack.errors(0).message(),
               HasSubstr("one of the variables needed for gradient computation has been modified by an inplace "
-                        "operation: [FloatTensor [3]], which is output 0 of ExpBackward0, is at version 1; "
+                        "operation: [torch.FloatTensor [3]], which is output 0 of ExpBackward0, is at version 1; "
                         "expected version 0 instead."));
   EXPECT_EQ(ack.errors(0).kind(), "RuntimeError");
   EXPECT_EQ(ack.grad_changed_size(), 0);
@@ -773,6 +775,68 @@ TEST(FormulaCompleteness, EveryDifferentiableOpHasAFormula) {
     EXPECT_NE(OpTable::Get().Find(n), nullptr) << "formula for an op the table lacks: " << n;
     EXPECT_TRUE(seen.insert(n).second) << "two formulas for " << n << " (formulas*.cc tables)";
   }
+}
+
+// The saved-reads table (meta/src/autograd_rules.cc), from which meta-mode
+// backward predicts a second backward's and a modified saved tensor's
+// errors, has one row per formula. (That each row says what the formula
+// reads is checked on every formula run of the Python tests, which set
+// TENSORD_CHECK_SAVED_READS=1; test_autograd_meta.py compares outcomes.)
+TEST(FormulaCompleteness, EveryFormulaHasASavedReadsRow) {
+  std::set<std::string> formulas;
+  for (const std::string& n : server::FormulaNames()) formulas.insert(n);
+  for (const std::string& n : formulas) {
+    const OpEntry* op = OpTable::Get().Find(n);
+    ASSERT_NE(op, nullptr) << n;
+    EXPECT_TRUE(HasSavedReadsRule(*op)) << "no saved-reads row for " << n << " (meta/src/autograd_rules.cc)";
+  }
+  for (const std::string& n : SavedReadsRuleNames()) {
+    EXPECT_EQ(formulas.count(n), 1u) << "a saved-reads row for " << n << ", which has no formula";
+  }
+}
+
+// An in-place op whose formula reads self must read self as it was before
+// the op: the daemon saves a clone then (InplaceNeedsOriginalSelf), and the
+// client's meta mode treats that saved self as a snapshot no later in-place
+// op can change.
+TEST(FormulaCompleteness, InPlaceOpsReadingSelfSaveTheOriginal) {
+  for (const OpEntry& e : OpTable::Get().entries()) {
+    if (!e.is_inplace() || e.has(kNotDifferentiable) || !HasSavedReadsRule(e)) continue;
+    std::vector<std::vector<int>> arg_slots;
+    int n = 0;
+    for (const Argument& a : e.schema.arguments) {
+      const bool tensor = a.type == ArgType::kTensor || a.type == ArgType::kTensorList ||
+                          a.type == ArgType::kOptionalTensorList;
+      arg_slots.push_back(tensor ? std::vector<int>{n++} : std::vector<int>{});
+    }
+    const std::vector<SavedRead> reads = PredictSavedReads(e, arg_slots, [](int) { return true; });
+    const bool reads_self =
+        std::find(reads.begin(), reads.end(), SavedRead{SavedRead::Kind::kInput, 0}) != reads.end();
+    if (reads_self) EXPECT_TRUE(server::InplaceNeedsOriginalSelf(e)) << e.full_name();
+  }
+}
+
+TEST(SavedReads, PredictionFollowsWhichInputsNeedAGradient) {
+  const OpEntry& mul = *OpTable::Get().Find("mul.Tensor");
+  const std::vector<std::vector<int>> two = {{0}, {1}};
+  using K = SavedRead::Kind;
+  auto predict = [&](const OpEntry& op, const std::vector<std::vector<int>>& slots, std::vector<bool> needs) {
+    return PredictSavedReads(op, slots, [&](int s) { return needs[s]; });
+  };
+  EXPECT_EQ(predict(mul, two, {true, false}), (std::vector<SavedRead>{{K::kInput, 1}}));
+  EXPECT_EQ(predict(mul, two, {false, true}), (std::vector<SavedRead>{{K::kInput, 0}}));
+  EXPECT_EQ(predict(mul, two, {true, true}), (std::vector<SavedRead>{{K::kInput, 1}, {K::kInput, 0}}));
+  // div reads other always, then self for other's gradient.
+  const OpEntry& div = *OpTable::Get().Find("div.Tensor");
+  EXPECT_EQ(predict(div, two, {true, false}), (std::vector<SavedRead>{{K::kInput, 1}}));
+  EXPECT_EQ(predict(div, two, {false, true}), (std::vector<SavedRead>{{K::kInput, 1}, {K::kInput, 0}}));
+  EXPECT_TRUE(predict(*OpTable::Get().Find("add.Tensor"), two, {true, true}).empty());
+  EXPECT_EQ(predict(*OpTable::Get().Find("exp"), {{0}}, {true}), (std::vector<SavedRead>{{K::kOutput, 0}}));
+  EXPECT_EQ(predict(*OpTable::Get().Find("mul.Scalar"), {{0}, {}}, {true}),
+            (std::vector<SavedRead>{{K::kAnySaved, 0}}));
+  // index.Tensor reads every index tensor (None items have no slot).
+  EXPECT_EQ(predict(*OpTable::Get().Find("index.Tensor"), {{0}, {1, -1, 2}}, {true, false, false}),
+            (std::vector<SavedRead>{{K::kInput, 1}, {K::kInput, 2}}));
 }
 
 TEST(FormulaCompleteness, AFormulaCallingAMissingOpFailsLoudly) {

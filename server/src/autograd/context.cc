@@ -1,5 +1,6 @@
 // Graph nodes and the context derivative formulas run in.
 #include "absl/strings/str_cat.h"
+#include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
 #include "tensord/server/autograd.h"
 
@@ -97,7 +98,15 @@ const Value& FormulaContext::value(absl::string_view name) const {
 }
 
 void FormulaContext::RequireSaved() const {
-  if (node_->released && !node_->saved_inputs.empty()) Unpack(node_->saved_inputs[0]);  // records the error
+  Note(SavedRead{SavedRead::Kind::kAnySaved, 0});
+  if (node_->released && !node_->saved_inputs.empty()) Fail(SavedTensorsFreedError());
+}
+
+void FormulaContext::Note(SavedRead r) const {
+  for (const SavedRead& o : reads_) {
+    if (o == r) return;
+  }
+  reads_.push_back(r);
 }
 
 Tensor FormulaContext::Unpack(const SavedTensor& s) const {
@@ -106,11 +115,7 @@ Tensor FormulaContext::Unpack(const SavedTensor& s) const {
   Tensor failed;
   failed.meta = s.data.meta;
   if (node_->released) {
-    Fail(RuntimeErr(
-        "Trying to backward through the graph a second time (or directly access saved tensors after they have "
-        "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
-        "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or if "
-        "you need to access saved tensors after calling backward."));
+    Fail(SavedTensorsFreedError());
     return failed;
   }
   if (s.data.storage == nullptr) {
@@ -119,18 +124,8 @@ Tensor FormulaContext::Unpack(const SavedTensor& s) const {
   }
   const uint64_t now = s.data.storage->version();
   if (now != s.version) {
-    std::string owner;
-    if (s.is_output) {
-      owner = absl::StrCat(", which is output ", s.output_nr, " of ", node_->name, ",");
-    } else if (!s.grad_fn_name.empty()) {
-      owner = absl::StrCat(", which is output ", s.output_nr, " of ", s.grad_fn_name, ",");
-    }
-    Fail(RuntimeErr(absl::StrCat(
-        "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-        DtypeC10Name(s.data.meta.dtype), "Tensor ", ShapeToString(s.data.meta.sizes), "]", owner, " is at version ",
-        now, "; expected version ", s.version,
-        " instead. Hint: the backtrace further above shows the operation that failed to compute its gradient. The "
-        "variable in question was changed in there or anywhere later. Good luck!")));
+    const absl::string_view owner = s.is_output ? absl::string_view(node_->name) : s.grad_fn_name;
+    Fail(SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes, owner, s.output_nr, now, s.version));
     return failed;
   }
   Tensor t = s.data;
@@ -151,6 +146,7 @@ Tensor FormulaContext::in(absl::string_view name) const {
                                   "' is not one tensor")));
     return Tensor();
   }
+  Note(SavedRead{SavedRead::Kind::kInput, s[0]});
   return Unpack(node_->saved_inputs[s[0]]);
 }
 
@@ -159,6 +155,7 @@ Tensor FormulaContext::slot(size_t slot) const {
     Fail(InternalErr(absl::StrCat(node_->name, ": no input slot ", slot)));
     return Tensor();
   }
+  Note(SavedRead{SavedRead::Kind::kInput, static_cast<int>(slot)});
   return Unpack(node_->saved_inputs[slot]);
 }
 
@@ -167,6 +164,7 @@ Tensor FormulaContext::out(size_t i) const {
     Fail(InternalErr(absl::StrCat(node_->name, ": no output ", i)));
     return Tensor();
   }
+  Note(SavedRead{SavedRead::Kind::kOutput, static_cast<int>(i)});
   return Unpack(node_->saved_outputs[i]);
 }
 

@@ -143,7 +143,9 @@ inline Grads RoundedModuloF(C& c, const char* rounding) {
   const Tensor g = c.grad();
   if (c.needs("self")) Set(c, o, "self", g);
   if (c.needs("other")) {
-    const Tensor q = c.call(rounding, {Div(c, c.in("self"), c.in("other"))});
+    const Tensor a = c.in("self");
+    const Tensor b = c.in("other");
+    const Tensor q = c.call(rounding, {Div(c, a, b)});
     Set(c, o, "other", Neg(c, Mul(c, g, q)));
   }
   return o;

@@ -176,11 +176,11 @@ Grads PowTSF(C& c) {
   if (!c.needs("self")) return o;
   const Scalar e = c.value("exponent").scalar();
   const Tensor g = c.grad();
+  const Tensor self = c.in("self");  // read for every exponent, as PyTorch's node saves it
   if (e.to_double() == 0.0) {
     Set(c, o, "self", ZerosLike(c, g));
     return o;
   }
-  const Tensor self = c.in("self");
   Scalar em1 = e.is_float() ? Scalar::Float(e.to_double() - 1) : Scalar::Int(e.to_int() - 1);
   const Tensor p = c.call("pow.Tensor_Scalar", {self, em1});
   Set(c, o, "self", Mul(c, g, MulS(c, p, e)));
@@ -191,13 +191,16 @@ Grads PowScalarF(C& c) {  // pow.Scalar(Scalar self, Tensor exponent)
   if (!c.needs("exponent")) return o;
   const double base = c.value("self").scalar().to_double();
   const Tensor g = c.grad();
+  // Both saved tensors are read for every base, as PyTorch's node saves both.
+  const Tensor y = c.out();
+  const Tensor e = c.in("exponent");
   if (base == 0.0) {
-    Tensor d = Mul(c, g, MulS(c, c.out(), -INFINITY));
-    const Tensor nonneg = c.call("ge.Scalar", {c.in("exponent"), Scalar::Int(0)});
+    Tensor d = Mul(c, g, MulS(c, y, -INFINITY));
+    const Tensor nonneg = c.call("ge.Scalar", {e, Scalar::Int(0)});
     Set(c, o, "exponent", c.call("masked_fill.Scalar", {d, nonneg, Scalar::Float(0.0)}));
     return o;
   }
-  Set(c, o, "exponent", Mul(c, g, MulS(c, c.out(), std::log(base))));
+  Set(c, o, "exponent", Mul(c, g, MulS(c, y, std::log(base))));
   return o;
 }
 // maximum / minimum: the gradient goes to the larger (smaller) input; ties split it.

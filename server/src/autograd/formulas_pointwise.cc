@@ -60,16 +60,21 @@ bool HasRoundingMode(const C& c) {
 }
 // div.Tensor_mode: None is true division (g / b, -g a / b^2); trunc and floor
 // are piecewise constant (zero gradients).
+// Reads the same saved tensors in every mode (PyTorch's node saves them).
 Grads DivModeF(C& c) {
+  const Tensor other = c.in("other");
+  const Tensor self = c.needs("other") ? c.in("self") : Tensor();
   if (HasRoundingMode(c)) return ZeroGrads(c);
   Grads o = Out(c);
   const Tensor g = c.grad();
-  const Tensor other = c.in("other");
   if (c.needs("self")) Set(c, o, "self", Div(c, g, other));
-  if (c.needs("other")) Set(c, o, "other", Neg(c, Div(c, Mul(c, g, c.in("self")), Sq(c, other))));
+  if (c.needs("other")) Set(c, o, "other", Neg(c, Div(c, Mul(c, g, self), Sq(c, other))));
   return o;
 }
+// x / s with a Scalar s: PyTorch divides by a saved wrapped number, so a
+// second backward fails in every mode.
 Grads DivModeScalarF(C& c) {
+  c.RequireSaved();
   if (HasRoundingMode(c)) return ZeroGrads(c);
   return DivByScalarF(c);
 }
@@ -102,7 +107,11 @@ Grads LerpTensorF(C& c) {
   const Tensor w = c.in("weight");
   if (c.needs("self")) Set(c, o, "self", Mul(c, g, RsubS(c, w, 1.0)));
   if (c.needs("end")) Set(c, o, "end", Mul(c, g, w));
-  if (c.needs("weight")) Set(c, o, "weight", Mul(c, g, Sub(c, c.in("end"), c.in("self"))));
+  if (c.needs("weight")) {
+    const Tensor end = c.in("end");
+    const Tensor self = c.in("self");
+    Set(c, o, "weight", Mul(c, g, Sub(c, end, self)));
+  }
   return o;
 }
 

@@ -131,6 +131,8 @@ Grads NormF(C& c) {
   const Value& pv = c.value(linalg ? "ord" : "p");
   const double p = pv.is_none() ? 2.0 : pv.scalar().to_double();
   const Tensor x = c.in("self");
+  // The result is read for every p, as PyTorch's node saves it.
+  const Tensor out = Unreduce(c, c.out(), r.dims, r.keepdim, m.dim());
   const Tensor g = Unreduce(c, c.grad(), r.dims, r.keepdim, m.dim());
   if (p == 0.0) {
     Set(c, o, "self", ZerosLike(c, x));
@@ -141,7 +143,6 @@ Grads NormF(C& c) {
     Set(c, o, "self", Mul(c, g, sign));
     return o;
   }
-  const Tensor out = Unreduce(c, c.out(), r.dims, r.keepdim, m.dim());
   if (std::isinf(p)) {
     const Tensor mask = c.call("to.dtype", {c.call("eq.Tensor", {c.call("abs", {x}), out}), g.meta.dtype});
     const Tensor count = SumKeep(c, mask, r.dims, m.dim());

@@ -77,6 +77,19 @@ struct CallSite {
 
 struct TensorImpl;
 
+// Meta mode: a tensor a node saved for backward, as far as the checks of a
+// backward need it (tensord/meta/autograd_rules.h): the version counter of its
+// storage and the version then (a null counter never changes: a snapshot, or
+// None), and what the version error names.
+struct SavedMeta {
+  std::shared_ptr<const uint64_t> version_counter;
+  uint64_t version = 0;
+  ScalarType dtype = ScalarType::kFloat32;
+  Shape sizes;
+  std::string grad_fn_name;  // the node that produced it ("" for a leaf)
+  uint32_t output_nr = 0;
+};
+
 // A node of the client's mirror of the autograd graph (the graph itself lives
 // in the daemon). Built by the client from the same rules as the daemon
 // (tensord/meta/autograd_rules.h), so `grad_fn` answers without a round trip.
@@ -95,6 +108,24 @@ struct GradNode {
   std::weak_ptr<TensorImpl> variable;
   // A user-defined Function's node: its client-side id (0 otherwise).
   uint64_t function_id = 0;
+  // Creation order, as the daemon's: its engine runs the newest ready node
+  // first (AccumulateGrad nodes: the largest value, ahead of all).
+  uint64_t seq = 0;
+  bool is_accumulate = false;
+
+  // ---- meta mode: the client runs backward on meta graphs itself ---------
+  // The saved tensors this node's backward reads, in order (the op's
+  // saved-reads rule, or a Function's saved tensors), and whether it reads
+  // any (then it fails once `released`, as a node whose saved tensors a
+  // backward without retain_graph freed).
+  std::vector<SavedMeta> saved_reads;
+  bool reads_saved = false;
+  bool released = false;
+  // Per next_functions edge: false when the formula gives that input no
+  // gradient (FormulaGivesGradient); empty: every edge gets one.
+  std::vector<bool> edge_gives;
+  // Non-leaf outputs that retain_grad(): output number and tensor.
+  std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained;
 };
 
 // The shared state behind Tensor copies. `session` is null for meta tensors
@@ -119,6 +150,9 @@ struct TensorImpl {
   // per new tensor, the input's id for an output that aliases it (a view).
   uint64_t storage_id;
   static uint64_t NextStorageId();
+  // Meta tensors: the version counter of the storage (shared by views, +1 per
+  // in-place op), made on first need; autograd checks saved tensors with it.
+  std::shared_ptr<uint64_t> version_counter;
 
   // ---- autograd -----------------------------------------------------------
   bool requires_grad = false;

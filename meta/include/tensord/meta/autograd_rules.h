@@ -10,9 +10,13 @@
 #ifndef TENSORD_META_AUTOGRAD_RULES_H_
 #define TENSORD_META_AUTOGRAD_RULES_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "tensord/meta/dtype.h"
 #include "tensord/meta/op_table.h"
 
@@ -34,6 +38,64 @@ const std::vector<bool>& DifferentiableArgs(const OpEntry& op);
 // CamelCase plus "Backward0" ("add" -> "AddBackward0", "log_softmax" ->
 // "LogSoftmaxBackward0"); in-place ops drop the trailing underscore.
 std::string GradFnName(const OpEntry& op);
+
+// ---- what a derivative formula reads of what the forward saved ----------
+//
+// A recorded node keeps the tensors its op saved for backward. When a
+// formula reads one, two things can fail, as in PyTorch: the node's saved
+// tensors were freed by an earlier backward without retain_graph ("Trying to
+// backward through the graph a second time ..."), or the tensor was modified
+// in place since it was saved (the version-counter error). Whether a backward
+// fails therefore depends on *which* saved tensors each formula reads. The
+// table in autograd_rules.cc says that per op; the daemon's formulas
+// (server/src/autograd/formulas*.cc) must read exactly that, which tests check
+// (tests/server/autograd_test.cc, and the daemon checks every formula run
+// against it when TENSORD_CHECK_SAVED_READS=1, as tests/python sets), and the
+// client's meta-mode backward predicts the same errors from it.
+
+// One read: input slot `index` (a node's tensor arguments flattened in schema
+// order, one slot per tensor list element, None taking no slot), forward
+// output `index`, or kAnySaved: the formula needs the saved tensors to still
+// be there but reads none of them (PyTorch's `x * 2` saves the wrapped
+// number 2), which fails only after the graph was freed.
+struct SavedRead {
+  enum class Kind : uint8_t { kInput, kOutput, kAnySaved };
+  Kind kind = Kind::kInput;
+  int index = 0;
+  bool operator==(const SavedRead& o) const { return kind == o.kind && index == o.index; }
+  bool operator!=(const SavedRead& o) const { return !(*this == o); }
+  std::string ToString() const;  // "input 1", "output 0", "saved"
+};
+
+// The saved tensors the formula of `op` reads, each once, in the order it
+// first reads them, for a node whose argument i has the input slots
+// arg_slots[i] (-1 for None) and where needs_slot(s) says whether input slot
+// s gets a gradient (its edge is valid). Empty for ops the table lists with
+// no reads and for ops it does not list (HasSavedReadsRule is false).
+std::vector<SavedRead> PredictSavedReads(const OpEntry& op, absl::Span<const std::vector<int>> arg_slots,
+                                         absl::FunctionRef<bool(int slot)> needs_slot);
+// False for a differentiable argument (schema index `arg`) the formula of
+// `op` never gives a gradient (e.g. `self` of avg_pool2d_backward, whose value
+// does not reach the result): no gradient flows on through it.
+bool FormulaGivesGradient(const OpEntry& op, int arg);
+// True when the formula of `op` reads no saved tensor and gives every
+// differentiable argument a gradient (most view and shape ops): a fast path.
+bool SavedReadsRuleIsEmpty(const OpEntry& op);
+// Whether the table has a row for `op` (every op with a derivative formula
+// must have one; tests check both directions).
+bool HasSavedReadsRule(const OpEntry& op);
+// Full names of the ops the table has a row for.
+std::vector<std::string> SavedReadsRuleNames();
+
+// PyTorch's error for reading a saved tensor after backward freed it.
+absl::Status SavedTensorsFreedError();
+// PyTorch's version-counter error for a saved tensor of `dtype` and `sizes`
+// modified in place since it was saved: at version `now`, saved at
+// `expected`. `grad_fn_name` (empty for a leaf) and `output_nr` name the
+// node that produced it ("which is output 0 of ExpBackward0,").
+absl::Status SavedTensorModifiedError(ScalarType dtype, absl::Span<const int64_t> sizes,
+                                      absl::string_view grad_fn_name, uint32_t output_nr, uint64_t now,
+                                      uint64_t expected);
 
 }  // namespace tensord
 

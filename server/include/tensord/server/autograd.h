@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
@@ -230,6 +231,10 @@ class FormulaContext {
   // lacks `name`).
   const Value& value(absl::string_view name) const;
   const OpEntry& op() const { return *node_->op; }
+  // The saved tensors the formula read (in(), slot(), out(); RequireSaved as
+  // kAnySaved), each once, in first-read order: what
+  // tensord::PredictSavedReads must predict for this node.
+  const std::vector<SavedRead>& reads() const { return reads_; }
 
   // Runs an op and returns its first / all outputs. When an error is already
   // recorded, runs nothing and returns an undefined Tensor / no tensors; when
@@ -240,12 +245,14 @@ class FormulaContext {
  private:
   int ArgIndex(absl::string_view name) const;  // -1 (and a recorded error) when absent
   Tensor Unpack(const SavedTensor& s) const;
+  void Note(SavedRead r) const;
 
   Node* node_;
   std::shared_ptr<Node> self_;
   std::vector<Tensor> grads_;
   OpRunnerFn run_;
   mutable absl::Status status_;
+  mutable std::vector<SavedRead> reads_;
 };
 
 // A derivative formula: returns one gradient per input slot (undefined where
