@@ -119,15 +119,9 @@ inline V LoadVec(const char* p) {
 
 // The sum of one block of float32 in double: 16 floats per step into four
 // accumulators of four doubles (independent chains, so the adds pipeline).
-// Compiled twice, for AVX2 and for baseline x86-64, and picked at load time:
-// with AVX2 one instruction converts four floats, which keeps a core at
-// memory speed.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define TD_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TD_AVX2_CLONES
-#endif
-TD_AVX2_CLONES __attribute__((noinline)) double SumFloatBlock(const char* x, int64_t n) {
+// Always inlined into the two entry points below, so that each compiles it
+// for its own instruction set.
+__attribute__((always_inline)) inline double SumFloatBlockBody(const char* x, int64_t n) {
   typedef TD_VEC(float, 16) VF;
   typedef TD_VEC(double, 32) VD;
   VD a0 = {}, a1 = {}, a2 = {}, a3 = {};
@@ -143,6 +137,27 @@ TD_AVX2_CLONES __attribute__((noinline)) double SumFloatBlock(const char* x, int
   for (; i < n; ++i) r += static_cast<double>(Load<float>(x + i * 4));
   return r;
 }
+
+__attribute__((noinline)) double SumFloatBlockBaseline(const char* x, int64_t n) {
+  return SumFloatBlockBody(x, n);
+}
+
+// With AVX2 one instruction converts four floats, which keeps a core at
+// memory speed. Chosen at run time with __builtin_cpu_supports rather than
+// GCC's target_clones, whose ifunc resolver runs before the sanitizers'
+// runtime is up and crashes sanitizer builds.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"), noinline)) double SumFloatBlockAvx2(const char* x, int64_t n) {
+  return SumFloatBlockBody(x, n);
+}
+
+double SumFloatBlock(const char* x, int64_t n) {
+  static const bool kAvx2 = __builtin_cpu_supports("avx2");
+  return kAvx2 ? SumFloatBlockAvx2(x, n) : SumFloatBlockBaseline(x, n);
+}
+#else
+double SumFloatBlock(const char* x, int64_t n) { return SumFloatBlockBaseline(x, n); }
+#endif
 
 // The sum of one contiguous block (no initial value) for the types with a
 // vector path: float32 in double, float64, int64 (wrapping, in unsigned lanes).
@@ -293,7 +308,6 @@ __attribute__((noinline)) int64_t FindFirst(const char* x, int64_t n, ComputeT<T
 }
 
 #undef TD_VEC
-#undef TD_AVX2_CLONES
 
 struct ReductionSpec {
   TensorRef in;

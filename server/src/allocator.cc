@@ -73,16 +73,16 @@ CpuAllocator::CpuAllocator(const CpuAllocatorOptions& options)
 
 CpuAllocator::~CpuAllocator() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    cv_.SignalAll();
+    cv_.notify_all();
   }
   if (trimmer_.joinable()) trimmer_.join();
   Trim();
 }
 
 CpuAllocator::CacheStats CpuAllocator::cache_stats() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   CacheStats s;
   s.limit_bytes = cache_limit_;
   s.cached_bytes = cached_bytes_;
@@ -97,7 +97,7 @@ int64_t CpuAllocator::Trim() {
   std::vector<Block> blocks;
   int64_t bytes = 0;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     blocks.swap(cache_);
     bytes = cached_bytes_;
     cached_bytes_ = 0;
@@ -111,7 +111,7 @@ char* CpuAllocator::TakeBlock(size_t bytes, uint64_t owner, bool* dirty, bool* f
   *dirty = false;
   *foreign = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     last_activity_ = absl::Now();
     // The newest block of this size, preferring one this session freed (its
     // old bytes are its own; another session's are zeroed by the caller).
@@ -148,7 +148,7 @@ void CpuAllocator::ReturnBlock(char* data, size_t bytes, uint64_t owner) {
   std::vector<Block> evicted;
   bool keep = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     last_activity_ = absl::Now();
     if (!stop_ && static_cast<int64_t>(bytes) <= cache_limit_) {
       keep = true;
@@ -172,7 +172,7 @@ void CpuAllocator::ReturnBlock(char* data, size_t bytes, uint64_t owner) {
             // No thread: the cap still bounds the cache, and Trim empties it.
           }
         } else if (was_empty) {
-          cv_.Signal();
+          cv_.notify_one();
         }
       }
     }
@@ -182,24 +182,25 @@ void CpuAllocator::ReturnBlock(char* data, size_t bytes, uint64_t owner) {
 }
 
 void CpuAllocator::IdleTrimLoop() {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     if (cache_.empty()) {
-      cv_.Wait(&mu_);
+      cv_.wait(lock);
       continue;
     }
     const absl::Time deadline = last_activity_ + idle_trim_after_;
-    if (absl::Now() < deadline) {
-      cv_.WaitWithDeadline(&mu_, deadline);
+    const absl::Duration left = deadline - absl::Now();
+    if (left > absl::ZeroDuration()) {
+      cv_.wait_for(lock, absl::ToChronoNanoseconds(left));
       continue;
     }
-    mu_.Unlock();
+    lock.unlock();
     const int64_t bytes = Trim();
-    mu_.Lock();
     if (bytes > 0) {
       Log(LogLevel::kDebug, "cpu cache: unmapped ", FormatBytes(bytes), " after ",
           absl::FormatDuration(idle_trim_after_), " idle");
     }
+    lock.lock();
   }
 }
 

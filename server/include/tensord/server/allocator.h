@@ -14,16 +14,16 @@
 #define TENSORD_SERVER_ALLOCATOR_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace tensord::server {
@@ -79,10 +79,10 @@ class CpuAllocator {
     int64_t misses = 0;         // large allocations that mapped fresh memory
     int64_t trimmed_bytes = 0;  // bytes unmapped by Trim and the idle trim, in total
   };
-  CacheStats cache_stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  CacheStats cache_stats() const;
   // Unmaps every cached block (a session closed, the daemon went idle).
   // Returns the bytes given back to the system.
-  int64_t Trim() ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t Trim();
 
  private:
   friend class MemoryAccount;
@@ -97,11 +97,11 @@ class CpuAllocator {
   // A mapped block of `bytes` (whole granules) for `owner`: from the cache
   // (*dirty: it holds old bytes; *foreign: they are another session's) or
   // freshly mapped (zero). nullptr when the system refuses.
-  char* TakeBlock(size_t bytes, uint64_t owner, bool* dirty, bool* foreign) ABSL_LOCKS_EXCLUDED(mu_);
+  char* TakeBlock(size_t bytes, uint64_t owner, bool* dirty, bool* foreign);
   // Caches a freed block, evicting the oldest over the cap; unmaps it when it
   // cannot be cached.
-  void ReturnBlock(char* data, size_t bytes, uint64_t owner) ABSL_LOCKS_EXCLUDED(mu_);
-  void IdleTrimLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void ReturnBlock(char* data, size_t bytes, uint64_t owner);
+  void IdleTrimLoop();
 
   std::atomic<int64_t> in_use_{0};
   int64_t physical_bytes_ = 0;
@@ -109,16 +109,20 @@ class CpuAllocator {
   absl::Duration idle_trim_after_;
   int uninitialized_fill_ = -1;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;  // the idle trimmer waits on it
-  std::vector<Block> cache_ ABSL_GUARDED_BY(mu_);
-  int64_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t trimmed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time last_activity_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // A std::mutex rather than absl::Mutex: ThreadSanitizer sees through
+  // pthread mutexes, but not through Debian's prebuilt (uninstrumented)
+  // abseil, whose Mutex would make every cache access look like a race.
+  // mu_ guards cache_ and every member below it except trimmer_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // the idle trimmer waits on it
+  std::vector<Block> cache_;
+  int64_t cached_bytes_ = 0;
+  uint64_t next_seq_ = 0;
+  int64_t hits_ = 0;
+  int64_t misses_ = 0;
+  int64_t trimmed_bytes_ = 0;
+  absl::Time last_activity_;
+  bool stop_ = false;
   std::thread trimmer_;  // started with the first cached block
 };
 
