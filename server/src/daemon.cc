@@ -228,13 +228,18 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
       absl::StatusOr<int64_t> n = ParseByteSize(value);
       if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
       options->session_memory_limit_bytes = *n;
+    } else if (key == "cpu_cache_limit_bytes") {
+      absl::StatusOr<int64_t> n = ParseByteSize(value);
+      if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
+      options->cpu_cache_limit_bytes = *n;
     } else if (key == "log_level") {
       absl::StatusOr<LogLevel> lv = ParseLogLevel(value);
       if (!lv.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), lv.status().message()));
       options->log_level = *lv;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          where(), "unknown key '", key, "' (expected listen, session_memory_limit_bytes or log_level)"));
+          where(), "unknown key '", key,
+          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes or log_level)"));
     }
   }
   if (!listen.empty()) options->listen = std::move(listen);
@@ -260,6 +265,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   d->options_ = options;
   ServiceOptions so;
   so.session_memory_limit_bytes = options.session_memory_limit_bytes;
+  so.cpu_allocator.cache_limit_bytes = options.cpu_cache_limit_bytes;
+  so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
   if (!service.ok()) return service.status();
   d->service_ = *std::move(service);
@@ -327,7 +334,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   Log(LogLevel::kInfo, "tensord ", DaemonVersion(), " listening on ", absl::StrJoin(d->addresses_, ", "),
       options.session_memory_limit_bytes > 0
           ? absl::StrCat("; session memory limit ", FormatBytes(options.session_memory_limit_bytes))
-          : std::string("; no session memory limit"));
+          : std::string("; no session memory limit"),
+      "; cpu cache up to ", FormatBytes(d->service_->cpu_cache_stats().limit_bytes));
   return d;
 }
 

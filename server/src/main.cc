@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "grpc/grpc.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,8 +57,13 @@ constexpr char kUsage[] =
     "  --listen ADDRESS               unix:PATH or HOST:PORT (port 0 picks a free one);\n"
     "                                 repeat to listen on several addresses\n"
     "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
-    "                                 log_level (command-line options take precedence)\n"
+    "                                 cpu_cache_limit_bytes, log_level (command-line options\n"
+    "                                 take precedence)\n"
     "  --session-memory-limit BYTES   per-session limit on tensor memory (e.g. 4GiB; 0 = none)\n"
+    "  --cpu-cache-limit BYTES        most bytes of freed large (>= 2 MiB) storages kept mapped\n"
+    "                                 for reuse (default min(1GiB, physical memory / 8); 0 = off;\n"
+    "                                 also $TENSORD_CPU_CACHE_LIMIT); emptied when a session\n"
+    "                                 closes and after 5 s without large allocations\n"
     "  --log-level LEVEL              error, warning, info (default) or debug\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
@@ -119,7 +125,7 @@ struct FlagParser {
 int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
-  std::string config, memory_limit, log_level, private_dir;
+  std::string config, memory_limit, cache_limit, log_level, private_dir;
   FlagParser p{args};
   while (p.i < args.size()) {
     std::string value;
@@ -133,6 +139,8 @@ int Serve(const std::vector<std::string>& args) {
       config = value;
     } else if (p.Match("--session-memory-limit", &value)) {
       memory_limit = value;
+    } else if (p.Match("--cpu-cache-limit", &value)) {
+      cache_limit = value;
     } else if (p.Match("--log-level", &value)) {
       log_level = value;
     } else if (p.Match("--private-dir", &value)) {
@@ -146,7 +154,21 @@ int Serve(const std::vector<std::string>& args) {
   }
   if (!p.error.empty()) return UsageError(p.error);
 
-  // The config file first; the command line overrides it.
+  // The environment first, then the config file; the command line overrides both.
+  if (const char* env = std::getenv("TENSORD_CPU_CACHE_LIMIT"); env != nullptr && *env != '\0') {
+    absl::StatusOr<int64_t> n = ParseByteSize(env);
+    if (!n.ok()) return UsageError(absl::StrCat("TENSORD_CPU_CACHE_LIMIT: ", n.status().message()));
+    options.cpu_cache_limit_bytes = *n;
+  }
+  // A debugging aid for kernel authors and the test suite (see
+  // CpuAllocatorOptions::uninitialized_fill): a byte value, 0..255.
+  if (const char* env = std::getenv("TENSORD_UNINITIALIZED_FILL"); env != nullptr && *env != '\0') {
+    int v = -1;
+    if (!absl::SimpleAtoi(env, &v) || v < 0 || v > 255) {
+      return UsageError(absl::StrCat("TENSORD_UNINITIALIZED_FILL: '", env, "' is not a byte value (0..255)"));
+    }
+    options.uninitialized_fill = v;
+  }
   if (!config.empty()) {
     if (absl::Status s = ApplyConfigFile(config, &options); !s.ok()) {
       std::fprintf(stderr, "tensord: %s\n", std::string(s.message()).c_str());
@@ -158,6 +180,11 @@ int Serve(const std::vector<std::string>& args) {
     absl::StatusOr<int64_t> n = ParseByteSize(memory_limit);
     if (!n.ok()) return UsageError(absl::StrCat("--session-memory-limit: ", n.status().message()));
     options.session_memory_limit_bytes = *n;
+  }
+  if (!cache_limit.empty()) {
+    absl::StatusOr<int64_t> n = ParseByteSize(cache_limit);
+    if (!n.ok()) return UsageError(absl::StrCat("--cpu-cache-limit: ", n.status().message()));
+    options.cpu_cache_limit_bytes = *n;
   }
   if (!log_level.empty()) {
     absl::StatusOr<LogLevel> lv = ParseLogLevel(log_level);

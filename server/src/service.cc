@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
 }
 
 TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels)
-    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>()) {}
+    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>(options.cpu_allocator)) {}
 
 TensordService::~TensordService() { BeginShutdown(); }
 
@@ -301,9 +301,14 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
     sessions_.erase(it);
   }
   const SessionStats stats = session->Close();
+  session.reset();
+  // Its freed large blocks (and every other cached one) go back to the
+  // system, so that the daemon shrinks when its clients leave.
+  const int64_t trimmed = allocator_->Trim();
   Log(why == "stream lost" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
       "): peak ", FormatBytes(stats.peak_bytes),
-      " (", stats.peak_bytes, " bytes), ", stats.ops_executed, " ops executed");
+      " (", stats.peak_bytes, " bytes), ", stats.ops_executed, " ops executed; cpu cache: ", FormatBytes(trimmed),
+      " unmapped");
   return stats;
 }
 

@@ -675,7 +675,13 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
           outs[i].ag->is_view = !op->has(kNotDifferentiable);
         }
       } else {
-        absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(*need, op_name);
+        // A structured kernel writes every element of its outputs (the
+        // contract in kernels/registry.h): a dense output that starts at the
+        // storage's first byte is then overwritten entirely, so its storage
+        // needs no zeroing. Anything with gaps (empty_strided) is zeroed.
+        const bool covers_storage = m.storage_offset == 0 && m.is_non_overlapping_and_dense() &&
+                                    *need == m.numel() * m.itemsize();
+        absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(*need, op_name, !covers_storage);
         if (!st.ok()) return fail(st.status());
         outs[i].storage = *std::move(st);
         outs[i].ag = std::make_shared<AutogradMeta>();

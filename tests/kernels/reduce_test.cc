@@ -2,6 +2,7 @@
 // keepdim, non-contiguous inputs, integer accumulation, NaN propagation,
 // first-occurrence indices and the empty-reduction errors.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gtest/gtest.h"
@@ -64,6 +65,62 @@ TEST(SumTest, DimsLayoutsAndDtypes) {
       }
     }
   }
+}
+
+// Long contiguous runs take the blocked path (fixed blocks of 32,768
+// elements summed in double, split across threads, combined pairwise):
+// float32 sums stay within one float32 ulp of the exact sum even where a
+// float32 accumulator would drift, float64 within 1e-12, int64 exact.
+TEST(SumTest, LongContiguousRunsAreAccurate) {
+  std::mt19937 rng(12);
+  const int64_t n = (int64_t{1} << 20) + 12345;  // not a whole number of blocks
+  // Values near 1: a float32 running sum of ~1M of them loses ~3 digits.
+  std::vector<double> v = RandomValues(ScalarType::kFloat32, n, rng, 0.5, 1.5);
+  long double exact = 0;
+  for (double x : v) exact += x;
+  const Tensor f = FromValues(ScalarType::kFloat32, {n}, v);
+  OpRun r = RunOp("sum", {In(f)});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  const double got = Values(r.outputs[0])[0];
+  const float ref = static_cast<float>(exact);
+  EXPECT_LE(std::fabs(got - ref), std::nextafter(ref, INFINITY) - ref) << got << " vs " << ref;
+  // The same through mean, and row sums of a [3, n / 3] view (runs per row).
+  r = RunOp("mean", {In(f)});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_NEAR(Values(r.outputs[0])[0], static_cast<double>(exact / n), 1e-6);
+  const int64_t cols = n / 3;
+  std::vector<double> rows_v(v.begin(), v.begin() + 3 * cols);
+  const Tensor m = FromValues(ScalarType::kFloat32, {3, cols}, rows_v);
+  r = RunOp("sum", {In(m), Value(std::vector<int64_t>{1})});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  const std::vector<double> row_sums = Values(r.outputs[0]);
+  for (int64_t i = 0; i < 3; ++i) {
+    long double e = 0;
+    for (int64_t j = 0; j < cols; ++j) e += rows_v[i * cols + j];
+    const float fe = static_cast<float>(e);
+    EXPECT_LE(std::fabs(row_sums[i] - fe), std::nextafter(fe, INFINITY) - fe) << "row " << i;
+  }
+
+  std::vector<double> d = RandomValues(ScalarType::kFloat64, n, rng, -1e3, 1e3);
+  long double de = 0;
+  for (double x : d) de += x;
+  r = RunOp("sum", {In(FromValues(ScalarType::kFloat64, {n}, d))});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_NEAR(Values(r.outputs[0])[0], static_cast<double>(de), 1e-12 * 1e3 * n);
+
+  // int64 wraps like PyTorch's: exact modulo 2**64, whatever the blocking.
+  uint64_t wrapped = 0;
+  Tensor big = FromValues(ScalarType::kInt64, {n}, std::vector<double>(static_cast<size_t>(n), 0));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t x = static_cast<int64_t>(rng()) << 31;  // large: the sum overflows
+    std::memcpy(big.element({i}), &x, 8);
+    wrapped += static_cast<uint64_t>(x);
+  }
+  r = RunOp("sum", {In(big)});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  int64_t got_i = 0;
+  std::memcpy(&got_i, r.outputs[0].element({}), 8);
+  EXPECT_EQ(static_cast<uint64_t>(got_i), wrapped);
 }
 
 TEST(SumTest, MeanAndDtypeArgument) {

@@ -3,7 +3,9 @@
 - Makes the in-tree package (python-client/) importable.
 - Finds the daemon binary ($TENSORD_BIN, else build*/bin/tensord, else PATH).
 - `daemon` (session-scoped): a `tensord serve` on a temporary Unix socket,
-  waited for via its ready line and stopped at the end.
+  waited for via its ready line and stopped at the end; it fills the storages
+  it does not zero with 0xFF bytes (TENSORD_UNINITIALIZED_FILL), so a kernel
+  that leaves an output element unwritten fails the value checks.
 - `session`: the default tensord session, connected to that daemon. Tests
   that need a daemon ask for it; they skip visibly when no binary exists.
 Meta-mode tests ask for neither and run with no daemon at all.
@@ -67,8 +69,12 @@ class Daemon:
         self.dir = tempfile.mkdtemp(prefix="tensord-pytest-")
         self.address = "unix:" + os.path.join(self.dir, "sock")
         self.stderr = open(os.path.join(self.dir, "stderr.log"), "w+")
+        # Storages the daemon hands out unzeroed (a kernel's dense outputs)
+        # start as 0xFF bytes (NaN, -1), so that a kernel that skips elements
+        # fails the value checks instead of showing plausible stale bytes.
+        env = dict(os.environ, TENSORD_UNINITIALIZED_FILL="255")
         self.proc = subprocess.Popen([binary, "serve", "--listen", self.address, *extra_args], stdout=subprocess.PIPE,
-                                     stderr=self.stderr, stdin=subprocess.DEVNULL)
+                                     stderr=self.stderr, stdin=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + 30
         line = b""
         while time.monotonic() < deadline:

@@ -283,6 +283,48 @@ TEST_F(BinaryTest, CommandLineOverridesTheConfigFile) {
   EXPECT_EQ(p.Wait(), 0);
 }
 
+// Sets an environment variable for the daemons a test spawns, until the
+// end of the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
+  const std::string sock = dir_ + "/m.sock";
+  const std::string conf = dir_ + "/tensord.conf";
+  std::ofstream(conf) << "cpu_cache_limit_bytes = 16MiB\n";
+  auto started_with = [&](const std::vector<std::string>& args) {
+    Proc p(args);
+    EXPECT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(), 0);
+    return p.Stderr();
+  };
+  ScopedEnv env("TENSORD_CPU_CACHE_LIMIT", "8MiB");
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("cpu cache up to 8.00 MiB"));
+  EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock}),
+              HasSubstr("cpu cache up to 16.00 MiB"));
+  EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock, "--cpu-cache-limit", "0"}),
+              HasSubstr("cpu cache up to 0 bytes"));
+  {
+    ScopedEnv bad("TENSORD_CPU_CACHE_LIMIT", "lots");
+    Proc p({"serve", "--listen", "unix:" + sock});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("TENSORD_CPU_CACHE_LIMIT: 'lots' is not a byte count"));
+  }
+  {
+    ScopedEnv bad("TENSORD_UNINITIALIZED_FILL", "256");
+    Proc p({"serve", "--listen", "unix:" + sock});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("TENSORD_UNINITIALIZED_FILL: '256' is not a byte value (0..255)"));
+  }
+}
+
 TEST_F(BinaryTest, UsageErrors) {
   {
     Proc p({});

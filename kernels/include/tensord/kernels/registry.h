@@ -63,6 +63,11 @@ struct KernelContext {
   TensorRef input(const TensorMeta* m) const { return TensorRef{input_base(m), m}; }
 };
 
+// A kernel returns OK only after writing every element of every output
+// (the daemon does not zero a dense output's storage first; a debugging
+// daemon started with TENSORD_UNINITIALIZED_FILL=255 fills it with 0xFF bytes
+// instead, which the Python test suite uses to catch a kernel that skips
+// elements). After an error the outputs are discarded, never shown.
 using KernelFn = absl::Status (*)(KernelContext& ctx);
 
 // Scratch memory of kernels (casts and contiguous copies of inputs, im2col

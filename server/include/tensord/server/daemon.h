@@ -35,6 +35,10 @@ struct DaemonOptions {
   // "unix:PATH", "unix:///abs/path", "HOST:PORT", "[::1]:PORT"; port 0 picks one.
   std::vector<std::string> listen;
   int64_t session_memory_limit_bytes = 0;  // 0 = unlimited
+  // Cap of the cache of freed large CPU blocks: -1 = min(1 GiB, physical / 8), 0 = off.
+  int64_t cpu_cache_limit_bytes = -1;
+  // Debugging: fill storages handed out unzeroed with this byte (0..255; -1 = off).
+  int uninitialized_fill = -1;
   LogLevel log_level = LogLevel::kInfo;
   // Grace period for in-flight requests at shutdown.
   absl::Duration shutdown_grace = absl::Milliseconds(100);
@@ -45,7 +49,7 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
 // Applies a config file of `key = value` lines (# comments, blank lines):
 // listen (repeatable, or comma-separated), session_memory_limit_bytes,
-// log_level. Unknown keys and bad values are errors naming the line.
+// cpu_cache_limit_bytes, log_level. Unknown keys and bad values are errors naming the line.
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options);
 
 class Daemon {

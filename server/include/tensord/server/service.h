@@ -37,6 +37,9 @@ struct ServiceOptions {
   size_t max_sessions = 1024;
   // A session that no stream attaches to within this time is closed.
   absl::Duration attach_timeout = absl::Seconds(60);
+  // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
+  // fill): see CpuAllocatorOptions. It is also emptied when a session closes.
+  CpuAllocatorOptions cpu_allocator;
 };
 
 class TensordService final : public v1::Tensord::Service {
@@ -67,6 +70,8 @@ class TensordService final : public v1::Tensord::Service {
   size_t live_sessions() const;
   // Bytes of tensor storage held by all sessions together.
   int64_t bytes_in_use() const { return allocator_->bytes_in_use(); }
+  // The cache of freed large CPU blocks (cached bytes are in no session's count).
+  CpuAllocator::CacheStats cpu_cache_stats() const { return allocator_->cache_stats(); }
   // Statistics of an open session; nullopt when unknown or closed.
   std::optional<SessionStats> session_stats(uint64_t session_id) const;
   const ServiceOptions& options() const { return options_; }
