@@ -113,7 +113,8 @@ def _note(r):
         return f"CPU share: client {r['client_cpu_share']:.2f}, daemon {r['daemon_cpu_share']:.2f}"
     if "p50_sync_us" in r:
         return (f"sync p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us, {r['errors']} errors, "
-                f"daemon RSS {r['daemon_rss_before'] / 2**20:.1f} -> {r['daemon_rss_after'] / 2**20:.1f} MiB")
+                f"daemon RSS {r['daemon_rss_before'] / 2**20:.1f} -> {r['daemon_rss_after'] / 2**20:.1f} MiB, "
+                f"{r['daemon_rss_after_second'] / 2**20:.1f} MiB after a second round")
     return ""
 
 

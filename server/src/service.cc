@@ -2,6 +2,7 @@
 #include "tensord/server/service.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <google/protobuf/arena.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -292,6 +293,7 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
 
 std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {
   std::shared_ptr<Session> session;
+  bool last = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
@@ -299,12 +301,16 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
     if (it->second.stream != nullptr) it->second.stream->TryCancel();
     session = std::move(it->second.session);
     sessions_.erase(it);
+    last = sessions_.empty();
   }
   const SessionStats stats = session->Close();
   session.reset();
   // Its freed large blocks (and every other cached one) go back to the
   // system, so that the daemon shrinks when its clients leave.
   const int64_t trimmed = allocator_->Trim();
+  // When the last client left, the heap pages glibc keeps in its per-thread
+  // arenas after the sessions' small frees go back too.
+  if (last) malloc_trim(0);
   Log(why == "stream lost" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
       "): peak ", FormatBytes(stats.peak_bytes),
       " (", stats.peak_bytes, " bytes), ", stats.ops_executed, " ops executed; cpu cache: ", FormatBytes(trimmed),
