@@ -250,6 +250,26 @@ absl::Status NoMeta(absl::string_view what, const std::vector<Tensor>& ts) {
 
 namespace internal {
 
+const std::shared_ptr<uint64_t>& VersionCounter(TensorImpl& t) {
+  if (t.version_counter == nullptr) t.version_counter = std::make_shared<uint64_t>(0);
+  return t.version_counter;
+}
+
+SavedMeta DescribeSaved(TensorImpl& t, bool track_version) {
+  SavedMeta m;
+  if (track_version) {
+    m.version_counter = VersionCounter(t);
+    m.version = *m.version_counter;
+  }
+  m.dtype = t.meta.dtype;
+  m.sizes = t.meta.sizes;
+  if (t.grad_fn != nullptr) {
+    m.grad_fn_name = t.grad_fn->name;
+    m.output_nr = static_cast<uint32_t>(t.output_nr);
+  }
+  return m;
+}
+
 std::pair<std::shared_ptr<GradNode>, int> GradEdge(const std::shared_ptr<TensorImpl>& t) {
   if (t == nullptr || !t->requires_grad) return {nullptr, 0};
   if (t->grad_fn != nullptr) return {t->grad_fn, t->output_nr};
@@ -493,18 +513,7 @@ absl::StatusOr<bool> RecordFunction(const FunctionRecord& rec, CallSite site) {
     node->reads_saved = !rec.saved.empty();
     for (const auto& t : rec.saved) {
       SavedMeta m;
-      if (t.has_value() && t->defined()) {
-        TensorImpl& im = *t->impl();
-        if (im.version_counter == nullptr) im.version_counter = std::make_shared<uint64_t>(0);
-        m.version_counter = im.version_counter;
-        m.version = *im.version_counter;
-        m.dtype = im.meta.dtype;
-        m.sizes = im.meta.sizes;
-        if (im.grad_fn != nullptr) {
-          m.grad_fn_name = im.grad_fn->name;
-          m.output_nr = static_cast<uint32_t>(im.output_nr);
-        }
-      }
+      if (t.has_value() && t->defined()) m = internal::DescribeSaved(*t->impl(), /*track_version=*/true);
       node->saved_reads.push_back(std::move(m));
     }
   }

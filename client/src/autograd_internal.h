@@ -23,6 +23,15 @@ std::shared_ptr<GradNode> EngineResultNode();
 // The next node's GradNode::seq (creation order; thread-safe).
 uint64_t NextNodeSeq();
 
+// A meta tensor's version counter (shared by its views), made on first need.
+const std::shared_ptr<uint64_t>& VersionCounter(TensorImpl& t);
+
+// What the meta engine checks of a saved tensor when a backward reads it:
+// the version it was saved at (not tracked when `track_version` is false),
+// its dtype and sizes (for the error text) and the node that produced it
+// (`grad_fn_name`/`output_nr`, when it has one).
+SavedMeta DescribeSaved(TensorImpl& t, bool track_version);
+
 }  // namespace tensord::client::internal
 
 #endif  // TENSORD_CLIENT_SRC_AUTOGRAD_INTERNAL_H_

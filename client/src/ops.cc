@@ -394,11 +394,6 @@ absl::StatusOr<AutogradPlan> PlanAutograd(const OpEntry& op, const CallRoles& ro
   return p;
 }
 
-// A meta tensor's version counter, made on first need.
-const std::shared_ptr<uint64_t>& VersionCounter(TensorImpl& t) {
-  if (t.version_counter == nullptr) t.version_counter = std::make_shared<uint64_t>(0);
-  return t.version_counter;
-}
 
 // An output that aliases an argument (a view) views that argument's storage:
 // it takes the argument tensor's storage_id (and on meta its version counter).
@@ -407,7 +402,7 @@ void ShareStorageIds(const CallRoles& roles, std::vector<Tensor>& outs) {
     const Tensor* base = roles.alias_base[i];
     if (base != nullptr && base->impl() != outs[i].impl()) {
       outs[i].impl()->storage_id = base->impl()->storage_id;
-      if (base->is_meta()) outs[i].impl()->version_counter = VersionCounter(*base->impl());
+      if (base->is_meta()) outs[i].impl()->version_counter = internal::VersionCounter(*base->impl());
     }
   }
 }
@@ -441,25 +436,12 @@ void PlanMetaSavedReads(const OpEntry& op, const CallRoles& roles, const std::ve
   for (const SavedRead& r : reads) {
     SavedMeta m;
     if (r.kind == SavedRead::Kind::kInput) {
-      TensorImpl& t = *slot_tensor[r.index]->impl();
-      if (!(op.is_inplace() && r.index == 0)) {
-        m.version_counter = VersionCounter(t);
-        m.version = *m.version_counter;
-      }
-      m.dtype = t.meta.dtype;
-      m.sizes = t.meta.sizes;
-      if (t.grad_fn != nullptr) {
-        m.grad_fn_name = t.grad_fn->name;
-        m.output_nr = static_cast<uint32_t>(t.output_nr);
-      }
+      // An in-place op's self is saved as it was before: no version to track.
+      m = internal::DescribeSaved(*slot_tensor[r.index]->impl(), !(op.is_inplace() && r.index == 0));
     } else if (r.kind == SavedRead::Kind::kOutput) {
       if (static_cast<size_t>(r.index) >= outs.size()) continue;
-      TensorImpl& t = *outs[r.index].impl();
-      m.version_counter = VersionCounter(t);
-      m.version = *m.version_counter;
-      m.dtype = t.meta.dtype;
-      m.sizes = t.meta.sizes;
-      m.grad_fn_name = GradFnName(op);
+      m = internal::DescribeSaved(*outs[r.index].impl(), /*track_version=*/true);
+      m.grad_fn_name = GradFnName(op);  // the output's grad_fn is set later
       m.output_nr = static_cast<uint32_t>(r.index);
     } else {
       continue;  // kAnySaved: only reads_saved
@@ -777,7 +759,7 @@ absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& 
   if (on_meta) {
     outs = MakeMetaTensors(std::move(outputs), plan.write_results);
     for (const Tensor* w : roles.written) {
-      if (w != nullptr) ++*VersionCounter(*w->impl());  // an in-place write, as the daemon's storage version
+      if (w != nullptr) ++*internal::VersionCounter(*w->impl());  // an in-place write, as the daemon's storage version
     }
     if (plan.record) PlanMetaSavedReads(op, roles, outs, plan);
   } else {
