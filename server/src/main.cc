@@ -122,6 +122,20 @@ struct FlagParser {
   }
 };
 
+
+// Removes the daemon's private directory (nothing when `dir` is empty).
+// remove_all gives up when an entry vanishes under it (the shutdown unlinks
+// the socket files while a second signal's thread removes the directory, or
+// the other way round): it is retried until the directory is gone.
+void RemovePrivateDir(const std::string& dir) {
+  if (dir.empty()) return;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (!std::filesystem::exists(dir, ec)) return;
+  }
+}
+
 int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
@@ -239,20 +253,14 @@ int Serve(const std::vector<std::string>& args) {
     WaitForStopSignal();
     static const char kMsg[] = "tensord: second signal; exiting without a clean shutdown\n";
     (void)!::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
-    if (!private_dir.empty()) {
-      std::error_code ec;
-      std::filesystem::remove_all(private_dir, ec);
-    }
+    RemovePrivateDir(private_dir);
     ::_exit(1);
   }).detach();
   (*daemon)->Shutdown();
-  if (!private_dir.empty()) {
-    // An embedded daemon whose client was killed (it got SIGTERM through
-    // PR_SET_PDEATHSIG) leaves nothing behind; a client that exits normally
-    // removes the directory itself, whichever comes first.
-    std::error_code ec;
-    std::filesystem::remove_all(private_dir, ec);
-  }
+  // An embedded daemon whose client was killed (it got SIGTERM through
+  // PR_SET_PDEATHSIG) leaves nothing behind; a client that exits normally
+  // removes the directory itself, whichever comes first.
+  RemovePrivateDir(private_dir);
   return 0;
 }
 
