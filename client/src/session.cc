@@ -243,8 +243,7 @@ struct Session::Impl {
       }
       {
         absl::MutexLock fl(&flush_mu);
-        const absl::Time deadline = absl::FromChrono(std::chrono::system_clock::now()) +
-                                    absl::FromChrono(due - std::chrono::steady_clock::now());
+        const absl::Time deadline = absl::Now() + absl::FromChrono(due - std::chrono::steady_clock::now());
         while (!flush_stop && absl::Now() < deadline) flush_cv.WaitWithDeadline(&flush_mu, deadline);
         if (flush_stop) return;
       }
@@ -718,8 +717,9 @@ absl::Status Session::Start() {
   }
   if (seed.has_value()) TD_RETURN_IF_ERROR(SendManualSeed(*seed));
   int flush_us = options_.flush_interval_us;
-  if (const char* env = std::getenv("TENSORD_FLUSH_US"); env != nullptr && *env != '\0') {
-    flush_us = std::atoi(env);
+  if (flush_us < 0) {  // not chosen by the caller: the environment's, else 2 ms
+    const char* env = std::getenv("TENSORD_FLUSH_US");
+    flush_us = env != nullptr && *env != '\0' ? std::atoi(env) : 2000;
   }
   if (flush_us > 0) {
     {

@@ -1222,11 +1222,9 @@ NotImplementedError.)doc")
         }
         Check(st);
       });
-  // flush_interval_us < 0: SessionOptions' default.
+  // flush_interval_us < 0: SessionOptions' default ($TENSORD_FLUSH_US, else 2 ms).
   auto options = [](int flush_interval_us) {
-    tc::SessionOptions o{.client_name = "tensord-python"};
-    if (flush_interval_us >= 0) o.flush_interval_us = flush_interval_us;
-    return o;
+    return tc::SessionOptions{.flush_interval_us = flush_interval_us, .client_name = "tensord-python"};
   };
   m.def(
       "connect",

@@ -46,7 +46,11 @@ def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):
         assert st["timed_flushes"] >= 1 and st["messages_sent"] >= 2 and st["round_trips"] == 0
         assert x.sum().item() == 20.0
     s.close()
-    off = tensord.connect(daemon.address, set_default=False, flush_interval=0)
+    os.environ["TENSORD_FLUSH_US"] = "1000"      # an explicit flush_interval wins over the environment
+    try:
+        off = tensord.connect(daemon.address, set_default=False, flush_interval=0)
+    finally:
+        del os.environ["TENSORD_FLUSH_US"]
     with off:
         sent = off.stats()["messages_sent"]
         y = tensord.zeros(4) + 1

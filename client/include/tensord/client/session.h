@@ -36,8 +36,9 @@ struct SessionOptions {
   // this old (microseconds), by a background flusher when no other call
   // comes: the daemon starts on a burst of ops while the client computes or
   // waits, instead of at the next sync point. 0 turns the time flush off
-  // (full batches and sync points only). $TENSORD_FLUSH_US overrides it.
-  int flush_interval_us = 2000;
+  // (full batches and sync points only); -1 (the default) takes
+  // $TENSORD_FLUSH_US when set, else 2000.
+  int flush_interval_us = -1;
   // Uploads up to this size travel inline in the batch; larger ones are
   // streamed in chunks of `chunk_bytes`.
   size_t inline_upload_limit = 64 * 1024;
