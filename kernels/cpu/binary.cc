@@ -372,14 +372,14 @@ absl::Status Where(KernelContext& ctx) {
   });
 }
 
-// clamp(self, min=None, max=None): NaN inputs stay NaN; min > max gives max.
-absl::Status Clamp(KernelContext& ctx) {
+// out = clamp(self, lo, hi) with Python-number bounds (either may be absent):
+// NaN inputs stay NaN; min > max gives max.
+absl::Status ClampByScalars(KernelContext& ctx, const char* name, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  const std::optional<Scalar> lo = OptionalScalar(ctx, 1), hi = OptionalScalar(ctx, 2);
   if (!lo && !hi) return RuntimeErr("clamp: At least one of 'min' or 'max' must not be None");
   const TensorRef& out = ctx.outputs[0];
-  return Dispatch<kSetInts | kSetFloats>(out.meta->dtype, "clamp", [&](auto tag) -> absl::Status {
+  return Dispatch<kSetInts | kSetFloats>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     using C = ComputeT<T>;
     const bool has_lo = lo.has_value(), has_hi = hi.has_value();
@@ -394,26 +394,16 @@ absl::Status Clamp(KernelContext& ctx) {
   });
 }
 
-// clamp_min / clamp_max (Scalar): Clamp with one bound.
+absl::Status Clamp(KernelContext& ctx) {
+  return ClampByScalars(ctx, "clamp", OptionalScalar(ctx, 1), OptionalScalar(ctx, 2));
+}
+
+// clamp_min / clamp_max (Scalar): clamp with one bound.
 template <bool kMin>
 absl::Status ClampBound(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  const Scalar bound = ctx.args[1].scalar();
-  const TensorRef& out = ctx.outputs[0];
-  return Dispatch<kSetInts | kSetFloats>(out.meta->dtype, kMin ? "clamp_min" : "clamp_max", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using C = ComputeT<T>;
-    const C b = ScalarTo<T>(bound);
-    return RunUnary<T, T>(out, self, [b](C x) -> C {
-      if (IsNan(x)) return x;
-      if constexpr (kMin) {
-        return (x < b) ? b : x;
-      } else {
-        return (b < x) ? b : x;
-      }
-    });
-  });
+  const std::optional<Scalar> bound = OptionalScalar(ctx, 1);
+  return kMin ? ClampByScalars(ctx, "clamp_min", bound, std::nullopt)
+              : ClampByScalars(ctx, "clamp_max", std::nullopt, bound);
 }
 
 // clamp.Tensor and clamp_min.Tensor / clamp_max.Tensor, as PyTorch's CPU
