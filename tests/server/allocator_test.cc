@@ -81,14 +81,19 @@ TEST(CpuAllocatorTest, SmallStoragesDoNotUseTheCache) {
   EXPECT_EQ(alloc->cache_stats().misses, 0);
 }
 
+// Allocates a 4 MiB block for `account`, fills it with 0xAB and frees it
+// (into the cache); returns its address.
+char* FreeADirtyBlock(MemoryAccount& account) {
+  std::shared_ptr<Storage> s = Alloc(account, 4 * kMiB, false);
+  std::memset(s->data(), 0xAB, 4 * kMiB);
+  return s->data();
+}
+
 TEST(CpuAllocatorTest, ZeroFillOfAReusedDirtyBlockGivesZeros) {
   auto alloc = MakeAllocator(64 * kMiB);
   auto account = MemoryAccount::Create(alloc, 0);
-  std::shared_ptr<Storage> s = Alloc(*account, 4 * kMiB, false);
-  char* first = s->data();
-  std::memset(s->data(), 0xAB, 4 * kMiB);
-  s.reset();
-  s = Alloc(*account, 4 * kMiB, /*zero_fill=*/true);
+  char* first = FreeADirtyBlock(*account);
+  std::shared_ptr<Storage> s = Alloc(*account, 4 * kMiB, /*zero_fill=*/true);
   ASSERT_EQ(s->data(), first);
   EXPECT_TRUE(AllBytesAre(*s, 0));
 }
@@ -96,11 +101,8 @@ TEST(CpuAllocatorTest, ZeroFillOfAReusedDirtyBlockGivesZeros) {
 TEST(CpuAllocatorTest, WithoutZeroFillTheSameSessionGetsItsBlockAsItLeftIt) {
   auto alloc = MakeAllocator(64 * kMiB);
   auto account = MemoryAccount::Create(alloc, 0);
-  std::shared_ptr<Storage> s = Alloc(*account, 4 * kMiB, false);
-  char* first = s->data();
-  std::memset(s->data(), 0xAB, 4 * kMiB);
-  s.reset();
-  s = Alloc(*account, 4 * kMiB, /*zero_fill=*/false);  // the caller overwrites it: no memset
+  char* first = FreeADirtyBlock(*account);
+  std::shared_ptr<Storage> s = Alloc(*account, 4 * kMiB, /*zero_fill=*/false);  // the caller overwrites it: no memset
   ASSERT_EQ(s->data(), first);
   EXPECT_TRUE(AllBytesAre(*s, 0xAB));
 }
@@ -109,11 +111,8 @@ TEST(CpuAllocatorTest, AnotherSessionsBlockIsZeroedEvenWithoutZeroFill) {
   auto alloc = MakeAllocator(64 * kMiB);
   auto a = MemoryAccount::Create(alloc, 0);
   auto b = MemoryAccount::Create(alloc, 0);
-  std::shared_ptr<Storage> s = Alloc(*a, 4 * kMiB, false);
-  char* first = s->data();
-  std::memset(s->data(), 0xAB, 4 * kMiB);
-  s.reset();
-  s = Alloc(*b, 4 * kMiB, /*zero_fill=*/false);
+  char* first = FreeADirtyBlock(*a);
+  std::shared_ptr<Storage> s = Alloc(*b, 4 * kMiB, /*zero_fill=*/false);
   ASSERT_EQ(s->data(), first);
   EXPECT_TRUE(AllBytesAre(*s, 0));
 }
