@@ -69,13 +69,27 @@ absl::Status CheckRoots(absl::string_view what, const std::vector<Tensor>& roots
   return absl::OkStatus();
 }
 
-// A gradient for `t` on meta: t's layout when it is dense (as PyTorch's
-// AccumulateGrad keeps a parameter's strides), else contiguous.
-Tensor MetaGradLike(const TensorImpl& t) {
-  TensorMeta m = t.meta.is_non_overlapping_and_dense()
-                     ? TensorMeta{t.meta.sizes, t.meta.strides, 0, t.meta.dtype, t.meta.device}
-                     : TensorMeta::Contiguous(t.meta.sizes, t.meta.dtype, t.meta.device);
-  return Tensor(std::make_shared<TensorImpl>(nullptr, 0, std::move(m)));
+// The metadata of a new .grad for `t`: t's layout when it is dense (as
+// PyTorch's AccumulateGrad keeps a parameter's strides), else contiguous.
+// The daemon's engine gives a new .grad the same.
+TensorMeta GradMetaLike(const TensorImpl& t) {
+  return t.meta.is_non_overlapping_and_dense()
+             ? TensorMeta{t.meta.sizes, t.meta.strides, 0, t.meta.dtype, t.meta.device}
+             : TensorMeta::Contiguous(t.meta.sizes, t.meta.dtype, t.meta.device);
+}
+
+// A gradient for `t` on meta.
+Tensor MetaGradLike(const TensorImpl& t) { return Tensor(std::make_shared<TensorImpl>(nullptr, 0, GradMetaLike(t))); }
+
+// Whether the client can walk a daemon's graph (`order`, the nodes reachable
+// from the roots) as the daemon's engine will: not when it reaches a
+// user-defined Function (its backward runs in the client and may return
+// None) or a gradient recorded by the daemon's engine (opaque).
+bool Walkable(const std::vector<GradNode*>& order) {
+  for (const GradNode* n : order) {
+    if (n->function_id != 0 || n->opaque) return false;
+  }
+  return true;
 }
 
 // backward() / grad() of meta roots: the daemon's engine (RunBackward in
@@ -91,8 +105,17 @@ Tensor MetaGradLike(const TensorImpl& t) {
 // .grad of their sizes and dtype (one already set stays, as accumulating
 // into it keeps its metadata); the result says which `inputs` received a
 // gradient. Nodes run before a failure stay released, as on the daemon.
+//
+// A daemon's backward or grad() (`reached` and `walkable` given): the same
+// walk over the client's mirror of the daemon's graph, run before the request
+// is sent. It raises what the daemon's engine would, marks the nodes the
+// daemon releases, and fills `reached` with the tensors whose .grad the daemon
+// sets or accumulates into instead of assigning them. When the graph is not
+// Walkable, `*walkable` is false and nothing is checked or changed.
 absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
-                                                bool retain_graph, bool grad_mode) {
+                                                bool retain_graph, bool grad_mode,
+                                                std::vector<std::shared_ptr<TensorImpl>>* reached = nullptr,
+                                                bool* walkable = nullptr) {
   using EdgeT = std::pair<std::shared_ptr<GradNode>, int>;
   std::vector<EdgeT> root_edges;
   for (const Tensor& r : roots) root_edges.push_back(internal::GradEdge(r.impl()));
@@ -115,6 +138,10 @@ absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots
         if (e.first != nullptr && keep.emplace(e.first.get(), e.first).second) stack.push_back(e.first.get());
       }
     }
+  }
+  if (walkable != nullptr) {
+    *walkable = Walkable(order);
+    if (!*walkable) return std::vector<bool>();
   }
   absl::flat_hash_set<GradNode*> targets;
   absl::flat_hash_map<GradNode*, std::vector<std::pair<int, size_t>>> captures;
@@ -223,6 +250,10 @@ absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (captured[i] && !inputs[i].is_leaf()) gets_grad.push_back(inputs[i].impl());
   }
+  if (reached != nullptr) {
+    *reached = std::move(gets_grad);
+    return captured;
+  }
   for (const std::shared_ptr<TensorImpl>& t : gets_grad) {
     if (t->grad == nullptr) t->grad = MetaGradLike(*t).impl();
   }
@@ -293,6 +324,7 @@ uint64_t NextNodeSeq() {
 std::shared_ptr<GradNode> EngineResultNode() {
   auto n = std::make_shared<GradNode>();
   n->name = "GradBackward";
+  n->opaque = true;
   return n;
 }
 
@@ -331,7 +363,7 @@ absl::Status Tensor::RetainGrad(CallSite site) {
   if (!requires_grad()) return RuntimeErr("can't retain_grad on Tensor that has requires_grad=False");
   if (is_leaf() || impl_->retains_grad) return absl::OkStatus();
   impl_->retains_grad = true;
-  if (is_meta()) impl_->grad_fn->retained.emplace_back(impl_->output_nr, impl_);
+  impl_->grad_fn->retained.emplace_back(impl_->output_nr, impl_);  // the client's walk sees it (Predictable)
   if (is_meta() || session() == nullptr) return absl::OkStatus();
   TD_RETURN_IF_ERROR(session()->SendRetainGrad(handle()));
   session()->RegisterGradTarget(impl_);
@@ -396,6 +428,37 @@ absl::Status Backward(const std::vector<Tensor>& roots, const std::vector<std::o
   }
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionOf("backward", all));
   if (s == nullptr) return NotImplementedErr("backward: cannot run on meta tensors");
+  if (s->predicts_backward()) {
+    // The client's walk raises what the daemon's engine would (a freed graph,
+    // a saved tensor modified in place) before anything is sent, and says
+    // which .grad the daemon sets: then there is no round trip, unless a
+    // .grad takes a layout only the daemon knows (a retain_grad() or non-leaf
+    // input's takes the gradient's) or requires grad (create_graph).
+    bool walkable = false;
+    std::vector<std::shared_ptr<TensorImpl>> reached;
+    TD_ASSIGN_OR_RETURN(std::vector<bool> unused, RunMetaEngine(roots, inputs, retain_graph.value_or(create_graph),
+                                                                /*grad_mode=*/false, &reached, &walkable));
+    (void)unused;
+    bool predictable = walkable && !create_graph;
+    for (const std::shared_ptr<TensorImpl>& t : reached) {
+      if (t->grad_fn != nullptr || (t->grad != nullptr && t->grad->requires_grad) ||
+          (t->grad_pending && t->grad_requires_grad)) {
+        predictable = false;
+      }
+    }
+    if (predictable) {
+      std::vector<std::pair<std::shared_ptr<TensorImpl>, TensorMeta>> expect;
+      for (std::shared_ptr<TensorImpl>& t : reached) {
+        // A .grad already there is accumulated into in place: same metadata.
+        if (t->grad == nullptr && !t->grad_pending) {
+          TensorMeta m = GradMetaLike(*t);
+          expect.emplace_back(std::move(t), std::move(m));
+        }
+      }
+      return s->SendPredictedBackward(roots, grad_roots, inputs, retain_graph.value_or(false), std::move(expect),
+                                      site);
+    }
+  }
   for (const Tensor& t : inputs) s->RegisterGradTarget(t.impl());
   TD_ASSIGN_OR_RETURN(auto unused, s->RunBackward(roots, grad_roots, inputs, retain_graph.value_or(create_graph),
                                                   create_graph, /*accumulate=*/true, /*allow_unused=*/true, site));
@@ -444,6 +507,16 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Grad(const std::vector<Tensor
   for (const auto& g : grad_outputs) all.push_back(g.has_value() ? &*g : nullptr);
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionOf("grad", all));
   if (s == nullptr) return NotImplementedErr("grad: cannot run on meta tensors");
+  if (s->predicts_backward()) {
+    // The client's walk: raises the engine's errors before sending, and marks
+    // the nodes the daemon releases, so that a later predicted backward
+    // through them fails here, as the daemon would.
+    bool walkable = false;
+    std::vector<std::shared_ptr<TensorImpl>> reached;
+    TD_ASSIGN_OR_RETURN(std::vector<bool> unused, RunMetaEngine(outputs, inputs, retain_graph.value_or(create_graph),
+                                                                /*grad_mode=*/true, &reached, &walkable));
+    (void)unused;
+  }
   return s->RunBackward(outputs, grad_outputs, inputs, retain_graph.value_or(create_graph), create_graph,
                         /*accumulate=*/false, allow_unused, site);
 }

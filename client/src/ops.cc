@@ -402,7 +402,7 @@ void ShareStorageIds(const CallRoles& roles, std::vector<Tensor>& outs) {
     const Tensor* base = roles.alias_base[i];
     if (base != nullptr && base->impl() != outs[i].impl()) {
       outs[i].impl()->storage_id = base->impl()->storage_id;
-      if (base->is_meta()) outs[i].impl()->version_counter = internal::VersionCounter(*base->impl());
+      outs[i].impl()->version_counter = internal::VersionCounter(*base->impl());
     }
   }
 }
@@ -758,16 +758,18 @@ absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& 
   std::vector<Tensor> outs;
   if (on_meta) {
     outs = MakeMetaTensors(std::move(outputs), plan.write_results);
-    for (const Tensor* w : roles.written) {
-      if (w != nullptr) ++*internal::VersionCounter(*w->impl());  // an in-place write, as the daemon's storage version
-    }
-    if (plan.record) PlanMetaSavedReads(op, roles, outs, plan);
   } else {
     site.Resolve();  // the call leaves for the daemon (may block)
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, tensors));
     TD_ASSIGN_OR_RETURN(outs, s->EnqueueCall(op, values, tensors, std::move(outputs), site, plan.record,
                                              plan.write_results));
   }
+  // Meta and daemon graphs alike: the client's walk of backward (meta, and
+  // a daemon's predicted backward) checks what each node reads.
+  for (const Tensor* w : roles.written) {
+    if (w != nullptr) ++*internal::VersionCounter(*w->impl());  // an in-place write, as the daemon's storage version
+  }
+  if (plan.record) PlanMetaSavedReads(op, roles, outs, plan);
   ShareStorageIds(roles, outs);
   ApplyAutograd(op, plan, alias_of, outs);
   return outs;
@@ -931,6 +933,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
     site.Resolve();  // the call leaves for the daemon (may block)
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, c.tensors));
     TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, s->CallDataDependent(op, b.values, c.tensors, site, plan.record));
+    if (plan.record) PlanMetaSavedReads(op, roles, outs, plan);
     ApplyAutograd(op, plan, {}, outs);
     return outs;
   }

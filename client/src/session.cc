@@ -180,18 +180,20 @@ struct Session::Impl {
                                    " was lost"));
   }
 
+  // Moves the queued releases into the pending batch, after what it holds.
+  void AppendReleasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    absl::MutexLock rl(&release_mu);
+    if (releases.empty()) return;
+    v1::Release* r = pending->add_requests()->mutable_release();
+    r->mutable_handles()->Add(releases.begin(), releases.end());
+    stats.releases += static_cast<int64_t>(releases.size());
+    releases.clear();
+  }
+
   // Sends the pending batch (with queued releases) as one message.
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     TD_RETURN_IF_ERROR(Usable());
-    {
-      absl::MutexLock rl(&release_mu);
-      if (!releases.empty()) {
-        v1::Release* r = pending->add_requests()->mutable_release();
-        r->mutable_handles()->Add(releases.begin(), releases.end());
-        stats.releases += static_cast<int64_t>(releases.size());
-        releases.clear();
-      }
-    }
+    AppendReleasesLocked();
     if (pending->requests_size() == 0) return absl::OkStatus();
     batch_open = false;
     const bool ok = stream->Write(*pending);
@@ -685,6 +687,9 @@ absl::Status Session::Start() {
   }
   // Same host over a Unix socket: the shared-memory side channel, if the
   // daemon offers it (silently the stream otherwise).
+  const char* predict_env = std::getenv("TENSORD_PREDICT_BACKWARD");
+  predict_backward_ =
+      options_.predict_backward && !(predict_env != nullptr && absl::string_view(predict_env) == "0");
   const char* shm_env = std::getenv("TENSORD_SHM");
   const bool shm_allowed = options_.shared_memory && !(shm_env != nullptr && absl::string_view(shm_env) == "0");
   if (shm_allowed && absl::StartsWith(address_, "unix:")) {
@@ -1340,6 +1345,49 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
   }
   return results;
 }
+
+absl::Status Session::SendPredictedBackward(const std::vector<Tensor>& roots,
+                                            const std::vector<std::optional<Tensor>>& grad_roots,
+                                            const std::vector<Tensor>& inputs, bool retain_graph,
+                                            std::vector<std::pair<std::shared_ptr<TensorImpl>, TensorMeta>> expect,
+                                            const CallSite& site) {
+  Impl& im = *impl_;
+  std::sort(expect.begin(), expect.end(), [](const auto& a, const auto& b) { return a.first->handle < b.first->handle; });
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    // Released leaves leave the daemon before its walk, so that it sets a
+    // .grad only where the client still holds the tensor, as predicted.
+    im.AppendReleasesLocked();
+    v1::Backward* b = im.pending->add_requests()->mutable_backward();
+    for (size_t i = 0; i < roots.size(); ++i) {
+      b->add_roots(roots[i].handle());
+      const bool given = i < grad_roots.size() && grad_roots[i].has_value() && grad_roots[i]->defined();
+      b->add_grad_roots(given ? grad_roots[i]->handle() : 0);
+    }
+    for (const Tensor& t : inputs) b->add_inputs(t.handle());
+    b->set_retain_graph(retain_graph);
+    b->set_accumulate(true);
+    b->set_allow_unused(true);
+    b->set_call_site(site.Text());
+    b->set_predicted(true);
+    for (const auto& [impl, meta] : expect) {
+      b->add_expect_grad_changed(impl->handle);
+      wire::ToProto(meta, b->add_expect_grad_metas());
+    }
+    ++im.stats.predicted_backwards;
+    TD_RETURN_IF_ERROR(im.FlushLocked());
+  }
+  for (auto& [impl, meta] : expect) {
+    impl->grad.reset();
+    impl->grad_pending = true;
+    impl->grad_meta = std::move(meta);
+    impl->grad_requires_grad = false;
+  }
+  return absl::OkStatus();
+}
+
+bool Session::predicts_backward() const { return predict_backward_; }
 
 void SetBackwardCallbackHandler(BackwardCallbackHandler handler) {
   HandlerSlot& slot = Handler();

@@ -674,6 +674,7 @@ py::dict StatsDict(const tc::Stats& s) {
   d["messages_sent"] = s.messages_sent;
   d["timed_flushes"] = s.timed_flushes;
   d["round_trips"] = s.round_trips;
+  d["predicted_backwards"] = s.predicted_backwards;
   d["uploads"] = s.uploads;
   d["releases"] = s.releases;
   d["shm_uploads"] = s.shm_uploads;

@@ -10,7 +10,7 @@ from . import _C
 
 __all__ = ["Session", "connect", "synchronize", "stats", "default_session"]
 
-_STAT_KEYS = ("ops_issued", "messages_sent", "timed_flushes", "round_trips", "uploads", "releases", "shm_uploads", "shm_fetches")
+_STAT_KEYS = ("ops_issued", "messages_sent", "timed_flushes", "round_trips", "predicted_backwards", "uploads", "releases", "shm_uploads", "shm_fetches")
 
 
 class Session:
@@ -68,7 +68,8 @@ class Session:
     def stats(self):
         """Client counters of this session: dict with ops_issued, messages_sent,
         timed_flushes (messages sent because a batch was flush_interval old),
-        round_trips (blocking waits for the daemon), uploads, releases, and
+        round_trips (blocking waits for the daemon), predicted_backwards
+        (backward() calls streamed without a wait), uploads, releases, and
         shm_uploads / shm_fetches (transfers that went through shared memory)."""
         return self._raw.stats()
 
@@ -145,7 +146,8 @@ def stats():
     """Counters of the default session as a dict: ops_issued (op calls streamed),
     messages_sent (stream messages), timed_flushes (of those, sent by the
     time flush), round_trips (blocking waits for the
-    daemon), uploads, releases; plus meta_ops (ops run in meta mode in this
+    daemon), predicted_backwards (backward() calls streamed without a wait),
+    uploads, releases; plus meta_ops (ops run in meta mode in this
     process). All zero when no session exists."""
     raw = _C.default_session()
     out = raw.stats() if raw is not None else {k: 0 for k in _STAT_KEYS}

@@ -463,7 +463,58 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
 
 // ------------------------------------------------------------------ backward
 
+bool Session::ExecutePredictedBackward(const v1::Backward& r) {
+  v1::Ack ack;  // filled as for an answered backward, then compared, never sent
+  bool stream_ok = true;
+  absl::Status s = r.accumulate() ? RunBackward(r, &ack, &stream_ok)
+                                  : RuntimeErr("backward: only backward() (accumulate) can be predicted, not grad()");
+  if (!stream_ok) return false;
+  if (s.ok()) {
+    // The client already gave these .grad tensors their metadata: a
+    // difference is a bug in its walk, which must not pass silently.
+    std::string diff;
+    if (ack.grad_changed_size() != r.expect_grad_changed_size() ||
+        r.expect_grad_metas_size() != r.expect_grad_changed_size()) {
+      diff = absl::StrCat(ack.grad_changed_size(), " tensors got a new .grad, the client expected ",
+                          r.expect_grad_changed_size());
+    }
+    for (int i = 0; diff.empty() && i < ack.grad_changed_size(); ++i) {
+      if (ack.grad_changed(i) != r.expect_grad_changed(i)) {
+        diff = absl::StrCat("handle ", ack.grad_changed(i), " got a new .grad, the client expected handle ",
+                            r.expect_grad_changed(i));
+      } else {
+        absl::StatusOr<TensorMeta> got = wire::FromProto(ack.grad_metas(i), "grad");
+        absl::StatusOr<TensorMeta> want = wire::FromProto(r.expect_grad_metas(i), "expected grad");
+        if (!want.ok()) {
+          diff = std::string(want.status().message());
+        } else if (!got.ok() || !(*got == *want)) {
+          diff = absl::StrCat("the new .grad of handle ", ack.grad_changed(i), " is ",
+                              got.ok() ? got->ToString() : "unreadable", ", the client expected ", want->ToString());
+        }
+      }
+    }
+    if (diff.empty()) return true;
+    s = InternalErr(absl::StrCat("backward: the client's prediction of the gradients differs from the daemon's: ",
+                                 diff, " (please report this; the .grad tensors hold this error)"));
+  }
+  // The error is the session's, reported at the next sync point; each .grad
+  // the client expects holds it too, so that what uses it fails with it.
+  std::shared_ptr<OpError> err = RecordError(std::move(s), "backward", 0, r.call_site());
+  for (int i = 0; i < r.expect_grad_changed_size() && i < r.expect_grad_metas_size(); ++i) {
+    Tensor* t = FindTensor(r.expect_grad_changed(i));
+    if (t == nullptr || t->ag == nullptr) continue;
+    auto failed = std::make_shared<Tensor>();
+    absl::StatusOr<TensorMeta> m = wire::FromProto(r.expect_grad_metas(i), "grad");
+    if (m.ok()) failed->meta = *std::move(m);
+    failed->error = err;
+    failed->ag = std::make_shared<AutogradMeta>();
+    t->ag->grad = std::move(failed);
+  }
+  return true;
+}
+
 bool Session::ExecuteBackward(const v1::Backward& r) {
+  if (r.predicted()) return ExecutePredictedBackward(r);
   v1::ServerMessage msg;
   v1::Ack* ack = msg.mutable_ack();
   ack->set_request_id(r.request_id());
@@ -828,6 +879,10 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
           break;
         }
         case Node::Kind::kFunction: {
+          if (r.predicted()) {
+            return RuntimeErr(absl::StrCat("backward: ", n->name, " is a user-defined Function, whose backward "
+                                           "runs in the client: this backward cannot be predicted"));
+          }
           TD_ASSIGN_OR_RETURN(in_grads, CallBack(*n, self, grads, create_graph, stream_ok));
           break;
         }

@@ -435,6 +435,91 @@ class TestBackward:
             np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+# ================================================================ predicted backward
+
+def _stats_delta(session, fn):
+    before = session.stats()
+    fn()
+    after = session.stats()
+    return {k: after[k] - before[k] for k in ("round_trips", "predicted_backwards")}
+
+
+class TestPredictedBackward:
+    """backward() streams without a round trip when the client can tell which
+    .grad the daemon sets (SessionOptions.predict_backward)."""
+
+    def test_an_mlp_backward_needs_no_round_trip_and_matches_torch(self, session):
+        a, w1, w2 = f64(8, 5), f64(5, 4, seed=1), f64(4, 3, seed=2)
+        x, p1, p2 = tensord.from_numpy(a), leaf(w1), leaf(w2.T)  # p2: a transposed array
+        loss = ((x @ p1).relu() @ p2.t()).log_softmax(1).sum()
+        session.synchronize()
+        assert _stats_delta(session, loss.backward) == {"round_trips": 0, "predicted_backwards": 1}
+        # The .grad metadata comes from the prediction: a transposed leaf's
+        # .grad keeps the leaf's strides, as PyTorch's AccumulateGrad.
+        assert p2.grad.shape == (3, 4) and p2.grad.stride() == p2.stride()
+        if torch is not None:
+            tx, t1, t2 = torch.from_numpy(a), torch.from_numpy(w1).requires_grad_(), torch.from_numpy(w2.T).requires_grad_()
+            ((tx @ t1).relu() @ t2.t()).log_softmax(1).sum().backward()
+            np.testing.assert_allclose(p1.grad.numpy(), t1.grad.numpy(), rtol=1e-12)
+            np.testing.assert_allclose(p2.grad.numpy(), t2.grad.numpy(), rtol=1e-12)
+        # A second backward accumulates into the .grad already there.
+        loss2 = (x @ p1).sum()
+        assert _stats_delta(session, loss2.backward) == {"round_trips": 0, "predicted_backwards": 1}
+        if torch is not None:
+            (tx @ t1).sum().backward()
+            np.testing.assert_allclose(p1.grad.numpy(), t1.grad.numpy(), rtol=1e-12)
+
+    def test_the_engine_errors_are_still_raised_by_backward(self, session):
+        x = leaf(f64(3))
+        y = x.exp()
+        loss = y.sum()
+        loss.backward()
+        with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+            loss.backward()
+        z = x.exp()
+        z.mul_(2)  # under grad mode: z is not a leaf
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.sum().backward()
+        session.synchronize()  # nothing left for the next sync point
+
+    def test_a_failure_only_the_daemon_sees_surfaces_at_the_next_sync_point(self, session):
+        x = leaf(f64(4))
+        y = x.gather(0, tensord.tensor([1, 7]))  # index 7 is out of range: the daemon finds out
+        y.sum().backward()                       # streamed: returns
+        with pytest.raises(RuntimeError, match="out of bounds|out of range"):
+            x.grad.numpy()
+        with pytest.raises(RuntimeError):
+            session.synchronize()
+        x.grad = None
+        (x * 2).sum().backward()                 # the session goes on
+        np.testing.assert_allclose(x.grad.numpy(), np.full(4, 2.0))
+
+    def test_graphs_it_cannot_predict_wait_for_the_daemon(self, session):
+        x = leaf(f64(3))
+        y = x * 2
+        y.retain_grad()  # a retained .grad takes the gradient's layout: only the daemon knows it
+        assert _stats_delta(session, (y * y).sum().backward)["round_trips"] == 1
+        np.testing.assert_allclose(y.grad.numpy(), 2 * y.detach().numpy())
+        z = Exp.apply(x)  # a Python backward runs in this client
+        assert _stats_delta(session, z.sum().backward)["round_trips"] == 1
+        g = x.grad.detach().numpy().copy()
+        (x * x).sum().backward(create_graph=True)
+        assert x.grad.requires_grad
+        np.testing.assert_allclose(x.grad.detach().numpy(), g + 2 * x.detach().numpy())
+
+    def test_prediction_can_be_turned_off(self, daemon, monkeypatch):
+        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", "0")
+        s = tensord.connect(daemon.address, set_default=False)
+        try:
+            with s:
+                x = leaf(f64(3))
+                loss = (x * x).sum()
+                assert _stats_delta(s, loss.backward) == {"round_trips": 1, "predicted_backwards": 0}
+                np.testing.assert_allclose(x.grad.numpy(), 2 * f64(3))
+        finally:
+            s.close()
+
+
 # ================================================================ Function
 
 class Exp(Function):

@@ -32,6 +32,12 @@ v1::Request Rec(v1::Request r) {
   r.mutable_call()->set_record_grad(true);
   return r;
 }
+v1::Request SetGradReq(uint64_t h, uint64_t grad) {
+  v1::Request r;
+  r.mutable_set_grad()->set_handle(h);
+  r.mutable_set_grad()->set_grad(grad);
+  return r;
+}
 v1::Request GetGradReq(uint64_t h, uint64_t out) {
   v1::Request r;
   r.mutable_get_grad()->set_handle(h);
@@ -334,6 +340,74 @@ TEST_F(AutogradTest, ASecondBackwardThroughAFreedGraphFailsUnlessRetained) {
   ASSERT_EQ(ack.errors_size(), 1);
   EXPECT_THAT(ack.errors(0).message(), HasSubstr("Trying to backward through the graph a second time"));
   EXPECT_THAT(Grad(s, 1), ::testing::ElementsAre(4, 8));
+}
+
+// A predicted backward (Backward.predicted): the client says which .grad the
+// daemon will set; nothing is answered; a failure or a wrong prediction is an
+// error at the next sync point, held by the expected .grad tensors.
+v1::Request PredictedBackwardReq(std::vector<uint64_t> roots, std::vector<uint64_t> expect, bool retain_graph = false) {
+  v1::Request r = BackwardReq(0, {.roots = std::move(roots), .retain_graph = retain_graph, .allow_unused = true});
+  r.mutable_backward()->set_predicted(true);
+  for (uint64_t h : expect) {
+    r.mutable_backward()->add_expect_grad_changed(h);
+    *r.mutable_backward()->add_expect_grad_metas() = MetaProto({3}, kF64);
+  }
+  return r;
+}
+
+TEST_F(AutogradTest, APredictedBackwardIsNotAnsweredAndSetsTheExpectedGrads) {
+  RawSession s(stub_.get());
+  s.Upload<double>(1, {3}, kF64, {1, 2, 3});
+  s.Upload<double>(2, {3}, kF64, {4, 5, 6});
+  s.Send(RequiresGrad({1, 2}));
+  s.Send(Rec(Call(1, "mul.Tensor", {T(1), T(2)}, {3})));
+  s.Send(Rec(Call(2, "sum", {T(3), None(), B(false), None()}, {4})));
+  s.Send(PredictedBackwardReq({4}, {1, 2}));
+  // The Sync's Ack is the next message: the backward wrote none.
+  NoErrors(s.Sync());
+  EXPECT_THAT(Grad(s, 1), ::testing::ElementsAre(4, 5, 6));
+  EXPECT_THAT(Grad(s, 2), ::testing::ElementsAre(1, 2, 3));
+}
+
+TEST_F(AutogradTest, AWrongPredictionIsAnErrorAtTheNextSyncAndTheGradHoldsIt) {
+  RawSession s(stub_.get());
+  s.Upload<double>(1, {3}, kF64, {1, 2, 3});
+  s.Upload<double>(2, {3}, kF64, {4, 5, 6});
+  s.Send(RequiresGrad({1, 2}));
+  s.Send(Rec(Call(1, "mul.Tensor", {T(1), T(2)}, {3})));
+  s.Send(Rec(Call(2, "sum", {T(3), None(), B(false), None()}, {4})));
+  s.Send(PredictedBackwardReq({4}, {1}));  // handle 2 gets a .grad too
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].op(), "backward");
+  EXPECT_THAT(errors[0].message(), HasSubstr("2 tensors got a new .grad, the client expected 1"));
+  s.Send(GetGradReq(1, 50));
+  FetchResult f = s.Fetch(50);
+  EXPECT_FALSE(f.ok);
+  EXPECT_THAT(f.error.message(), HasSubstr("prediction of the gradients differs"));
+  // The session goes on.
+  s.Send(Rec(Call(3, "sum", {T(1), None(), B(false), None()}, {5})));
+  EXPECT_THAT(s.FetchValues<double>(5), ::testing::ElementsAre(6));
+}
+
+TEST_F(AutogradTest, AFailedPredictedBackwardFailsTheExpectedGrads) {
+  RawSession s(stub_.get());
+  s.Upload<double>(1, {3}, kF64, {1, 2, 3});
+  s.Send(RequiresGrad({1}));
+  s.Send(Rec(Call(1, "mul.Tensor", {T(1), T(1)}, {2})));
+  s.Send(Rec(Call(2, "sum", {T(2), None(), B(false), None()}, {3})));
+  s.Send(PredictedBackwardReq({3}, {1}));
+  NoErrors(s.Sync());
+  s.Send(SetGradReq(1, 0));                // .grad = None
+  s.Send(PredictedBackwardReq({3}, {1}));  // through the freed graph
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("Trying to backward through the graph a second time"));
+  EXPECT_EQ(errors[0].call_site(), "test.py:9");
+  s.Send(GetGradReq(1, 51));
+  FetchResult f = s.Fetch(51);
+  EXPECT_FALSE(f.ok);
+  EXPECT_THAT(f.error.message(), HasSubstr("Trying to backward through the graph a second time"));
 }
 
 TEST_F(AutogradTest, RootErrors) {

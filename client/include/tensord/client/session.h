@@ -55,6 +55,13 @@ struct SessionOptions {
   // for reuse, total at most `shm_pool_bytes`.
   bool shared_memory = true;
   size_t shm_pool_bytes = size_t{1} << 30;
+  // backward() without a round trip: when the client can tell from its mirror
+  // of the graph which .grad the daemon will set (no user-defined Function,
+  // no retain_grad() tensor, leaf inputs only, no create_graph), it streams
+  // the backward like an op and goes on; a daemon-side failure is reported at
+  // the next sync point. False, or $TENSORD_PREDICT_BACKWARD=0, waits for
+  // every backward.
+  bool predict_backward = true;
   // Embedded daemon: the binary (empty: $TENSORD_BIN, else the build's bin/
   // directory, else `tensord` on PATH).
   std::string daemon_binary;
@@ -68,6 +75,7 @@ struct Stats {
   int64_t messages_sent = 0;  // ClientMessages written on the stream
   int64_t timed_flushes = 0;  // of which sent because the batch's first request was flush_interval_us old
   int64_t round_trips = 0;    // blocking waits for the daemon
+  int64_t predicted_backwards = 0;  // backward() calls streamed without waiting (predict_backward)
   int64_t releases = 0;       // handles released
   int64_t shm_uploads = 0;    // uploads through shared memory
   int64_t shm_fetches = 0;    // fetches through shared memory
@@ -154,6 +162,17 @@ class Session : public std::enable_shared_from_this<Session> {
       const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grad_roots,
       const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph, bool accumulate, bool allow_unused,
       const CallSite& site);
+  // A predicted backward (SessionOptions::predict_backward): streamed, not
+  // waited for. `expect` holds the tensors whose .grad the daemon will set,
+  // with its metadata, by the client's walk of the graph; they get a pending
+  // .grad of that metadata now. The batch is sent, so the daemon starts on
+  // the forward and backward while the caller goes on.
+  absl::Status SendPredictedBackward(const std::vector<Tensor>& roots,
+                                     const std::vector<std::optional<Tensor>>& grad_roots,
+                                     const std::vector<Tensor>& inputs, bool retain_graph,
+                                     std::vector<std::pair<std::shared_ptr<TensorImpl>, TensorMeta>> expect,
+                                     const CallSite& site);
+  bool predicts_backward() const;
   // Tensors whose .grad the daemon may set (leaves that require grad,
   // retain_grad() tensors, backward inputs): their handle maps to their impl
   // so a backward's Ack can invalidate the cached .grad.
@@ -182,6 +201,7 @@ class Session : public std::enable_shared_from_this<Session> {
   absl::Status Start();
 
   SessionOptions options_;
+  bool predict_backward_ = true;  // options_.predict_backward and $TENSORD_PREDICT_BACKWARD
   std::string address_;
   uint64_t session_id_ = 0;
   DaemonInfo daemon_info_;

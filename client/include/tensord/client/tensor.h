@@ -112,6 +112,9 @@ struct GradNode {
   // first (AccumulateGrad nodes: the largest value, ahead of all).
   uint64_t seq = 0;
   bool is_accumulate = false;
+  // A gradient computed with create_graph: the daemon's engine recorded its
+  // graph, which the client does not mirror (its backward waits for the daemon).
+  bool opaque = false;
 
   // ---- meta mode: the client runs backward on meta graphs itself ---------
   // The saved tensors this node's backward reads, in order (the op's

@@ -184,6 +184,9 @@ class Session {
   void ExecuteGetGrad(const v1::GetGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRecordFunction(const v1::RecordFunction& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteBackward(const v1::Backward& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A predicted backward (Backward.predicted): runs it, checks the client's
+  // prediction, answers nothing; errors become the session's.
+  bool ExecutePredictedBackward(const v1::Backward& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The engine; fills `ack`'s autograd fields. Returns the backward's error.
   absl::Status RunBackward(const v1::Backward& r, v1::Ack* ack, bool* stream_ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Calls a Python function node back: unpacks its saved tensors (version
