@@ -363,7 +363,7 @@ absl::Status Tensor::RetainGrad(CallSite site) {
   if (!requires_grad()) return RuntimeErr("can't retain_grad on Tensor that has requires_grad=False");
   if (is_leaf() || impl_->retains_grad) return absl::OkStatus();
   impl_->retains_grad = true;
-  impl_->grad_fn->retained.emplace_back(impl_->output_nr, impl_);  // the client's walk sees it (Predictable)
+  impl_->grad_fn->retained.emplace_back(impl_->output_nr, impl_);  // the client's walk sees it
   if (is_meta() || session() == nullptr) return absl::OkStatus();
   TD_RETURN_IF_ERROR(session()->SendRetainGrad(handle()));
   session()->RegisterGradTarget(impl_);
