@@ -90,8 +90,13 @@ absl::Status GrpcError(absl::string_view what, const std::string& address, const
 }
 
 // Batches of up to batch_limit small requests fit in the first block or two.
-google::protobuf::ArenaOptions ArenaOptionsForBatches() {
+// The first block (`initial_block`, kBatchArenaBytes) belongs to the session
+// and stays across resets: a batch that fits costs no malloc and free of it.
+constexpr size_t kBatchArenaBytes = 64 << 10;
+google::protobuf::ArenaOptions ArenaOptionsForBatches(char* initial_block) {
   google::protobuf::ArenaOptions o;
+  o.initial_block = initial_block;
+  o.initial_block_size = kBatchArenaBytes;
   o.start_block_size = 64 << 10;
   o.max_block_size = 1 << 20;
   return o;
@@ -117,7 +122,8 @@ struct Session::Impl {
   // The batch is built on an arena that is reset after each flush: a
   // streamed op costs bump allocations, not a malloc and a free for each
   // of its messages and strings.
-  google::protobuf::Arena arena ABSL_GUARDED_BY(mu){ArenaOptionsForBatches()};
+  std::unique_ptr<char[]> arena_block{new char[kBatchArenaBytes]};  // declared first: outlives `arena`
+  google::protobuf::Arena arena ABSL_GUARDED_BY(mu){ArenaOptionsForBatches(arena_block.get())};
   v1::ClientMessage* pending ABSL_GUARDED_BY(mu) = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
   uint64_t next_handle ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_call_id ABSL_GUARDED_BY(mu) = 1;
