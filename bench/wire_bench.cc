@@ -28,12 +28,16 @@
 // name, unit, ours, peer, peer_name, ratio (ours / peer), target (as
 // bench/py_bench.py writes them) plus transport, repeats and where the CPU
 // time went: figure 2 rows give CPU microseconds per round trip of each side
-// (client_cpu_us, daemon_cpu_us, peer_client_cpu_us, peer_server_cpu_us),
-// figure 3 rows the CPU share (CPU seconds / wall seconds) of the client and
+// (client_cpu_us, daemon_cpu_us, peer_client_cpu_us, peer_server_cpu_us;
+// the server's from /proc/PID/task/*/schedstat, in nanoseconds) and the
+// voluntary context switches per round trip of each process, all threads
+// (client_switches, daemon_switches, peer_client_switches,
+// peer_server_switches: how often a thread blocked and was woken), figure 3 rows the CPU share (CPU seconds / wall seconds) of the client and
 // of the daemon during the transfers (client_cpu_share, daemon_cpu_share).
 // Exit status 1 with a message on stderr when the daemon cannot be started
 // or a client call fails. --quick: fewer repeats and no 256 MiB case (a smoke
 // run, seconds).
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -58,6 +62,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "tensord/client/client.h"
 #include "tensord_bench/echo.grpc.pb.h"
@@ -106,9 +111,29 @@ double SelfCpuSeconds() {
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// CPU seconds (user + system) used so far by process `pid`, all threads
-// (/proc/PID/stat fields 14 and 15, in clock ticks); 0 when unreadable.
+// CPU seconds used so far by process `pid`, all threads: the sum of
+// /proc/PID/task/*/schedstat (nanoseconds on the CPU), else /proc/PID/stat
+// fields 14 and 15 (user + system, in clock ticks, 10 ms here: too coarse for
+// a few hundred round trips); 0 when unreadable.
 double ProcCpuSeconds(pid_t pid) {
+  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
+  if (DIR* d = opendir(task_dir.c_str()); d != nullptr) {
+    double ns = 0;
+    bool any = false;
+    while (const dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      FILE* f = std::fopen(absl::StrCat(task_dir, "/", e->d_name, "/schedstat").c_str(), "r");
+      if (f == nullptr) continue;  // the thread ended meanwhile
+      unsigned long long on_cpu = 0;
+      if (std::fscanf(f, "%llu", &on_cpu) == 1) {
+        ns += static_cast<double>(on_cpu);
+        any = true;
+      }
+      std::fclose(f);
+    }
+    closedir(d);
+    if (any) return ns * 1e-9;
+  }
   FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
   if (f == nullptr) return 0.0;
   char buf[1024];
@@ -123,10 +148,36 @@ double ProcCpuSeconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// CPU seconds of this process and of a server process, sampled together.
+// Voluntary context switches (a thread blocked and later woke) so far of
+// process `pid`, all threads alive now (/proc/PID/task/*/status); 0 when
+// unreadable.
+double ProcSwitches(pid_t pid) {
+  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = opendir(task_dir.c_str());
+  if (d == nullptr) return 0.0;
+  double n = 0;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    FILE* f = std::fopen(absl::StrCat(task_dir, "/", e->d_name, "/status").c_str(), "r");
+    if (f == nullptr) continue;
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      unsigned long long v = 0;
+      if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) n += static_cast<double>(v);
+    }
+    std::fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+// CPU seconds and voluntary context switches of this process and of a
+// server process, sampled together.
 struct CpuMark {
-  double client, server;
-  static CpuMark Now(pid_t server) { return {SelfCpuSeconds(), ProcCpuSeconds(server)}; }
+  double client, server, client_switches, server_switches;
+  static CpuMark Now(pid_t server) {
+    return {SelfCpuSeconds(), ProcCpuSeconds(server), ProcSwitches(getpid()), ProcSwitches(server)};
+  }
 };
 
 // A child process whose stdout is a pipe we read its ready line from. The
@@ -379,6 +430,7 @@ Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t 
   }
   std::vector<double> ours, peer;
   double cpu[4] = {0, 0, 0, 0};  // tensord client, daemon, echo client, echo server
+  double sw[4] = {0, 0, 0, 0};   // their voluntary context switches
   const int blocks = 4;
   for (int blk = 0; blk < blocks; ++blk) {
     CpuMark m0 = CpuMark::Now(daemon_pid);
@@ -390,6 +442,8 @@ Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t 
     CpuMark m1 = CpuMark::Now(daemon_pid);
     cpu[0] += m1.client - m0.client;
     cpu[1] += m1.server - m0.server;
+    sw[0] += m1.client_switches - m0.client_switches;
+    sw[1] += m1.server_switches - m0.server_switches;
     m0 = CpuMark::Now(echo_pid);
     for (int i = 0; i < n / blocks; ++i) {
       const auto t0 = Clock::now();
@@ -399,6 +453,8 @@ Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t 
     m1 = CpuMark::Now(echo_pid);
     cpu[2] += m1.client - m0.client;
     cpu[3] += m1.server - m0.server;
+    sw[2] += m1.client_switches - m0.client_switches;
+    sw[3] += m1.server_switches - m0.server_switches;
   }
   const double per = 1e6 / static_cast<double>(ours.size());
   Check(s->Close(), "close session");
@@ -412,7 +468,11 @@ Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t 
              {{"client_cpu_us", cpu[0] * per},
               {"daemon_cpu_us", cpu[1] * per},
               {"peer_client_cpu_us", cpu[2] * per},
-              {"peer_server_cpu_us", cpu[3] * per}}};
+              {"peer_server_cpu_us", cpu[3] * per},
+              {"client_switches", sw[0] / static_cast<double>(ours.size())},
+              {"daemon_switches", sw[1] / static_cast<double>(ours.size())},
+              {"peer_client_switches", sw[2] / static_cast<double>(ours.size())},
+              {"peer_server_switches", sw[3] / static_cast<double>(ours.size())}}};
 }
 
 // ---------------------------------------------------------------- figure 3
@@ -527,6 +587,11 @@ void Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As in the daemon and the Python module: Debian's abseil is built without
+  // NDEBUG, so every Mutex acquisition (ours and gRPC's) would also record
+  // lock order in a global graph. Both peers of figure 2 run in this process
+  // (and the echo server is this binary too), so both go without it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string json_path, daemon_bin;
   bool quick = false;
   std::set<int> only = {2, 3};

@@ -533,6 +533,35 @@ TEST_F(WithDaemon, AnOpenBatchIsSentByTheTimeFlush) {
   EXPECT_DOUBLE_EQ(v.to_double(), 20.0);
 }
 
+TEST_F(WithDaemon, ABatchOpenedWhileTheFlusherWaitsIsStillSent) {
+  // The flusher is woken only by a batch that opens while it is idle. Here
+  // the first batch wakes it and goes out with a sync point before its
+  // deadline; the second opens while the flusher still sleeps until the
+  // first one's deadline, so nothing wakes it: it must find the second batch
+  // then and send it when that one is due. Polls with a generous deadline;
+  // no timing threshold.
+  guard_.reset();
+  session_->Close().IgnoreError();
+  tc::SessionOptions o;
+  o.flush_interval_us = 1000000;
+  ASSERT_OK_AND_ASSIGN(session_, tc::Session::Connect((*daemon_)->address(), o));
+  guard_ = std::make_unique<tc::SessionGuard>(session_);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({4}));  // opens a batch: wakes the idle flusher
+  absl::SleepFor(absl::Milliseconds(100));            // lets it go to sleep until the deadline
+  ASSERT_TRUE(session_->Synchronize().ok());          // sends the batch (normally) before then
+  ASSERT_OK_AND_ASSIGN(x, tc::Call1("add", {x, 1}));  // opens the next one: no wake-up
+  // Only the time flush can send this batch now (no sync point, not full).
+  const int64_t sent = session_->stats().messages_sent;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (session_->stats().messages_sent == sent && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  const tc::Stats st = session_->stats();
+  EXPECT_EQ(st.messages_sent, sent + 1);
+  EXPECT_GE(st.timed_flushes, 1);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(x));
+  ASSERT_OK_AND_ASSIGN(tensord::Scalar v, s.Item());
+  EXPECT_DOUBLE_EQ(v.to_double(), 4.0);
+}
+
 TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {
   ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3, 4}, {2, 2}));
   ASSERT_OK_AND_ASSIGN(tc::Tensor bad_index, tc::FromVector(std::vector<int64_t>{0, 7, 1, 0}, {2, 2}));
