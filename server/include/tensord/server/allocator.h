@@ -188,13 +188,19 @@ class Storage {
 
  private:
   friend class MemoryAccount;
-  Storage(char* data, int64_t nbytes, size_t mapped_bytes, std::shared_ptr<MemoryAccount> account)
-      : data_(data), nbytes_(nbytes), mapped_bytes_(mapped_bytes), account_(std::move(account)), id_(NextId()) {}
+  Storage(char* data, void* heap_block, int64_t nbytes, size_t mapped_bytes, std::shared_ptr<MemoryAccount> account)
+      : data_(data),
+        heap_block_(heap_block),
+        nbytes_(nbytes),
+        mapped_bytes_(mapped_bytes),
+        account_(std::move(account)),
+        id_(NextId()) {}
   static uint64_t NextId();
 
   char* data_;
+  void* heap_block_;     // unmapped storages: the malloc'd block that data_ lies in (64 bytes in at most)
   int64_t nbytes_;
-  size_t mapped_bytes_;  // > 0: mapped, returned to the allocator's cache; else from aligned_alloc
+  size_t mapped_bytes_;  // > 0: mapped, returned to the allocator's cache; else heap_block_ is
   std::shared_ptr<MemoryAccount> account_;
   uint64_t version_ = 0;  // guarded by the owning session's mutex
   uint64_t id_;
