@@ -136,6 +136,20 @@ absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op, Me
   }
 }
 
+// The op's "name.overload" (what errors and the allocator's labels name),
+// built once per op of the process-wide table rather than on every call;
+// an entry of another table (tests build their own) is named in `scratch`.
+const std::string& FullName(const OpEntry& op, std::string& scratch) {
+  static const std::vector<std::string>* names = [] {
+    auto* v = new std::vector<std::string>;
+    for (const OpEntry& e : OpTable::Get().entries()) v->push_back(e.full_name());
+    return v;
+  }();
+  if (op.id < names->size() && &OpTable::Get().at(op.id) == &op) return (*names)[op.id];
+  scratch = op.full_name();
+  return scratch;
+}
+
 }  // namespace
 
 
@@ -430,7 +444,9 @@ std::shared_ptr<OpError> Session::AbandonUpload(uint64_t handle, absl::string_vi
 void Session::ExecuteCall(const v1::OpCall& call) {
   const OpTable& table = OpTable::Get();
   const OpEntry* op = call.op_id() < table.size() ? &table.at(call.op_id()) : nullptr;
-  const std::string op_name = op != nullptr ? op->full_name() : absl::StrCat("op ", call.op_id());
+  std::string name_scratch;
+  if (op == nullptr) name_scratch = absl::StrCat("op ", call.op_id());
+  const std::string& op_name = op != nullptr ? FullName(*op, name_scratch) : name_scratch;
   const int n_out = call.outputs_size();
   // A return that is a written argument (an in-place op's self, the
   // moments of _fused_adam_): the client names it with handle 0 (no new
@@ -545,7 +561,8 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::v
                                                      std::vector<TensorMeta>* metas_on_failure) {
   const OpEntry* op = &opr;
   const OpTable& table = OpTable::Get();
-  const std::string op_name = op->full_name();
+  std::string name_scratch;
+  const std::string& op_name = FullName(*op, name_scratch);
   const FunctionSchema& schema = op->schema;
   const bool inplace = op->is_inplace();
   std::vector<Tensor> outs;
