@@ -830,7 +830,10 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     return 0;
   };
   auto written = [&](size_t i) { return i < write_results.size() && write_results[i].has_value(); };
-  const std::string site_text = site.Text();  // may run Python (the binding's deferred site): not under mu
+  // The op's caller resolved the site (Produce): its text, without a copy;
+  // else built here from file:line (Text never runs a Source's Python).
+  std::string built_site;
+  const std::string& site_text = !site.text.empty() || site.file == nullptr ? site.text : (built_site = site.Text());
 
   Impl& im = *impl_;
   absl::InlinedVector<uint64_t, 2> handles(outputs.size());

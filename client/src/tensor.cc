@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/client/ops.h"
 #include "tensord/client/session.h"
@@ -18,7 +21,21 @@ void CallSite::Resolve() {
     text = source->Materialize();
     source = nullptr;
   } else if (text.empty() && file != nullptr) {
-    text = Text();
+    // A program calls ops from a few lines, over and over: each file:line's
+    // text is built once per thread (the file name is compared, not just its
+    // pointer, so a reused buffer cannot name the wrong file).
+    struct Built {
+      std::string file;
+      std::string text;
+    };
+    thread_local absl::flat_hash_map<std::pair<const char*, int>, Built> built;
+    if (built.size() >= 4096) built.clear();
+    Built& b = built[{file, line}];
+    if (b.text.empty() || b.file != file) {
+      b.file = file;
+      b.text = Text();
+    }
+    text = b.text;
   }
 }
 
