@@ -507,8 +507,8 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   }
 
   // Decode the arguments; tensors are resolved in this session's table only.
-  std::vector<Tensor*> inputs;
-  inputs.reserve(schema.arguments.size());
+  std::vector<Tensor*>& inputs = call_inputs_;
+  inputs.clear();
   std::shared_ptr<OpError> input_error;
   std::vector<uint64_t> interrupted;
   auto resolve = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
@@ -529,8 +529,8 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const std::function<absl::StatusOr<const TensorMeta*>(uint64_t)> lookup = [r = &resolve](uint64_t h) {
     return (*r)(h);
   };
-  std::vector<Value> args;
-  args.reserve(schema.arguments.size());
+  std::vector<Value>& args = call_args_;
+  args.clear();
   for (size_t i = 0; i < schema.arguments.size(); ++i) {
     absl::StatusOr<Value> v = wire::DecodeValue(op_name, schema.arguments[i], call.args(static_cast<int>(i)), lookup);
     if (!v.ok()) {
@@ -543,8 +543,9 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   // A failed input fails the outputs with the original error, without running.
   if (input_error != nullptr) return mark_failed(input_error);
 
-  absl::StatusOr<std::vector<Tensor>> outs = Dispatch(*op, std::move(args), inputs, call.record_grad(), &metas);
+  absl::StatusOr<std::vector<Tensor>> outs = Dispatch(*op, args, inputs, call.record_grad(), &metas);
   inputs.clear();
+  args.clear();
   if (!outs.ok()) return fail(outs.status());
   if (list_return && outs->size() != static_cast<size_t>(n_out)) {
     // The client names one handle per view its meta function predicted.
@@ -556,7 +557,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   }
 }
 
-absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, std::vector<Value> args,
+absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const std::vector<Value>& args,
                                                      const std::vector<Tensor*>& inputs, bool record,
                                                      std::vector<TensorMeta>* metas_on_failure) {
   const OpEntry* op = &opr;

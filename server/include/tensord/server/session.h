@@ -165,7 +165,7 @@ class Session {
   // Returns the outputs (one per schema return), or the error.
   // On failure, `metas_on_failure` (when given) receives the output metas
   // computed before the failure.
-  absl::StatusOr<std::vector<Tensor>> Dispatch(const OpEntry& op, std::vector<Value> args,
+  absl::StatusOr<std::vector<Tensor>> Dispatch(const OpEntry& op, const std::vector<Value>& args,
                                               const std::vector<Tensor*>& inputs, bool record,
                                               std::vector<TensorMeta>* metas_on_failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -253,6 +253,10 @@ class Session {
   Generator generator_ ABSL_GUARDED_BY(mu_);
   // Results of the meta functions that validate each op, by call metadata.
   const std::unique_ptr<MetaCache> meta_cache_ ABSL_GUARDED_BY(mu_);
+  // ExecuteCall's decoded arguments and input tensors, kept between calls so
+  // that an op allocates no vectors for them (ExecuteCall never nests).
+  std::vector<Value> call_args_ ABSL_GUARDED_BY(mu_);
+  std::vector<Tensor*> call_inputs_ ABSL_GUARDED_BY(mu_);
 
   // The stream's writer and reader while a message executes; the message
   // being executed (requests run in place, never copied) and its next
