@@ -128,6 +128,8 @@ struct Session::Impl {
   uint64_t next_handle ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_call_id ABSL_GUARDED_BY(mu) = 1;
   uint64_t next_request_id ABSL_GUARDED_BY(mu) = 1;
+  // Call sites interned on this stream (OpCall.call_site_id), by text.
+  absl::flat_hash_map<std::string, uint32_t> call_site_ids ABSL_GUARDED_BY(mu);
   Stats stats ABSL_GUARDED_BY(mu);
   absl::Status write_error ABSL_GUARDED_BY(mu);
   // The time flush: when the pending batch got its first request.
@@ -851,7 +853,17 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
       }
     }
     call->set_op_id(op.id);
-    call->set_call_site(site_text);
+    // Interned: each site's text travels once per stream, then its id.
+    if (auto it = im.call_site_ids.find(site_text); it != im.call_site_ids.end()) {
+      call->set_call_site_id(it->second);
+    } else {
+      call->set_call_site(site_text);
+      if (im.call_site_ids.size() < wire::kMaxCallSiteIds) {
+        const uint32_t id = static_cast<uint32_t>(im.call_site_ids.size()) + 1;
+        im.call_site_ids.emplace(site_text, id);
+        call->set_call_site_id(id);
+      }
+    }
     call->set_record_grad(record_grad);
     call->set_call_id(im.next_call_id++);
     for (size_t i = 0; i < handles.size(); ++i) {

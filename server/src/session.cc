@@ -447,6 +447,20 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   std::string name_scratch;
   if (op == nullptr) name_scratch = absl::StrCat("op ", call.op_id());
   const std::string& op_name = op != nullptr ? FullName(*op, name_scratch) : name_scratch;
+  // An interned call site is defined once (its text then travels no more)
+  // and looked up only for an error.
+  const uint32_t site_id = call.call_site_id();
+  if (site_id != 0 && !call.call_site().empty() && site_id <= wire::kMaxCallSiteIds) {
+    if (site_id == call_sites_.size() + 1) {
+      call_sites_.push_back(call.call_site());
+    } else if (site_id <= call_sites_.size()) {
+      call_sites_[site_id - 1] = call.call_site();
+    }
+  }
+  auto call_site = [&]() -> std::string {
+    if (site_id == 0 || !call.call_site().empty()) return call.call_site();
+    return site_id <= call_sites_.size() ? call_sites_[site_id - 1] : std::string();
+  };
   const int n_out = call.outputs_size();
   // A return that is a written argument (an in-place op's self, the
   // moments of _fused_adam_): the client names it with handle 0 (no new
@@ -487,7 +501,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     }
   };
   auto fail = [&](absl::Status s) {
-    mark_failed(RecordError(std::move(s), op_name, call.call_id(), call.call_site()));
+    mark_failed(RecordError(std::move(s), op_name, call.call_id(), call_site()));
   };
 
   if (!handle_status.ok()) return fail(handle_status);

@@ -386,6 +386,39 @@ TEST_F(ServiceTest, SessionMemoryLimitGivesAMemoryErrorNamingTheOp) {
   EXPECT_TRUE(other.Sync().empty());
 }
 
+// OpCall.call_site_id: a site defined once is named by its id in later
+// messages; an id never defined (or defined out of order) names none.
+TEST_F(ServiceTest, InternedCallSitesNameTheSiteDefinedForTheirId) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});
+  s.Upload<float>(2, {4, 2}, ScalarType::kFloat32, std::vector<float>(8, 1.0f));
+  auto id = [](v1::Request r, uint32_t k, bool keep_text) {
+    if (!keep_text) r.mutable_call()->clear_call_site();
+    r.mutable_call()->set_call_site_id(k);
+    return r;
+  };
+  s.Send({id(Call(50, "neg", {T(1)}, {3}, "loop.py:7"), 1, true),     // defines 1
+          id(Call(51, "neg", {T(1)}, {4}, "loop.py:8"), 2, true),     // defines 2
+          id(Call(52, "neg", {T(1)}, {5}, "skip.py:1"), 4, true)});   // out of order: ignored
+  s.Send(id(Call(53, "mm", {T(3), T(2)}, {6}), 1, false));            // a later message
+  std::vector<v1::Error> errors = s.Sync();
+  ExpectOneError(errors, "mm");
+  EXPECT_EQ(errors[0].call_id(), 53u);
+  EXPECT_EQ(errors[0].call_site(), "loop.py:7");
+  s.Send(id(Call(54, "mm", {T(4), T(2)}, {7}), 2, false));
+  errors = s.Sync();
+  ExpectOneError(errors, "mm");
+  EXPECT_EQ(errors[0].call_site(), "loop.py:8");
+  s.Send(id(Call(55, "mm", {T(5), T(2)}, {8}), 4, false));  // never defined
+  errors = s.Sync();
+  ExpectOneError(errors, "mm");
+  EXPECT_EQ(errors[0].call_site(), "");
+  s.Send(id(Call(56, "mm", {T(5), T(2)}, {9}, "direct.py:3"), 2, true));  // redefines 2
+  errors = s.Sync();
+  ExpectOneError(errors, "mm");
+  EXPECT_EQ(errors[0].call_site(), "direct.py:3");
+}
+
 TEST_F(ServiceTest, FailedOpsPropagateTheOriginalErrorWithoutRunning) {
   RawSession s(stub_.get());
   s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});

@@ -257,6 +257,8 @@ class Session {
   // that an op allocates no vectors for them (ExecuteCall never nests).
   std::vector<Value> call_args_ ABSL_GUARDED_BY(mu_);
   std::vector<Tensor*> call_inputs_ ABSL_GUARDED_BY(mu_);
+  // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
+  std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
 
   // The stream's writer and reader while a message executes; the message
   // being executed (requests run in place, never copied) and its next

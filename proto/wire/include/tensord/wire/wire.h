@@ -20,7 +20,11 @@
 
 namespace tensord::wire {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: OpCall.call_site_id (interned call sites; a version-1 daemon would
+// drop the sites of a version-2 client from its errors).
+inline constexpr uint32_t kProtocolVersion = 2;
+// The most call sites one stream may intern (OpCall.call_site_id).
+inline constexpr uint32_t kMaxCallSiteIds = 65536;
 
 void ToProto(const TensorMeta& m, v1::TensorMetaProto* out);
 // Decodes and validates (TensorMeta::Validate) a peer's metadata.
