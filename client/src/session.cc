@@ -28,6 +28,7 @@
 #include "tensord/client/autograd.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/wire.h"
 
@@ -106,7 +107,11 @@ struct Session::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Tensord::Stub> stub;
   std::unique_ptr<grpc::ClientContext> stream_ctx;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>> stream;
+  // The session stream writes byte buffers: batches are serialized by
+  // protobuf (FlushLocked), upload chunks are encoded around the caller's
+  // memory without copying it (wire::EncodeUploadChunk).
+  std::string stream_method;  // "/tensord.v1.Tensord/Stream", named by the RpcMethod
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, v1::ServerMessage>> stream;
   std::string token;
   internal::EmbeddedDaemon daemon;
   std::atomic<bool> closed{false};
@@ -194,7 +199,7 @@ struct Session::Impl {
     }
     if (pending->requests_size() == 0) return absl::OkStatus();
     batch_open = false;
-    const bool ok = stream->Write(*pending);
+    const bool ok = WriteMessage(*pending);
     ++stats.messages_sent;
     arena.Reset();
     pending = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
@@ -203,6 +208,14 @@ struct Session::Impl {
       return write_error;
     }
     return absl::OkStatus();
+  }
+
+  // Serializes `m` (as the generated stub would) and writes it.
+  bool WriteMessage(const v1::ClientMessage& m) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return stream->Write(bb);
   }
 
   absl::Status MaybeFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -695,11 +708,17 @@ absl::Status Session::Start() {
     if (pool.ok()) im.shm = *std::move(pool);
   }
   im.stream_ctx = std::make_unique<grpc::ClientContext>();
-  im.stream = im.stub->Stream(im.stream_ctx.get());
+  // What the generated stub's Stream() does, with a byte buffer as the
+  // written type (the daemon parses the same protobuf messages).
+  im.stream_method = absl::StrCat("/", v1::Tensord::service_full_name(), "/Stream");
+  im.stream.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::ServerMessage>::Create(
+      im.channel.get(),
+      grpc::internal::RpcMethod(im.stream_method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, im.channel),
+      im.stream_ctx.get()));
   v1::ClientMessage attach;
   attach.mutable_attach()->set_session_id(session_id_);
   attach.mutable_attach()->set_token(im.token);
-  const bool ok = im.stream->Write(attach);
+  const bool ok = im.WriteMessage(attach);
   {
     absl::MutexLock l(&im.mu);
     ++im.stats.messages_sent;
@@ -952,21 +971,34 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_call_id(call_id);
       TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else {
+      // The requests queued before this upload go first.
+      TD_RETURN_IF_ERROR(im.FlushLocked());
+      // Each chunk travels in its own message (never one giant message),
+      // encoded around the caller's bytes: gRPC hands them to the socket
+      // without a copy. They must stay valid until gRPC lets go of every
+      // chunk's slice, which this waits for before returning.
+      wire::BorrowedSlices borrowed;
       const size_t chunk = options_.chunk_bytes > 0 ? options_.chunk_bytes : (1u << 20);
-      for (size_t off = 0; off < nbytes; off += chunk) {
+      bool ok = true;
+      for (size_t off = 0; off < nbytes && ok; off += chunk) {
         const size_t n = std::min(chunk, nbytes - off);
-        v1::Upload* u = im.pending->add_requests()->mutable_upload();
-        u->set_handle(handle);
+        v1::Upload u;
+        u.set_handle(handle);
         if (off == 0) {
-          wire::ToProto(meta, u->mutable_meta());
-          u->set_total_bytes(nbytes);
+          wire::ToProto(meta, u.mutable_meta());
+          u.set_total_bytes(nbytes);
         }
-        u->set_offset(off);
-        u->set_data(bytes + off, n);
-        u->set_last(off + n == nbytes);
-        u->set_call_id(call_id);
-        // Each chunk travels in its own message: never one giant message.
-        TD_RETURN_IF_ERROR(im.FlushLocked());
+        u.set_offset(off);
+        u.set_last(off + n == nbytes);
+        u.set_call_id(call_id);
+        grpc::ByteBuffer bb = wire::EncodeUploadChunk(u, borrowed.Borrow(bytes + off, n));
+        ok = im.stream->Write(bb);
+        ++im.stats.messages_sent;
+      }
+      borrowed.WaitUntilReleased();
+      if (!ok) {
+        im.write_error = im.StreamLost();
+        return im.write_error;
       }
     }
   }

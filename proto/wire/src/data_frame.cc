@@ -1,0 +1,81 @@
+// Data chunks as gRPC byte buffers: a small slice with the protobuf encoding
+// of everything but the bytes, then the caller's slice of bytes.
+#include "tensord/wire/data_frame.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <string>
+#include <utility>
+
+namespace tensord::wire {
+namespace {
+
+using google::protobuf::io::CodedOutputStream;
+using google::protobuf::internal::WireFormatLite;
+
+size_t LengthDelimitedSize(int field, size_t payload) {
+  return CodedOutputStream::VarintSize32(WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) +
+         CodedOutputStream::VarintSize64(payload) + payload;
+}
+
+void WriteLengthDelimitedHeader(CodedOutputStream* out, int field, size_t payload) {
+  out->WriteTag(WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+  out->WriteVarint64(payload);
+}
+
+// `outer` field numbers from the outermost message inwards, then the
+// innermost message's serialized other fields and its bytes field `data_field`.
+template <size_t N>
+grpc::ByteBuffer Encode(const int (&outer)[N], const google::protobuf::MessageLite& head, int data_field,
+                        grpc::Slice data) {
+  // Sizes from the inside out: the innermost message is head + data field.
+  size_t sizes[N + 1];
+  sizes[N] = head.ByteSizeLong() + LengthDelimitedSize(data_field, data.size());
+  for (size_t i = N; i > 0; --i) sizes[i - 1] = LengthDelimitedSize(outer[i - 1], sizes[i]);
+  std::string prefix;
+  {
+    google::protobuf::io::StringOutputStream raw(&prefix);
+    CodedOutputStream out(&raw);
+    for (size_t i = 0; i < N; ++i) WriteLengthDelimitedHeader(&out, outer[i], sizes[i + 1]);
+    head.SerializeWithCachedSizes(&out);
+    WriteLengthDelimitedHeader(&out, data_field, data.size());
+  }
+  grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+}  // namespace
+
+grpc::Slice BorrowedSlices::Borrow(const void* data, size_t n) {
+  {
+    absl::MutexLock l(&mu_);
+    ++held_;
+  }
+  // gRPC's slice API takes a mutable pointer; it only reads through it.
+  return grpc::Slice(const_cast<void*>(data), n, &BorrowedSlices::Released, this);
+}
+
+void BorrowedSlices::Released(void* self) {
+  BorrowedSlices* b = static_cast<BorrowedSlices*>(self);
+  absl::MutexLock l(&b->mu_);
+  --b->held_;
+}
+
+void BorrowedSlices::WaitUntilReleased() {
+  absl::MutexLock l(&mu_);
+  mu_.Await(absl::Condition(+[](int* held) { return *held == 0; }, &held_));
+}
+
+grpc::ByteBuffer EncodeUploadChunk(const v1::Upload& head, grpc::Slice data) {
+  static constexpr int kPath[] = {v1::ClientMessage::kRequestsFieldNumber, v1::Request::kUploadFieldNumber};
+  return Encode(kPath, head, v1::Upload::kDataFieldNumber, std::move(data));
+}
+
+grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data) {
+  static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
+  return Encode(kPath, head, v1::FetchData::kDataFieldNumber, std::move(data));
+}
+
+}  // namespace tensord::wire
