@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <new>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -45,7 +46,10 @@ struct Waiter {
   bool have_meta = false;
   TensorMeta meta;
   uint64_t total_bytes = 0;
-  std::string data;
+  // Streamed data: `received` of total_bytes bytes so far, in `buffer`
+  // (allocated with the first chunk, not zero-filled).
+  std::shared_ptr<char> buffer;
+  uint64_t received = 0;
   std::vector<v1::Error> earlier_errors;  // FetchData.errors of the first chunk
   uint32_t shm_requested = 0;  // the segment offered to the daemon (0: none)
   uint32_t shm_segment = 0;    // the daemon put the data there
@@ -107,11 +111,13 @@ struct Session::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Tensord::Stub> stub;
   std::unique_ptr<grpc::ClientContext> stream_ctx;
-  // The session stream writes byte buffers: batches are serialized by
-  // protobuf (FlushLocked), upload chunks are encoded around the caller's
-  // memory without copying it (wire::EncodeUploadChunk).
+  // The session stream writes and reads byte buffers: batches are
+  // serialized by protobuf (FlushLocked), upload chunks are encoded around
+  // the caller's memory without copying it (wire::EncodeUploadChunk), and
+  // fetched data is copied from gRPC's buffer straight into the fetch's
+  // buffer (wire::ParseServerMessage, PlaceData).
   std::string stream_method;  // "/tensord.v1.Tensord/Stream", named by the RpcMethod
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, v1::ServerMessage>> stream;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream;
   std::string token;
   internal::EmbeddedDaemon daemon;
   std::atomic<bool> closed{false};
@@ -157,6 +163,8 @@ struct Session::Impl {
   absl::Mutex wmu;
   bool reading ABSL_GUARDED_BY(wmu) = false;
   v1::ServerMessage read_buf;  // used by the reading thread only
+  grpc::ByteBuffer read_bytes;  // the same
+  uint64_t placed = 0;          // the same: bytes of read_buf's FetchData that PlaceData took
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters ABSL_GUARDED_BY(wmu);
   std::deque<v1::BackwardCallback> callbacks ABSL_GUARDED_BY(wmu);
   std::vector<v1::Error> unclaimed_errors ABSL_GUARDED_BY(wmu);
@@ -313,9 +321,19 @@ struct Session::Impl {
       }
       reading = true;
       wmu.Unlock();
-      const bool ok = stream->Read(&read_buf);
+      bool ok = stream->Read(&read_bytes);
       grpc::Status st;
-      if (!ok) st = stream->Finish();
+      placed = 0;
+      if (ok && !wire::ParseServerMessage(&read_bytes, &read_buf, [this](const v1::FetchData& head, size_t n) {
+            return PlaceData(head, n);
+          })) {
+        ok = false;
+        stream_ctx->TryCancel();
+        stream->Finish().IgnoreError();
+        st = grpc::Status(grpc::StatusCode::INTERNAL, "the daemon sent a message that does not parse");
+      } else if (!ok) {
+        st = stream->Finish();
+      }
       wmu.Lock();
       reading = false;
       if (ok) {
@@ -388,7 +406,33 @@ struct Session::Impl {
     }
   }
 
-  // Completes the waiter `msg` answers. Fetch data is moved out of `msg`.
+  // Where the `n` data bytes of a FetchData chunk go (called by the reading
+  // thread while it parses the chunk, before HandleMessageLocked): into the
+  // waiting fetch's buffer at the chunk's offset, when the chunk fits it;
+  // else nullptr (the bytes stay in the message, and HandleMessageLocked
+  // reports what is wrong).
+  char* PlaceData(const v1::FetchData& d, size_t n) ABSL_LOCKS_EXCLUDED(wmu) {
+    absl::MutexLock wl(&wmu);
+    auto it = waiters.find(d.request_id());
+    if (it == waiters.end() || it->second->done || d.shm_segment() != 0) return nullptr;
+    Waiter& w = *it->second;
+    if (!w.have_meta) {
+      // The first chunk: HandleMessageLocked validates its meta and size;
+      // the buffer is sized by the size it announces, within gRPC's limit
+      // on what this stream may receive in all (never more than asked).
+      if (d.offset() != 0 || d.total_bytes() < n || w.buffer != nullptr) return nullptr;
+      char* buf = new (std::nothrow) char[std::max<uint64_t>(d.total_bytes(), 1)];
+      if (buf == nullptr) return nullptr;
+      w.buffer.reset(buf, std::default_delete<char[]>());
+      w.total_bytes = d.total_bytes();
+    }
+    if (d.offset() != w.received || n > w.total_bytes - w.received) return nullptr;
+    placed = n;
+    return w.buffer.get() + w.received;
+  }
+
+  // Completes the waiter `msg` answers. Fetch data is in the waiter's buffer
+  // (PlaceData) or moved out of `msg`.
   void HandleMessageLocked(v1::ServerMessage* mutable_msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
     const v1::ServerMessage& msg = *mutable_msg;
     switch (msg.kind_case()) {
@@ -435,26 +479,23 @@ struct Session::Impl {
           w.have_meta = true;
           w.earlier_errors.assign(d.errors().begin(), d.errors().end());
           w.total_bytes = d.total_bytes();
-          if (d.offset() == 0 && d.last() && d.data().size() == w.total_bytes) {
-            // All in one message: take its buffer instead of copying it.
-            w.data.swap(*mutable_msg->mutable_data()->mutable_data());
-            w.done = true;
-            return;
+          if (w.buffer == nullptr) {
+            w.buffer.reset(new char[std::max<uint64_t>(w.total_bytes, 1)], std::default_delete<char[]>());
           }
-          w.data.reserve(w.total_bytes);
         }
-        if (d.offset() != w.data.size() || w.data.size() + d.data().size() > w.total_bytes) {
+        const uint64_t size = placed > 0 ? placed : d.data().size();
+        if (d.offset() != w.received || size > w.total_bytes - w.received) {
           w.done = true;
-          w.status = InternalErr(absl::StrCat("daemon sent a data chunk at offset ", d.offset(), " of ",
-                                              d.data().size(), " bytes; expected offset ", w.data.size(), " of ",
-                                              w.total_bytes));
+          w.status = InternalErr(absl::StrCat("daemon sent a data chunk at offset ", d.offset(), " of ", size,
+                                              " bytes; expected offset ", w.received, " of ", w.total_bytes));
           return;
         }
-        w.data.append(d.data());
+        if (placed == 0 && size > 0) std::memcpy(w.buffer.get() + w.received, d.data().data(), size);
+        w.received += size;
         if (d.last()) {
           w.done = true;
-          if (w.data.size() != w.total_bytes) {
-            w.status = InternalErr(absl::StrCat("daemon's fetch data ended at ", w.data.size(), " of ",
+          if (w.received != w.total_bytes) {
+            w.status = InternalErr(absl::StrCat("daemon's fetch data ended at ", w.received, " of ",
                                                 w.total_bytes, " bytes"));
           }
         }
@@ -711,7 +752,7 @@ absl::Status Session::Start() {
   // What the generated stub's Stream() does, with a byte buffer as the
   // written type (the daemon parses the same protobuf messages).
   im.stream_method = absl::StrCat("/", v1::Tensord::service_full_name(), "/Stream");
-  im.stream.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, v1::ServerMessage>::Create(
+  im.stream.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
       im.channel.get(),
       grpc::internal::RpcMethod(im.stream_method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, im.channel),
       im.stream_ctx.get()));
@@ -1053,7 +1094,11 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
   // any error no waiter claimed) is raised here, naming that op's call site.
   TD_RETURN_IF_ERROR(im.TakeErrors(std::move(w->earlier_errors)));
   out.meta = std::move(w->meta);
-  if (out.mapped == nullptr) out.bytes = std::move(w->data);
+  if (out.mapped == nullptr) {
+    // Streamed: the buffer the chunks were copied into.
+    out.mapped = std::move(w->buffer);
+    out.mapped_size = w->total_bytes;
+  }
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/server/log.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/wire.h"
 
 #ifndef TENSORD_VERSION
@@ -98,7 +99,23 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
 }
 
 TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels)
-    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>(options.cpu_allocator)) {}
+    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>(options.cpu_allocator)) {
+  // Stream writes byte buffers: install it as the handler of the Stream
+  // method, as the generated code's WithStreamedUnaryMethod_ classes install
+  // theirs (the method's index is its position in the service).
+  const int stream_index = v1::ClientMessage::descriptor()
+                               ->file()
+                               ->FindServiceByName("Tensord")
+                               ->FindMethodByName("Stream")
+                               ->index();
+  MarkMethodStreamed(stream_index,
+                     new grpc::internal::BidiStreamingHandler<TensordService, v1::ClientMessage, grpc::ByteBuffer>(
+                         [](TensordService* service, grpc::ServerContext* context,
+                            grpc::ServerReaderWriter<grpc::ByteBuffer, v1::ClientMessage>* stream) {
+                           return service->Stream(context, stream);
+                         },
+                         this));
+}
 
 TensordService::~TensordService() { BeginShutdown(); }
 
@@ -215,7 +232,7 @@ grpc::Status TensordService::CloseSession(grpc::ServerContext* context, const v1
 }
 
 grpc::Status TensordService::Stream(grpc::ServerContext* context,
-                                    grpc::ServerReaderWriter<v1::ServerMessage, v1::ClientMessage>* stream) {
+                                    grpc::ServerReaderWriter<grpc::ByteBuffer, v1::ClientMessage>* stream) {
   v1::ClientMessage msg;
   if (!stream->Read(&msg)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before attaching to a session");
@@ -247,7 +264,22 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   }
   Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
 
-  const Session::Writer write = [stream](const v1::ServerMessage& m) { return stream->Write(m); };
+  const Session::Writer write = [stream](const v1::ServerMessage& m) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    if (!grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return stream->Write(bb);
+  };
+  // Fetched data: a slice over the storage, which the session keeps unchanged
+  // until this returns (after gRPC let go of it).
+  const Session::DataWriter write_data = [stream](const v1::FetchData& head, const char* data, size_t n) {
+    wire::BorrowedSlices borrowed;
+    grpc::ByteBuffer bb = wire::EncodeFetchChunk(head, borrowed.Borrow(data, n));
+    const bool ok = stream->Write(bb);
+    bb.Clear();
+    borrowed.WaitUntilReleased();
+    return ok;
+  };
   bool client_ended = false;
   bool stream_ended = false;
   // The engine reads through this while it waits for a BackwardCallback's
@@ -272,7 +304,7 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   arena_options.max_block_size = 1 << 20;
   google::protobuf::Arena arena(arena_options);
   const v1::ClientMessage* current = &msg;
-  while (session->ExecuteMessage(*current, write, read)) {
+  while (session->ExecuteMessage(*current, write, read, write_data)) {
     arena.Reset();
     auto* next = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
     if (!read(next)) break;

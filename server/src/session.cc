@@ -258,18 +258,22 @@ bool Session::Execute(const v1::Request& request, const Writer& write, const Rea
   return ExecuteMessage(m, write, read);
 }
 
-bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read) {
+bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read,
+                             const DataWriter& write_data) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
   const Writer* old_write = write_;
   const Reader* old_read = read_;
+  const DataWriter* old_write_data = write_data_;
   write_ = &write;
   read_ = read ? &read : nullptr;
+  write_data_ = write_data ? &write_data : nullptr;
   current_ = &message;  // never nested: mu_ is held for the whole message
   current_next_ = 0;
   const bool ok = DrainLocked();
   write_ = old_write;
   read_ = old_read;
+  write_data_ = old_write_data;
   current_ = nullptr;
   if (!ok) queue_.clear();
   return ok && !closed_;
@@ -947,26 +951,34 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   // Whole elements per chunk (every itemsize divides the chunk size).
   const int64_t per_chunk = kMaxChunkBytes / itemsize;
   StridedReader reader(t.storage->data(), m);
-  int64_t done = 0;  // elements
+  std::string gathered;  // a strided tensor's chunk, reused
+  int64_t done = 0;      // elements
   bool first = true;
   do {
     const int64_t n = std::min(per_chunk, numel - done);
+    const size_t bytes = static_cast<size_t>(n * itemsize);
     v1::ServerMessage msg;
     v1::FetchData* d = first ? first_data(&msg) : msg.mutable_data();
     d->set_request_id(fetch.request_id());
     d->set_offset(static_cast<uint64_t>(done * itemsize));
+    const char* src;
     if (m.is_contiguous()) {
-      // Straight from the storage: no zero-filled buffer to overwrite.
-      d->set_data(t.storage->data() + (m.storage_offset + done) * itemsize, static_cast<size_t>(n * itemsize));
+      src = t.storage->data() + (m.storage_offset + done) * itemsize;
     } else {
-      std::string* data = d->mutable_data();
-      data->resize(static_cast<size_t>(n * itemsize));
-      reader.Read(n, data->data());
+      gathered.resize(bytes);
+      reader.Read(n, gathered.data());
+      src = gathered.data();
     }
     done += n;
     d->set_last(done == numel);
     first = false;
-    if (!write(msg)) return false;
+    if (write_data_ != nullptr) {
+      // The transport sends the bytes from here, without a copy.
+      if (!(*write_data_)(*d, src, bytes)) return false;
+    } else {
+      d->set_data(src, bytes);
+      if (!write(msg)) return false;
+    }
   } while (done < numel);
   return true;
 }

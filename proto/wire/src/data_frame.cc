@@ -5,7 +5,10 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -76,6 +79,47 @@ grpc::ByteBuffer EncodeUploadChunk(const v1::Upload& head, grpc::Slice data) {
 grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data) {
   static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
   return Encode(kPath, head, v1::FetchData::kDataFieldNumber, std::move(data));
+}
+
+bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
+                        absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place) {
+  msg->Clear();
+  const size_t total = bb->Length();
+  if (total <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+    grpc::ProtoBufferReader reader(bb);
+    if (!reader.status().ok()) return false;
+    google::protobuf::io::CodedInputStream in(&reader);
+    // The fast path: ServerMessage{data: FetchData{...other fields, data}}
+    // and nothing else. Anything different is parsed by protobuf below.
+    uint64_t len = 0;
+    if (in.ReadTag() == WireFormatLite::MakeTag(v1::ServerMessage::kDataFieldNumber,
+                                                WireFormatLite::WIRETYPE_LENGTH_DELIMITED) &&
+        in.ReadVarint64(&len) && static_cast<uint64_t>(in.CurrentPosition()) + len == total) {
+      std::string head_bytes;  // the FetchData's other fields, as they came
+      {
+        google::protobuf::io::StringOutputStream raw(&head_bytes);
+        CodedOutputStream out(&raw);
+        const uint32_t data_tag =
+            WireFormatLite::MakeTag(v1::FetchData::kDataFieldNumber, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+        for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+          if (tag != data_tag) {
+            if (!WireFormatLite::SkipField(&in, tag, &out)) return false;
+            continue;
+          }
+          uint32_t n = 0;
+          if (!in.ReadVarint32(&n) || static_cast<uint64_t>(in.CurrentPosition()) + n != total) break;
+          out.Trim();
+          v1::FetchData* d = msg->mutable_data();
+          if (!d->ParseFromString(head_bytes)) return false;
+          char* dst = place(*d, n);
+          return dst != nullptr ? in.ReadRaw(dst, static_cast<int>(n)) : in.ReadString(d->mutable_data(), n);
+        }
+      }
+    }
+  }
+  // Not the fast path's shape: protobuf parses it (from the start).
+  msg->Clear();
+  return grpc::SerializationTraits<v1::ServerMessage>::Deserialize(bb, msg).ok();
 }
 
 }  // namespace tensord::wire

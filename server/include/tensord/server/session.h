@@ -70,6 +70,13 @@ class Session {
   // returns false when the stream is gone.
   using Writer = std::function<bool(const v1::ServerMessage&)>;
 
+  // Sends one FetchData chunk: `head` (every field but `data`) and the `n`
+  // bytes at `data`, which stay valid and unchanged until this returns (so
+  // a transport may send them without copying). Returns false when the
+  // stream is gone. Without one, the bytes are copied into a ServerMessage
+  // for the Writer.
+  using DataWriter = std::function<bool(const v1::FetchData& head, const char* data, size_t n)>;
+
   // `kernels` must outlive the session.
   Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
           const KernelRegistry* kernels);
@@ -98,7 +105,8 @@ class Session {
   // backward finishes, before this returns. Returns false when the stream is
   // gone or the session closed. The requests run in place (never copied);
   // `message` must stay alive and unchanged until this returns.
-  bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read);
+  bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read,
+                      const DataWriter& write_data = nullptr);
 
   // Frees every tensor and discards unfinished uploads. Idempotent; later
   // Execute calls return false. Returns the final statistics.
@@ -257,6 +265,7 @@ class Session {
   // (they run after the current message's).
   const Writer* write_ ABSL_GUARDED_BY(mu_) = nullptr;
   const Reader* read_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const DataWriter* write_data_ ABSL_GUARDED_BY(mu_) = nullptr;  // null: chunks go through write_
   const v1::ClientMessage* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   int current_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::Request> queue_ ABSL_GUARDED_BY(mu_);

@@ -21,6 +21,8 @@
 
 #include <cstddef>
 
+#include "absl/functional/function_ref.h"
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
@@ -58,6 +60,16 @@ grpc::ByteBuffer EncodeUploadChunk(const v1::Upload& head, grpc::Slice data);
 
 // ServerMessage{data: head + data}. `head` must have an empty `data`.
 grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data);
+
+// Parses a ServerMessage from `bb` into `msg` (cleared first), as protobuf
+// would, except that a FetchData's `data` that comes last (as
+// EncodeFetchChunk writes it) is copied straight from gRPC's buffer to
+// `place(head, n)`: `head` is the parsed FetchData without its data and `n`
+// the data's size; `place` returns where the n bytes go, or nullptr to have
+// them in msg's data as usual. Returns false when `bb` is not a valid
+// ServerMessage. `bb` is consumed.
+bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
+                        absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place);
 
 }  // namespace tensord::wire
 

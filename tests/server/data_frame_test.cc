@@ -1,0 +1,175 @@
+// wire/data_frame: data chunks encoded around borrowed memory parse as the
+// ordinary protobuf messages, and ParseServerMessage puts a chunk's data
+// where it is asked to (or parses anything else as protobuf would).
+#include "tensord/wire/data_frame.h"
+
+#include <grpcpp/impl/codegen/proto_utils.h>
+
+#include <atomic>
+#include <numeric>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/time/clock.h"
+#include "raw_client.h"
+
+namespace tensord::testing {
+namespace {
+
+std::string Flatten(const grpc::ByteBuffer& bb) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(bb.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+grpc::ByteBuffer Buffer(const std::string& bytes) {
+  grpc::Slice s(bytes);
+  return grpc::ByteBuffer(&s, 1);
+}
+
+std::string Bytes(size_t n) {
+  std::string b(n, '\0');
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<char>(i * 7 + 3);
+  return b;
+}
+
+v1::FetchData FetchHead() {
+  v1::FetchData head;
+  head.set_request_id(42);
+  head.mutable_meta()->add_sizes(3);
+  head.mutable_meta()->set_dtype(6);
+  head.set_total_bytes(5000);
+  head.set_offset(1000);
+  head.set_last(true);
+  head.add_errors()->set_message("earlier");
+  return head;
+}
+
+TEST(DataFrameTest, AnUploadChunkParsesAsTheClientMessageWithItsData) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{1} << 20}) {
+    const std::string data = Bytes(n);
+    v1::Upload head;
+    head.set_handle(7);
+    head.set_offset(4096);
+    head.set_total_bytes(1 << 22);
+    head.set_last(n == 1);
+    head.set_call_id(9);
+    head.mutable_meta()->add_sizes(1 << 20);
+    wire::BorrowedSlices borrowed;
+    grpc::ByteBuffer bb = wire::EncodeUploadChunk(head, borrowed.Borrow(data.data(), n));
+    v1::ClientMessage m;
+    ASSERT_TRUE(m.ParseFromString(Flatten(bb))) << n;
+    ASSERT_EQ(m.requests_size(), 1);
+    ASSERT_TRUE(m.requests(0).has_upload());
+    v1::Upload expect = head;
+    expect.set_data(data);
+    EXPECT_EQ(m.requests(0).upload().SerializeAsString(), expect.SerializeAsString()) << n;
+    bb.Clear();
+  }
+}
+
+TEST(DataFrameTest, AFetchChunkIsPlacedWhereAsked) {
+  const std::string data = Bytes(3000);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), borrowed.Borrow(data.data(), data.size()));
+  // gRPC may split a message anywhere: parse it from many small slices.
+  const std::string flat = Flatten(bb);
+  bb.Clear();
+  std::vector<grpc::Slice> pieces;
+  for (size_t i = 0; i < flat.size(); i += 17) pieces.emplace_back(flat.substr(i, 17));
+  grpc::ByteBuffer split(pieces.data(), pieces.size());
+  std::string dest(3000, '\0');
+  v1::ServerMessage msg;
+  size_t asked = 0;
+  ASSERT_TRUE(wire::ParseServerMessage(&split, &msg, [&](const v1::FetchData& head, size_t n) {
+    EXPECT_EQ(head.SerializeAsString(), FetchHead().SerializeAsString());
+    asked = n;
+    return dest.data();
+  }));
+  EXPECT_EQ(asked, 3000u);
+  EXPECT_EQ(dest, data);
+  EXPECT_TRUE(msg.data().data().empty());
+  EXPECT_EQ(msg.data().request_id(), 42u);
+  EXPECT_EQ(msg.data().errors(0).message(), "earlier");
+}
+
+TEST(DataFrameTest, WithoutAPlaceTheDataStaysInTheMessage) {
+  const std::string data = Bytes(100);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), borrowed.Borrow(data.data(), data.size()));
+  v1::ServerMessage msg;
+  ASSERT_TRUE(wire::ParseServerMessage(&bb, &msg, [](const v1::FetchData&, size_t) { return nullptr; }));
+  EXPECT_EQ(msg.data().data(), data);
+  EXPECT_EQ(msg.data().total_bytes(), 5000u);
+}
+
+TEST(DataFrameTest, OtherMessagesParseAsProtobufWouldWithoutAPlace) {
+  v1::ServerMessage ack;
+  ack.mutable_ack()->set_request_id(5);
+  ack.mutable_ack()->add_errors()->set_message("boom");
+  // A FetchData whose data is not its last field (protobuf's own order: 5
+  // before 6 and 7), and one without data (shared memory).
+  v1::ServerMessage ordered;
+  *ordered.mutable_data() = FetchHead();
+  ordered.mutable_data()->set_data(Bytes(64));
+  v1::ServerMessage shm;
+  shm.mutable_data()->set_request_id(3);
+  shm.mutable_data()->set_shm_segment(2);
+  for (const v1::ServerMessage& m : {ack, ordered, shm}) {
+    grpc::ByteBuffer bb = Buffer(m.SerializeAsString());
+    v1::ServerMessage out;
+    out.mutable_data()->set_data("stale");  // cleared first
+    bool asked = false;
+    ASSERT_TRUE(wire::ParseServerMessage(&bb, &out, [&](const v1::FetchData&, size_t) {
+      asked = true;
+      return nullptr;
+    }));
+    EXPECT_FALSE(asked);
+    EXPECT_EQ(out.SerializeAsString(), m.SerializeAsString());
+  }
+}
+
+TEST(DataFrameTest, MalformedMessagesAreRefused) {
+  const std::string good = Flatten(wire::EncodeFetchChunk(FetchHead(), grpc::Slice(Bytes(50))));
+  const std::vector<std::string> bad = {
+      good.substr(0, good.size() - 1),         // truncated data
+      good.substr(0, 5),                       // truncated head
+      std::string("\x0a\xff", 2),              // a length that never ends
+      std::string("\x0a\x04\x2a\x10xy", 6),    // data claims 16 bytes, 2 come
+      std::string("\x0a\x03\x0f\x2a\x00", 5),  // wire type 7 in the head
+  };
+  for (const std::string& b : bad) {
+    grpc::ByteBuffer bb = Buffer(b);
+    v1::ServerMessage out;
+    std::string dest(100, '\0');
+    EXPECT_FALSE(wire::ParseServerMessage(&bb, &out, [&](const v1::FetchData&, size_t) { return dest.data(); }))
+        << absl::CEscape(b);
+  }
+}
+
+TEST(DataFrameTest, BorrowedSlicesWaitUntilGrpcLetsGo) {
+  std::vector<char> memory(1000);
+  std::iota(memory.begin(), memory.end(), 0);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer kept;
+  {
+    grpc::ByteBuffer bb = wire::EncodeUploadChunk(v1::Upload(), borrowed.Borrow(memory.data(), memory.size()));
+    kept = bb;  // another reference to the same slices
+  }
+  std::atomic<bool> cleared{false};
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    cleared = true;
+    kept.Clear();
+  });
+  borrowed.WaitUntilReleased();
+  EXPECT_TRUE(cleared.load());  // it waited for the last reference
+  release.join();
+}
+
+}  // namespace
+}  // namespace tensord::testing
