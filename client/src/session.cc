@@ -5,6 +5,7 @@
 
 #include <google/protobuf/arena.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <new>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <deque>
 #include <thread>
@@ -103,6 +105,33 @@ google::protobuf::ArenaOptions ArenaOptionsForBatches() {
 
 std::chrono::system_clock::time_point DeadlineIn(int ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// A fetch's buffer of `n` bytes, not zero-filled; nullptr when there is no
+// memory. Buffers of 2 MiB and more are mapped 2 MiB-aligned with
+// MADV_HUGEPAGE (as the daemon's storages are): the kernel then backs them
+// with huge pages, one page fault per 2 MiB instead of per 4 KiB, which was
+// a quarter of the client's CPU per large streamed fetch.
+std::shared_ptr<char> AllocateFetchBuffer(uint64_t n) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (n < kHuge || n > std::numeric_limits<size_t>::max() - kHuge) {
+    char* p = new (std::nothrow) char[std::max<uint64_t>(n, 1)];
+    if (p == nullptr) return nullptr;
+    return std::shared_ptr<char>(p, std::default_delete<char[]>());
+  }
+  const size_t bytes = (static_cast<size_t>(n) + kHuge - 1) & ~(kHuge - 1);
+  const size_t len = bytes + kHuge;
+  void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t aligned = (base + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
+  if (aligned > base) ::munmap(m, aligned - base);
+  if (const size_t tail = len - (aligned - base) - bytes; tail > 0) {
+    ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  }
+  char* p = reinterpret_cast<char*>(aligned);
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are simply 4 KiB
+  return std::shared_ptr<char>(p, [bytes](char* q) { ::munmap(q, bytes); });
 }
 
 }  // namespace
@@ -421,9 +450,8 @@ struct Session::Impl {
       // the buffer is sized by the size it announces, within gRPC's limit
       // on what this stream may receive in all (never more than asked).
       if (d.offset() != 0 || d.total_bytes() < n || w.buffer != nullptr) return nullptr;
-      char* buf = new (std::nothrow) char[std::max<uint64_t>(d.total_bytes(), 1)];
-      if (buf == nullptr) return nullptr;
-      w.buffer.reset(buf, std::default_delete<char[]>());
+      w.buffer = AllocateFetchBuffer(d.total_bytes());
+      if (w.buffer == nullptr) return nullptr;
       w.total_bytes = d.total_bytes();
     }
     if (d.offset() != w.received || n > w.total_bytes - w.received) return nullptr;
@@ -479,8 +507,11 @@ struct Session::Impl {
           w.have_meta = true;
           w.earlier_errors.assign(d.errors().begin(), d.errors().end());
           w.total_bytes = d.total_bytes();
+          if (w.buffer == nullptr) w.buffer = AllocateFetchBuffer(w.total_bytes);
           if (w.buffer == nullptr) {
-            w.buffer.reset(new char[std::max<uint64_t>(w.total_bytes, 1)], std::default_delete<char[]>());
+            w.done = true;
+            w.status = OutOfMemoryErr(absl::StrCat("fetch: no memory for ", w.total_bytes, " bytes"));
+            return;
           }
         }
         const uint64_t size = placed > 0 ? placed : d.data().size();
