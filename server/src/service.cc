@@ -109,9 +109,9 @@ TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<Ke
                                ->FindMethodByName("Stream")
                                ->index();
   MarkMethodStreamed(stream_index,
-                     new grpc::internal::BidiStreamingHandler<TensordService, v1::ClientMessage, grpc::ByteBuffer>(
+                     new grpc::internal::BidiStreamingHandler<TensordService, grpc::ByteBuffer, grpc::ByteBuffer>(
                          [](TensordService* service, grpc::ServerContext* context,
-                            grpc::ServerReaderWriter<grpc::ByteBuffer, v1::ClientMessage>* stream) {
+                            grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
                            return service->Stream(context, stream);
                          },
                          this));
@@ -232,11 +232,15 @@ grpc::Status TensordService::CloseSession(grpc::ServerContext* context, const v1
 }
 
 grpc::Status TensordService::Stream(grpc::ServerContext* context,
-                                    grpc::ServerReaderWriter<grpc::ByteBuffer, v1::ClientMessage>* stream) {
+                                    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  const grpc::Status unparsable(grpc::StatusCode::INVALID_ARGUMENT,
+                                "a message on the session stream is not a valid tensord.v1.ClientMessage");
   v1::ClientMessage msg;
-  if (!stream->Read(&msg)) {
+  grpc::ByteBuffer in;
+  if (!stream->Read(&in)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before attaching to a session");
   }
+  if (!grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, &msg).ok()) return unparsable;
   if (!msg.has_attach()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message on a stream must carry attach (session id and token)");
@@ -282,13 +286,26 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   };
   bool client_ended = false;
   bool stream_ended = false;
-  // The engine reads through this while it waits for a BackwardCallback's
-  // result; the main loop below reads through it too.
-  const Session::Reader read = [&](v1::ClientMessage* m) {
+  bool malformed = false;
+  // Reads the next message into `m`; `place` (the main loop's) may put an
+  // upload chunk's data straight into its storage.
+  const auto read_placed = [&](v1::ClientMessage* m, bool place) {
     if (stream_ended) return false;
-    if (!stream->Read(m)) {
+    if (!stream->Read(&in)) {
       stream_ended = true;
       client_ended = !context->IsCancelled();
+      return false;
+    }
+    std::shared_ptr<Storage> keep;  // while the data is copied into it
+    const bool parsed =
+        place ? wire::ParseClientMessage(&in, m,
+                                         [&](const v1::Upload& head, size_t n) {
+                                           return session->PlaceUploadData(head, n, &keep);
+                                         })
+              : grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, m).ok();
+    if (!parsed) {
+      stream_ended = true;
+      malformed = true;
       return false;
     }
     if (m->has_attach()) {
@@ -296,6 +313,9 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     }
     return true;
   };
+  // The engine reads through this while it waits for a BackwardCallback's
+  // result (a message runs then: nothing is placed).
+  const Session::Reader read = [&](v1::ClientMessage* m) { return read_placed(m, false); };
   // Each further message is parsed onto an arena that is reset once the
   // message has run: a streamed op costs bump allocations, not a malloc and a
   // free for each of its submessages and strings.
@@ -307,7 +327,7 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   while (session->ExecuteMessage(*current, write, read, write_data)) {
     arena.Reset();
     auto* next = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
-    if (!read(next)) break;
+    if (!read_placed(next, true)) break;
     current = next;
   }
 
@@ -316,11 +336,12 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     auto it = sessions_.find(id);
     if (it != sessions_.end() && it->second.session == session) it->second.stream = nullptr;
   }
-  if (session->closed() || !Remove(id, client_ended ? "stream ended by the client" : "stream lost")) {
+  const char* why = malformed ? "a message did not parse" : client_ended ? "stream ended by the client" : "stream lost";
+  if (session->closed() || !Remove(id, why)) {
     // CloseSession or the daemon's shutdown closed the session and ended this stream.
     return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("session ", HexId(id), " was closed"));
   }
-  return grpc::Status::OK;
+  return malformed ? unparsable : grpc::Status::OK;
 }
 
 std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {
@@ -343,7 +364,7 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
   // When the last client left, the heap pages glibc keeps in its per-thread
   // arenas after the sessions' small frees go back too.
   if (last) malloc_trim(0);
-  Log(why == "stream lost" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
+  Log(why == "stream lost" || why == "a message did not parse" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
       "): peak ", FormatBytes(stats.peak_bytes),
       " (", stats.peak_bytes, " bytes), ", stats.ops_executed, " ops executed; cpu cache: ", FormatBytes(trimmed),
       " unmapped");

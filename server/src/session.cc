@@ -275,8 +275,24 @@ bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& wri
   read_ = old_read;
   write_data_ = old_write_data;
   current_ = nullptr;
+  placed_bytes_ = 0;  // used by this message's upload, if at all
   if (!ok) queue_.clear();
   return ok && !closed_;
+}
+
+char* Session::PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep) {
+  absl::MutexLock lock(&mu_);
+  placed_bytes_ = 0;
+  if (closed_ || current_ != nullptr || !queue_.empty() || n == 0) return nullptr;
+  if (head.has_meta() || head.shm_segment() != 0) return nullptr;
+  auto it = uploads_.find(head.handle());
+  if (it == uploads_.end()) return nullptr;
+  PendingUpload& up = it->second;
+  if (head.offset() != up.received || n > up.total_bytes - up.received) return nullptr;
+  placed_bytes_ = n;
+  placed_handle_ = head.handle();
+  *keep = up.storage;
+  return up.storage->data() + up.received;
 }
 
 const v1::Request* Session::NextRequestLocked(v1::Request* owned) {
@@ -827,6 +843,12 @@ void Session::ExecuteUpload(const v1::Upload& u) {
   PendingUpload& up = it->second;
   const char* src = u.data().data();
   uint64_t size = u.data().size();
+  bool placed = false;  // the bytes are in the storage already (PlaceUploadData)
+  if (placed_bytes_ > 0 && placed_handle_ == h && u.data().empty() && u.shm_segment() == 0) {
+    size = placed_bytes_;
+    placed = true;
+  }
+  placed_bytes_ = 0;
   std::shared_ptr<ShmMapping> shm;  // held while copying
   if (u.shm_segment() != 0) {
     // The rest of the bytes are in a shared-memory segment of this session.
@@ -861,7 +883,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                         " reaches past total_bytes ", total)),
                 &m);
   }
-  if (size > 0) std::memcpy(up.storage->data() + up.received, src, size);
+  if (size > 0 && !placed) std::memcpy(up.storage->data() + up.received, src, size);
   up.received += size;
   if (!u.last()) return;
   if (up.received != up.total_bytes) {

@@ -133,6 +133,53 @@ TEST(DataFrameTest, OtherMessagesParseAsProtobufWouldWithoutAPlace) {
   }
 }
 
+TEST(DataFrameTest, AnUploadChunkIsPlacedWhereAskedAndOtherMessagesParseWhole) {
+  const std::string data = Bytes(5000);
+  v1::Upload head;
+  head.set_handle(3);
+  head.set_offset(8192);
+  head.set_call_id(4);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer bb = wire::EncodeUploadChunk(head, borrowed.Borrow(data.data(), data.size()));
+  std::string dest(5000, '\0');
+  v1::ClientMessage msg;
+  ASSERT_TRUE(wire::ParseClientMessage(&bb, &msg, [&](const v1::Upload& h, size_t n) {
+    EXPECT_EQ(h.SerializeAsString(), head.SerializeAsString());
+    EXPECT_EQ(n, 5000u);
+    return dest.data();
+  }));
+  bb.Clear();
+  EXPECT_EQ(dest, data);
+  ASSERT_EQ(msg.requests_size(), 1);
+  EXPECT_TRUE(msg.requests(0).upload().data().empty());
+  EXPECT_EQ(msg.requests(0).upload().offset(), 8192u);
+
+  // Two requests, an attach, an upload whose data is not last: protobuf's parse.
+  v1::ClientMessage two;
+  two.add_requests()->mutable_sync()->set_request_id(1);
+  *two.add_requests()->mutable_upload() = head;
+  two.mutable_requests(1)->mutable_upload()->set_data("abc");
+  v1::ClientMessage attach;
+  attach.mutable_attach()->set_session_id(9);
+  v1::ClientMessage ordered;
+  *ordered.add_requests()->mutable_upload() = head;
+  ordered.mutable_requests(0)->mutable_upload()->set_data("xyz");  // field 5 before call_id (7)
+  for (const v1::ClientMessage& m : {two, attach, ordered}) {
+    grpc::ByteBuffer whole = Buffer(m.SerializeAsString());
+    v1::ClientMessage out;
+    bool asked = false;
+    ASSERT_TRUE(wire::ParseClientMessage(&whole, &out, [&](const v1::Upload&, size_t) {
+      asked = true;
+      return dest.data();
+    }));
+    EXPECT_FALSE(asked);
+    EXPECT_EQ(out.SerializeAsString(), m.SerializeAsString());
+  }
+  grpc::ByteBuffer garbage = Buffer(std::string("\x12\x05\x12\x03\x2a\x09x", 7));
+  v1::ClientMessage out;
+  EXPECT_FALSE(wire::ParseClientMessage(&garbage, &out, [&](const v1::Upload&, size_t) { return dest.data(); }));
+}
+
 TEST(DataFrameTest, MalformedMessagesAreRefused) {
   const std::string good = Flatten(wire::EncodeFetchChunk(FetchHead(), grpc::Slice(Bytes(50))));
   const std::vector<std::string> bad = {

@@ -8,7 +8,9 @@
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -81,45 +83,75 @@ grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data) {
   return Encode(kPath, head, v1::FetchData::kDataFieldNumber, std::move(data));
 }
 
+namespace {
+
+// Parses `bb` into `msg` when it is `outer` (field numbers from the
+// outermost message inwards, each a single length-delimited field spanning
+// the rest of the buffer) around an `Inner` whose bytes field `data_field`
+// comes last; the data is copied to place(inner, n) unless that is nullptr.
+// Returns nullopt when `bb` does not have that shape (nothing is placed
+// then), else whether it parsed.
+template <typename Inner, size_t N>
+std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int data_field,
+                                const std::function<Inner*()>& inner_of,
+                                absl::FunctionRef<char*(const Inner& head, size_t n)> place) {
+  const size_t total = bb->Length();
+  if (total > static_cast<size_t>(std::numeric_limits<int>::max())) return std::nullopt;
+  grpc::ProtoBufferReader reader(bb);
+  if (!reader.status().ok()) return false;
+  google::protobuf::io::CodedInputStream in(&reader);
+  for (int field : outer) {
+    uint64_t len = 0;
+    if (in.ReadTag() != WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED) ||
+        !in.ReadVarint64(&len) || static_cast<uint64_t>(in.CurrentPosition()) + len != total) {
+      return std::nullopt;
+    }
+  }
+  std::string head_bytes;  // the inner message's other fields, as they came
+  google::protobuf::io::StringOutputStream raw(&head_bytes);
+  CodedOutputStream out(&raw);
+  const uint32_t data_tag = WireFormatLite::MakeTag(data_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    if (tag != data_tag) {
+      if (!WireFormatLite::SkipField(&in, tag, &out)) return false;
+      continue;
+    }
+    uint32_t n = 0;
+    if (!in.ReadVarint32(&n) || static_cast<uint64_t>(in.CurrentPosition()) + n != total) return std::nullopt;
+    out.Trim();
+    Inner* head = inner_of();
+    if (!head->ParseFromString(head_bytes)) return false;
+    char* dst = place(*head, n);
+    return dst != nullptr ? in.ReadRaw(dst, static_cast<int>(n)) : in.ReadString(head->mutable_data(), n);
+  }
+  return std::nullopt;
+}
+
+template <typename Message>
+bool ParseWhole(grpc::ByteBuffer* bb, Message* msg) {
+  msg->Clear();
+  return grpc::SerializationTraits<Message>::Deserialize(bb, msg).ok();
+}
+
+}  // namespace
+
 bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
                         absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place) {
   msg->Clear();
-  const size_t total = bb->Length();
-  if (total <= static_cast<size_t>(std::numeric_limits<int>::max())) {
-    grpc::ProtoBufferReader reader(bb);
-    if (!reader.status().ok()) return false;
-    google::protobuf::io::CodedInputStream in(&reader);
-    // The fast path: ServerMessage{data: FetchData{...other fields, data}}
-    // and nothing else. Anything different is parsed by protobuf below.
-    uint64_t len = 0;
-    if (in.ReadTag() == WireFormatLite::MakeTag(v1::ServerMessage::kDataFieldNumber,
-                                                WireFormatLite::WIRETYPE_LENGTH_DELIMITED) &&
-        in.ReadVarint64(&len) && static_cast<uint64_t>(in.CurrentPosition()) + len == total) {
-      std::string head_bytes;  // the FetchData's other fields, as they came
-      {
-        google::protobuf::io::StringOutputStream raw(&head_bytes);
-        CodedOutputStream out(&raw);
-        const uint32_t data_tag =
-            WireFormatLite::MakeTag(v1::FetchData::kDataFieldNumber, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
-        for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
-          if (tag != data_tag) {
-            if (!WireFormatLite::SkipField(&in, tag, &out)) return false;
-            continue;
-          }
-          uint32_t n = 0;
-          if (!in.ReadVarint32(&n) || static_cast<uint64_t>(in.CurrentPosition()) + n != total) break;
-          out.Trim();
-          v1::FetchData* d = msg->mutable_data();
-          if (!d->ParseFromString(head_bytes)) return false;
-          char* dst = place(*d, n);
-          return dst != nullptr ? in.ReadRaw(dst, static_cast<int>(n)) : in.ReadString(d->mutable_data(), n);
-        }
-      }
-    }
-  }
+  static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
+  const std::optional<bool> r = ParsePlaced<v1::FetchData>(
+      bb, kPath, v1::FetchData::kDataFieldNumber, [msg] { return msg->mutable_data(); }, place);
   // Not the fast path's shape: protobuf parses it (from the start).
+  return r.has_value() ? *r : ParseWhole(bb, msg);
+}
+
+bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
+                        absl::FunctionRef<char*(const v1::Upload& head, size_t n)> place) {
   msg->Clear();
-  return grpc::SerializationTraits<v1::ServerMessage>::Deserialize(bb, msg).ok();
+  static constexpr int kPath[] = {v1::ClientMessage::kRequestsFieldNumber, v1::Request::kUploadFieldNumber};
+  const std::optional<bool> r = ParsePlaced<v1::Upload>(
+      bb, kPath, v1::Upload::kDataFieldNumber, [msg] { return msg->add_requests()->mutable_upload(); }, place);
+  return r.has_value() ? *r : ParseWhole(bb, msg);
 }
 
 }  // namespace tensord::wire

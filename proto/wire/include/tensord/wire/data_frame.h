@@ -71,6 +71,12 @@ grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data);
 bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
                         absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place);
 
+// The same for a ClientMessage whose only request is an Upload with its
+// `data` last (as EncodeUploadChunk writes it): `place(head, n)` says where
+// the data goes (nullptr: into msg's data, as protobuf would put it).
+bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
+                        absl::FunctionRef<char*(const v1::Upload& head, size_t n)> place);
+
 }  // namespace tensord::wire
 
 #endif  // TENSORD_WIRE_DATA_FRAME_H_
