@@ -20,6 +20,7 @@
 #include "tensord/server/log.h"
 #include "internal.h"
 #include "meta_cache.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
@@ -994,7 +995,7 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     done += n;
     d->set_last(done == numel);
     first = false;
-    if (write_data_ != nullptr) {
+    if (write_data_ != nullptr && bytes >= wire::kMinBorrowedBytes) {
       // The transport sends the bytes from here, without a copy.
       if (!(*write_data_)(*d, src, bytes)) return false;
     } else {

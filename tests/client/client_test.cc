@@ -600,11 +600,14 @@ TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
   tc::SessionOptions stream_only;
   stream_only.shared_memory = false;
   stream_only.inline_upload_limit = 100;  // most sizes below are chunked
-  stream_only.chunk_bytes = 4096;
+  // Chunks just over the size from which the daemon copies them straight
+  // into the storage (wire::kMinBorrowedBytes); smaller ones are parsed whole.
+  const size_t chunk = (64 << 10) + 8;
+  stream_only.chunk_bytes = chunk;
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> stream, tc::Session::Connect(session_->address(), stream_only));
   tc::SessionGuard use(stream);
-  for (size_t n : {size_t{0}, size_t{1}, size_t{101}, size_t{4095}, size_t{4096}, size_t{4097}, size_t{3 * 4096},
-                   size_t{40 * 4096 + 33}, (size_t{7} << 20) + 5}) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{101}, chunk - 1, chunk, chunk + 1, 3 * chunk, 40 * chunk + 33,
+                   (size_t{7} << 20) + 5}) {
     std::vector<uint8_t> bytes(n);
     for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 31 + n);
     const std::vector<uint8_t> expect = bytes;
@@ -612,7 +615,7 @@ TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
     ASSERT_OK_AND_ASSIGN(tc::Tensor t,
                          tc::FromBlob(bytes.data(), n, {static_cast<int64_t>(n)}, ScalarType::kUInt8));
     const tc::Stats after = stream->stats();
-    if (n > 100) EXPECT_GE(after.messages_sent - before.messages_sent, static_cast<int64_t>((n + 4095) / 4096)) << n;
+    if (n > 100) EXPECT_GE(after.messages_sent - before.messages_sent, static_cast<int64_t>((n + chunk - 1) / chunk)) << n;
     std::fill(bytes.begin(), bytes.end(), 0xee);  // the daemon has its own copy
     ASSERT_OK_AND_ASSIGN(tc::HostData d, t.Fetch());
     ASSERT_EQ(d.byte_size(), n);

@@ -73,16 +73,16 @@ TEST(DataFrameTest, AnUploadChunkParsesAsTheClientMessageWithItsData) {
 }
 
 TEST(DataFrameTest, AFetchChunkIsPlacedWhereAsked) {
-  const std::string data = Bytes(3000);
+  const std::string data = Bytes(100000);
   wire::BorrowedSlices borrowed;
   grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), borrowed.Borrow(data.data(), data.size()));
   // gRPC may split a message anywhere: parse it from many small slices.
   const std::string flat = Flatten(bb);
   bb.Clear();
   std::vector<grpc::Slice> pieces;
-  for (size_t i = 0; i < flat.size(); i += 17) pieces.emplace_back(flat.substr(i, 17));
+  for (size_t i = 0; i < flat.size(); i += 1021) pieces.emplace_back(flat.substr(i, 1021));
   grpc::ByteBuffer split(pieces.data(), pieces.size());
-  std::string dest(3000, '\0');
+  std::string dest(100000, '\0');
   v1::ServerMessage msg;
   size_t asked = 0;
   ASSERT_TRUE(wire::ParseServerMessage(&split, &msg, [&](const v1::FetchData& head, size_t n) {
@@ -90,7 +90,7 @@ TEST(DataFrameTest, AFetchChunkIsPlacedWhereAsked) {
     asked = n;
     return dest.data();
   }));
-  EXPECT_EQ(asked, 3000u);
+  EXPECT_EQ(asked, 100000u);
   EXPECT_EQ(dest, data);
   EXPECT_TRUE(msg.data().data().empty());
   EXPECT_EQ(msg.data().request_id(), 42u);
@@ -98,7 +98,7 @@ TEST(DataFrameTest, AFetchChunkIsPlacedWhereAsked) {
 }
 
 TEST(DataFrameTest, WithoutAPlaceTheDataStaysInTheMessage) {
-  const std::string data = Bytes(100);
+  const std::string data = Bytes(wire::kMinBorrowedBytes);
   wire::BorrowedSlices borrowed;
   grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), borrowed.Borrow(data.data(), data.size()));
   v1::ServerMessage msg;
@@ -134,18 +134,18 @@ TEST(DataFrameTest, OtherMessagesParseAsProtobufWouldWithoutAPlace) {
 }
 
 TEST(DataFrameTest, AnUploadChunkIsPlacedWhereAskedAndOtherMessagesParseWhole) {
-  const std::string data = Bytes(5000);
+  const std::string data = Bytes(70000);
   v1::Upload head;
   head.set_handle(3);
   head.set_offset(8192);
   head.set_call_id(4);
   wire::BorrowedSlices borrowed;
   grpc::ByteBuffer bb = wire::EncodeUploadChunk(head, borrowed.Borrow(data.data(), data.size()));
-  std::string dest(5000, '\0');
+  std::string dest(70000, '\0');
   v1::ClientMessage msg;
   ASSERT_TRUE(wire::ParseClientMessage(&bb, &msg, [&](const v1::Upload& h, size_t n) {
     EXPECT_EQ(h.SerializeAsString(), head.SerializeAsString());
-    EXPECT_EQ(n, 5000u);
+    EXPECT_EQ(n, 70000u);
     return dest.data();
   }));
   bb.Clear();
@@ -180,9 +180,39 @@ TEST(DataFrameTest, AnUploadChunkIsPlacedWhereAskedAndOtherMessagesParseWhole) {
   EXPECT_FALSE(wire::ParseClientMessage(&garbage, &out, [&](const v1::Upload&, size_t) { return dest.data(); }));
 }
 
+TEST(DataFrameTest, SmallChunksAreParsedWhole) {
+  const std::string data = Bytes(wire::kMinBorrowedBytes / 2);
+  grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), grpc::Slice(data));
+  v1::ServerMessage msg;
+  bool asked = false;
+  ASSERT_TRUE(wire::ParseServerMessage(&bb, &msg, [&](const v1::FetchData&, size_t) {
+    asked = true;
+    return nullptr;
+  }));
+  EXPECT_FALSE(asked);
+  EXPECT_EQ(msg.data().data(), data);
+}
+
 TEST(DataFrameTest, MalformedMessagesAreRefused) {
-  const std::string good = Flatten(wire::EncodeFetchChunk(FetchHead(), grpc::Slice(Bytes(50))));
+  const std::string good = Flatten(wire::EncodeFetchChunk(FetchHead(), grpc::Slice(Bytes(70000))));
+  // Large enough for the placed parse: ServerMessage{data: FetchData{...}}
+  // around `inner`.
+  const auto around = [](const std::string& inner) {
+    std::string out = "\x0a";
+    for (uint64_t v = inner.size(); ; v >>= 7) {
+      if (v < 0x80) {
+        out.push_back(static_cast<char>(v));
+        break;
+      }
+      out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    }
+    return out + inner;
+  };
+  const std::string payload = Bytes(70000);
   const std::vector<std::string> bad = {
+      around("\x0f" + payload),                          // wire type 7 in the head
+      around(std::string("\x2a\xf0\xa4\x04", 4) + payload),  // data claims 70000 + 256 bytes
+
       good.substr(0, good.size() - 1),         // truncated data
       good.substr(0, 5),                       // truncated head
       std::string("\x0a\xff", 2),              // a length that never ends

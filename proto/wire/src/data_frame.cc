@@ -96,7 +96,9 @@ std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int
                                 const std::function<Inner*()>& inner_of,
                                 absl::FunctionRef<char*(const Inner& head, size_t n)> place) {
   const size_t total = bb->Length();
-  if (total > static_cast<size_t>(std::numeric_limits<int>::max())) return std::nullopt;
+  if (total < kMinBorrowedBytes || total > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return std::nullopt;
+  }
   grpc::ProtoBufferReader reader(bb);
   if (!reader.status().ok()) return false;
   google::protobuf::io::CodedInputStream in(&reader);

@@ -30,6 +30,11 @@
 
 namespace tensord::wire {
 
+// Data of fewer bytes is not worth borrowing or placing: a message this
+// small is serialized and parsed by protobuf as usual (the extra steps cost
+// more than the copy they save, which shows in a round trip of one op).
+inline constexpr size_t kMinBorrowedBytes = 64 << 10;
+
 // Slices over memory the caller owns (no copy), counted until gRPC drops its
 // last reference to each. gRPC lets go of a message's slices once it has
 // written them to the socket, which a blocking Write waits for; waiting for
@@ -67,7 +72,8 @@ grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data);
 // `place(head, n)`: `head` is the parsed FetchData without its data and `n`
 // the data's size; `place` returns where the n bytes go, or nullptr to have
 // them in msg's data as usual. Returns false when `bb` is not a valid
-// ServerMessage. `bb` is consumed.
+// ServerMessage. Buffers under kMinBorrowedBytes go straight to protobuf.
+// `bb` is consumed.
 bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
                         absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place);
 
