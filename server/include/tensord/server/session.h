@@ -73,8 +73,9 @@ class Session {
   // Sends one FetchData chunk: `head` (every field but `data`) and the `n`
   // bytes at `data`, which stay valid and unchanged until this returns (so
   // a transport may send them without copying). Returns false when the
-  // stream is gone. Without one, the bytes are copied into a ServerMessage
-  // for the Writer.
+  // stream is gone. Without one, and for chunks under
+  // wire::kMinBorrowedBytes, the bytes are copied into a ServerMessage for
+  // the Writer.
   using DataWriter = std::function<bool(const v1::FetchData& head, const char* data, size_t n)>;
 
   // `kernels` must outlive the session.
