@@ -70,6 +70,14 @@ class Session {
   // returns false when the stream is gone.
   using Writer = std::function<bool(const v1::ServerMessage&)>;
 
+  // Sends one FetchData chunk: `head` (every field but `data`) and the `n`
+  // bytes at `data`, which stay valid and unchanged until this returns (so
+  // a transport may send them without copying). Returns false when the
+  // stream is gone. Without one, and for chunks under
+  // wire::kMinBorrowedBytes, the bytes are copied into a ServerMessage for
+  // the Writer.
+  using DataWriter = std::function<bool(const v1::FetchData& head, const char* data, size_t n)>;
+
   // `kernels` must outlive the session.
   Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
           const KernelRegistry* kernels);
@@ -98,7 +106,19 @@ class Session {
   // backward finishes, before this returns. Returns false when the stream is
   // gone or the session closed. The requests run in place (never copied);
   // `message` must stay alive and unchanged until this returns.
-  bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read);
+  bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read,
+                      const DataWriter& write_data = nullptr);
+
+  // Where the `n` data bytes of an upload chunk `head` (parsed without its
+  // data) may be copied before the message carrying it runs: straight into
+  // the storage of the handle's unfinished upload, when the chunk continues
+  // it exactly (the offset received so far, no meta, no shared-memory
+  // segment, within total_bytes) and nothing else waits to run first. The
+  // next ExecuteMessage (of that one-request message) then counts them as
+  // received. nullptr: the data goes in the message as usual. `*keep`
+  // holds the storage while the caller copies (the session may close
+  // meanwhile). Not to be called while a message runs.
+  char* PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Frees every tensor and discards unfinished uploads. Idempotent; later
   // Execute calls return false. Returns the final statistics.
@@ -260,6 +280,11 @@ class Session {
   // (they run after the current message's).
   const Writer* write_ ABSL_GUARDED_BY(mu_) = nullptr;
   const Reader* read_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const DataWriter* write_data_ ABSL_GUARDED_BY(mu_) = nullptr;  // null: chunks go through write_
+  // PlaceUploadData put this many bytes of the next message's upload chunk
+  // (of `placed_handle_`) into its storage already.
+  uint64_t placed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t placed_handle_ ABSL_GUARDED_BY(mu_) = 0;
   const v1::ClientMessage* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   int current_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::Request> queue_ ABSL_GUARDED_BY(mu_);
