@@ -180,18 +180,23 @@ struct Session::Impl {
                                    " was lost"));
   }
 
+  // Appends the queued releases to the batch. Every request that names a
+  // released handle is in the batch already (or sent): the handle's last
+  // reference went after it was issued.
+  void AppendReleasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    absl::MutexLock rl(&release_mu);
+    if (!releases.empty()) {
+      v1::Release* r = pending->add_requests()->mutable_release();
+      r->mutable_handles()->Add(releases.begin(), releases.end());
+      stats.releases += static_cast<int64_t>(releases.size());
+      releases.clear();
+    }
+  }
+
   // Sends the pending batch (with queued releases) as one message.
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     TD_RETURN_IF_ERROR(Usable());
-    {
-      absl::MutexLock rl(&release_mu);
-      if (!releases.empty()) {
-        v1::Release* r = pending->add_requests()->mutable_release();
-        r->mutable_handles()->Add(releases.begin(), releases.end());
-        stats.releases += static_cast<int64_t>(releases.size());
-        releases.clear();
-      }
-    }
+    AppendReleasesLocked();
     if (pending->requests_size() == 0) return absl::OkStatus();
     batch_open = false;
     const bool ok = stream->Write(*pending);
@@ -1005,6 +1010,7 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
+    im.AppendReleasesLocked();  // as in Synchronize
     v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
     f->set_request_id(id);
     f->set_handle(handle);
@@ -1089,6 +1095,9 @@ absl::Status Session::Synchronize() {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
+    // Releases queued so far go before the sync, so that its reply already
+    // lists the shared-memory segments their storages adopted as free.
+    im.AppendReleasesLocked();
     im.pending->add_requests()->mutable_sync()->set_request_id(id);
     ++im.stats.round_trips;
     absl::Status st = im.FlushLocked();
