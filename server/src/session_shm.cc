@@ -101,13 +101,6 @@ size_t Session::shm_segments() const {
   return shm_.size();
 }
 
-size_t Session::shm_adopted_segments() const {
-  absl::MutexLock l(&shm_mu_);
-  size_t n = 0;
-  for (const auto& [id, m] : shm_) n += m->adopted.load() ? 1 : 0;
-  return n;
-}
-
 absl::StatusOr<std::shared_ptr<Session::ShmMapping>> Session::ShmRange(absl::string_view what, uint32_t id,
                                                                       uint64_t offset, uint64_t nbytes) const {
   std::shared_ptr<ShmMapping> m;

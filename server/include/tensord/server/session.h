@@ -123,9 +123,8 @@ class Session {
   // Refused (FailedPrecondition) while the segment backs a tensor's storage
   // (an adopting upload): it is unmapped when that storage is freed.
   absl::Status UnmapShmSegment(uint32_t id);
-  // Segments mapped now, and of those, adopted as a storage now (tests).
+  // Segments mapped now (tests).
   size_t shm_segments() const;
-  size_t shm_adopted_segments() const;
 
   static constexpr size_t kMaxShmSegments = 64;
   static constexpr uint64_t kMaxShmBytes = uint64_t{64} << 30;
