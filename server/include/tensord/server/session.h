@@ -14,6 +14,7 @@
 #ifndef TENSORD_SERVER_SESSION_H_
 #define TENSORD_SERVER_SESSION_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -143,11 +144,13 @@ class Session {
   };
   // Ids of adopted segments whose storage was freed, for the next reply's
   // shm_freed. Thread-safe; outlives the session while a storage holds it.
+  // Each id is listed once: a client that never waits for a reply grows it
+  // by one entry per distinct segment it adopted, not per upload.
   class ShmFreedList {
    public:
     void Add(uint32_t id) {
       absl::MutexLock l(&mu_);
-      ids_.push_back(id);
+      if (std::find(ids_.begin(), ids_.end(), id) == ids_.end()) ids_.push_back(id);
     }
     void TakeInto(google::protobuf::RepeatedField<uint32_t>* out) {
       absl::MutexLock l(&mu_);
