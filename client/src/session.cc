@@ -228,14 +228,17 @@ struct Session::Impl {
                                    " was lost"));
   }
 
-  // Moves the queued releases into the pending batch, after what it holds.
+  // Appends the queued releases to the batch. Every request that names a
+  // released handle is in the batch already (or sent): the handle's last
+  // reference went after it was issued.
   void AppendReleasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     absl::MutexLock rl(&release_mu);
-    if (releases.empty()) return;
-    v1::Release* r = pending->add_requests()->mutable_release();
-    r->mutable_handles()->Add(releases.begin(), releases.end());
-    stats.releases += static_cast<int64_t>(releases.size());
-    releases.clear();
+    if (!releases.empty()) {
+      v1::Release* r = pending->add_requests()->mutable_release();
+      r->mutable_handles()->Add(releases.begin(), releases.end());
+      stats.releases += static_cast<int64_t>(releases.size());
+      releases.clear();
+    }
   }
 
   // Sends the pending batch (with queued releases) as one message.
@@ -467,6 +470,7 @@ struct Session::Impl {
         const v1::FetchData& d = msg.data();
         auto it = waiters.find(d.request_id());
         if (d.last() && shm != nullptr) shm->Answered(d.request_id());
+        if (d.shm_freed_size() > 0 && shm != nullptr) shm->Freed(d.shm_freed().data(), d.shm_freed_size());
         if (it == waiters.end() || it->second->done) return;
         Waiter& w = *it->second;
         if (d.shm_segment() != 0) {
@@ -532,7 +536,10 @@ struct Session::Impl {
         return;
       }
       case v1::ServerMessage::kAck: {
-        if (shm != nullptr) shm->Answered(msg.ack().request_id());
+        if (shm != nullptr) {
+          shm->Answered(msg.ack().request_id());
+          if (msg.ack().shm_freed_size() > 0) shm->Freed(msg.ack().shm_freed().data(), msg.ack().shm_freed_size());
+        }
         if (msg.ack().released_functions_size() > 0) {
           ReleasedFunctions& r = Released();
           absl::MutexLock rl(&r.mu);
@@ -893,7 +900,9 @@ absl::Status Session::Close() {
 
 Stats Session::stats() const {
   absl::MutexLock l(&impl_->mu);
-  return impl_->stats;
+  Stats s = impl_->stats;
+  if (impl_->shm != nullptr) s.shm_segments_created = impl_->shm->segments_created();
+  return s;
 }
 
 void Session::QueueRelease(uint64_t handle) {
@@ -1020,9 +1029,19 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     ++im.stats.uploads;
     const char* bytes = static_cast<const char*>(data);
     std::optional<internal::ShmPool::Lease> lease;
-    if (im.shm != nullptr && nbytes > options_.inline_upload_limit) lease = im.shm->Acquire(nbytes);
+    bool adopt = false;
+    if (im.shm != nullptr && nbytes > options_.inline_upload_limit) {
+      // Large ones: a segment of their own that the daemon adopts as the
+      // storage (one copy in all), else one reused for copies (two).
+      if (nbytes >= options_.shm_adopt_min_bytes) {
+        lease = im.shm->Acquire(nbytes, /*adopt=*/true);
+        adopt = lease.has_value();
+      }
+      if (!lease.has_value()) lease = im.shm->Acquire(nbytes);
+    }
     if (lease.has_value()) {
-      // One copy here; the daemon copies from the segment into the storage.
+      // One copy here; unless adopted, the daemon copies from the segment
+      // into the storage.
       std::memcpy(lease->data, bytes, nbytes);
       v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
@@ -1033,8 +1052,14 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_shm_offset(0);
       u->set_last(true);
       u->set_call_id(call_id);
-      // Reusable once the daemon answers the next waiting request.
-      im.shm->ReleaseAfter(lease->id, im.next_request_id);
+      if (adopt) {
+        // Busy until a reply lists it in shm_freed (the storage is gone).
+        u->set_shm_adopt(true);
+        ++im.stats.shm_adopted_uploads;
+      } else {
+        // Reusable once the daemon answers the next waiting request.
+        im.shm->ReleaseAfter(lease->id, im.next_request_id);
+      }
       ++im.stats.shm_uploads;
       TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else if (nbytes <= options_.inline_upload_limit) {
@@ -1092,6 +1117,7 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
+    im.AppendReleasesLocked();  // as in Synchronize
     v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
     f->set_request_id(id);
     f->set_handle(handle);
@@ -1180,6 +1206,9 @@ absl::Status Session::Synchronize() {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
+    // Releases queued so far go before the sync, so that its reply already
+    // lists the shared-memory segments their storages adopted as free.
+    im.AppendReleasesLocked();
     im.pending->add_requests()->mutable_sync()->set_request_id(id);
     ++im.stats.round_trips;
     absl::Status st = im.FlushLocked();

@@ -820,6 +820,22 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                           " of ", DtypeName(m.dtype), " need ", expected, " bytes")),
                   &m);
     }
+    if (u.shm_adopt()) {
+      // One message whose storage is the client's segment: no copy here.
+      if (u.shm_segment() == 0 || !u.last() || !u.data().empty() || u.offset() != 0) {
+        return fail(RuntimeErr(absl::StrCat(what, ": an adopting upload must be one message (last set, offset 0) "
+                                            "naming a shared-memory segment and carrying no data")),
+                    &m);
+      }
+      absl::StatusOr<std::shared_ptr<Storage>> st = AdoptShmRange(what, u.shm_segment(), u.shm_offset(), expected);
+      if (!st.ok()) return fail(st.status(), &m);
+      Tensor t;
+      t.meta = std::move(m);
+      t.storage = *std::move(st);
+      t.ag = std::make_shared<AutogradMeta>();
+      tensors_.emplace(h, std::move(t));
+      return;
+    }
     // Not zero-filled: the chunks overwrite every byte, and the storage is
     // published only once all of them arrived.
     absl::StatusOr<std::shared_ptr<Storage>> st =
@@ -831,6 +847,10 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     up.total_bytes = expected;
     up.call_id = u.call_id();
     it = uploads_.emplace(h, std::move(up)).first;
+  } else if (u.shm_adopt()) {
+    TensorMeta m = it->second.meta;
+    uploads_.erase(it);
+    return fail(RuntimeErr(absl::StrCat(what, ": only a first (and only) chunk can adopt a shared-memory segment")), &m);
   } else if (u.has_meta()) {
     // Later chunks need no meta; if one comes, it must be the same.
     absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
@@ -957,6 +977,7 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     wire::ToProto(TensorMeta::Contiguous(m.sizes, m.dtype, m.device), d->mutable_meta());
     d->set_total_bytes(static_cast<uint64_t>(total));
     TakeUnreportedErrors(d->mutable_errors());
+    shm_freed_->TakeInto(d->mutable_shm_freed());
     return d;
   };
   if (fetch.shm_segment() != 0 && static_cast<uint64_t>(total) <= fetch.shm_capacity()) {
