@@ -6,12 +6,15 @@
 #include <google/protobuf/arena.h>
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <new>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <deque>
 #include <thread>
@@ -29,6 +32,7 @@
 #include "tensord/client/autograd.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/wire.h"
 
@@ -45,7 +49,10 @@ struct Waiter {
   bool have_meta = false;
   TensorMeta meta;
   uint64_t total_bytes = 0;
-  std::string data;
+  // Streamed data: `received` of total_bytes bytes so far, in `buffer`
+  // (allocated with the first chunk, not zero-filled).
+  std::shared_ptr<char> buffer;
+  uint64_t received = 0;
   std::vector<v1::Error> earlier_errors;  // FetchData.errors of the first chunk
   uint32_t shm_requested = 0;  // the segment offered to the daemon (0: none)
   uint32_t shm_segment = 0;    // the daemon put the data there
@@ -106,13 +113,46 @@ std::chrono::system_clock::time_point DeadlineIn(int ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
 }
 
+// A fetch's buffer of `n` bytes, not zero-filled; nullptr when there is no
+// memory. Buffers of 2 MiB and more are mapped 2 MiB-aligned with
+// MADV_HUGEPAGE (as the daemon's storages are): the kernel then backs them
+// with huge pages, one page fault per 2 MiB instead of per 4 KiB, which was
+// a quarter of the client's CPU per large streamed fetch.
+std::shared_ptr<char> AllocateFetchBuffer(uint64_t n) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (n < kHuge || n > std::numeric_limits<size_t>::max() - kHuge) {
+    char* p = new (std::nothrow) char[std::max<uint64_t>(n, 1)];
+    if (p == nullptr) return nullptr;
+    return std::shared_ptr<char>(p, std::default_delete<char[]>());
+  }
+  const size_t bytes = (static_cast<size_t>(n) + kHuge - 1) & ~(kHuge - 1);
+  const size_t len = bytes + kHuge;
+  void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t aligned = (base + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
+  if (aligned > base) ::munmap(m, aligned - base);
+  if (const size_t tail = len - (aligned - base) - bytes; tail > 0) {
+    ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  }
+  char* p = reinterpret_cast<char*>(aligned);
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are simply 4 KiB
+  return std::shared_ptr<char>(p, [bytes](char* q) { ::munmap(q, bytes); });
+}
+
 }  // namespace
 
 struct Session::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Tensord::Stub> stub;
   std::unique_ptr<grpc::ClientContext> stream_ctx;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>> stream;
+  // The session stream writes and reads byte buffers: batches are
+  // serialized by protobuf (FlushLocked), upload chunks are encoded around
+  // the caller's memory without copying it (wire::EncodeUploadChunk), and
+  // fetched data is copied from gRPC's buffer straight into the fetch's
+  // buffer (wire::ParseServerMessage, PlaceData).
+  std::string stream_method;  // "/tensord.v1.Tensord/Stream", named by the RpcMethod
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream;
   std::string token;
   internal::EmbeddedDaemon daemon;
   std::atomic<bool> closed{false};
@@ -160,6 +200,8 @@ struct Session::Impl {
   absl::Mutex wmu;
   bool reading ABSL_GUARDED_BY(wmu) = false;
   v1::ServerMessage read_buf;  // used by the reading thread only
+  grpc::ByteBuffer read_bytes;  // the same
+  uint64_t placed = 0;          // the same: bytes of read_buf's FetchData that PlaceData took
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters ABSL_GUARDED_BY(wmu);
   std::deque<v1::BackwardCallback> callbacks ABSL_GUARDED_BY(wmu);
   std::vector<v1::Error> unclaimed_errors ABSL_GUARDED_BY(wmu);
@@ -188,14 +230,17 @@ struct Session::Impl {
                                    " was lost"));
   }
 
-  // Moves the queued releases into the pending batch, after what it holds.
+  // Appends the queued releases to the batch. Every request that names a
+  // released handle is in the batch already (or sent): the handle's last
+  // reference went after it was issued.
   void AppendReleasesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     absl::MutexLock rl(&release_mu);
-    if (releases.empty()) return;
-    v1::Release* r = pending->add_requests()->mutable_release();
-    r->mutable_handles()->Add(releases.begin(), releases.end());
-    stats.releases += static_cast<int64_t>(releases.size());
-    releases.clear();
+    if (!releases.empty()) {
+      v1::Release* r = pending->add_requests()->mutable_release();
+      r->mutable_handles()->Add(releases.begin(), releases.end());
+      stats.releases += static_cast<int64_t>(releases.size());
+      releases.clear();
+    }
   }
 
   // Sends the pending batch (with queued releases) as one message.
@@ -204,7 +249,7 @@ struct Session::Impl {
     AppendReleasesLocked();
     if (pending->requests_size() == 0) return absl::OkStatus();
     batch_open = false;
-    const bool ok = stream->Write(*pending);
+    const bool ok = WriteMessage(*pending);
     ++stats.messages_sent;
     arena.Reset();
     pending = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
@@ -213,6 +258,14 @@ struct Session::Impl {
       return write_error;
     }
     return absl::OkStatus();
+  }
+
+  // Serializes `m` (as the generated stub would) and writes it.
+  bool WriteMessage(const v1::ClientMessage& m) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return stream->Write(bb);
   }
 
   absl::Status MaybeFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -301,9 +354,19 @@ struct Session::Impl {
       }
       reading = true;
       wmu.Unlock();
-      const bool ok = stream->Read(&read_buf);
+      bool ok = stream->Read(&read_bytes);
       grpc::Status st;
-      if (!ok) st = stream->Finish();
+      placed = 0;
+      if (ok && !wire::ParseServerMessage(&read_bytes, &read_buf, [this](const v1::FetchData& head, size_t n) {
+            return PlaceData(head, n);
+          })) {
+        ok = false;
+        stream_ctx->TryCancel();
+        stream->Finish().IgnoreError();
+        st = grpc::Status(grpc::StatusCode::INTERNAL, "the daemon sent a message that does not parse");
+      } else if (!ok) {
+        st = stream->Finish();
+      }
       wmu.Lock();
       reading = false;
       if (ok) {
@@ -376,7 +439,32 @@ struct Session::Impl {
     }
   }
 
-  // Completes the waiter `msg` answers. Fetch data is moved out of `msg`.
+  // Where the `n` data bytes of a FetchData chunk go (called by the reading
+  // thread while it parses the chunk, before HandleMessageLocked): into the
+  // waiting fetch's buffer at the chunk's offset, when the chunk fits it;
+  // else nullptr (the bytes stay in the message, and HandleMessageLocked
+  // reports what is wrong).
+  char* PlaceData(const v1::FetchData& d, size_t n) ABSL_LOCKS_EXCLUDED(wmu) {
+    absl::MutexLock wl(&wmu);
+    auto it = waiters.find(d.request_id());
+    if (it == waiters.end() || it->second->done || d.shm_segment() != 0) return nullptr;
+    Waiter& w = *it->second;
+    if (!w.have_meta) {
+      // The first chunk: HandleMessageLocked validates its meta and size;
+      // the buffer is sized by the size it announces, within gRPC's limit
+      // on what this stream may receive in all (never more than asked).
+      if (d.offset() != 0 || d.total_bytes() < n || w.buffer != nullptr) return nullptr;
+      w.buffer = AllocateFetchBuffer(d.total_bytes());
+      if (w.buffer == nullptr) return nullptr;
+      w.total_bytes = d.total_bytes();
+    }
+    if (d.offset() != w.received || n > w.total_bytes - w.received) return nullptr;
+    placed = n;
+    return w.buffer.get() + w.received;
+  }
+
+  // Completes the waiter `msg` answers. Fetch data is in the waiter's buffer
+  // (PlaceData) or moved out of `msg`.
   void HandleMessageLocked(v1::ServerMessage* mutable_msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
     const v1::ServerMessage& msg = *mutable_msg;
     switch (msg.kind_case()) {
@@ -384,6 +472,7 @@ struct Session::Impl {
         const v1::FetchData& d = msg.data();
         auto it = waiters.find(d.request_id());
         if (d.last() && shm != nullptr) shm->Answered(d.request_id());
+        if (d.shm_freed_size() > 0 && shm != nullptr) shm->Freed(d.shm_freed().data(), d.shm_freed_size());
         if (it == waiters.end() || it->second->done) return;
         Waiter& w = *it->second;
         if (d.shm_segment() != 0) {
@@ -423,33 +512,36 @@ struct Session::Impl {
           w.have_meta = true;
           w.earlier_errors.assign(d.errors().begin(), d.errors().end());
           w.total_bytes = d.total_bytes();
-          if (d.offset() == 0 && d.last() && d.data().size() == w.total_bytes) {
-            // All in one message: take its buffer instead of copying it.
-            w.data.swap(*mutable_msg->mutable_data()->mutable_data());
+          if (w.buffer == nullptr) w.buffer = AllocateFetchBuffer(w.total_bytes);
+          if (w.buffer == nullptr) {
             w.done = true;
+            w.status = OutOfMemoryErr(absl::StrCat("fetch: no memory for ", w.total_bytes, " bytes"));
             return;
           }
-          w.data.reserve(w.total_bytes);
         }
-        if (d.offset() != w.data.size() || w.data.size() + d.data().size() > w.total_bytes) {
+        const uint64_t size = placed > 0 ? placed : d.data().size();
+        if (d.offset() != w.received || size > w.total_bytes - w.received) {
           w.done = true;
-          w.status = InternalErr(absl::StrCat("daemon sent a data chunk at offset ", d.offset(), " of ",
-                                              d.data().size(), " bytes; expected offset ", w.data.size(), " of ",
-                                              w.total_bytes));
+          w.status = InternalErr(absl::StrCat("daemon sent a data chunk at offset ", d.offset(), " of ", size,
+                                              " bytes; expected offset ", w.received, " of ", w.total_bytes));
           return;
         }
-        w.data.append(d.data());
+        if (placed == 0 && size > 0) std::memcpy(w.buffer.get() + w.received, d.data().data(), size);
+        w.received += size;
         if (d.last()) {
           w.done = true;
-          if (w.data.size() != w.total_bytes) {
-            w.status = InternalErr(absl::StrCat("daemon's fetch data ended at ", w.data.size(), " of ",
+          if (w.received != w.total_bytes) {
+            w.status = InternalErr(absl::StrCat("daemon's fetch data ended at ", w.received, " of ",
                                                 w.total_bytes, " bytes"));
           }
         }
         return;
       }
       case v1::ServerMessage::kAck: {
-        if (shm != nullptr) shm->Answered(msg.ack().request_id());
+        if (shm != nullptr) {
+          shm->Answered(msg.ack().request_id());
+          if (msg.ack().shm_freed_size() > 0) shm->Freed(msg.ack().shm_freed().data(), msg.ack().shm_freed_size());
+        }
         if (msg.ack().released_functions_size() > 0) {
           ReleasedFunctions& r = Released();
           absl::MutexLock rl(&r.mu);
@@ -699,11 +791,17 @@ absl::Status Session::Start() {
     if (pool.ok()) im.shm = *std::move(pool);
   }
   im.stream_ctx = std::make_unique<grpc::ClientContext>();
-  im.stream = im.stub->Stream(im.stream_ctx.get());
+  // What the generated stub's Stream() does, with a byte buffer as the
+  // written type (the daemon parses the same protobuf messages).
+  im.stream_method = absl::StrCat("/", v1::Tensord::service_full_name(), "/Stream");
+  im.stream.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+      im.channel.get(),
+      grpc::internal::RpcMethod(im.stream_method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, im.channel),
+      im.stream_ctx.get()));
   v1::ClientMessage attach;
   attach.mutable_attach()->set_session_id(session_id_);
   attach.mutable_attach()->set_token(im.token);
-  const bool ok = im.stream->Write(attach);
+  const bool ok = im.WriteMessage(attach);
   {
     absl::MutexLock l(&im.mu);
     ++im.stats.messages_sent;
@@ -804,7 +902,9 @@ absl::Status Session::Close() {
 
 Stats Session::stats() const {
   absl::MutexLock l(&impl_->mu);
-  return impl_->stats;
+  Stats s = impl_->stats;
+  if (impl_->shm != nullptr) s.shm_segments_created = impl_->shm->segments_created();
+  return s;
 }
 
 void Session::QueueRelease(uint64_t handle) {
@@ -944,9 +1044,19 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     ++im.stats.uploads;
     const char* bytes = static_cast<const char*>(data);
     std::optional<internal::ShmPool::Lease> lease;
-    if (im.shm != nullptr && nbytes > options_.inline_upload_limit) lease = im.shm->Acquire(nbytes);
+    bool adopt = false;
+    if (im.shm != nullptr && nbytes > options_.inline_upload_limit) {
+      // Large ones: a segment of their own that the daemon adopts as the
+      // storage (one copy in all), else one reused for copies (two).
+      if (nbytes >= options_.shm_adopt_min_bytes) {
+        lease = im.shm->Acquire(nbytes, /*adopt=*/true);
+        adopt = lease.has_value();
+      }
+      if (!lease.has_value()) lease = im.shm->Acquire(nbytes);
+    }
     if (lease.has_value()) {
-      // One copy here; the daemon copies from the segment into the storage.
+      // One copy here; unless adopted, the daemon copies from the segment
+      // into the storage.
       std::memcpy(lease->data, bytes, nbytes);
       v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
@@ -957,8 +1067,14 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_shm_offset(0);
       u->set_last(true);
       u->set_call_id(call_id);
-      // Reusable once the daemon answers the next waiting request.
-      im.shm->ReleaseAfter(lease->id, im.next_request_id);
+      if (adopt) {
+        // Busy until a reply lists it in shm_freed (the storage is gone).
+        u->set_shm_adopt(true);
+        ++im.stats.shm_adopted_uploads;
+      } else {
+        // Reusable once the daemon answers the next waiting request.
+        im.shm->ReleaseAfter(lease->id, im.next_request_id);
+      }
       ++im.stats.shm_uploads;
       TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else if (nbytes <= options_.inline_upload_limit) {
@@ -972,21 +1088,34 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_call_id(call_id);
       TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else {
+      // The requests queued before this upload go first.
+      TD_RETURN_IF_ERROR(im.FlushLocked());
+      // Each chunk travels in its own message (never one giant message),
+      // encoded around the caller's bytes: gRPC hands them to the socket
+      // without a copy. They must stay valid until gRPC lets go of every
+      // chunk's slice, which this waits for before returning.
+      wire::BorrowedSlices borrowed;
       const size_t chunk = options_.chunk_bytes > 0 ? options_.chunk_bytes : (1u << 20);
-      for (size_t off = 0; off < nbytes; off += chunk) {
+      bool ok = true;
+      for (size_t off = 0; off < nbytes && ok; off += chunk) {
         const size_t n = std::min(chunk, nbytes - off);
-        v1::Upload* u = im.pending->add_requests()->mutable_upload();
-        u->set_handle(handle);
+        v1::Upload u;
+        u.set_handle(handle);
         if (off == 0) {
-          wire::ToProto(meta, u->mutable_meta());
-          u->set_total_bytes(nbytes);
+          wire::ToProto(meta, u.mutable_meta());
+          u.set_total_bytes(nbytes);
         }
-        u->set_offset(off);
-        u->set_data(bytes + off, n);
-        u->set_last(off + n == nbytes);
-        u->set_call_id(call_id);
-        // Each chunk travels in its own message: never one giant message.
-        TD_RETURN_IF_ERROR(im.FlushLocked());
+        u.set_offset(off);
+        u.set_last(off + n == nbytes);
+        u.set_call_id(call_id);
+        grpc::ByteBuffer bb = wire::EncodeUploadChunk(u, borrowed.Borrow(bytes + off, n));
+        ok = im.stream->Write(bb);
+        ++im.stats.messages_sent;
+      }
+      borrowed.WaitUntilReleased();
+      if (!ok) {
+        im.write_error = im.StreamLost();
+        return im.write_error;
       }
     }
   }
@@ -1003,6 +1132,7 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
+    im.AppendReleasesLocked();  // as in Synchronize
     v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
     f->set_request_id(id);
     f->set_handle(handle);
@@ -1041,7 +1171,11 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
   // any error no waiter claimed) is raised here, naming that op's call site.
   TD_RETURN_IF_ERROR(im.TakeErrors(std::move(w->earlier_errors)));
   out.meta = std::move(w->meta);
-  if (out.mapped == nullptr) out.bytes = std::move(w->data);
+  if (out.mapped == nullptr) {
+    // Streamed: the buffer the chunks were copied into.
+    out.mapped = std::move(w->buffer);
+    out.mapped_size = w->total_bytes;
+  }
   return out;
 }
 
@@ -1087,6 +1221,9 @@ absl::Status Session::Synchronize() {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     w = im.AddWaiterLocked(&id);
+    // Releases queued so far go before the sync, so that its reply already
+    // lists the shared-memory segments their storages adopted as free.
+    im.AppendReleasesLocked();
     im.pending->add_requests()->mutable_sync()->set_request_id(id);
     ++im.stats.round_trips;
     absl::Status st = im.FlushLocked();

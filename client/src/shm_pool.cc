@@ -100,9 +100,10 @@ void ShmPool::DropLocked(size_t index) {
   ::munmap(s.data, s.size);
 }
 
-std::optional<ShmPool::Lease> ShmPool::Acquire(size_t nbytes) {
+std::optional<ShmPool::Lease> ShmPool::Acquire(size_t nbytes, bool adopt) {
   absl::MutexLock l(&mu_);
   if (sock_ < 0 || nbytes == 0) return std::nullopt;
+  if (adopt && adopted_count_ >= kMaxAdopted) return std::nullopt;
   Segment* best = nullptr;
   for (Segment& s : segments_) {
     if (s.size >= nbytes && FreeLocked(s) && (best == nullptr || s.size < best->size)) best = &s;
@@ -110,6 +111,7 @@ std::optional<ShmPool::Lease> ShmPool::Acquire(size_t nbytes) {
   if (best == nullptr) {
     const size_t size = SegmentSize(nbytes);
     if (size > max_bytes_) return std::nullopt;
+    if (adopt && adopted_bytes_ + size > max_bytes_ / 2) return std::nullopt;
     // Make room: drop free segments, largest first.
     while (total_bytes_ + size > max_bytes_) {
       size_t victim = segments_.size();
@@ -157,21 +159,47 @@ std::optional<ShmPool::Lease> ShmPool::Acquire(size_t nbytes) {
     }
     segments_.push_back(s);
     total_bytes_ += size;
+    ++created_;
     best = &segments_.back();
+  } else if (adopt && adopted_bytes_ + best->size > max_bytes_ / 2) {
+    return std::nullopt;
   }
   best->busy = true;
   best->fence = 0;
+  if (adopt) {
+    best->adopted = true;
+    adopted_bytes_ += best->size;
+    ++adopted_count_;
+  }
   return Lease{best->id, best->data, best->size};
+}
+
+void ShmPool::Freed(const uint32_t* ids, int n) {
+  absl::MutexLock l(&mu_);
+  for (int i = 0; i < n; ++i) {
+    Segment* s = FindLocked(ids[i]);
+    if (s == nullptr || !s->adopted) continue;
+    s->adopted = false;
+    s->busy = false;
+    s->fence = 0;
+    adopted_bytes_ -= s->size;
+    --adopted_count_;
+  }
+}
+
+int64_t ShmPool::segments_created() const {
+  absl::MutexLock l(&mu_);
+  return created_;
 }
 
 void ShmPool::ReleaseAfter(uint32_t id, uint64_t fence) {
   absl::MutexLock l(&mu_);
-  if (Segment* s = FindLocked(id)) s->fence = fence;
+  if (Segment* s = FindLocked(id); s != nullptr && !s->adopted) s->fence = fence;
 }
 
 void ShmPool::Release(uint32_t id) {
   absl::MutexLock l(&mu_);
-  if (Segment* s = FindLocked(id)) {
+  if (Segment* s = FindLocked(id); s != nullptr && !s->adopted) {
     s->busy = false;
     s->fence = 0;
   }

@@ -679,6 +679,8 @@ py::dict StatsDict(const tc::Stats& s) {
   d["releases"] = s.releases;
   d["shm_uploads"] = s.shm_uploads;
   d["shm_fetches"] = s.shm_fetches;
+  d["shm_adopted_uploads"] = s.shm_adopted_uploads;
+  d["shm_segments_created"] = s.shm_segments_created;
   return d;
 }
 

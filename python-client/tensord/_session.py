@@ -10,7 +10,8 @@ from . import _C
 
 __all__ = ["Session", "connect", "synchronize", "stats", "default_session"]
 
-_STAT_KEYS = ("ops_issued", "messages_sent", "timed_flushes", "round_trips", "predicted_backwards", "uploads", "releases", "shm_uploads", "shm_fetches")
+_STAT_KEYS = ("ops_issued", "messages_sent", "timed_flushes", "round_trips", "predicted_backwards", "uploads",
+              "releases", "shm_uploads", "shm_fetches", "shm_adopted_uploads", "shm_segments_created")
 
 
 class Session:
@@ -70,7 +71,10 @@ class Session:
         timed_flushes (messages sent because a batch was flush_interval old),
         round_trips (blocking waits for the daemon), predicted_backwards
         (backward() calls streamed without a wait), uploads, releases, and
-        shm_uploads / shm_fetches (transfers that went through shared memory)."""
+        shm_uploads / shm_fetches (transfers that went through shared memory),
+        shm_adopted_uploads (of shm_uploads, those whose segment became the
+        tensor's storage in the daemon: one copy in all) and
+        shm_segments_created (segments made; the other transfers reused them)."""
         return self._raw.stats()
 
     def synchronize(self):

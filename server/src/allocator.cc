@@ -303,6 +303,37 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes,
   }
 }
 
+absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Adopt(char* data, int64_t nbytes,
+                                                             std::shared_ptr<void> keeper, absl::string_view op) {
+  if (nbytes < 0) return RuntimeErr(absl::StrCat(op, ": cannot adopt a negative number of bytes (", nbytes, ")"));
+  if (data == nullptr || keeper == nullptr) return InternalErr(absl::StrCat(op, ": adopting memory without an owner"));
+  int64_t cur = in_use_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (limit_ > 0 && nbytes > limit_ - cur) {
+      return OutOfMemoryErr(absl::StrCat(op, ": out of memory: a storage of ", FormatBytes(nbytes), " (", nbytes,
+                                         " bytes) would exceed this session's ", FormatBytes(limit_), " limit (",
+                                         limit_, " bytes; ", FormatBytes(cur), " in use)"));
+    }
+    if (in_use_.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
+  }
+  const int64_t now = cur + nbytes;
+  int64_t peak = peak_.load(std::memory_order_relaxed);
+  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  allocator_->in_use_.fetch_add(nbytes, std::memory_order_relaxed);
+  Storage* raw = new (std::nothrow) Storage(data, nullptr, nbytes, 0, shared_from_this());
+  if (raw == nullptr) {
+    Uncharge(nbytes);
+    return OutOfMemoryErr(absl::StrCat(op, ": out of memory (the storage's bookkeeping)"));
+  }
+  raw->external_ = std::move(keeper);
+  try {
+    return std::shared_ptr<Storage>(raw);  // on failure the constructor deletes `raw`
+  } catch (const std::bad_alloc&) {
+    return OutOfMemoryErr(absl::StrCat(op, ": out of memory (the storage's bookkeeping)"));
+  }
+}
+
 void MemoryAccount::Uncharge(int64_t nbytes) {
   in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
   allocator_->in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
@@ -314,7 +345,9 @@ uint64_t Storage::NextId() {
 }
 
 Storage::~Storage() {
-  if (mapped_bytes_ > 0) {
+  if (external_ != nullptr) {
+    external_.reset();  // the owner lets go of the memory (e.g. the client may reuse its segment)
+  } else if (mapped_bytes_ > 0) {
     account_->allocator_->ReturnBlock(data_, mapped_bytes_, account_->id());
   } else {
     std::free(heap_block_);

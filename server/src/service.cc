@@ -18,6 +18,7 @@
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/server/log.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/wire.h"
 
 #ifndef TENSORD_VERSION
@@ -99,7 +100,23 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
 }
 
 TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels)
-    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>(options.cpu_allocator)) {}
+    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>(options.cpu_allocator)) {
+  // Stream writes byte buffers: install it as the handler of the Stream
+  // method, as the generated code's WithStreamedUnaryMethod_ classes install
+  // theirs (the method's index is its position in the service).
+  const int stream_index = v1::ClientMessage::descriptor()
+                               ->file()
+                               ->FindServiceByName("Tensord")
+                               ->FindMethodByName("Stream")
+                               ->index();
+  MarkMethodStreamed(stream_index,
+                     new grpc::internal::BidiStreamingHandler<TensordService, grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [](TensordService* service, grpc::ServerContext* context,
+                            grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+                           return service->Stream(context, stream);
+                         },
+                         this));
+}
 
 TensordService::~TensordService() { BeginShutdown(); }
 
@@ -216,11 +233,15 @@ grpc::Status TensordService::CloseSession(grpc::ServerContext* context, const v1
 }
 
 grpc::Status TensordService::Stream(grpc::ServerContext* context,
-                                    grpc::ServerReaderWriter<v1::ServerMessage, v1::ClientMessage>* stream) {
+                                    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  const grpc::Status unparsable(grpc::StatusCode::INVALID_ARGUMENT,
+                                "a message on the session stream is not a valid tensord.v1.ClientMessage");
   v1::ClientMessage msg;
-  if (!stream->Read(&msg)) {
+  grpc::ByteBuffer in;
+  if (!stream->Read(&in)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before attaching to a session");
   }
+  if (!grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, &msg).ok()) return unparsable;
   if (!msg.has_attach()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message on a stream must carry attach (session id and token)");
@@ -248,16 +269,44 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   }
   Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
 
-  const Session::Writer write = [stream](const v1::ServerMessage& m) { return stream->Write(m); };
+  const Session::Writer write = [stream](const v1::ServerMessage& m) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    if (!grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return stream->Write(bb);
+  };
+  // Fetched data: a slice over the storage, which the session keeps unchanged
+  // until this returns (after gRPC let go of it).
+  const Session::DataWriter write_data = [stream](const v1::FetchData& head, const char* data, size_t n) {
+    wire::BorrowedSlices borrowed;
+    grpc::ByteBuffer bb = wire::EncodeFetchChunk(head, borrowed.Borrow(data, n));
+    const bool ok = stream->Write(bb);
+    bb.Clear();
+    borrowed.WaitUntilReleased();
+    return ok;
+  };
   bool client_ended = false;
   bool stream_ended = false;
-  // The engine reads through this while it waits for a BackwardCallback's
-  // result; the main loop below reads through it too.
-  const Session::Reader read = [&](v1::ClientMessage* m) {
+  bool malformed = false;
+  // Reads the next message into `m`; `place` (the main loop's) may put an
+  // upload chunk's data straight into its storage.
+  const auto read_placed = [&](v1::ClientMessage* m, bool place) {
     if (stream_ended) return false;
-    if (!stream->Read(m)) {
+    if (!stream->Read(&in)) {
       stream_ended = true;
       client_ended = !context->IsCancelled();
+      return false;
+    }
+    std::shared_ptr<Storage> keep;  // while the data is copied into it
+    const bool parsed =
+        place ? wire::ParseClientMessage(&in, m,
+                                         [&](const v1::Upload& head, size_t n) {
+                                           return session->PlaceUploadData(head, n, &keep);
+                                         })
+              : grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, m).ok();
+    if (!parsed) {
+      stream_ended = true;
+      malformed = true;
       return false;
     }
     if (m->has_attach()) {
@@ -265,6 +314,9 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     }
     return true;
   };
+  // The engine reads through this while it waits for a BackwardCallback's
+  // result (a message runs then: nothing is placed).
+  const Session::Reader read = [&](v1::ClientMessage* m) { return read_placed(m, false); };
   // Each further message is parsed onto an arena that is reset once the
   // message has run: a streamed op costs bump allocations, not a malloc and a
   // free for each of its submessages and strings. The arena's first block is
@@ -279,10 +331,10 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   arena_options.max_block_size = 1 << 20;
   google::protobuf::Arena arena(arena_options);
   const v1::ClientMessage* current = &msg;
-  while (session->ExecuteMessage(*current, write, read)) {
+  while (session->ExecuteMessage(*current, write, read, write_data)) {
     arena.Reset();
     auto* next = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
-    if (!read(next)) break;
+    if (!read_placed(next, true)) break;
     current = next;
   }
 
@@ -291,11 +343,12 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     auto it = sessions_.find(id);
     if (it != sessions_.end() && it->second.session == session) it->second.stream = nullptr;
   }
-  if (session->closed() || !Remove(id, client_ended ? "stream ended by the client" : "stream lost")) {
+  const char* why = malformed ? "a message did not parse" : client_ended ? "stream ended by the client" : "stream lost";
+  if (session->closed() || !Remove(id, why)) {
     // CloseSession or the daemon's shutdown closed the session and ended this stream.
     return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("session ", HexId(id), " was closed"));
   }
-  return grpc::Status::OK;
+  return malformed ? unparsable : grpc::Status::OK;
 }
 
 std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {
@@ -318,7 +371,7 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
   // When the last client left, the heap pages glibc keeps in its per-thread
   // arenas after the sessions' small frees go back too.
   if (last) malloc_trim(0);
-  Log(why == "stream lost" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
+  Log(why == "stream lost" || why == "a message did not parse" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
       "): peak ", FormatBytes(stats.peak_bytes),
       " (", stats.peak_bytes, " bytes), ", stats.ops_executed, " ops executed; cpu cache: ", FormatBytes(trimmed),
       " unmapped");

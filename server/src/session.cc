@@ -20,6 +20,7 @@
 #include "tensord/server/log.h"
 #include "internal.h"
 #include "meta_cache.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
@@ -272,21 +273,41 @@ bool Session::Execute(const v1::Request& request, const Writer& write, const Rea
   return ExecuteMessage(m, write, read);
 }
 
-bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read) {
+bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read,
+                             const DataWriter& write_data) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
   const Writer* old_write = write_;
   const Reader* old_read = read_;
+  const DataWriter* old_write_data = write_data_;
   write_ = &write;
   read_ = read ? &read : nullptr;
+  write_data_ = write_data ? &write_data : nullptr;
   current_ = &message;  // never nested: mu_ is held for the whole message
   current_next_ = 0;
   const bool ok = DrainLocked();
   write_ = old_write;
   read_ = old_read;
+  write_data_ = old_write_data;
   current_ = nullptr;
+  placed_bytes_ = 0;  // used by this message's upload, if at all
   if (!ok) queue_.clear();
   return ok && !closed_;
+}
+
+char* Session::PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep) {
+  absl::MutexLock lock(&mu_);
+  placed_bytes_ = 0;
+  if (closed_ || current_ != nullptr || !queue_.empty() || n == 0) return nullptr;
+  if (head.has_meta() || head.shm_segment() != 0) return nullptr;
+  auto it = uploads_.find(head.handle());
+  if (it == uploads_.end()) return nullptr;
+  PendingUpload& up = it->second;
+  if (head.offset() != up.received || n > up.total_bytes - up.received) return nullptr;
+  placed_bytes_ = n;
+  placed_handle_ = head.handle();
+  *keep = up.storage;
+  return up.storage->data() + up.received;
 }
 
 const v1::Request* Session::NextRequestLocked(v1::Request* owned) {
@@ -831,6 +852,22 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                           " of ", DtypeName(m.dtype), " need ", expected, " bytes")),
                   &m);
     }
+    if (u.shm_adopt()) {
+      // One message whose storage is the client's segment: no copy here.
+      if (u.shm_segment() == 0 || !u.last() || !u.data().empty() || u.offset() != 0) {
+        return fail(RuntimeErr(absl::StrCat(what, ": an adopting upload must be one message (last set, offset 0) "
+                                            "naming a shared-memory segment and carrying no data")),
+                    &m);
+      }
+      absl::StatusOr<std::shared_ptr<Storage>> st = AdoptShmRange(what, u.shm_segment(), u.shm_offset(), expected);
+      if (!st.ok()) return fail(st.status(), &m);
+      Tensor t;
+      t.meta = std::move(m);
+      t.storage = *std::move(st);
+      t.ag = std::make_shared<AutogradMeta>();
+      tensors_.emplace(h, std::move(t));
+      return;
+    }
     // Not zero-filled: the chunks overwrite every byte, and the storage is
     // published only once all of them arrived.
     absl::StatusOr<std::shared_ptr<Storage>> st =
@@ -842,6 +879,10 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     up.total_bytes = expected;
     up.call_id = u.call_id();
     it = uploads_.emplace(h, std::move(up)).first;
+  } else if (u.shm_adopt()) {
+    TensorMeta m = it->second.meta;
+    uploads_.erase(it);
+    return fail(RuntimeErr(absl::StrCat(what, ": only a first (and only) chunk can adopt a shared-memory segment")), &m);
   } else if (u.has_meta()) {
     // Later chunks need no meta; if one comes, it must be the same.
     absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
@@ -855,6 +896,12 @@ void Session::ExecuteUpload(const v1::Upload& u) {
   PendingUpload& up = it->second;
   const char* src = u.data().data();
   uint64_t size = u.data().size();
+  bool placed = false;  // the bytes are in the storage already (PlaceUploadData)
+  if (placed_bytes_ > 0 && placed_handle_ == h && u.data().empty() && u.shm_segment() == 0) {
+    size = placed_bytes_;
+    placed = true;
+  }
+  placed_bytes_ = 0;
   std::shared_ptr<ShmMapping> shm;  // held while copying
   if (u.shm_segment() != 0) {
     // The rest of the bytes are in a shared-memory segment of this session.
@@ -889,7 +936,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                         " reaches past total_bytes ", total)),
                 &m);
   }
-  if (size > 0) std::memcpy(up.storage->data() + up.received, src, size);
+  if (size > 0 && !placed) std::memcpy(up.storage->data() + up.received, src, size);
   up.received += size;
   if (!u.last()) return;
   if (up.received != up.total_bytes) {
@@ -962,6 +1009,7 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     wire::ToProto(TensorMeta::Contiguous(m.sizes, m.dtype, m.device), d->mutable_meta());
     d->set_total_bytes(static_cast<uint64_t>(total));
     TakeUnreportedErrors(d->mutable_errors());
+    shm_freed_->TakeInto(d->mutable_shm_freed());
     return d;
   };
   if (fetch.shm_segment() != 0 && static_cast<uint64_t>(total) <= fetch.shm_capacity()) {
@@ -979,26 +1027,34 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   // Whole elements per chunk (every itemsize divides the chunk size).
   const int64_t per_chunk = kMaxChunkBytes / itemsize;
   StridedReader reader(t.storage->data(), m);
-  int64_t done = 0;  // elements
+  std::string gathered;  // a strided tensor's chunk, reused
+  int64_t done = 0;      // elements
   bool first = true;
   do {
     const int64_t n = std::min(per_chunk, numel - done);
+    const size_t bytes = static_cast<size_t>(n * itemsize);
     v1::ServerMessage msg;
     v1::FetchData* d = first ? first_data(&msg) : msg.mutable_data();
     d->set_request_id(fetch.request_id());
     d->set_offset(static_cast<uint64_t>(done * itemsize));
+    const char* src;
     if (m.is_contiguous()) {
-      // Straight from the storage: no zero-filled buffer to overwrite.
-      d->set_data(t.storage->data() + (m.storage_offset + done) * itemsize, static_cast<size_t>(n * itemsize));
+      src = t.storage->data() + (m.storage_offset + done) * itemsize;
     } else {
-      std::string* data = d->mutable_data();
-      data->resize(static_cast<size_t>(n * itemsize));
-      reader.Read(n, data->data());
+      gathered.resize(bytes);
+      reader.Read(n, gathered.data());
+      src = gathered.data();
     }
     done += n;
     d->set_last(done == numel);
     first = false;
-    if (!write(msg)) return false;
+    if (write_data_ != nullptr && bytes >= wire::kMinBorrowedBytes) {
+      // The transport sends the bytes from here, without a copy.
+      if (!(*write_data_)(*d, src, bytes)) return false;
+    } else {
+      d->set_data(src, bytes);
+      if (!write(msg)) return false;
+    }
   } while (done < numel);
   return true;
 }

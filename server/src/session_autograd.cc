@@ -79,6 +79,7 @@ Tensor* Session::FindTensor(uint64_t handle) {
 
 void Session::AddReleasedFunctions(v1::Ack* ack) {
   for (uint64_t id : released_functions_->Take()) ack->add_released_functions(id);
+  shm_freed_->TakeInto(ack->mutable_shm_freed());  // as cheap, and on the same replies
 }
 
 Edge Session::GradientEdge(const Tensor& t) {

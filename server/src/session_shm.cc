@@ -75,6 +75,7 @@ absl::Status Session::MapShmSegment(uint32_t id, uint64_t size, int fd) {
   auto m = std::make_shared<ShmMapping>();
   m->data = static_cast<char*>(p);
   m->size = size;
+  m->id = id;
   shm_.emplace(id, std::move(m));
   return absl::OkStatus();
 }
@@ -84,6 +85,11 @@ absl::Status Session::UnmapShmSegment(uint32_t id) {
   absl::MutexLock l(&shm_mu_);
   auto it = shm_.find(id);
   if (it == shm_.end()) return absl::NotFoundError(absl::StrCat("shared-memory segment ", id, " is not mapped"));
+  if (it->second->adopted.load()) {
+    return absl::FailedPreconditionError(absl::StrCat("shared-memory segment ", id,
+                                                      " backs a tensor's storage (an adopting upload): it cannot be "
+                                                      "unmapped before a reply lists it in shm_freed"));
+  }
   m = std::move(it->second);
   shm_bytes_ -= m->size;
   shm_.erase(it);
@@ -111,7 +117,63 @@ absl::StatusOr<std::shared_ptr<Session::ShmMapping>> Session::ShmRange(absl::str
     return RuntimeErr(absl::StrCat(what, ": ", nbytes, " bytes at offset ", offset,
                                    " reach past the end of shared-memory segment ", id, " (", m->size, " bytes)"));
   }
+  if (m->adopted.load()) {
+    return RuntimeErr(absl::StrCat(what, ": shared-memory segment ", id,
+                                   " backs a tensor's storage (an adopting upload) and is busy until a reply lists "
+                                   "it in shm_freed"));
+  }
   return m;
+}
+
+namespace {
+
+// What an adopted storage holds: the mapping (so it stays mapped even if the
+// session ends first) and where to report the segment free again.
+template <typename Mapping, typename FreedList>
+struct AdoptedSegment {
+  std::shared_ptr<Mapping> mapping;
+  std::shared_ptr<FreedList> freed;
+  ~AdoptedSegment() {
+    // Free for the client to reuse: cleared before the id is reported, so an
+    // adopt that follows the report finds it free.
+    mapping->adopted.store(false);
+    freed->Add(mapping->id);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Storage>> Session::AdoptShmRange(absl::string_view what, uint32_t id, uint64_t offset,
+                                                                uint64_t nbytes) {
+  // Kernels may assume the allocator's alignment.
+  if (offset % static_cast<uint64_t>(CpuAllocator::kAlignment) != 0) {
+    return RuntimeErr(absl::StrCat(what, ": an adopted segment's offset must be a multiple of ",
+                                   CpuAllocator::kAlignment, " bytes, got ", offset));
+  }
+  absl::StatusOr<std::shared_ptr<ShmMapping>> r = ShmRange(what, id, offset, nbytes);
+  if (!r.ok()) return r.status();
+  std::shared_ptr<ShmMapping> m = *std::move(r);
+  {
+    // Under shm_mu_, so that an unmap sees either the flag or no adoption.
+    absl::MutexLock l(&shm_mu_);
+    auto it = shm_.find(id);
+    bool expected = false;
+    if (it == shm_.end() || it->second != m || !m->adopted.compare_exchange_strong(expected, true)) {
+      return RuntimeErr(absl::StrCat(what, ": shared-memory segment ", id,
+                                     " was unmapped or adopted meanwhile (it is busy until a reply lists it in "
+                                     "shm_freed)"));
+    }
+  }
+  // From here the keeper owns the flag: whatever happens, dropping it clears
+  // the flag and reports the segment free.
+  auto keeper = std::make_shared<AdoptedSegment<ShmMapping, ShmFreedList>>();
+  keeper->mapping = m;
+  keeper->freed = shm_freed_;
+  // The client can still write its own mapping of these bytes: that changes
+  // only this session's tensor (as writing through a numpy array that a
+  // torch.from_numpy tensor shares would), never another session's memory
+  // or the daemon's bookkeeping, and the seals keep the pages from going away.
+  return memory_->Adopt(m->data + offset, static_cast<int64_t>(nbytes), std::move(keeper), what);
 }
 
 }  // namespace tensord::server

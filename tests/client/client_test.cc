@@ -621,6 +621,45 @@ TEST_F(WithDaemon, LargeUploadsAreChunked) {
   EXPECT_EQ(stream->stats().shm_uploads + stream->stats().shm_fetches, 0);
 }
 
+// Over the stream an upload is sent from the caller's memory without a copy:
+// FromBlob returns only once gRPC no longer reads it, so the caller may
+// overwrite it at once. Sizes that are 0, below, at and above the chunk
+// size, not multiples of it, and odd byte counts round trip exactly.
+TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
+  tc::SessionOptions stream_only;
+  stream_only.shared_memory = false;
+  stream_only.inline_upload_limit = 100;  // most sizes below are chunked
+  // Chunks just over the size from which the daemon copies them straight
+  // into the storage (wire::kMinBorrowedBytes); smaller ones are parsed whole.
+  const size_t chunk = (64 << 10) + 8;
+  stream_only.chunk_bytes = chunk;
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> stream, tc::Session::Connect(session_->address(), stream_only));
+  tc::SessionGuard use(stream);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{101}, chunk - 1, chunk, chunk + 1, 3 * chunk, 40 * chunk + 33,
+                   (size_t{7} << 20) + 5}) {
+    std::vector<uint8_t> bytes(n);
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(i * 31 + n);
+    const std::vector<uint8_t> expect = bytes;
+    const tc::Stats before = stream->stats();
+    ASSERT_OK_AND_ASSIGN(tc::Tensor t,
+                         tc::FromBlob(bytes.data(), n, {static_cast<int64_t>(n)}, ScalarType::kUInt8));
+    const tc::Stats after = stream->stats();
+    if (n > 100) EXPECT_GE(after.messages_sent - before.messages_sent, static_cast<int64_t>((n + chunk - 1) / chunk)) << n;
+    std::fill(bytes.begin(), bytes.end(), 0xee);  // the daemon has its own copy
+    ASSERT_OK_AND_ASSIGN(tc::HostData d, t.Fetch());
+    ASSERT_EQ(d.byte_size(), n);
+    EXPECT_TRUE(n == 0 || std::memcmp(d.byte_data(), expect.data(), n) == 0) << n;
+    // A strided view (the daemon gathers it) of the same data.
+    if (n >= 2) {
+      ASSERT_OK_AND_ASSIGN(tc::Tensor odd, tc::Call1("slice", {t, 0, 1, static_cast<int64_t>(n), 2}));
+      ASSERT_OK_AND_ASSIGN(tc::HostData o, odd.Fetch());
+      ASSERT_EQ(o.byte_size(), n / 2);
+      for (size_t i = 0; i < n / 2; ++i) ASSERT_EQ(static_cast<uint8_t>(o.byte_data()[i]), expect[1 + 2 * i]) << n;
+    }
+  }
+  EXPECT_EQ(stream->stats().shm_uploads + stream->stats().shm_fetches, 0);
+}
+
 TEST_F(WithDaemon, SameHostTransfersGoThroughSharedMemory) {
   EXPECT_TRUE(session_->uses_shared_memory());  // a Unix socket: automatic
   const int64_t n = 3 * 1024 * 1024 + 17;

@@ -1,7 +1,9 @@
 """The data plane: uploads and fetches through shared memory (same host, Unix
 socket, automatic) and through the stream (TENSORD_SHM=0) give the same
-data for every size; a client killed mid-session leaves nothing in /dev/shm
-and nothing mapped in the daemon, which keeps serving."""
+data for every size; large uploads are adopted (the daemon's storage is the
+client's segment) and the segment comes back for reuse once the storage is
+freed, views and in-place ops included; a client killed mid-session leaves
+nothing in /dev/shm and nothing mapped in the daemon, which keeps serving."""
 import os
 import signal
 import subprocess
@@ -92,6 +94,64 @@ def test_fetched_arrays_outlive_the_next_fetch_and_the_session(daemon):
     assert first[0] == 5.0
 
 
+ADOPT_MIN = 1 << 20  # SessionOptions.shm_adopt_min_bytes' default
+
+
+# Bytes just under, at and past the adoption threshold (the last not a
+# multiple of the page), in two dtypes.
+@pytest.mark.parametrize("nbytes", [ADOPT_MIN - 4, ADOPT_MIN, ADOPT_MIN + 4100, 5 * ADOPT_MIN + 12])
+@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+def test_large_uploads_are_adopted_and_round_trip(two_sessions, nbytes, dtype):
+    fast, _ = two_sessions
+    n = nbytes // np.dtype(dtype).itemsize
+    a = (np.random.default_rng(nbytes).standard_normal(n) * 100).astype(dtype)
+    before = fast.stats()
+    with fast:
+        t = tensord.from_numpy(a)
+        np.testing.assert_array_equal(t.numpy(), a)
+        np.testing.assert_array_equal((t + 1).numpy(), a + 1)
+        del t
+        fast.synchronize()
+    after = fast.stats()
+    assert after["shm_uploads"] - before["shm_uploads"] == 1
+    assert after["shm_adopted_uploads"] - before["shm_adopted_uploads"] == (1 if a.nbytes >= ADOPT_MIN else 0)
+
+
+def test_an_adopted_segment_comes_back_and_is_reused(daemon):
+    s = _connect(daemon.address, True)
+    a = np.arange(3 << 20, dtype=np.float32)              # 12 MiB
+    with s:
+        for i in range(5):
+            t = tensord.from_numpy(a)
+            assert t[-1].item() == a[-1]
+            del t
+            s.synchronize()                               # released first; its reply says the segment is free
+        stats = s.stats()
+    s.close()
+    assert stats["shm_adopted_uploads"] == 5
+    assert stats["shm_segments_created"] == 1             # one segment served all five
+
+
+def test_views_and_in_place_ops_on_an_adopted_tensor(two_sessions):
+    fast, _ = two_sessions
+    a = np.arange(700 * 800, dtype=np.float32).reshape(700, 800)
+    before = fast.stats()
+    with fast:
+        t = tensord.from_numpy(a)
+        v = t.T[1::3]                                     # a view of the adopted storage
+        t.mul_(2)                                         # in place, through the base
+        del t
+        fast.synchronize()                                # the base's handle is gone; the view holds the storage
+        np.testing.assert_array_equal(v.numpy(), (a * 2).T[1::3])
+        v.add_(1)                                         # in place, through the view
+        np.testing.assert_array_equal(v.numpy(), (a * 2).T[1::3] + 1)
+        w = tensord.from_numpy(a)                         # another upload needs another segment meanwhile
+        np.testing.assert_array_equal(w.numpy(), a)
+        del v, w
+        fast.synchronize()
+    assert fast.stats()["shm_adopted_uploads"] - before["shm_adopted_uploads"] == 2
+
+
 def _daemon_memfd_mappings(pid):
     with open(f"/proc/{pid}/maps") as f:
         return sum(1 for line in f if "memfd:tensord-shm" in line)
@@ -105,6 +165,7 @@ s = tensord.connect(sys.argv[1])
 assert s.uses_shared_memory
 x = tensord.from_numpy(np.ones(3 << 20, dtype=np.float32))
 assert float(x.numpy()[-1]) == 1.0
+assert s.stats()["shm_adopted_uploads"] == 1   # the daemon's storage is the client's segment
 print("ready", flush=True)
 time.sleep(60)
 """

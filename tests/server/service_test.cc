@@ -163,6 +163,36 @@ TEST_F(ServiceTest, TheFirstMessageMustAttach) {
   EXPECT_THAT(st.error_message(), HasSubstr("attach"));
 }
 
+// The stream is read as bytes (so that upload data can go straight into the
+// storage): bytes that are no ClientMessage end the stream with an error
+// that says so, close the session, and leave the daemon serving.
+TEST_F(ServiceTest, BytesThatDoNotParseEndTheStreamAndTheSession) {
+  RawSession s(stub_.get(), false);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  const std::string method = absl::StrCat("/", v1::Tensord::service_full_name(), "/Stream");
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> raw(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel_.get(), grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
+          &ctx));
+  v1::ClientMessage attach;
+  attach.mutable_attach()->set_session_id(s.id());
+  attach.mutable_attach()->set_token(s.token());
+  grpc::Slice a(attach.SerializeAsString());
+  ASSERT_TRUE(raw->Write(grpc::ByteBuffer(&a, 1)));
+  // requests { upload { data: 9 bytes claimed, 1 present } }
+  grpc::Slice bad(std::string("\x12\x05\x12\x03\x2a\x09x", 7));
+  raw->Write(grpc::ByteBuffer(&bad, 1));
+  raw->WritesDone();
+  grpc::ByteBuffer reply;
+  EXPECT_FALSE(raw->Read(&reply));
+  const grpc::Status st = raw->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("not a valid tensord.v1.ClientMessage"));
+  RawSession next(stub_.get());
+  EXPECT_TRUE(next.Sync().empty());
+}
+
 TEST_F(ServiceTest, OnlyOneStreamPerSession) {
   RawSession s(stub_.get());
   EXPECT_TRUE(s.Sync().empty());  // attached for sure

@@ -9,7 +9,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <numeric>
+#include <string>
 
 #include "raw_client.h"
 #include "tensord/wire/shm.h"
@@ -51,6 +53,13 @@ class ShmClient {
     if (absl::Status s = wire::SendShmFrame(fd_, f, memfd); !s.ok()) return s;
     return wire::RecvShmReply(fd_);
   }
+  absl::Status Unmap(uint32_t segment) {
+    wire::ShmFrame f;
+    f.op = static_cast<uint32_t>(wire::ShmOp::kUnmap);
+    f.segment = segment;
+    if (absl::Status s = wire::SendShmFrame(fd_, f); !s.ok()) return s;
+    return wire::RecvShmReply(fd_);
+  }
 
  private:
   int fd_ = -1;
@@ -86,6 +95,33 @@ v1::Request ShmUpload(uint64_t handle, const std::vector<int64_t>& sizes, uint32
   u->set_shm_offset(offset);
   u->set_last(true);
   return r;
+}
+
+// An upload whose storage is the segment itself (Upload.shm_adopt).
+v1::Request AdoptUpload(uint64_t handle, const std::vector<int64_t>& sizes, uint32_t segment, uint64_t offset = 0) {
+  v1::Request r = ShmUpload(handle, sizes, segment, offset);
+  r.mutable_upload()->set_shm_adopt(true);
+  return r;
+}
+
+v1::Request ReleaseReq(std::vector<uint64_t> handles) {
+  v1::Request r;
+  for (uint64_t h : handles) r.mutable_release()->add_handles(h);
+  return r;
+}
+
+// The segments a reply reports freed: a Describe of nothing is an Ack.
+std::vector<uint32_t> Freed(RawSession& s) {
+  v1::Ack ack = s.Describe({});
+  return {ack.shm_freed().begin(), ack.shm_freed().end()};
+}
+
+// Mappings of the test's memfds in this process (the daemon runs in it too).
+int MemfdMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) n += line.find("memfd:tensord-test") != std::string::npos;
+  return n;
 }
 
 // A Fetch into a segment: the reply message.
@@ -231,6 +267,145 @@ TEST_F(ShmTest, ClosingTheSessionUnmapsItsSegments) {
   EXPECT_THAT(std::string(st.message()), ::testing::AnyOf(HasSubstr("closed"), HasSubstr("channel: send"),
                                                           HasSubstr("channel: receive")));
   s->Finish();
+}
+
+TEST_F(ShmTest, AnAdoptedSegmentIsTheStorageUntilItsLastViewGoes) {
+  RawSession s(stub_.get());
+  ShmClient c(ChannelPath());
+  ASSERT_TRUE(c.Hello(s.id(), s.token()).ok());
+  const int64_t rows = 1001, cols = 263;  // 1,053,052 bytes: past 1 MiB, not a multiple of the page
+  const size_t n = static_cast<size_t>(rows * cols);
+  Memfd seg(2 << 20);
+  ASSERT_TRUE(c.Map(7, seg.size, seg.fd).ok());
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.25f);
+  std::memcpy(seg.data, v.data(), n * 4);
+  s.Send(AdoptUpload(1, {rows, cols}, 7));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(s.FetchValues<float>(1), v);
+  // No copy: the storage is the segment (the client writing its own mapping
+  // changes its own tensor).
+  reinterpret_cast<float*>(seg.data)[5] = -1.0f;
+  v[5] = -1.0f;
+  EXPECT_EQ(s.FetchValues<float>(1), v);
+
+  // Busy while adopted: another adopt, a copying upload, a fetch into it and
+  // an unmap are refused; the session keeps working.
+  s.Send(AdoptUpload(2, {4}, 7));
+  ExpectOneError(s.Sync(), "shared-memory segment 7 backs a tensor's storage");
+  s.Send(ShmUpload(3, {4}, 7, 0));
+  ExpectOneError(s.Sync(), "busy until a reply lists it in shm_freed");
+  v1::ServerMessage m = ShmFetch(s, 60, 1, 7, 0, seg.size);
+  ASSERT_TRUE(m.has_error()) << m.DebugString();
+  EXPECT_THAT(m.error().error().message(), HasSubstr("backs a tensor's storage"));
+  EXPECT_THAT(c.Unmap(7).message(), HasSubstr("cannot be unmapped"));
+
+  // A view and an in-place op through it; the base's handle goes first.
+  s.Send(Call(1, "t", {T(1)}, {4}));
+  s.Send(Call(2, "mul_.Scalar", {T(4), F(2.0)}, {0}));
+  s.Send(ReleaseReq({1}));
+  EXPECT_TRUE(Freed(s).empty());  // the view still holds the storage
+  EXPECT_EQ(reinterpret_cast<float*>(seg.data)[7], 2 * v[7]);  // written in place, in the segment
+  std::vector<float> got = s.FetchValues<float>(4);
+  ASSERT_EQ(got.size(), n);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      ASSERT_EQ(got[static_cast<size_t>(j * rows + i)], 2 * v[static_cast<size_t>(i * cols + j)]) << i << "," << j;
+    }
+  }
+  s.Send(ReleaseReq({4}));
+  EXPECT_THAT(Freed(s), ::testing::ElementsAre(7u));
+  EXPECT_TRUE(Freed(s).empty());  // reported once
+
+  // Free again: adopted anew (at an aligned offset), unmapped after.
+  std::memcpy(seg.data + 4096, v.data(), 64);
+  s.Send(AdoptUpload(5, {16}, 7, 4096));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(s.FetchValues<float>(5), std::vector<float>(v.begin(), v.begin() + 16));
+  s.Send(ReleaseReq({5}));
+  EXPECT_THAT(Freed(s), ::testing::ElementsAre(7u));
+  EXPECT_TRUE(c.Unmap(7).ok());
+}
+
+TEST_F(ShmTest, BadAdoptingUploadsAreErrorsAndTheDaemonKeepsServing) {
+  RawSession s(stub_.get());
+  ShmClient c(ChannelPath());
+  ASSERT_TRUE(c.Hello(s.id(), s.token()).ok());
+  Memfd seg(1 << 16);
+  ASSERT_TRUE(c.Map(1, seg.size, seg.fd).ok());
+  s.Send(AdoptUpload(1, {16}, 9));
+  ExpectOneError(s.Sync(), "segment 9 is not mapped in this session");
+  s.Send(AdoptUpload(2, {16385}, 1));
+  ExpectOneError(s.Sync(), "65540 bytes at offset 0 reach past the end of shared-memory segment 1 (65536 bytes)");
+  s.Send(AdoptUpload(3, {4}, 1, ~uint64_t{0} - 63));
+  ExpectOneError(s.Sync(), "reach past the end");
+  s.Send(AdoptUpload(4, {4}, 1, 100));
+  ExpectOneError(s.Sync(), "offset must be a multiple of 64 bytes, got 100");
+  s.Send(AdoptUpload(5, {4}, 0));
+  ExpectOneError(s.Sync(), "must be one message");
+  v1::Request with_data = AdoptUpload(6, {4}, 1);
+  with_data.mutable_upload()->set_data(std::string(16, 'x'));
+  s.Send(with_data);
+  ExpectOneError(s.Sync(), "must be one message");
+  v1::Request not_last = AdoptUpload(7, {4}, 1);
+  not_last.mutable_upload()->set_last(false);
+  s.Send(not_last);
+  ExpectOneError(s.Sync(), "must be one message");
+  // A chunked upload whose later chunk asks to adopt.
+  v1::Request first = ShmUpload(8, {8}, 1, 0);
+  first.mutable_upload()->set_shm_segment(0);
+  first.mutable_upload()->set_data(std::string(16, 'x'));
+  first.mutable_upload()->set_last(false);
+  s.Send(first);
+  v1::Request later = AdoptUpload(8, {8}, 1);
+  later.mutable_upload()->clear_meta();
+  later.mutable_upload()->set_offset(16);
+  s.Send(later);
+  ExpectOneError(s.Sync(), "only a first (and only) chunk can adopt");
+  // Nothing was adopted, nothing is reported freed, and all still works.
+  EXPECT_TRUE(Freed(s).empty());
+  std::vector<float> v = {1, 2, 3, 4};
+  std::memcpy(seg.data + 128, v.data(), 16);
+  s.Send(AdoptUpload(10, {4}, 1, 128));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(s.FetchValues<float>(10), v);
+}
+
+TEST_F(ShmTest, AnAdoptedStorageCountsAgainstTheSessionsLimit) {
+  StartDaemon(/*session_memory_limit_bytes=*/1 << 20);
+  RawSession s(stub_.get());
+  ShmClient c(ChannelPath());
+  ASSERT_TRUE(c.Hello(s.id(), s.token()).ok());
+  Memfd seg(2 << 20);
+  ASSERT_TRUE(c.Map(3, seg.size, seg.fd).ok());
+  s.Send(AdoptUpload(1, {(1 << 20) / 4 + 1}, 3));
+  EXPECT_THAT(Freed(s), ::testing::ElementsAre(3u));  // refused: free again at once
+  ExpectOneError(s.Sync(), "out of memory");
+  s.Send(AdoptUpload(2, {(1 << 19) / 4}, 3));       // 512 KiB fits
+  EXPECT_TRUE(s.Sync().empty());
+  s.Upload<float>(4, {(1 << 19) / 4}, ScalarType::kFloat32, std::vector<float>((1 << 19) / 4, 1.0f));
+  EXPECT_TRUE(s.Sync().empty());
+  s.Upload<float>(5, {1}, ScalarType::kFloat32, {1.0f});  // over: the adopted 512 KiB count
+  ExpectOneError(s.Sync(), "out of memory");
+}
+
+TEST_F(ShmTest, ClosingASessionFreesItsAdoptedStorages) {
+  auto s = std::make_unique<RawSession>(stub_.get());
+  ShmClient c(ChannelPath());
+  ASSERT_TRUE(c.Hello(s->id(), s->token()).ok());
+  Memfd seg(1 << 20);
+  ASSERT_TRUE(c.Map(1, seg.size, seg.fd).ok());
+  s->Send(AdoptUpload(1, {1 << 18}, 1));
+  s->Send(Call(1, "t", {T(1)}, {2}));  // a 1-D t() is a view too
+  EXPECT_TRUE(s->Sync().empty());
+  EXPECT_EQ(MemfdMappings(), 2);  // this test's and the daemon's (in this process)
+  ASSERT_TRUE(s->Close().ok());
+  EXPECT_EQ(MemfdMappings(), 1);  // the storages went with the session, and the mapping with them
+  s->Finish();
+  // Another session works, and the daemon kept serving.
+  RawSession t(stub_.get());
+  t.Upload<float>(1, {2}, ScalarType::kFloat32, {5, 6});
+  EXPECT_THAT(t.FetchValues<float>(1), ::testing::ElementsAre(5, 6));
 }
 
 }  // namespace

@@ -55,6 +55,13 @@ struct SessionOptions {
   // for reuse, total at most `shm_pool_bytes`.
   bool shared_memory = true;
   size_t shm_pool_bytes = size_t{1} << 30;
+  // Uploads of at least this many bytes through shared memory get a segment
+  // of their own that the daemon adopts as the tensor's storage: one copy
+  // (here, into the segment) instead of two. The segment returns to the pool
+  // when the daemon frees the storage (every tensor viewing it released).
+  // Adopted segments hold at most half of `shm_pool_bytes`; beyond that,
+  // uploads copy. SIZE_MAX: never adopt.
+  size_t shm_adopt_min_bytes = size_t{1} << 20;
   // backward() without a round trip: when the client can tell from its mirror
   // of the graph which .grad the daemon will set (no user-defined Function,
   // no retain_grad() tensor, leaf inputs only, no create_graph), it streams
@@ -79,6 +86,8 @@ struct Stats {
   int64_t releases = 0;       // handles released
   int64_t shm_uploads = 0;    // uploads through shared memory
   int64_t shm_fetches = 0;    // fetches through shared memory
+  int64_t shm_adopted_uploads = 0;   // of shm_uploads, those whose segment the daemon adopted (no daemon copy)
+  int64_t shm_segments_created = 0;  // shared-memory segments made (the rest of the transfers reused them)
 };
 
 // What the daemon said about itself in the handshake.

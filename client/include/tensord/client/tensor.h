@@ -179,8 +179,9 @@ struct TensorImpl {
 // contiguous; meta.device says where the data came from).
 struct HostData {
   TensorMeta meta;
-  // The bytes: in `bytes`, or (a fetch through shared memory) the first
-  // `mapped_size` bytes at `mapped`. Use byte_data()/byte_size().
+  // The bytes: in `bytes`, or (a fetch: the buffer the stream's chunks were
+  // copied into, or a shared-memory segment) the first `mapped_size` bytes
+  // at `mapped`. Use byte_data()/byte_size().
   std::string bytes;
   std::shared_ptr<const char> mapped;
   size_t mapped_size = 0;

@@ -145,6 +145,14 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   // always zeroed first.
   absl::StatusOr<std::shared_ptr<Storage>> Allocate(int64_t nbytes, absl::string_view op, bool zero_fill = true);
 
+  // A storage over `nbytes` (>= 0) of memory the daemon did not allocate
+  // (a client's shared-memory segment adopted by an upload): `data` stays
+  // valid while `keeper` lives, and the storage holds `keeper` until its last
+  // shared_ptr goes (then drops it: nothing is freed here). Charged to this
+  // account like Allocate, with the same errors over the limit.
+  absl::StatusOr<std::shared_ptr<Storage>> Adopt(char* data, int64_t nbytes, std::shared_ptr<void> keeper,
+                                                 absl::string_view op);
+
   int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
   int64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   int64_t limit_bytes() const { return limit_; }
@@ -201,6 +209,7 @@ class Storage {
   void* heap_block_;     // unmapped storages: the malloc'd block that data_ lies in (64 bytes in at most)
   int64_t nbytes_;
   size_t mapped_bytes_;  // > 0: mapped, returned to the allocator's cache; else heap_block_ is
+  std::shared_ptr<void> external_;  // non-null: adopted memory, kept alive by this (see Adopt)
   std::shared_ptr<MemoryAccount> account_;
   uint64_t version_ = 0;  // guarded by the owning session's mutex
   uint64_t id_;

@@ -55,8 +55,14 @@ class TensordService final : public v1::Tensord::Service {
                            v1::OpenSessionResponse* response) override;
   grpc::Status CloseSession(grpc::ServerContext* context, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
+  // The session stream. It reads and writes byte buffers rather than
+  // messages (the constructor installs this handler in place of the
+  // generated one), so that fetched data goes from the storage to the socket
+  // without being copied into messages, and uploaded data from gRPC's buffer
+  // into the storage (Session::PlaceUploadData); the peer sees the same
+  // protobuf messages.
   grpc::Status Stream(grpc::ServerContext* context,
-                      grpc::ServerReaderWriter<v1::ServerMessage, v1::ClientMessage>* stream) override;
+                      grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
   // Refuses new sessions, cancels every attached stream and closes every
   // session. Called before the gRPC server shuts down.

@@ -14,6 +14,8 @@
 #ifndef TENSORD_SERVER_SESSION_H_
 #define TENSORD_SERVER_SESSION_H_
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -70,6 +72,14 @@ class Session {
   // returns false when the stream is gone.
   using Writer = std::function<bool(const v1::ServerMessage&)>;
 
+  // Sends one FetchData chunk: `head` (every field but `data`) and the `n`
+  // bytes at `data`, which stay valid and unchanged until this returns (so
+  // a transport may send them without copying). Returns false when the
+  // stream is gone. Without one, and for chunks under
+  // wire::kMinBorrowedBytes, the bytes are copied into a ServerMessage for
+  // the Writer.
+  using DataWriter = std::function<bool(const v1::FetchData& head, const char* data, size_t n)>;
+
   // `kernels` must outlive the session.
   Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
           const KernelRegistry* kernels);
@@ -98,7 +108,19 @@ class Session {
   // backward finishes, before this returns. Returns false when the stream is
   // gone or the session closed. The requests run in place (never copied);
   // `message` must stay alive and unchanged until this returns.
-  bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read);
+  bool ExecuteMessage(const v1::ClientMessage& message, const Writer& write, const Reader& read,
+                      const DataWriter& write_data = nullptr);
+
+  // Where the `n` data bytes of an upload chunk `head` (parsed without its
+  // data) may be copied before the message carrying it runs: straight into
+  // the storage of the handle's unfinished upload, when the chunk continues
+  // it exactly (the offset received so far, no meta, no shared-memory
+  // segment, within total_bytes) and nothing else waits to run first. The
+  // next ExecuteMessage (of that one-request message) then counts them as
+  // received. nullptr: the data goes in the message as usual. `*keep`
+  // holds the storage while the caller copies (the session may close
+  // meanwhile). Not to be called while a message runs.
+  char* PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Frees every tensor and discards unfinished uploads. Idempotent; later
   // Execute calls return false. Returns the final statistics.
@@ -119,6 +141,8 @@ class Session {
   // kMaxShmBytes in them; `fd` is a memfd sealed against shrinking (so the
   // mapping can never fault past its end) whose size is exactly `size` > 0.
   absl::Status MapShmSegment(uint32_t id, uint64_t size, int fd);
+  // Refused (FailedPrecondition) while the segment backs a tensor's storage
+  // (an adopting upload): it is unmapped when that storage is freed.
   absl::Status UnmapShmSegment(uint32_t id);
   // Segments mapped now (tests).
   size_t shm_segments() const;
@@ -127,16 +151,46 @@ class Session {
   static constexpr uint64_t kMaxShmBytes = uint64_t{64} << 30;
 
  private:
-  // A mapped segment; unmapped when the last user lets go.
+  // A mapped segment; unmapped when the last user lets go (the session's
+  // table, a copy in flight, or the storage that adopted it).
   struct ShmMapping {
     char* data = nullptr;
     uint64_t size = 0;
+    uint32_t id = 0;
+    // Backs a storage now (set under shm_mu_; cleared by the storage's
+    // release, on any thread, possibly after the session is gone).
+    std::atomic<bool> adopted{false};
     ~ShmMapping();
   };
+  // Ids of adopted segments whose storage was freed, for the next reply's
+  // shm_freed. Thread-safe; outlives the session while a storage holds it.
+  // Each id is listed once: a client that never waits for a reply grows it
+  // by one entry per distinct segment it adopted, not per upload.
+  class ShmFreedList {
+   public:
+    void Add(uint32_t id) {
+      absl::MutexLock l(&mu_);
+      if (std::find(ids_.begin(), ids_.end(), id) == ids_.end()) ids_.push_back(id);
+    }
+    void TakeInto(google::protobuf::RepeatedField<uint32_t>* out) {
+      absl::MutexLock l(&mu_);
+      for (uint32_t id : ids_) out->Add(id);
+      ids_.clear();
+    }
+
+   private:
+    absl::Mutex mu_;
+    std::vector<uint32_t> ids_ ABSL_GUARDED_BY(mu_);
+  };
   // The segment `id` and the `nbytes` at `offset` in it, checked; the error
-  // names `what` and the numbers.
+  // names `what` and the numbers. A segment adopted as a storage is refused.
   absl::StatusOr<std::shared_ptr<ShmMapping>> ShmRange(absl::string_view what, uint32_t id, uint64_t offset,
                                                        uint64_t nbytes) const;
+  // A storage over `nbytes` at `offset` of segment `id` (Upload.shm_adopt):
+  // the segment is marked adopted until the storage is freed, then its id
+  // goes to shm_freed_. Errors name `what` and the numbers.
+  absl::StatusOr<std::shared_ptr<Storage>> AdoptShmRange(absl::string_view what, uint32_t id, uint64_t offset,
+                                                         uint64_t nbytes);
 
   struct PendingUpload {
     TensorMeta meta;
@@ -198,7 +252,8 @@ class Session {
                                               bool* stream_ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gradient edge of a tensor (grad_fn or its leaf's AccumulateGrad).
   Edge GradientEdge(const Tensor& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds the function ids of destroyed function nodes to `ack`.
+  // Adds the function ids of destroyed function nodes, and the adopted
+  // shared-memory segments freed since the last reply, to `ack`.
   void AddReleasedFunctions(v1::Ack* ack);
   // A tensor of the table by handle (nullptr when unknown or being uploaded).
   Tensor* FindTensor(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -244,6 +299,7 @@ class Session {
   bool shm_closed_ ABSL_GUARDED_BY(shm_mu_) = false;
   uint64_t shm_bytes_ ABSL_GUARDED_BY(shm_mu_) = 0;
   absl::flat_hash_map<uint32_t, std::shared_ptr<ShmMapping>> shm_ ABSL_GUARDED_BY(shm_mu_);
+  const std::shared_ptr<ShmFreedList> shm_freed_ = std::make_shared<ShmFreedList>();
   // node_hash_map: metas stay put while an op holds pointers to its inputs.
   absl::node_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
   absl::node_hash_map<uint64_t, PendingUpload> uploads_ ABSL_GUARDED_BY(mu_);
@@ -266,6 +322,11 @@ class Session {
   // (they run after the current message's).
   const Writer* write_ ABSL_GUARDED_BY(mu_) = nullptr;
   const Reader* read_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const DataWriter* write_data_ ABSL_GUARDED_BY(mu_) = nullptr;  // null: chunks go through write_
+  // PlaceUploadData put this many bytes of the next message's upload chunk
+  // (of `placed_handle_`) into its storage already.
+  uint64_t placed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t placed_handle_ ABSL_GUARDED_BY(mu_) = 0;
   const v1::ClientMessage* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   int current_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::Request> queue_ ABSL_GUARDED_BY(mu_);

@@ -9,7 +9,9 @@
 //                                     <-     Reply{code 0 or why not}
 //   Unmap{segment}                    ->     <- Reply
 //
-// Upload and Fetch (tensord.proto) then name a mapped segment by its id. A
+// Upload and Fetch (tensord.proto) then name a mapped segment by its id; an
+// Upload with shm_adopt makes the segment the tensor's storage, and the
+// daemon refuses to unmap it until a reply lists it in shm_freed. A
 // segment is an anonymous memfd: it has no name in /dev/shm, so nothing is
 // left behind when a client dies, and no other process can open it.
 #ifndef TENSORD_WIRE_SHM_H_

@@ -1,0 +1,88 @@
+// tensord/wire/data_frame.h — the data chunks of the session stream (an
+// Upload's or a FetchData's `data`) encoded as gRPC byte buffers whose data
+// slice is the caller's memory, so that the sender copies nothing: protobuf
+// would copy the bytes into the message's string and again into gRPC's
+// buffer.
+//
+// The encoding is ordinary protobuf: the message's other fields, serialized
+// by protobuf, followed by the `data` field (a field may come in any order),
+// nested in the ClientMessage or ServerMessage that carries it. A peer parses
+// it like any other message.
+//
+//   wire::BorrowedSlices borrowed;
+//   grpc::ByteBuffer bb = wire::EncodeUploadChunk(upload_without_data, borrowed.Borrow(ptr, n));
+//   stream->Write(bb);
+//   borrowed.WaitUntilReleased();   // gRPC no longer reads `ptr`
+#ifndef TENSORD_WIRE_DATA_FRAME_H_
+#define TENSORD_WIRE_DATA_FRAME_H_
+
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include <cstddef>
+
+#include "absl/functional/function_ref.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+#include "tensord/v1/tensord.pb.h"
+
+namespace tensord::wire {
+
+// Data of fewer bytes is not worth borrowing or placing: a message this
+// small is serialized and parsed by protobuf as usual (the extra steps cost
+// more than the copy they save, which shows in a round trip of one op).
+inline constexpr size_t kMinBorrowedBytes = 64 << 10;
+
+// Slices over memory the caller owns (no copy), counted until gRPC drops its
+// last reference to each. gRPC lets go of a message's slices once it has
+// written them to the socket, which a blocking Write waits for; waiting for
+// the count makes that explicit, so the memory may be reused or freed after
+// WaitUntilReleased. Not copyable; must outlive the slices (wait first).
+class BorrowedSlices {
+ public:
+  BorrowedSlices() = default;
+  BorrowedSlices(const BorrowedSlices&) = delete;
+  BorrowedSlices& operator=(const BorrowedSlices&) = delete;
+  ~BorrowedSlices() { WaitUntilReleased(); }
+
+  // A slice over `n` bytes at `data`, which must stay valid and unchanged
+  // until WaitUntilReleased returns.
+  grpc::Slice Borrow(const void* data, size_t n);
+  // Blocks until gRPC holds none of the borrowed slices.
+  void WaitUntilReleased();
+
+ private:
+  static void Released(void* self);
+  absl::Mutex mu_;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// ClientMessage{requests: [Request{upload: head + data}]}. `head` must have
+// an empty `data` (it is the chunk's other fields).
+grpc::ByteBuffer EncodeUploadChunk(const v1::Upload& head, grpc::Slice data);
+
+// ServerMessage{data: head + data}. `head` must have an empty `data`.
+grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data);
+
+// Parses a ServerMessage from `bb` into `msg` (cleared first), as protobuf
+// would, except that a FetchData's `data` that comes last (as
+// EncodeFetchChunk writes it) is copied straight from gRPC's buffer to
+// `place(head, n)`: `head` is the parsed FetchData without its data and `n`
+// the data's size; `place` returns where the n bytes go, or nullptr to have
+// them in msg's data as usual. Returns false when `bb` is not a valid
+// ServerMessage. Buffers under kMinBorrowedBytes go straight to protobuf.
+// `bb` is consumed.
+bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
+                        absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place);
+
+// The same for a ClientMessage whose only request is an Upload with its
+// `data` last (as EncodeUploadChunk writes it): `place(head, n)` says where
+// the data goes (nullptr: into msg's data, as protobuf would put it).
+bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
+                        absl::FunctionRef<char*(const v1::Upload& head, size_t n)> place);
+
+}  // namespace tensord::wire
+
+#endif  // TENSORD_WIRE_DATA_FRAME_H_

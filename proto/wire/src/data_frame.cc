@@ -1,0 +1,159 @@
+// Data chunks as gRPC byte buffers: a small slice with the protobuf encoding
+// of everything but the bytes, then the caller's slice of bytes.
+#include "tensord/wire/data_frame.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace tensord::wire {
+namespace {
+
+using google::protobuf::io::CodedOutputStream;
+using google::protobuf::internal::WireFormatLite;
+
+size_t LengthDelimitedSize(int field, size_t payload) {
+  return CodedOutputStream::VarintSize32(WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) +
+         CodedOutputStream::VarintSize64(payload) + payload;
+}
+
+void WriteLengthDelimitedHeader(CodedOutputStream* out, int field, size_t payload) {
+  out->WriteTag(WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+  out->WriteVarint64(payload);
+}
+
+// `outer` field numbers from the outermost message inwards, then the
+// innermost message's serialized other fields and its bytes field `data_field`.
+template <size_t N>
+grpc::ByteBuffer Encode(const int (&outer)[N], const google::protobuf::MessageLite& head, int data_field,
+                        grpc::Slice data) {
+  // Sizes from the inside out: the innermost message is head + data field.
+  size_t sizes[N + 1];
+  sizes[N] = head.ByteSizeLong() + LengthDelimitedSize(data_field, data.size());
+  for (size_t i = N; i > 0; --i) sizes[i - 1] = LengthDelimitedSize(outer[i - 1], sizes[i]);
+  std::string prefix;
+  {
+    google::protobuf::io::StringOutputStream raw(&prefix);
+    CodedOutputStream out(&raw);
+    for (size_t i = 0; i < N; ++i) WriteLengthDelimitedHeader(&out, outer[i], sizes[i + 1]);
+    head.SerializeWithCachedSizes(&out);
+    WriteLengthDelimitedHeader(&out, data_field, data.size());
+  }
+  grpc::Slice slices[2] = {grpc::Slice(prefix), std::move(data)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+}  // namespace
+
+grpc::Slice BorrowedSlices::Borrow(const void* data, size_t n) {
+  {
+    absl::MutexLock l(&mu_);
+    ++held_;
+  }
+  // gRPC's slice API takes a mutable pointer; it only reads through it.
+  return grpc::Slice(const_cast<void*>(data), n, &BorrowedSlices::Released, this);
+}
+
+void BorrowedSlices::Released(void* self) {
+  BorrowedSlices* b = static_cast<BorrowedSlices*>(self);
+  absl::MutexLock l(&b->mu_);
+  --b->held_;
+}
+
+void BorrowedSlices::WaitUntilReleased() {
+  absl::MutexLock l(&mu_);
+  mu_.Await(absl::Condition(+[](int* held) { return *held == 0; }, &held_));
+}
+
+grpc::ByteBuffer EncodeUploadChunk(const v1::Upload& head, grpc::Slice data) {
+  static constexpr int kPath[] = {v1::ClientMessage::kRequestsFieldNumber, v1::Request::kUploadFieldNumber};
+  return Encode(kPath, head, v1::Upload::kDataFieldNumber, std::move(data));
+}
+
+grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data) {
+  static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
+  return Encode(kPath, head, v1::FetchData::kDataFieldNumber, std::move(data));
+}
+
+namespace {
+
+// Parses `bb` into `msg` when it is `outer` (field numbers from the
+// outermost message inwards, each a single length-delimited field spanning
+// the rest of the buffer) around an `Inner` whose bytes field `data_field`
+// comes last; the data is copied to place(inner, n) unless that is nullptr.
+// Returns nullopt when `bb` does not have that shape (nothing is placed
+// then), else whether it parsed.
+template <typename Inner, size_t N>
+std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int data_field,
+                                const std::function<Inner*()>& inner_of,
+                                absl::FunctionRef<char*(const Inner& head, size_t n)> place) {
+  const size_t total = bb->Length();
+  if (total < kMinBorrowedBytes || total > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return std::nullopt;
+  }
+  grpc::ProtoBufferReader reader(bb);
+  if (!reader.status().ok()) return false;
+  google::protobuf::io::CodedInputStream in(&reader);
+  for (int field : outer) {
+    uint64_t len = 0;
+    if (in.ReadTag() != WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED) ||
+        !in.ReadVarint64(&len) || static_cast<uint64_t>(in.CurrentPosition()) + len != total) {
+      return std::nullopt;
+    }
+  }
+  std::string head_bytes;  // the inner message's other fields, as they came
+  google::protobuf::io::StringOutputStream raw(&head_bytes);
+  CodedOutputStream out(&raw);
+  const uint32_t data_tag = WireFormatLite::MakeTag(data_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    if (tag != data_tag) {
+      if (!WireFormatLite::SkipField(&in, tag, &out)) return false;
+      continue;
+    }
+    uint32_t n = 0;
+    if (!in.ReadVarint32(&n) || static_cast<uint64_t>(in.CurrentPosition()) + n != total) return std::nullopt;
+    out.Trim();
+    Inner* head = inner_of();
+    if (!head->ParseFromString(head_bytes)) return false;
+    char* dst = place(*head, n);
+    return dst != nullptr ? in.ReadRaw(dst, static_cast<int>(n)) : in.ReadString(head->mutable_data(), n);
+  }
+  return std::nullopt;
+}
+
+template <typename Message>
+bool ParseWhole(grpc::ByteBuffer* bb, Message* msg) {
+  msg->Clear();
+  return grpc::SerializationTraits<Message>::Deserialize(bb, msg).ok();
+}
+
+}  // namespace
+
+bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
+                        absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place) {
+  msg->Clear();
+  static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
+  const std::optional<bool> r = ParsePlaced<v1::FetchData>(
+      bb, kPath, v1::FetchData::kDataFieldNumber, [msg] { return msg->mutable_data(); }, place);
+  // Not the fast path's shape: protobuf parses it (from the start).
+  return r.has_value() ? *r : ParseWhole(bb, msg);
+}
+
+bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
+                        absl::FunctionRef<char*(const v1::Upload& head, size_t n)> place) {
+  msg->Clear();
+  static constexpr int kPath[] = {v1::ClientMessage::kRequestsFieldNumber, v1::Request::kUploadFieldNumber};
+  const std::optional<bool> r = ParsePlaced<v1::Upload>(
+      bb, kPath, v1::Upload::kDataFieldNumber, [msg] { return msg->add_requests()->mutable_upload(); }, place);
+  return r.has_value() ? *r : ParseWhole(bb, msg);
+}
+
+}  // namespace tensord::wire

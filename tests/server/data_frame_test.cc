@@ -1,0 +1,252 @@
+// wire/data_frame: data chunks encoded around borrowed memory parse as the
+// ordinary protobuf messages, and ParseServerMessage puts a chunk's data
+// where it is asked to (or parses anything else as protobuf would).
+#include "tensord/wire/data_frame.h"
+
+#include <grpcpp/impl/codegen/proto_utils.h>
+
+#include <atomic>
+#include <numeric>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/time/clock.h"
+#include "raw_client.h"
+
+namespace tensord::testing {
+namespace {
+
+std::string Flatten(const grpc::ByteBuffer& bb) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(bb.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+grpc::ByteBuffer Buffer(const std::string& bytes) {
+  grpc::Slice s(bytes);
+  return grpc::ByteBuffer(&s, 1);
+}
+
+std::string Bytes(size_t n) {
+  std::string b(n, '\0');
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<char>(i * 7 + 3);
+  return b;
+}
+
+v1::FetchData FetchHead() {
+  v1::FetchData head;
+  head.set_request_id(42);
+  head.mutable_meta()->add_sizes(3);
+  head.mutable_meta()->set_dtype(6);
+  head.set_total_bytes(5000);
+  head.set_offset(1000);
+  head.set_last(true);
+  head.add_errors()->set_message("earlier");
+  return head;
+}
+
+TEST(DataFrameTest, AnUploadChunkParsesAsTheClientMessageWithItsData) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{127}, size_t{128}, size_t{1} << 20}) {
+    const std::string data = Bytes(n);
+    v1::Upload head;
+    head.set_handle(7);
+    head.set_offset(4096);
+    head.set_total_bytes(1 << 22);
+    head.set_last(n == 1);
+    head.set_call_id(9);
+    head.mutable_meta()->add_sizes(1 << 20);
+    wire::BorrowedSlices borrowed;
+    grpc::ByteBuffer bb = wire::EncodeUploadChunk(head, borrowed.Borrow(data.data(), n));
+    v1::ClientMessage m;
+    ASSERT_TRUE(m.ParseFromString(Flatten(bb))) << n;
+    ASSERT_EQ(m.requests_size(), 1);
+    ASSERT_TRUE(m.requests(0).has_upload());
+    v1::Upload expect = head;
+    expect.set_data(data);
+    EXPECT_EQ(m.requests(0).upload().SerializeAsString(), expect.SerializeAsString()) << n;
+    bb.Clear();
+  }
+}
+
+TEST(DataFrameTest, AFetchChunkIsPlacedWhereAsked) {
+  const std::string data = Bytes(100000);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), borrowed.Borrow(data.data(), data.size()));
+  // gRPC may split a message anywhere: parse it from many small slices.
+  const std::string flat = Flatten(bb);
+  bb.Clear();
+  std::vector<grpc::Slice> pieces;
+  for (size_t i = 0; i < flat.size(); i += 1021) pieces.emplace_back(flat.substr(i, 1021));
+  grpc::ByteBuffer split(pieces.data(), pieces.size());
+  std::string dest(100000, '\0');
+  v1::ServerMessage msg;
+  size_t asked = 0;
+  ASSERT_TRUE(wire::ParseServerMessage(&split, &msg, [&](const v1::FetchData& head, size_t n) {
+    EXPECT_EQ(head.SerializeAsString(), FetchHead().SerializeAsString());
+    asked = n;
+    return dest.data();
+  }));
+  EXPECT_EQ(asked, 100000u);
+  EXPECT_EQ(dest, data);
+  EXPECT_TRUE(msg.data().data().empty());
+  EXPECT_EQ(msg.data().request_id(), 42u);
+  EXPECT_EQ(msg.data().errors(0).message(), "earlier");
+}
+
+TEST(DataFrameTest, WithoutAPlaceTheDataStaysInTheMessage) {
+  const std::string data = Bytes(wire::kMinBorrowedBytes);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), borrowed.Borrow(data.data(), data.size()));
+  v1::ServerMessage msg;
+  ASSERT_TRUE(wire::ParseServerMessage(&bb, &msg, [](const v1::FetchData&, size_t) { return nullptr; }));
+  EXPECT_EQ(msg.data().data(), data);
+  EXPECT_EQ(msg.data().total_bytes(), 5000u);
+}
+
+TEST(DataFrameTest, OtherMessagesParseAsProtobufWouldWithoutAPlace) {
+  v1::ServerMessage ack;
+  ack.mutable_ack()->set_request_id(5);
+  ack.mutable_ack()->add_errors()->set_message("boom");
+  // A FetchData whose data is not its last field (protobuf's own order: 5
+  // before 6 and 7), and one without data (shared memory).
+  v1::ServerMessage ordered;
+  *ordered.mutable_data() = FetchHead();
+  ordered.mutable_data()->set_data(Bytes(64));
+  v1::ServerMessage shm;
+  shm.mutable_data()->set_request_id(3);
+  shm.mutable_data()->set_shm_segment(2);
+  for (const v1::ServerMessage& m : {ack, ordered, shm}) {
+    grpc::ByteBuffer bb = Buffer(m.SerializeAsString());
+    v1::ServerMessage out;
+    out.mutable_data()->set_data("stale");  // cleared first
+    bool asked = false;
+    ASSERT_TRUE(wire::ParseServerMessage(&bb, &out, [&](const v1::FetchData&, size_t) {
+      asked = true;
+      return nullptr;
+    }));
+    EXPECT_FALSE(asked);
+    EXPECT_EQ(out.SerializeAsString(), m.SerializeAsString());
+  }
+}
+
+TEST(DataFrameTest, AnUploadChunkIsPlacedWhereAskedAndOtherMessagesParseWhole) {
+  const std::string data = Bytes(70000);
+  v1::Upload head;
+  head.set_handle(3);
+  head.set_offset(8192);
+  head.set_call_id(4);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer bb = wire::EncodeUploadChunk(head, borrowed.Borrow(data.data(), data.size()));
+  std::string dest(70000, '\0');
+  v1::ClientMessage msg;
+  ASSERT_TRUE(wire::ParseClientMessage(&bb, &msg, [&](const v1::Upload& h, size_t n) {
+    EXPECT_EQ(h.SerializeAsString(), head.SerializeAsString());
+    EXPECT_EQ(n, 70000u);
+    return dest.data();
+  }));
+  bb.Clear();
+  EXPECT_EQ(dest, data);
+  ASSERT_EQ(msg.requests_size(), 1);
+  EXPECT_TRUE(msg.requests(0).upload().data().empty());
+  EXPECT_EQ(msg.requests(0).upload().offset(), 8192u);
+
+  // Two requests, an attach, an upload whose data is not last: protobuf's parse.
+  v1::ClientMessage two;
+  two.add_requests()->mutable_sync()->set_request_id(1);
+  *two.add_requests()->mutable_upload() = head;
+  two.mutable_requests(1)->mutable_upload()->set_data("abc");
+  v1::ClientMessage attach;
+  attach.mutable_attach()->set_session_id(9);
+  v1::ClientMessage ordered;
+  *ordered.add_requests()->mutable_upload() = head;
+  ordered.mutable_requests(0)->mutable_upload()->set_data("xyz");  // field 5 before call_id (7)
+  for (const v1::ClientMessage& m : {two, attach, ordered}) {
+    grpc::ByteBuffer whole = Buffer(m.SerializeAsString());
+    v1::ClientMessage out;
+    bool asked = false;
+    ASSERT_TRUE(wire::ParseClientMessage(&whole, &out, [&](const v1::Upload&, size_t) {
+      asked = true;
+      return dest.data();
+    }));
+    EXPECT_FALSE(asked);
+    EXPECT_EQ(out.SerializeAsString(), m.SerializeAsString());
+  }
+  grpc::ByteBuffer garbage = Buffer(std::string("\x12\x05\x12\x03\x2a\x09x", 7));
+  v1::ClientMessage out;
+  EXPECT_FALSE(wire::ParseClientMessage(&garbage, &out, [&](const v1::Upload&, size_t) { return dest.data(); }));
+}
+
+TEST(DataFrameTest, SmallChunksAreParsedWhole) {
+  const std::string data = Bytes(wire::kMinBorrowedBytes / 2);
+  grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), grpc::Slice(data));
+  v1::ServerMessage msg;
+  bool asked = false;
+  ASSERT_TRUE(wire::ParseServerMessage(&bb, &msg, [&](const v1::FetchData&, size_t) {
+    asked = true;
+    return nullptr;
+  }));
+  EXPECT_FALSE(asked);
+  EXPECT_EQ(msg.data().data(), data);
+}
+
+TEST(DataFrameTest, MalformedMessagesAreRefused) {
+  const std::string good = Flatten(wire::EncodeFetchChunk(FetchHead(), grpc::Slice(Bytes(70000))));
+  // Large enough for the placed parse: ServerMessage{data: FetchData{...}}
+  // around `inner`.
+  const auto around = [](const std::string& inner) {
+    std::string out = "\x0a";
+    for (uint64_t v = inner.size(); ; v >>= 7) {
+      if (v < 0x80) {
+        out.push_back(static_cast<char>(v));
+        break;
+      }
+      out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    }
+    return out + inner;
+  };
+  const std::string payload = Bytes(70000);
+  const std::vector<std::string> bad = {
+      around("\x0f" + payload),                          // wire type 7 in the head
+      around(std::string("\x2a\xf0\xa4\x04", 4) + payload),  // data claims 70000 + 256 bytes
+
+      good.substr(0, good.size() - 1),         // truncated data
+      good.substr(0, 5),                       // truncated head
+      std::string("\x0a\xff", 2),              // a length that never ends
+      std::string("\x0a\x04\x2a\x10xy", 6),    // data claims 16 bytes, 2 come
+      std::string("\x0a\x03\x0f\x2a\x00", 5),  // wire type 7 in the head
+  };
+  for (const std::string& b : bad) {
+    grpc::ByteBuffer bb = Buffer(b);
+    v1::ServerMessage out;
+    std::string dest(100, '\0');
+    EXPECT_FALSE(wire::ParseServerMessage(&bb, &out, [&](const v1::FetchData&, size_t) { return dest.data(); }))
+        << absl::CEscape(b);
+  }
+}
+
+TEST(DataFrameTest, BorrowedSlicesWaitUntilGrpcLetsGo) {
+  std::vector<char> memory(1000);
+  std::iota(memory.begin(), memory.end(), 0);
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer kept;
+  {
+    grpc::ByteBuffer bb = wire::EncodeUploadChunk(v1::Upload(), borrowed.Borrow(memory.data(), memory.size()));
+    kept = bb;  // another reference to the same slices
+  }
+  std::atomic<bool> cleared{false};
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    cleared = true;
+    kept.Clear();
+  });
+  borrowed.WaitUntilReleased();
+  EXPECT_TRUE(cleared.load());  // it waited for the last reference
+  release.join();
+}
+
+}  // namespace
+}  // namespace tensord::testing
