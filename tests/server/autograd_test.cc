@@ -355,13 +355,18 @@ v1::Request PredictedBackwardReq(std::vector<uint64_t> roots, std::vector<uint64
   return r;
 }
 
-TEST_F(AutogradTest, APredictedBackwardIsNotAnsweredAndSetsTheExpectedGrads) {
-  RawSession s(stub_.get());
+// Leaves 1 = [1, 2, 3] and 2 = [4, 5, 6] (float64, requiring grad); 4 = (1 * 2).sum().
+void MulSumOfTwoLeaves(RawSession& s) {
   s.Upload<double>(1, {3}, kF64, {1, 2, 3});
   s.Upload<double>(2, {3}, kF64, {4, 5, 6});
   s.Send(RequiresGrad({1, 2}));
   s.Send(Rec(Call(1, "mul.Tensor", {T(1), T(2)}, {3})));
   s.Send(Rec(Call(2, "sum", {T(3), None(), B(false), None()}, {4})));
+}
+
+TEST_F(AutogradTest, APredictedBackwardIsNotAnsweredAndSetsTheExpectedGrads) {
+  RawSession s(stub_.get());
+  MulSumOfTwoLeaves(s);
   s.Send(PredictedBackwardReq({4}, {1, 2}));
   // The Sync's Ack is the next message: the backward wrote none.
   NoErrors(s.Sync());
@@ -371,11 +376,7 @@ TEST_F(AutogradTest, APredictedBackwardIsNotAnsweredAndSetsTheExpectedGrads) {
 
 TEST_F(AutogradTest, AWrongPredictionIsAnErrorAtTheNextSyncAndTheGradHoldsIt) {
   RawSession s(stub_.get());
-  s.Upload<double>(1, {3}, kF64, {1, 2, 3});
-  s.Upload<double>(2, {3}, kF64, {4, 5, 6});
-  s.Send(RequiresGrad({1, 2}));
-  s.Send(Rec(Call(1, "mul.Tensor", {T(1), T(2)}, {3})));
-  s.Send(Rec(Call(2, "sum", {T(3), None(), B(false), None()}, {4})));
+  MulSumOfTwoLeaves(s);
   s.Send(PredictedBackwardReq({4}, {1}));  // handle 2 gets a .grad too
   std::vector<v1::Error> errors = s.Sync();
   ASSERT_EQ(errors.size(), 1u);
