@@ -507,6 +507,31 @@ class TestPredictedBackward:
         assert x.grad.requires_grad
         np.testing.assert_allclose(x.grad.detach().numpy(), g + 2 * x.detach().numpy())
 
+    @pytest.mark.parametrize("predict", ["1", "0"])
+    def test_an_in_place_op_reading_its_own_self_as_another_argument_fails_at_backward(self, daemon, monkeypatch,
+                                                                                        predict):
+        # x.mul_(x) saves `other` (x itself) before writing it, as PyTorch
+        # does: backward must fail, not read x*x as `other` (a wrong gradient).
+        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
+        s = tensord.connect(daemon.address, set_default=False)
+        try:
+            with s:
+                for make_other in (lambda x: x, lambda x: x.detach(), lambda x: x.view(-1).view(3)):
+                    w = leaf(f64(3))
+                    x = w * 1
+                    x.mul_(make_other(x))
+                    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                        x.sum().backward()
+                    assert w.grad is None
+                w = leaf(f64(3))
+                x = w * 1
+                x.add_(x)  # add's backward reads no saved tensor: fine, as in PyTorch
+                x.sum().backward()
+                np.testing.assert_allclose(w.grad.numpy(), np.full(3, 2.0))
+                s.synchronize()
+        finally:
+            s.close()
+
     def test_prediction_can_be_turned_off(self, daemon, monkeypatch):
         monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", "0")
         s = tensord.connect(daemon.address, set_default=False)
