@@ -871,7 +871,16 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     if (any && !captured_only) {
       switch (n->kind) {
         case Node::Kind::kAccumulate:
-          if (n->leaf != nullptr) TD_RETURN_IF_ERROR(accumulate(n->leaf, n->leaf_meta, grads[0]));
+          // As PyTorch's AccumulateGrad: a leaf that took part in an
+          // in-place op since is no leaf any more (an error), and one that no
+          // longer requires grad (requires_grad_(False) after forward) gets
+          // no .grad.
+          if (n->leaf != nullptr && n->leaf->grad_fn != nullptr) {
+            return RuntimeErr("leaf variable has been moved into the graph interior");
+          }
+          if (n->leaf != nullptr && n->leaf->requires_grad) {
+            TD_RETURN_IF_ERROR(accumulate(n->leaf, n->leaf_meta, grads[0]));
+          }
           break;
         case Node::Kind::kOp: {
           FormulaFn f = n->op != nullptr ? FindFormula(*n->op) : nullptr;

@@ -532,6 +532,33 @@ class TestPredictedBackward:
         finally:
             s.close()
 
+    @pytest.mark.parametrize("predict", ["1", "0"])
+    def test_a_leaf_that_stops_requiring_grad_after_forward_gets_no_grad(self, daemon, monkeypatch, predict):
+        # As PyTorch's AccumulateGrad: requires_grad_(False) between forward
+        # and backward means no .grad; an in-place op since makes it an error.
+        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
+        s = tensord.connect(daemon.address, set_default=False)
+        try:
+            with s:
+                w, v = leaf(f64(3)), leaf(f64(3, seed=1))
+                y = (w * v).sum()
+                w.requires_grad_(False)
+                y.backward()
+                assert w.grad is None
+                np.testing.assert_allclose(v.grad.numpy(), f64(3))
+                w.requires_grad_(True)
+                (w * v).sum().backward()
+                np.testing.assert_allclose(w.grad.numpy(), f64(3, seed=1))
+                w2 = leaf(f64(3))
+                y = (w2 * 2).sum()
+                w2.requires_grad_(False)
+                w2.mul_(v)  # w2 has a grad_fn now
+                with pytest.raises(RuntimeError, match="leaf variable has been moved into the graph interior"):
+                    y.backward()
+                s.synchronize()
+        finally:
+            s.close()
+
     def test_prediction_can_be_turned_off(self, daemon, monkeypatch):
         monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", "0")
         s = tensord.connect(daemon.address, set_default=False)
