@@ -772,7 +772,10 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     }
     Tensor& cur = *ag->grad;
     if (cur.failed()) return cur.error->status;
-    if (!create_graph && has_kernel("add_.Tensor") && !cur.requires_grad()) {
+    // Without create_graph, into the .grad already there (as PyTorch's
+    // AccumulateGrad under no grad mode), even when it requires grad (left by
+    // an earlier create_graph backward): the same tensor, its history kept.
+    if (!create_graph && has_kernel("add_.Tensor")) {
       TD_ASSIGN_OR_RETURN(Tensor unused, run("add_.Tensor", {cur, g}, false));
       (void)unused;
       return absl::OkStatus();

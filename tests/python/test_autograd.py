@@ -559,6 +559,27 @@ class TestPredictedBackward:
         finally:
             s.close()
 
+    @pytest.mark.parametrize("predict", ["1", "0"])
+    def test_a_plain_backward_accumulates_into_a_grad_left_by_create_graph_in_place(self, daemon, monkeypatch,
+                                                                                    predict):
+        # As PyTorch: without create_graph, AccumulateGrad adds into the .grad
+        # already there (the same tensor, its history kept), even when an
+        # earlier create_graph backward left one that requires grad.
+        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
+        s = tensord.connect(daemon.address, set_default=False)
+        try:
+            with s:
+                w = leaf(f64(3))
+                (w * w).sum().backward(create_graph=True)
+                g1 = w.grad
+                assert g1.requires_grad
+                (w * 3).sum().backward()
+                assert w.grad is g1 and g1.requires_grad
+                np.testing.assert_allclose(g1.detach().numpy(), 2 * f64(3) + 3)
+                s.synchronize()
+        finally:
+            s.close()
+
     def test_prediction_can_be_turned_off(self, daemon, monkeypatch):
         monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", "0")
         s = tensord.connect(daemon.address, set_default=False)
