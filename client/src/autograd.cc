@@ -225,7 +225,13 @@ absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots
     const bool runs = any && !captured_only;
     if (runs) {
       if (n->is_accumulate) {
-        if (std::shared_ptr<TensorImpl> leaf = n->variable.lock()) gets_grad.push_back(std::move(leaf));
+        // As the daemon's AccumulateGrad (and PyTorch's): no .grad for a
+        // leaf that no longer requires grad; an error for one that took
+        // part in an in-place op since (it has a grad_fn now).
+        if (std::shared_ptr<TensorImpl> leaf = n->variable.lock()) {
+          if (leaf->grad_fn != nullptr) return RuntimeErr("leaf variable has been moved into the graph interior");
+          if (leaf->requires_grad) gets_grad.push_back(std::move(leaf));
+        }
       } else {
         if (n->released && n->reads_saved) return SavedTensorsFreedError();
         for (const SavedMeta& s : n->saved_reads) {

@@ -438,6 +438,13 @@ void PlanMetaSavedReads(const OpEntry& op, const CallRoles& roles, const std::ve
     if (r.kind == SavedRead::Kind::kInput) {
       // An in-place op's self is saved as it was before: no version to track.
       m = internal::DescribeSaved(*slot_tensor[r.index]->impl(), !(op.is_inplace() && r.index == 0));
+      // Another argument sharing self's storage (x.mul_(x)) is saved as it
+      // was before the write: the version before this op's bump, as the
+      // daemon's node records it, so that reading it fails at backward().
+      if (op.is_inplace() && r.index != 0 && !slot_tensor.empty() && m.version_counter != nullptr &&
+          m.version_counter == slot_tensor[0]->impl()->version_counter && m.version > 0) {
+        --m.version;
+      }
     } else if (r.kind == SavedRead::Kind::kOutput) {
       if (static_cast<size_t>(r.index) >= outs.size()) continue;
       m = internal::DescribeSaved(*outs[r.index].impl(), /*track_version=*/true);

@@ -182,6 +182,10 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
     }
     return nullptr;
   };
+  // An in-place op's self (written by the op, its version already bumped).
+  const Tensor* self_t = inplace && !args.empty() && args[0].kind() == Value::Kind::kTensor
+                             ? find(args[0].tensor_ptr())
+                             : nullptr;
   auto node = std::make_shared<Node>(Node::Kind::kOp, ++next_seq_, GradFnName(op));
   node->op = &op;
   size_t n_slots = 0;
@@ -203,6 +207,16 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
       s.data.storage = src.storage;
       s.data.ag = (self_ag != nullptr && src.ag == self_ag) ? Snapshot(src.ag) : src.ag;
       s.version = src.storage != nullptr ? src.storage->version() : 0;
+      // Another argument of an in-place op that shares self's storage
+      // (x.mul_(x), x.mul_(x.detach()), x.add_(x[0]) with a read rule) is
+      // saved as it was before the write, as PyTorch saves it: its version
+      // is the one before the op's bump, so that a backward reading it fails
+      // with "modified by an inplace operation" instead of reading the
+      // written values (a wrong gradient).
+      if (self_t != nullptr && i != 0 && src.storage != nullptr && src.storage == self_t->storage &&
+          s.version > 0) {
+        --s.version;
+      }
       if (src.ag != nullptr && src.ag->grad_fn != nullptr) {
         s.grad_fn_name = src.ag->grad_fn->name;
         s.output_nr = src.ag->output_nr;
@@ -758,7 +772,10 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     }
     Tensor& cur = *ag->grad;
     if (cur.failed()) return cur.error->status;
-    if (!create_graph && has_kernel("add_.Tensor") && !cur.requires_grad()) {
+    // Without create_graph, into the .grad already there (as PyTorch's
+    // AccumulateGrad under no grad mode), even when it requires grad (left by
+    // an earlier create_graph backward): the same tensor, its history kept.
+    if (!create_graph && has_kernel("add_.Tensor")) {
       TD_ASSIGN_OR_RETURN(Tensor unused, run("add_.Tensor", {cur, g}, false));
       (void)unused;
       return absl::OkStatus();
@@ -857,7 +874,16 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     if (any && !captured_only) {
       switch (n->kind) {
         case Node::Kind::kAccumulate:
-          if (n->leaf != nullptr) TD_RETURN_IF_ERROR(accumulate(n->leaf, n->leaf_meta, grads[0]));
+          // As PyTorch's AccumulateGrad: a leaf that took part in an
+          // in-place op since is no leaf any more (an error), and one that no
+          // longer requires grad (requires_grad_(False) after forward) gets
+          // no .grad.
+          if (n->leaf != nullptr && n->leaf->grad_fn != nullptr) {
+            return RuntimeErr("leaf variable has been moved into the graph interior");
+          }
+          if (n->leaf != nullptr && n->leaf->requires_grad) {
+            TD_RETURN_IF_ERROR(accumulate(n->leaf, n->leaf_meta, grads[0]));
+          }
           break;
         case Node::Kind::kOp: {
           FormulaFn f = n->op != nullptr ? FindFormula(*n->op) : nullptr;

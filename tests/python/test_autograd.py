@@ -507,6 +507,79 @@ class TestPredictedBackward:
         assert x.grad.requires_grad
         np.testing.assert_allclose(x.grad.detach().numpy(), g + 2 * x.detach().numpy())
 
+    @pytest.mark.parametrize("predict", ["1", "0"])
+    def test_an_in_place_op_reading_its_own_self_as_another_argument_fails_at_backward(self, daemon, monkeypatch,
+                                                                                        predict):
+        # x.mul_(x) saves `other` (x itself) before writing it, as PyTorch
+        # does: backward must fail, not read x*x as `other` (a wrong gradient).
+        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
+        s = tensord.connect(daemon.address, set_default=False)
+        try:
+            with s:
+                for make_other in (lambda x: x, lambda x: x.detach(), lambda x: x.view(-1).view(3)):
+                    w = leaf(f64(3))
+                    x = w * 1
+                    x.mul_(make_other(x))
+                    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                        x.sum().backward()
+                    assert w.grad is None
+                w = leaf(f64(3))
+                x = w * 1
+                x.add_(x)  # add's backward reads no saved tensor: fine, as in PyTorch
+                x.sum().backward()
+                np.testing.assert_allclose(w.grad.numpy(), np.full(3, 2.0))
+                s.synchronize()
+        finally:
+            s.close()
+
+    @pytest.mark.parametrize("predict", ["1", "0"])
+    def test_a_leaf_that_stops_requiring_grad_after_forward_gets_no_grad(self, daemon, monkeypatch, predict):
+        # As PyTorch's AccumulateGrad: requires_grad_(False) between forward
+        # and backward means no .grad; an in-place op since makes it an error.
+        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
+        s = tensord.connect(daemon.address, set_default=False)
+        try:
+            with s:
+                w, v = leaf(f64(3)), leaf(f64(3, seed=1))
+                y = (w * v).sum()
+                w.requires_grad_(False)
+                y.backward()
+                assert w.grad is None
+                np.testing.assert_allclose(v.grad.numpy(), f64(3))
+                w.requires_grad_(True)
+                (w * v).sum().backward()
+                np.testing.assert_allclose(w.grad.numpy(), f64(3, seed=1))
+                w2 = leaf(f64(3))
+                y = (w2 * 2).sum()
+                w2.requires_grad_(False)
+                w2.mul_(v)  # w2 has a grad_fn now
+                with pytest.raises(RuntimeError, match="leaf variable has been moved into the graph interior"):
+                    y.backward()
+                s.synchronize()
+        finally:
+            s.close()
+
+    @pytest.mark.parametrize("predict", ["1", "0"])
+    def test_a_plain_backward_accumulates_into_a_grad_left_by_create_graph_in_place(self, daemon, monkeypatch,
+                                                                                    predict):
+        # As PyTorch: without create_graph, AccumulateGrad adds into the .grad
+        # already there (the same tensor, its history kept), even when an
+        # earlier create_graph backward left one that requires grad.
+        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
+        s = tensord.connect(daemon.address, set_default=False)
+        try:
+            with s:
+                w = leaf(f64(3))
+                (w * w).sum().backward(create_graph=True)
+                g1 = w.grad
+                assert g1.requires_grad
+                (w * 3).sum().backward()
+                assert w.grad is g1 and g1.requires_grad
+                np.testing.assert_allclose(g1.detach().numpy(), 2 * f64(3) + 3)
+                s.synchronize()
+        finally:
+            s.close()
+
     def test_prediction_can_be_turned_off(self, daemon, monkeypatch):
         monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", "0")
         s = tensord.connect(daemon.address, set_default=False)
