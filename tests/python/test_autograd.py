@@ -6,6 +6,7 @@ mark_dirty, set_materialize_grads, needs_input_grad, a Python backward inside a
 graph of daemon ops). Values are compared with NumPy and, where torch is
 importable, with PyTorch.
 """
+import os
 import threading
 
 import numpy as np
@@ -444,6 +445,20 @@ def _stats_delta(session, fn):
     return {k: after[k] - before[k] for k in ("round_trips", "predicted_backwards")}
 
 
+@pytest.fixture(params=["1", "0"], ids=["predicted", "waited"])
+def session_predicting(request, daemon, monkeypatch):
+    """A new session, the default one during the test, opened with
+    TENSORD_PREDICT_BACKWARD set to the parameter: every test using it runs
+    with backward() predicted and with backward() waited for."""
+    monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", request.param)
+    s = tensord.connect(daemon.address, set_default=False)
+    try:
+        with s:
+            yield s
+    finally:
+        s.close()
+
+
 class TestPredictedBackward:
     """backward() streams without a round trip when the client can tell which
     .grad the daemon sets (SessionOptions.predict_backward)."""
@@ -507,90 +522,67 @@ class TestPredictedBackward:
         assert x.grad.requires_grad
         np.testing.assert_allclose(x.grad.detach().numpy(), g + 2 * x.detach().numpy())
 
-    @pytest.mark.parametrize("predict", ["1", "0"])
-    def test_an_in_place_op_reading_its_own_self_as_another_argument_fails_at_backward(self, daemon, monkeypatch,
-                                                                                        predict):
+    def test_an_in_place_op_reading_its_own_self_as_another_argument_fails_at_backward(self, session_predicting):
         # x.mul_(x) saves `other` (x itself) before writing it, as PyTorch
         # does: backward must fail, not read x*x as `other` (a wrong gradient).
-        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
-        s = tensord.connect(daemon.address, set_default=False)
-        try:
-            with s:
-                for make_other in (lambda x: x, lambda x: x.detach(), lambda x: x.view(-1).view(3)):
-                    w = leaf(f64(3))
-                    x = w * 1
-                    x.mul_(make_other(x))
-                    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
-                        x.sum().backward()
-                    assert w.grad is None
-                w = leaf(f64(3))
-                x = w * 1
-                x.add_(x)  # add's backward reads no saved tensor: fine, as in PyTorch
+        s = session_predicting
+        for make_other in (lambda x: x, lambda x: x.detach(), lambda x: x.view(-1).view(3)):
+            w = leaf(f64(3))
+            x = w * 1
+            x.mul_(make_other(x))
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
                 x.sum().backward()
-                np.testing.assert_allclose(w.grad.numpy(), np.full(3, 2.0))
-                s.synchronize()
-        finally:
-            s.close()
+            assert w.grad is None
+        w = leaf(f64(3))
+        x = w * 1
+        x.add_(x)  # add's backward reads no saved tensor: fine, as in PyTorch
+        x.sum().backward()
+        np.testing.assert_allclose(w.grad.numpy(), np.full(3, 2.0))
+        s.synchronize()
 
-    @pytest.mark.parametrize("predict", ["1", "0"])
-    def test_a_leaf_that_stops_requiring_grad_after_forward_gets_no_grad(self, daemon, monkeypatch, predict):
+    def test_a_leaf_that_stops_requiring_grad_after_forward_gets_no_grad(self, session_predicting):
         # As PyTorch's AccumulateGrad: requires_grad_(False) between forward
         # and backward means no .grad; an in-place op since makes it an error.
-        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
-        s = tensord.connect(daemon.address, set_default=False)
-        try:
-            with s:
-                w, v = leaf(f64(3)), leaf(f64(3, seed=1))
-                y = (w * v).sum()
-                w.requires_grad_(False)
-                y.backward()
-                assert w.grad is None
-                np.testing.assert_allclose(v.grad.numpy(), f64(3))
-                w.requires_grad_(True)
-                (w * v).sum().backward()
-                np.testing.assert_allclose(w.grad.numpy(), f64(3, seed=1))
-                w2 = leaf(f64(3))
-                y = (w2 * 2).sum()
-                w2.requires_grad_(False)
-                w2.mul_(v)  # w2 has a grad_fn now
-                with pytest.raises(RuntimeError, match="leaf variable has been moved into the graph interior"):
-                    y.backward()
-                s.synchronize()
-        finally:
-            s.close()
+        s = session_predicting
+        w, v = leaf(f64(3)), leaf(f64(3, seed=1))
+        y = (w * v).sum()
+        w.requires_grad_(False)
+        y.backward()
+        assert w.grad is None
+        np.testing.assert_allclose(v.grad.numpy(), f64(3))
+        w.requires_grad_(True)
+        (w * v).sum().backward()
+        np.testing.assert_allclose(w.grad.numpy(), f64(3, seed=1))
+        w2 = leaf(f64(3))
+        y = (w2 * 2).sum()
+        w2.requires_grad_(False)
+        w2.mul_(v)  # w2 has a grad_fn now
+        with pytest.raises(RuntimeError, match="leaf variable has been moved into the graph interior"):
+            y.backward()
+        s.synchronize()
 
-    @pytest.mark.parametrize("predict", ["1", "0"])
-    def test_a_plain_backward_accumulates_into_a_grad_left_by_create_graph_in_place(self, daemon, monkeypatch,
-                                                                                    predict):
+    def test_a_plain_backward_accumulates_into_a_grad_left_by_create_graph_in_place(self, session_predicting):
         # As PyTorch: without create_graph, AccumulateGrad adds into the .grad
         # already there (the same tensor, its history kept), even when an
         # earlier create_graph backward left one that requires grad.
-        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", predict)
-        s = tensord.connect(daemon.address, set_default=False)
-        try:
-            with s:
-                w = leaf(f64(3))
-                (w * w).sum().backward(create_graph=True)
-                g1 = w.grad
-                assert g1.requires_grad
-                (w * 3).sum().backward()
-                assert w.grad is g1 and g1.requires_grad
-                np.testing.assert_allclose(g1.detach().numpy(), 2 * f64(3) + 3)
-                s.synchronize()
-        finally:
-            s.close()
+        s = session_predicting
+        w = leaf(f64(3))
+        (w * w).sum().backward(create_graph=True)
+        g1 = w.grad
+        assert g1.requires_grad
+        (w * 3).sum().backward()
+        assert w.grad is g1 and g1.requires_grad
+        np.testing.assert_allclose(g1.detach().numpy(), 2 * f64(3) + 3)
+        s.synchronize()
 
-    def test_prediction_can_be_turned_off(self, daemon, monkeypatch):
-        monkeypatch.setenv("TENSORD_PREDICT_BACKWARD", "0")
-        s = tensord.connect(daemon.address, set_default=False)
-        try:
-            with s:
-                x = leaf(f64(3))
-                loss = (x * x).sum()
-                assert _stats_delta(s, loss.backward) == {"round_trips": 1, "predicted_backwards": 0}
-                np.testing.assert_allclose(x.grad.numpy(), 2 * f64(3))
-        finally:
-            s.close()
+    def test_prediction_can_be_turned_off(self, session_predicting):
+        s = session_predicting
+        x = leaf(f64(3))
+        loss = (x * x).sum()
+        predicted = os.environ["TENSORD_PREDICT_BACKWARD"] == "1"
+        assert _stats_delta(s, loss.backward) == {"round_trips": 0 if predicted else 1,
+                                                 "predicted_backwards": 1 if predicted else 0}
+        np.testing.assert_allclose(x.grad.numpy(), 2 * f64(3))
 
 
 # ================================================================ Function
