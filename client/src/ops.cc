@@ -761,6 +761,14 @@ absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& 
                                             const std::vector<int>& alias_of, std::vector<TensorMeta> outputs,
                                             bool on_meta, absl::Span<const Value> values,
                                             const std::vector<Tensor>& tensors, CallSite& site) {
+  // A conversion that changes nothing (`to` to the same dtype and device
+  // without copy=True, `contiguous` of a contiguous tensor) gives back `self`
+  // itself, as PyTorch's: no call, no node, a leaf stays that leaf.
+  if ((op.name() == "to" || op.name() == "contiguous") && outputs.size() == 1 && alias_of.size() == 1 &&
+      alias_of[0] == 0 && roles.alias_base.size() == 1 && roles.alias_base[0] != nullptr &&
+      outputs[0] == roles.alias_base[0]->impl()->meta) {
+    return std::vector<Tensor>{*roles.alias_base[0]};
+  }
   TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
   std::vector<Tensor> outs;
   if (on_meta) {

@@ -459,6 +459,24 @@ def session_predicting(request, daemon, monkeypatch):
         s.close()
 
 
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_conversion_that_changes_nothing_returns_self(session, device):
+    # As PyTorch: to() to the same dtype and device, and contiguous() of a
+    # contiguous tensor, give back the tensor itself: a leaf stays a leaf.
+    w = tensord.ones(3, device=device, requires_grad=True)
+    for same in (w.float(), w.to(tensord.float32), w.to(device), w.contiguous(), w.type_as(w)):
+        assert same is w and same.is_leaf and same.grad_fn is None
+    assert w.to(tensord.float32, copy=True) is not w
+    assert w.double().grad_fn is not None
+    t = w.detach().expand(2, 3)
+    assert t.contiguous() is not t and t.contiguous().stride() == (3, 1)
+    if device == "cpu":
+        before = session.stats()["ops_issued"]
+        w.float().sum().backward()  # only sum goes to the daemon
+        assert session.stats()["ops_issued"] == before + 1
+        np.testing.assert_allclose(w.grad.numpy(), np.ones(3))
+
+
 class TestPredictedBackward:
     """backward() streams without a round trip when the client can tell which
     .grad the daemon sets (SessionOptions.predict_backward)."""
