@@ -111,7 +111,9 @@ absl::Status SendShmReply(int sock, const absl::Status& status) {
   ShmReply r;
   r.code = static_cast<int32_t>(status.code());
   const absl::string_view m = status.message();
-  std::memcpy(r.message, m.data(), std::min(m.size(), sizeof(r.message) - 1));
+  // An OK status has an empty message whose data() may be null: memcpy must
+  // not see it (undefined behaviour, caught by -fsanitize=undefined).
+  if (!m.empty()) std::memcpy(r.message, m.data(), std::min(m.size(), sizeof(r.message) - 1));
   return SendAll(sock, &r, sizeof(r), -1);
 }
 
