@@ -1409,6 +1409,29 @@ void Session::RunCallback(const void* callback_message) {
   // releases travel in a later message, after the daemon took them.
 }
 
+namespace {
+
+// A Backward's roots and their given gradients (0: ones).
+void AddRoots(const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grad_roots,
+              v1::Backward* b) {
+  for (size_t i = 0; i < roots.size(); ++i) {
+    b->add_roots(roots[i].handle());
+    const bool given = i < grad_roots.size() && grad_roots[i].has_value() && grad_roots[i]->defined();
+    b->add_grad_roots(given ? grad_roots[i]->handle() : 0);
+  }
+}
+
+// The daemon holds a new .grad of `meta` for `impl`: the cached one is
+// dropped and the next .grad access binds it (Tensor::Grad).
+void MarkGradPending(TensorImpl& impl, TensorMeta meta, bool requires_grad) {
+  impl.grad.reset();
+  impl.grad_pending = true;
+  impl.grad_meta = std::move(meta);
+  impl.grad_requires_grad = requires_grad;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
     const std::vector<Tensor>& roots, const std::vector<std::optional<Tensor>>& grad_roots,
     const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph, bool accumulate, bool allow_unused,
@@ -1423,11 +1446,7 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
     w = im.AddWaiterLocked(&id);
     v1::Backward* b = im.pending->add_requests()->mutable_backward();
     b->set_request_id(id);
-    for (size_t i = 0; i < roots.size(); ++i) {
-      b->add_roots(roots[i].handle());
-      const bool given = i < grad_roots.size() && grad_roots[i].has_value() && grad_roots[i]->defined();
-      b->add_grad_roots(given ? grad_roots[i]->handle() : 0);
-    }
+    AddRoots(roots, grad_roots, b);
     for (const Tensor& t : inputs) {
       b->add_inputs(t.handle());
       if (!accumulate) {
@@ -1475,10 +1494,7 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
         if (it != im.grad_targets.end()) impl = it->second.lock();
       }
       if (impl == nullptr) continue;
-      impl->grad.reset();
-      impl->grad_pending = true;
-      impl->grad_meta = std::move(m);
-      impl->grad_requires_grad = i < ack.grad_requires_grad_size() && ack.grad_requires_grad(i);
+      MarkGradPending(*impl, std::move(m), i < ack.grad_requires_grad_size() && ack.grad_requires_grad(i));
     }
     return results;
   }
@@ -1512,11 +1528,7 @@ absl::Status Session::SendPredictedBackward(const std::vector<Tensor>& roots,
     // .grad only where the client still holds the tensor, as predicted.
     im.AppendReleasesLocked();
     v1::Backward* b = im.pending->add_requests()->mutable_backward();
-    for (size_t i = 0; i < roots.size(); ++i) {
-      b->add_roots(roots[i].handle());
-      const bool given = i < grad_roots.size() && grad_roots[i].has_value() && grad_roots[i]->defined();
-      b->add_grad_roots(given ? grad_roots[i]->handle() : 0);
-    }
+    AddRoots(roots, grad_roots, b);
     for (const Tensor& t : inputs) b->add_inputs(t.handle());
     b->set_retain_graph(retain_graph);
     b->set_accumulate(true);
@@ -1530,12 +1542,7 @@ absl::Status Session::SendPredictedBackward(const std::vector<Tensor>& roots,
     ++im.stats.predicted_backwards;
     TD_RETURN_IF_ERROR(im.FlushLocked());
   }
-  for (auto& [impl, meta] : expect) {
-    impl->grad.reset();
-    impl->grad_pending = true;
-    impl->grad_meta = std::move(meta);
-    impl->grad_requires_grad = false;
-  }
+  for (auto& [impl, meta] : expect) MarkGradPending(*impl, std::move(meta), /*requires_grad=*/false);
   return absl::OkStatus();
 }
 
