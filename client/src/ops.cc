@@ -764,8 +764,9 @@ absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& 
   // A conversion that changes nothing (`to` to the same dtype and device
   // without copy=True, `contiguous` of a contiguous tensor) gives back `self`
   // itself, as PyTorch's: no call, no node, a leaf stays that leaf.
-  if ((op.name() == "to" || op.name() == "contiguous") && outputs.size() == 1 && alias_of.size() == 1 &&
-      alias_of[0] == 0 && roles.alias_base.size() == 1 && roles.alias_base[0] != nullptr &&
+  // The name is compared last: most calls are no view of their self.
+  if (alias_of.size() == 1 && alias_of[0] == 0 && outputs.size() == 1 && roles.alias_base.size() == 1 &&
+      roles.alias_base[0] != nullptr && (op.name() == "to" || op.name() == "contiguous") &&
       outputs[0] == roles.alias_base[0]->impl()->meta) {
     return std::vector<Tensor>{*roles.alias_base[0]};
   }
