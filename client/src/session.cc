@@ -7,6 +7,9 @@
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <new>
@@ -33,6 +36,8 @@
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
 #include "tensord/wire/data_frame.h"
+#include "tensord/wire/shm.h"
+#include "tensord/wire/socket_stream.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/wire.h"
 
@@ -153,6 +158,12 @@ struct Session::Impl {
   // buffer (wire::ParseServerMessage, PlaceData).
   std::string stream_method;  // "/tensord.v1.Tensord/Stream", named by the RpcMethod
   std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream;
+  // Or, for a client on the daemon's host, the same messages over the side
+  // channel's socket (tensord/wire/socket_stream.h): -1 when the gRPC
+  // stream carries them. Set before the stream is used, closed by Close.
+  int sock = -1;
+  bool same_host_stream = false;  // sock was set by Start (kept after Close)
+  std::unique_ptr<wire::StreamReceiver> receiver;  // used by the reading thread only
   std::string token;
   internal::EmbeddedDaemon daemon;
   std::atomic<bool> closed{false};
@@ -265,7 +276,37 @@ struct Session::Impl {
     grpc::ByteBuffer bb;
     bool own = false;
     if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return WriteBytes(bb);
+  }
+  // Writes one message's bytes on whichever stream the session uses.
+  bool WriteBytes(const grpc::ByteBuffer& bb) {
+    if (sock >= 0) return wire::SendStreamMessage(sock, bb).ok();
     return stream->Write(bb);
+  }
+  // Reads the next message's bytes; false at the end of the stream, with
+  // what ended it in `*end`.
+  bool ReadBytes(grpc::ByteBuffer* bb, grpc::Status* end) {
+    if (sock < 0) {
+      if (stream->Read(bb)) return true;
+      *end = stream->Finish();
+      return false;
+    }
+    absl::StatusOr<bool> got = receiver->Next(sock, bb);
+    if (got.ok() && *got) return true;
+    absl::Status why = !got.ok()                         ? got.status()
+                       : receiver->ended_with_record() ? receiver->end_status()
+                                                       : absl::UnavailableError("the daemon closed the socket");
+    *end = grpc::Status(static_cast<grpc::StatusCode>(why.code()), std::string(why.message()));
+    return false;
+  }
+  // Ends the stream now (Read returns false): a broken message, or Close
+  // giving up on the daemon.
+  void CancelStream() {
+    if (sock >= 0) {
+      ::shutdown(sock, SHUT_RDWR);
+    } else {
+      stream_ctx->TryCancel();
+    }
   }
 
   absl::Status MaybeFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -354,18 +395,16 @@ struct Session::Impl {
       }
       reading = true;
       wmu.Unlock();
-      bool ok = stream->Read(&read_bytes);
       grpc::Status st;
+      bool ok = ReadBytes(&read_bytes, &st);
       placed = 0;
       if (ok && !wire::ParseServerMessage(&read_bytes, &read_buf, [this](const v1::FetchData& head, size_t n) {
             return PlaceData(head, n);
           })) {
         ok = false;
-        stream_ctx->TryCancel();
-        stream->Finish().IgnoreError();
+        CancelStream();
+        if (sock < 0) stream->Finish().IgnoreError();
         st = grpc::Status(grpc::StatusCode::INTERNAL, "the daemon sent a message that does not parse");
-      } else if (!ok) {
-        st = stream->Finish();
       }
       wmu.Lock();
       reading = false;
@@ -410,7 +449,7 @@ struct Session::Impl {
     // after `timeout` from a watchdog thread (Read then returns false).
     absl::Notification drained;
     std::thread watchdog([this, &drained, timeout] {
-      if (!drained.WaitForNotificationWithTimeout(timeout)) stream_ctx->TryCancel();
+      if (!drained.WaitForNotificationWithTimeout(timeout)) CancelStream();
     });
     PumpLocked(+[](Impl*) { return false; }, this);
     drained.Notify();
@@ -783,13 +822,36 @@ absl::Status Session::Start() {
       options_.predict_backward && !(predict_env != nullptr && absl::string_view(predict_env) == "0");
   const char* shm_env = std::getenv("TENSORD_SHM");
   const bool shm_allowed = options_.shared_memory && !(shm_env != nullptr && absl::string_view(shm_env) == "0");
-  if (shm_allowed && absl::StartsWith(address_, "unix:")) {
+  const char* sock_env = std::getenv("TENSORD_SAME_HOST_STREAM");
+  const bool sock_allowed =
+      options_.same_host_stream && !(sock_env != nullptr && absl::string_view(sock_env) == "0");
+  if (absl::StartsWith(address_, "unix:")) {
     absl::string_view path = absl::string_view(address_).substr(5);
     if (absl::StartsWith(path, "//")) path.remove_prefix(2);
-    absl::StatusOr<std::shared_ptr<internal::ShmPool>> pool =
-        internal::ShmPool::Connect(wire::ShmSocketPath(path), session_id_, im.token, options_.shm_pool_bytes);
-    if (pool.ok()) im.shm = *std::move(pool);
+    const std::string channel = wire::ShmSocketPath(path);
+    if (shm_allowed) {
+      absl::StatusOr<std::shared_ptr<internal::ShmPool>> pool =
+          internal::ShmPool::Connect(channel, session_id_, im.token, options_.shm_pool_bytes);
+      if (pool.ok()) im.shm = *std::move(pool);
+    }
+    if (sock_allowed) {
+      // The hello attaches the stream: no attach message follows.
+      absl::StatusOr<int> fd = wire::ConnectShmChannel(channel, wire::ShmOp::kHelloStream, session_id_, im.token);
+      if (fd.ok()) {
+        timeval no_timeout{0, 0};  // a sync point may wait for a long op
+        ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof(no_timeout));
+        im.sock = *fd;
+        im.same_host_stream = true;
+        im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20);
+      }
+    }
   }
+  if (im.sock < 0) TD_RETURN_IF_ERROR(AttachGrpcStream());
+  return StartStreaming();
+}
+
+absl::Status Session::AttachGrpcStream() {
+  Impl& im = *impl_;
   im.stream_ctx = std::make_unique<grpc::ClientContext>();
   // What the generated stub's Stream() does, with a byte buffer as the
   // written type (the daemon parses the same protobuf messages).
@@ -811,6 +873,11 @@ absl::Status Session::Start() {
     Close().IgnoreError();
     return lost;
   }
+  return absl::OkStatus();
+}
+
+absl::Status Session::StartStreaming() {
+  Impl& im = *impl_;
   std::optional<uint64_t> seed;
   {
     SeedSlot& ss = Seed();
@@ -867,8 +934,9 @@ absl::Status Session::Close() {
   {
     absl::MutexLock l(&im.mu);
     if (im.stream != nullptr && im.write_error.ok()) im.stream->WritesDone();
+    if (im.sock >= 0) ::shutdown(im.sock, SHUT_WR);  // the daemon reads the end
   }
-  if (im.stream != nullptr) {
+  if (im.stream != nullptr || im.sock >= 0) {
     // Read to the end of the stream (the daemon ends it after CloseSession
     // or WritesDone) so that Finish runs; cancel a stream that lingers.
     absl::MutexLock wl(&im.wmu);
@@ -888,6 +956,8 @@ absl::Status Session::Close() {
     absl::MutexLock l(&im.mu);
     im.stream.reset();
     im.stream_ctx.reset();
+    if (im.sock >= 0) ::close(im.sock);
+    im.sock = -1;
     im.stub.reset();
     im.channel.reset();
   }
@@ -1109,7 +1179,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
         u.set_last(off + n == nbytes);
         u.set_call_id(call_id);
         grpc::ByteBuffer bb = wire::EncodeUploadChunk(u, borrowed.Borrow(bytes + off, n));
-        ok = im.stream->Write(bb);
+        ok = im.WriteBytes(bb);
         ++im.stats.messages_sent;
       }
       borrowed.WaitUntilReleased();
@@ -1180,6 +1250,8 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
 }
 
 bool Session::uses_shared_memory() const { return impl_->shm != nullptr; }
+
+bool Session::uses_same_host_stream() const { return impl_->same_host_stream; }
 
 absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_id) {
   Impl& im = *impl_;

@@ -31,35 +31,12 @@ size_t SegmentSize(size_t n) {
 
 absl::StatusOr<std::shared_ptr<ShmPool>> ShmPool::Connect(const std::string& channel_path, uint64_t session_id,
                                                           const std::string& token, size_t max_bytes) {
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (channel_path.size() >= sizeof(sa.sun_path)) return absl::InvalidArgumentError("channel path too long");
-  if (token.size() > wire::kShmMaxTokenBytes) return absl::InvalidArgumentError("session token too long");
-  std::memcpy(sa.sun_path, channel_path.data(), channel_path.size());
-  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket(): ", std::strerror(errno)));
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", channel_path, ": ", why));
-  }
-  timeval tv{10, 0};  // a daemon that does not answer must not hang the client
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  wire::ShmFrame hello;
-  hello.op = static_cast<uint32_t>(wire::ShmOp::kHello);
-  hello.session_id = session_id;
-  hello.token_size = static_cast<uint32_t>(token.size());
-  std::memcpy(hello.token, token.data(), token.size());
-  absl::Status st = wire::SendShmFrame(fd, hello);
-  if (st.ok()) st = wire::RecvShmReply(fd);
-  if (!st.ok()) {
-    ::close(fd);
-    return st;
-  }
+  absl::StatusOr<int> fd = wire::ConnectShmChannel(channel_path, wire::ShmOp::kHello, session_id, token);
+  if (!fd.ok()) return fd.status();
   std::shared_ptr<ShmPool> p(new ShmPool());
   p->max_bytes_ = max_bytes;
   absl::MutexLock l(&p->mu_);
-  p->sock_ = fd;
+  p->sock_ = *fd;
   return p;
 }
 

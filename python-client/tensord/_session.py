@@ -62,6 +62,15 @@ class Session:
         return self._raw.uses_shared_memory
 
     @property
+    def uses_same_host_stream(self):
+        """True when this session's ops, sync points and replies travel over
+        the daemon's side-channel Unix socket (same host, daemon's side
+        channel accepted, ``$TENSORD_SAME_HOST_STREAM`` not "0" when the
+        session opened): the same messages as the gRPC stream without gRPC's
+        per-message cost. False: the gRPC stream carries them."""
+        return self._raw.uses_same_host_stream
+
+    @property
     def devices(self):
         """The devices the daemon reported in the handshake (['cpu', 'cuda:0', ...])."""
         return list(self._raw.devices)

@@ -5,6 +5,7 @@
 #include <malloc.h>
 #include <google/protobuf/arena.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,8 @@
 #include "tensord/meta/op_table.h"
 #include "tensord/server/log.h"
 #include "tensord/wire/data_frame.h"
+#include "tensord/wire/shm.h"
+#include "tensord/wire/socket_stream.h"
 #include "tensord/wire/wire.h"
 
 #ifndef TENSORD_VERSION
@@ -232,41 +235,139 @@ grpc::Status TensordService::CloseSession(grpc::ServerContext* context, const v1
   return grpc::Status::OK;
 }
 
+namespace {
+
+constexpr char kUnparsable[] = "a message on the session stream is not a valid tensord.v1.ClientMessage";
+// The longest message the same-host stream takes (gRPC's limit is the
+// daemon's kMaxMessageBytes; this allows for a message's framing around a
+// chunk of that size).
+constexpr size_t kMaxStreamMessageBytes = (size_t{64} << 20) + (size_t{64} << 10);
+
+grpc::Status ToGrpcStatus(const absl::Status& st) {
+  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, absl::string_view token,
+                                                               grpc::ServerContext* context, int sock) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("attach: unknown session ", HexId(id)));
+  if (!TokenEquals(std::string(token), it->second.session->token())) {
+    return absl::PermissionDeniedError(absl::StrCat("attach: wrong token for session ", HexId(id)));
+  }
+  if (it->second.attached) {
+    return absl::FailedPreconditionError(absl::StrCat("attach: session ", HexId(id), " already has a stream attached"));
+  }
+  it->second.attached = true;
+  it->second.stream = context;
+  it->second.socket = sock;
+  return it->second.session;
+}
+
+TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shared_ptr<Session>& session,
+                                                    const v1::ClientMessage* first, const ReadBytes& read_bytes,
+                                                    const Session::Writer& write,
+                                                    const Session::DataWriter& write_data) {
+  StreamEnd end = StreamEnd::kClient;
+  bool ended = false;
+  grpc::ByteBuffer in;
+  // Reads the next message into `m`; `place` (the main loop's) may put an
+  // upload chunk's data straight into its storage.
+  const auto read_placed = [&](v1::ClientMessage* m, bool place) {
+    if (ended) return false;
+    const int got = read_bytes(&in);
+    if (got <= 0) {
+      ended = true;
+      end = got == 0 ? StreamEnd::kClient : StreamEnd::kLost;
+      return false;
+    }
+    std::shared_ptr<Storage> keep;  // while the data is copied into it
+    const bool parsed =
+        place ? wire::ParseClientMessage(&in, m,
+                                         [&](const v1::Upload& head, size_t n) {
+                                           return session->PlaceUploadData(head, n, &keep);
+                                         })
+              : grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, m).ok();
+    if (!parsed) {
+      ended = true;
+      end = StreamEnd::kMalformed;
+      return false;
+    }
+    if (m->has_attach()) {
+      Log(LogLevel::kDebug, "session ", HexId(id), ": attach on an attached stream ignored");
+    }
+    return true;
+  };
+  // The engine reads through this while it waits for a BackwardCallback's
+  // result (a message runs then: nothing is placed).
+  const Session::Reader read = [&](v1::ClientMessage* m) { return read_placed(m, false); };
+  // Each message is parsed onto an arena that is reset once the message has
+  // run: a streamed op costs bump allocations, not a malloc and a free for
+  // each of its submessages and strings. The arena's first block is this
+  // stream's own, kept across resets: a message that fits costs no malloc
+  // and free of the block either.
+  constexpr size_t kArenaInitialBytes = 64 << 10;
+  std::unique_ptr<char[]> arena_block(new char[kArenaInitialBytes]);
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.initial_block = arena_block.get();
+  arena_options.initial_block_size = kArenaInitialBytes;
+  arena_options.start_block_size = 64 << 10;
+  arena_options.max_block_size = 1 << 20;
+  google::protobuf::Arena arena(arena_options);
+  const v1::ClientMessage* current = first;
+  for (;;) {
+    if (current == nullptr) {
+      arena.Reset();
+      auto* next = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
+      if (!read_placed(next, true)) break;
+      current = next;
+    }
+    if (!session->ExecuteMessage(*current, write, read, write_data)) break;
+    current = nullptr;
+  }
+  return end;
+}
+
+absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it != sessions_.end() && it->second.session == session) {
+      it->second.stream = nullptr;
+      it->second.socket = -1;
+    }
+  }
+  const char* why = end == StreamEnd::kMalformed ? "a message did not parse"
+                    : end == StreamEnd::kClient  ? "stream ended by the client"
+                                                 : "stream lost";
+  if (session->closed() || !Remove(id, why)) {
+    // CloseSession or the daemon's shutdown closed the session and ended this stream.
+    return absl::CancelledError(absl::StrCat("session ", HexId(id), " was closed"));
+  }
+  return end == StreamEnd::kMalformed ? absl::InvalidArgumentError(kUnparsable) : absl::OkStatus();
+}
+
 grpc::Status TensordService::Stream(grpc::ServerContext* context,
                                     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
-  const grpc::Status unparsable(grpc::StatusCode::INVALID_ARGUMENT,
-                                "a message on the session stream is not a valid tensord.v1.ClientMessage");
   v1::ClientMessage msg;
   grpc::ByteBuffer in;
   if (!stream->Read(&in)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before attaching to a session");
   }
-  if (!grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, &msg).ok()) return unparsable;
+  if (!grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, &msg).ok()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kUnparsable);
+  }
   if (!msg.has_attach()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message on a stream must carry attach (session id and token)");
   }
   const uint64_t id = msg.attach().session_id();
-  std::shared_ptr<Session> session;
-  {
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the daemon is shutting down");
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("attach: unknown session ", HexId(id)));
-    }
-    if (!TokenEquals(msg.attach().token(), it->second.session->token())) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          absl::StrCat("attach: wrong token for session ", HexId(id)));
-    }
-    if (it->second.attached) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                          absl::StrCat("attach: session ", HexId(id), " already has a stream attached"));
-    }
-    it->second.attached = true;
-    it->second.stream = context;
-    session = it->second.session;
-  }
+  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(id, msg.attach().token(), context, -1);
+  if (!attached.ok()) return ToGrpcStatus(attached.status());
+  std::shared_ptr<Session> session = *std::move(attached);
   Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
 
   const Session::Writer write = [stream](const v1::ServerMessage& m) {
@@ -285,70 +386,53 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     borrowed.WaitUntilReleased();
     return ok;
   };
-  bool client_ended = false;
-  bool stream_ended = false;
-  bool malformed = false;
-  // Reads the next message into `m`; `place` (the main loop's) may put an
-  // upload chunk's data straight into its storage.
-  const auto read_placed = [&](v1::ClientMessage* m, bool place) {
-    if (stream_ended) return false;
-    if (!stream->Read(&in)) {
-      stream_ended = true;
-      client_ended = !context->IsCancelled();
-      return false;
-    }
-    std::shared_ptr<Storage> keep;  // while the data is copied into it
-    const bool parsed =
-        place ? wire::ParseClientMessage(&in, m,
-                                         [&](const v1::Upload& head, size_t n) {
-                                           return session->PlaceUploadData(head, n, &keep);
-                                         })
-              : grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, m).ok();
-    if (!parsed) {
-      stream_ended = true;
-      malformed = true;
-      return false;
-    }
-    if (m->has_attach()) {
-      Log(LogLevel::kDebug, "session ", HexId(id), ": attach on an attached stream ignored");
-    }
-    return true;
+  const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
+    if (stream->Read(bb)) return 1;
+    return context->IsCancelled() ? -1 : 0;
   };
-  // The engine reads through this while it waits for a BackwardCallback's
-  // result (a message runs then: nothing is placed).
-  const Session::Reader read = [&](v1::ClientMessage* m) { return read_placed(m, false); };
-  // Each further message is parsed onto an arena that is reset once the
-  // message has run: a streamed op costs bump allocations, not a malloc and a
-  // free for each of its submessages and strings. The arena's first block is
-  // this stream's own, kept across resets: a message that fits costs no
-  // malloc and free of the block either.
-  constexpr size_t kArenaInitialBytes = 64 << 10;
-  std::unique_ptr<char[]> arena_block(new char[kArenaInitialBytes]);
-  google::protobuf::ArenaOptions arena_options;
-  arena_options.initial_block = arena_block.get();
-  arena_options.initial_block_size = kArenaInitialBytes;
-  arena_options.start_block_size = 64 << 10;
-  arena_options.max_block_size = 1 << 20;
-  google::protobuf::Arena arena(arena_options);
-  const v1::ClientMessage* current = &msg;
-  while (session->ExecuteMessage(*current, write, read, write_data)) {
-    arena.Reset();
-    auto* next = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
-    if (!read_placed(next, true)) break;
-    current = next;
-  }
+  const StreamEnd end = RunStream(id, session, &msg, read_bytes, write, write_data);
+  return ToGrpcStatus(EndStream(id, session, end));
+}
 
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    if (it != sessions_.end() && it->second.session == session) it->second.stream = nullptr;
+void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::string_view token) {
+  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(session_id, token, nullptr, sock);
+  if (!wire::SendShmReply(sock, attached.status()).ok() || !attached.ok()) {
+    if (!attached.ok()) Log(LogLevel::kWarning, "same-host stream: hello refused: ", attached.status().message());
+    if (attached.ok()) EndStream(session_id, *attached, StreamEnd::kLost).IgnoreError();
+    return;
   }
-  const char* why = malformed ? "a message did not parse" : client_ended ? "stream ended by the client" : "stream lost";
-  if (session->closed() || !Remove(id, why)) {
-    // CloseSession or the daemon's shutdown closed the session and ended this stream.
-    return grpc::Status(grpc::StatusCode::CANCELLED, absl::StrCat("session ", HexId(id), " was closed"));
-  }
-  return malformed ? unparsable : grpc::Status::OK;
+  std::shared_ptr<Session> session = *std::move(attached);
+  Log(LogLevel::kInfo, "session ", HexId(session_id), ": same-host stream attached");
+  const Session::Writer write = [sock](const v1::ServerMessage& m) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    if (!grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return wire::SendStreamMessage(sock, bb).ok();
+  };
+  // Fetched data: the kernel copies it from the storage into the socket.
+  const Session::DataWriter write_data = [sock](const v1::FetchData& head, const char* data, size_t n) {
+    wire::BorrowedSlices borrowed;
+    grpc::ByteBuffer bb = wire::EncodeFetchChunk(head, borrowed.Borrow(data, n));
+    const bool ok = wire::SendStreamMessage(sock, bb).ok();
+    bb.Clear();
+    borrowed.WaitUntilReleased();
+    return ok;
+  };
+  wire::StreamReceiver receiver(kMaxStreamMessageBytes);
+  absl::Status read_error;
+  const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
+    absl::StatusOr<bool> got = receiver.Next(sock, bb);
+    if (!got.ok()) {
+      read_error = got.status();
+      return absl::IsInvalidArgument(read_error) ? -2 : -1;
+    }
+    return *got ? 1 : 0;
+  };
+  StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, write, write_data);
+  if (absl::IsInvalidArgument(read_error)) end = StreamEnd::kMalformed;
+  absl::Status why = EndStream(session_id, session, end);
+  if (end == StreamEnd::kMalformed && !read_error.ok()) why = read_error;
+  wire::SendStreamEnd(sock, why).IgnoreError();  // the client may be gone
 }
 
 std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {
@@ -359,6 +443,8 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) return std::nullopt;
     if (it->second.stream != nullptr) it->second.stream->TryCancel();
+    // Wakes its reader; the end record can still be written.
+    if (it->second.socket >= 0) ::shutdown(it->second.socket, SHUT_RD);
     session = std::move(it->second.session);
     sessions_.erase(it);
     last = sessions_.empty();

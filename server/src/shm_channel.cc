@@ -135,10 +135,18 @@ void ShmChannelServer::Serve(int fd) {
     absl::StatusOr<bool> got = wire::RecvShmFrame(fd, &f, &extra);
     if (extra >= 0) ::close(extra);
     absl::Status st;
+    bool served_stream = false;
     if (!got.ok()) {
       st = got.status();
     } else if (!*got) {
       st = absl::CancelledError("closed before the hello");
+    } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kHelloStream) && f.token_size <= wire::kShmMaxTokenBytes) {
+      // The session's stream: served on this thread until it ends.
+      tv = timeval{0, 0};  // no deadline between messages
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      service_->ServeSocketStream(
+          fd, f.session_id, absl::string_view(reinterpret_cast<const char*>(f.token), f.token_size));
+      served_stream = true;
     } else if (f.op != static_cast<uint32_t>(wire::ShmOp::kHello) || f.token_size > wire::kShmMaxTokenBytes) {
       st = absl::InvalidArgumentError("the first frame must be a hello with a session id and token");
     } else {
@@ -153,14 +161,16 @@ void ShmChannelServer::Serve(int fd) {
         session_id = f.session_id;
       }
     }
-    if (st.ok()) {
+    if (served_stream) {
+      // ServeSocketStream answered the hello and ran the stream to its end.
+    } else if (st.ok()) {
       tv = timeval{0, 0};  // no deadline between transfers
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
       Log(LogLevel::kDebug, "session ", absl::Hex(session_id, absl::kZeroPad16), ": shared-memory channel attached");
     } else {
       Log(LogLevel::kWarning, "shared-memory channel: hello refused: ", st.message());
     }
-    if (!wire::SendShmReply(fd, st).ok() || !st.ok()) weak.reset();
+    if (served_stream || !wire::SendShmReply(fd, st).ok() || !st.ok()) weak.reset();
   }
   while (!weak.expired()) {
     wire::ShmFrame f;

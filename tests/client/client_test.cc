@@ -27,6 +27,7 @@ using tensord::KindOf;
 using tensord::ScalarType;
 using tensord::Shape;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 namespace {
 
@@ -658,6 +659,42 @@ TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
     }
   }
   EXPECT_EQ(stream->stats().shm_uploads + stream->stats().shm_fetches, 0);
+}
+
+TEST_F(WithDaemon, TheSameHostStreamAndTheGrpcStreamAgree) {
+  // Over a Unix socket the session stream runs on the daemon's side-channel
+  // socket unless told not to; both carry the same messages and give the
+  // same results, data (streamed in chunks, no shared memory) and errors.
+  tc::SessionOptions on_socket, on_grpc;
+  on_socket.shared_memory = on_grpc.shared_memory = false;
+  on_grpc.same_host_stream = false;
+  EXPECT_TRUE(session_->uses_same_host_stream());
+  const int64_t n = 1024 * 1024 + 5;  // 4 MiB of float32 and then some: two chunks
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.5f);
+  for (const tc::SessionOptions& o : {on_socket, on_grpc}) {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(session_->address(), o));
+    EXPECT_EQ(s->uses_same_host_stream(), o.same_host_stream);
+    tc::SessionGuard use(s);
+    ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::FromVector(v, {n}));
+    ASSERT_OK_AND_ASSIGN(tc::Tensor u, tc::Add(t, t));
+    ASSERT_OK_AND_ASSIGN(tc::HostData d, u.Fetch());
+    ASSERT_EQ(d.numel(), n);
+    for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(d.data<float>()[i], 2 * v[i]) << i;
+    EXPECT_EQ(d.data<float>()[n - 1], 2 * v[n - 1]);
+    ASSERT_OK_AND_ASSIGN(tc::Tensor rows, tc::FromVector(std::vector<int64_t>{0, 9}, {2}));
+    const int line = __LINE__ + 1;
+    ASSERT_OK_AND_ASSIGN(tc::Tensor bad, tc::Call1("index_select", {t, 0, rows}));  // 9 < n: fine
+    ASSERT_OK_AND_ASSIGN(tc::Tensor small, tc::FromVector(std::vector<float>{1, 2, 3}, {3}));
+    const int bad_line = __LINE__ + 1;
+    ASSERT_OK_AND_ASSIGN(tc::Tensor worse, tc::Call1("index_select", {small, 0, rows}));  // 9 >= 3: the daemon's error
+    absl::Status st = s->Synchronize();
+    EXPECT_FALSE(st.ok());
+    EXPECT_THAT(st.message(), HasSubstr("client_test.cc:" + std::to_string(bad_line))) << st;
+    EXPECT_THAT(st.message(), Not(HasSubstr("client_test.cc:" + std::to_string(line)))) << st;
+    EXPECT_EQ(s->stats().shm_uploads + s->stats().shm_fetches, 0);
+    EXPECT_TRUE(s->Close().ok());
+  }
 }
 
 TEST_F(WithDaemon, SameHostTransfersGoThroughSharedMemory) {

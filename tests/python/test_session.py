@@ -30,6 +30,27 @@ def test_thousand_small_ops_then_item_are_O1_round_trips(session, daemon):
     assert after["timed_flushes"] == 0
 
 
+@pytest.mark.parametrize("same_host", ["1", "0"])
+def test_the_session_stream_uses_the_same_host_socket_unless_told_not_to(session, daemon, monkeypatch, same_host):
+    # Over a Unix socket the stream runs on the daemon's side-channel socket;
+    # TENSORD_SAME_HOST_STREAM=0 keeps it on gRPC. Both give the same values,
+    # the same deferred errors (op and call site), and sync points that wait.
+    monkeypatch.setenv("TENSORD_SAME_HOST_STREAM", same_host)
+    s = tensord.connect(daemon.address, set_default=False)
+    with s:
+        assert s.uses_same_host_stream == (same_host == "1")
+        x = tensord.arange(100000, dtype=tensord.float32)  # 400 KB: several records
+        y = (x * 2).reshape(100, 1000)
+        np.testing.assert_array_equal(y.numpy(), np.arange(100000, dtype=np.float32).reshape(100, 1000) * 2)
+        assert y.sum().item() == pytest.approx(float(np.arange(100000, dtype=np.float64).sum() * 2), rel=1e-5)
+        bad = tensord.tensor([1.0, 2.0]).index_select(0, tensord.tensor([5]))  # only the daemon can tell
+        with pytest.raises(IndexError) as e:
+            bad.item()
+        assert "index_select" in str(e.value) and "test_session.py" in str(e.value)
+        assert (x[:3] + 1).tolist() == [1.0, 2.0, 3.0]  # the session goes on
+    s.close()
+
+
 def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):
     # The time flush: ops streamed and then left alone (no sync, no full
     # batch) reach the daemon anyway; the daemon's session statistics show
@@ -43,7 +64,10 @@ def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):
         while s.stats()["timed_flushes"] == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
         st = s.stats()
-        assert st["timed_flushes"] >= 1 and st["messages_sent"] >= 2 and st["round_trips"] == 0
+        # The gRPC stream's first message is the attach; the same-host
+        # stream's hello is not a message.
+        attach = 0 if s.uses_same_host_stream else 1
+        assert st["timed_flushes"] >= 1 and st["messages_sent"] >= 1 + attach and st["round_trips"] == 0
         assert x.sum().item() == 20.0
     s.close()
     os.environ["TENSORD_FLUSH_US"] = "1000"      # an explicit flush_interval wins over the environment

@@ -2,6 +2,8 @@
 #include "tensord/wire/shm.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +90,36 @@ absl::StatusOr<size_t> RecvOne(int sock, void* buf, size_t n, int* fd) {
 }
 
 }  // namespace
+
+absl::StatusOr<int> ConnectShmChannel(const std::string& channel_path, ShmOp hello_op, uint64_t session_id,
+                                      absl::string_view token) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (channel_path.size() >= sizeof(sa.sun_path)) return absl::InvalidArgumentError("channel path too long");
+  if (token.size() > kShmMaxTokenBytes) return absl::InvalidArgumentError("session token too long");
+  std::memcpy(sa.sun_path, channel_path.data(), channel_path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Errno("socket");
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", channel_path, ": ", why));
+  }
+  timeval tv{10, 0};  // a daemon that does not answer must not hang the client
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ShmFrame hello;
+  hello.op = static_cast<uint32_t>(hello_op);
+  hello.session_id = session_id;
+  hello.token_size = static_cast<uint32_t>(token.size());
+  if (!token.empty()) std::memcpy(hello.token, token.data(), token.size());
+  absl::Status st = SendShmFrame(fd, hello);
+  if (st.ok()) st = RecvShmReply(fd);
+  if (!st.ok()) {
+    ::close(fd);
+    return st;
+  }
+  return fd;
+}
 
 absl::Status SendShmFrame(int sock, const ShmFrame& frame, int fd) { return SendAll(sock, &frame, sizeof(frame), fd); }
 

@@ -62,6 +62,14 @@ struct SessionOptions {
   // Adopted segments hold at most half of `shm_pool_bytes`; beyond that,
   // uploads copy. SIZE_MAX: never adopt.
   size_t shm_adopt_min_bytes = size_t{1} << 20;
+  // Same-host stream: over a Unix socket, the session's messages (ops,
+  // sync points, replies) go over the daemon's side-channel socket
+  // ("<socket>.shm") instead of the gRPC stream: the same protobuf messages
+  // without HTTP/2 and gRPC's thread hand-offs, so a round trip costs one
+  // socket wake-up each way. The handshake and opening and closing the
+  // session stay on gRPC. Used when the daemon offers the channel; false, or
+  // $TENSORD_SAME_HOST_STREAM=0, keeps the gRPC stream.
+  bool same_host_stream = true;
   // backward() without a round trip: when the client can tell from its mirror
   // of the graph which .grad the daemon will set (no user-defined Function,
   // no retain_grad() tensor, leaf inputs only, no create_graph), it streams
@@ -193,6 +201,9 @@ class Session : public std::enable_shared_from_this<Session> {
   absl::StatusOr<HostData> Fetch(uint64_t handle, uint64_t expected_bytes = 0);
   // Whether the shared-memory side channel is in use.
   bool uses_shared_memory() const;
+  // Whether the session stream runs over the daemon's side-channel socket
+  // (SessionOptions::same_host_stream) rather than gRPC.
+  bool uses_same_host_stream() const;
   // The daemon's metadata for `handle` (error if it failed); when
   // `storage_id` is given, the daemon's id of the storage it views (equal ids
   // = the same storage; 0 when it has none).
@@ -208,6 +219,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // CallbackResult.
   void RunCallback(const void* callback_message);
   absl::Status Start();
+  // Start's steps: the gRPC stream and its attach message (when the session
+  // has no same-host stream); then the seed and the flusher thread.
+  absl::Status AttachGrpcStream();
+  absl::Status StartStreaming();
 
   SessionOptions options_;
   bool predict_backward_ = true;  // options_.predict_backward and $TENSORD_PREDICT_BACKWARD

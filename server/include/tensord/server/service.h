@@ -9,6 +9,7 @@
 #define TENSORD_SERVER_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,17 @@ class TensordService final : public v1::Tensord::Service {
   grpc::Status Stream(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
+  // The session stream over the side-channel socket `sock` for a same-host
+  // client (tensord/wire/socket_stream.h), whose hello named `session_id`
+  // and `token`: answers the hello (a ShmReply: NotFound, PermissionDenied,
+  // FailedPrecondition when the session has a stream already), then
+  // executes the session's messages in order, as Stream does, until the
+  // client ends the stream, the socket fails or the session is closed; then
+  // sends the end record (why it ended) and closes the session. The caller
+  // closes `sock` after this returns. Runs on the side channel's thread for
+  // the connection.
+  void ServeSocketStream(int sock, uint64_t session_id, absl::string_view token);
+
   // Refuses new sessions, cancels every attached stream and closes every
   // session. Called before the gRPC server shuts down.
   void BeginShutdown();
@@ -85,12 +97,31 @@ class TensordService final : public v1::Tensord::Service {
  private:
   struct Entry {
     std::shared_ptr<Session> session;
-    grpc::ServerContext* stream = nullptr;  // the attached stream's context
+    grpc::ServerContext* stream = nullptr;  // the attached gRPC stream's context
+    int socket = -1;                        // or the attached same-host stream's socket
     bool attached = false;
     absl::Time opened;
   };
 
   TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels);
+
+  // Marks the session attached to a stream (gRPC's `context`, or the
+  // same-host stream's `sock`): NotFound, PermissionDenied (token),
+  // FailedPrecondition (attached already) or Unavailable (shutting down).
+  absl::StatusOr<std::shared_ptr<Session>> Attach(uint64_t id, absl::string_view token,
+                                                  grpc::ServerContext* context, int sock) ABSL_LOCKS_EXCLUDED(mu_);
+  // How a session stream ended.
+  enum class StreamEnd { kClient, kLost, kMalformed };
+  // Reads the next message's bytes: 1 when it did, 0 when the client ended
+  // the stream, negative when the stream was lost or broken.
+  using ReadBytes = std::function<int(grpc::ByteBuffer*)>;
+  // Executes `first` (when not null), then every message `read_bytes`
+  // gives, in order, until the stream or the session ends.
+  StreamEnd RunStream(uint64_t id, const std::shared_ptr<Session>& session, const v1::ClientMessage* first,
+                      const ReadBytes& read_bytes, const Session::Writer& write, const Session::DataWriter& write_data);
+  // Detaches the ended stream and closes the session (unless it was closed
+  // already); what the stream's end says to the client.
+  absl::Status EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Removes the session from the table (cancelling its stream) and closes it.
   // Returns its final statistics, or nullopt when it was not in the table.

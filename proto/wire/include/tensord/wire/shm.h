@@ -9,6 +9,9 @@
 //                                     <-     Reply{code 0 or why not}
 //   Unmap{segment}                    ->     <- Reply
 //
+// A second connection whose first frame is HelloStream{session_id, token}
+// carries the session's stream itself (tensord/wire/socket_stream.h).
+//
 // Upload and Fetch (tensord.proto) then name a mapped segment by its id; an
 // Upload with shm_adopt makes the segment the tensor's storage, and the
 // daemon refuses to unmap it until a reply lists it in shm_freed. A
@@ -30,15 +33,17 @@ inline constexpr char kShmSocketSuffix[] = ".shm";
 inline constexpr uint32_t kShmMagic = 0x314d4854;  // "THM1" little-endian
 inline constexpr size_t kShmMaxTokenBytes = 32;
 
-enum class ShmOp : uint32_t { kHello = 1, kMap = 2, kUnmap = 3 };
+// kHelloStream: this connection carries the session's stream instead
+// (tensord/wire/socket_stream.h); a session may have both connections.
+enum class ShmOp : uint32_t { kHello = 1, kMap = 2, kUnmap = 3, kHelloStream = 4 };
 
 // Client -> daemon. Unused fields are zero.
 struct ShmFrame {
   uint32_t magic = kShmMagic;
   uint32_t op = 0;            // ShmOp
-  uint64_t session_id = 0;    // kHello
+  uint64_t session_id = 0;    // kHello, kHelloStream
   uint32_t segment = 0;       // kMap, kUnmap: the client's id for it (not 0)
-  uint32_t token_size = 0;    // kHello
+  uint32_t token_size = 0;    // kHello, kHelloStream
   uint64_t size = 0;          // kMap: the memfd's size in bytes
   unsigned char token[kShmMaxTokenBytes] = {};
 };
@@ -54,6 +59,14 @@ static_assert(sizeof(ShmReply) == 256, "ShmReply is a wire format: its size is f
 
 // "<path>.shm" for a daemon listening on unix:<path>.
 std::string ShmSocketPath(absl::string_view unix_socket_path);
+
+// Connects to the side channel at `channel_path` and says `hello` (kHello
+// or kHelloStream) for the session: the connected socket (close-on-exec,
+// owned by the caller; a 10 s receive timeout set for the hello is left in
+// place), or why the daemon offers no channel (Unavailable, InvalidArgument
+// for a path or token too long) or refused the hello (its reply's error).
+absl::StatusOr<int> ConnectShmChannel(const std::string& channel_path, ShmOp hello, uint64_t session_id,
+                                      absl::string_view token);
 
 // Sends one frame, with `fd` attached when fd >= 0 (the caller keeps its fd).
 absl::Status SendShmFrame(int sock, const ShmFrame& frame, int fd = -1);

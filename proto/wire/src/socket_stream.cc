@@ -1,0 +1,146 @@
+// The session stream over the side-channel socket (see
+// tensord/wire/socket_stream.h).
+#include "tensord/wire/socket_stream.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <grpcpp/support/slice.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord::wire {
+namespace {
+
+absl::Status Errno(absl::string_view what) {
+  return absl::UnavailableError(absl::StrCat("same-host stream: ", what, ": ", std::strerror(errno)));
+}
+
+// Sends one record (a datagram: all of it or nothing); EINTR retried.
+absl::Status SendRecord(int sock, iovec* iov, size_t iovcnt, size_t bytes) {
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = iovcnt;
+  for (;;) {
+    const ssize_t r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (r == static_cast<ssize_t>(bytes)) return absl::OkStatus();
+    if (r < 0 && errno == EINTR) continue;
+    if (r >= 0) return absl::UnavailableError("same-host stream: short send");
+    return Errno("send");
+  }
+}
+
+// At most this many slices' pieces in one record (a message's slices are
+// few: protobuf's bytes and, for a data chunk, the borrowed data).
+constexpr size_t kMaxIov = 64;
+
+}  // namespace
+
+absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb) {
+  std::vector<grpc::Slice> slices;
+  (void)bb.Dump(&slices);  // an empty buffer has no slices: one empty record
+  size_t total = 0;
+  for (const grpc::Slice& s : slices) total += s.size();
+  RecordHeader head;
+  iovec iov[kMaxIov + 1];
+  iov[0].iov_base = &head;
+  iov[0].iov_len = sizeof(head);
+  size_t si = 0, off = 0, sent = 0;  // the next byte to send: slices[si] at off
+  do {
+    size_t n = 1, bytes = 0;
+    while (si < slices.size() && bytes < kStreamRecordBytes && n <= kMaxIov) {
+      const size_t take = std::min(slices[si].size() - off, kStreamRecordBytes - bytes);
+      if (take > 0) {
+        iov[n].iov_base = const_cast<uint8_t*>(slices[si].begin() + off);
+        iov[n].iov_len = take;
+        ++n;
+        bytes += take;
+        off += take;
+      }
+      if (off == slices[si].size()) {
+        ++si;
+        off = 0;
+      }
+    }
+    sent += bytes;
+    head.flags = sent < total ? kRecordMore : 0;
+    if (absl::Status st = SendRecord(sock, iov, n, sizeof(head) + bytes); !st.ok()) return st;
+  } while (sent < total);
+  return absl::OkStatus();
+}
+
+absl::Status SendStreamEnd(int sock, const absl::Status& why) {
+  RecordHeader head;
+  head.flags = kRecordEnd;
+  const int32_t code = static_cast<int32_t>(why.code());
+  const absl::string_view m = why.message().substr(0, 4096);
+  iovec iov[3] = {{&head, sizeof(head)}, {const_cast<int32_t*>(&code), sizeof(code)},
+                  {const_cast<char*>(m.data()), m.size()}};
+  return SendRecord(sock, iov, m.empty() ? 2 : 3, sizeof(head) + sizeof(code) + m.size());
+}
+
+absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
+  size_t size = 0;  // message bytes gathered so far
+  for (;;) {
+    // Room for one more record's payload after the header, which lands just
+    // before it (and is moved out of the way).
+    const size_t need = size + sizeof(RecordHeader) + kStreamRecordBytes;
+    if (need > capacity_) {
+      const size_t cap = std::max(need, capacity_ * 2);
+      std::unique_ptr<char[]> grown(new char[cap]);
+      if (size > 0) std::memcpy(grown.get(), buf_.get(), size);
+      buf_ = std::move(grown);
+      capacity_ = cap;
+    }
+    RecordHeader head;
+    iovec iov[2] = {{&head, sizeof(head)}, {buf_.get() + size, kStreamRecordBytes}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    ssize_t r;
+    do {
+      r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) return Errno("receive");
+    if (r == 0) {
+      if (size > 0) return absl::UnavailableError("same-host stream: the socket closed inside a message");
+      end_status_ = absl::OkStatus();
+      return false;
+    }
+    if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || static_cast<size_t>(r) < sizeof(head) ||
+        head.magic != kStreamMagic) {
+      return absl::InvalidArgumentError(absl::StrCat("same-host stream: a malformed record of ", r, " bytes"));
+    }
+    const size_t payload = static_cast<size_t>(r) - sizeof(head);
+    if ((head.flags & kRecordEnd) != 0) {
+      int32_t code = 0;
+      if (payload < sizeof(code) || size > 0) {
+        return absl::InvalidArgumentError("same-host stream: a malformed end record");
+      }
+      const char* p = buf_.get() + size;
+      std::memcpy(&code, p, sizeof(code));
+      end_status_ = absl::Status(static_cast<absl::StatusCode>(code), std::string(p + sizeof(code), payload - sizeof(code)));
+      ended_with_record_ = true;
+      return false;
+    }
+    size += payload;
+    if (size > max_bytes_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("same-host stream: a message longer than ", max_bytes_, " bytes"));
+    }
+    if ((head.flags & kRecordMore) == 0) break;
+  }
+  // A slice over our buffer: no copy, no reference count (it is ours until
+  // the next call).
+  grpc::Slice s(buf_.get(), size, grpc::Slice::STATIC_SLICE);
+  *bb = grpc::ByteBuffer(&s, 1);
+  return true;
+}
+
+}  // namespace tensord::wire

@@ -1,0 +1,258 @@
+// The same-host stream (tensord/wire/socket_stream.h) spoken to raw: a
+// HelloStream needs the session's token and a session takes one stream
+// (gRPC or this); messages larger than a record are reassembled both ways;
+// a malformed record, an over-long message or a client that dies inside a
+// message ends that session's stream with a reason, never the daemon, which
+// keeps serving other sessions; closing the session ends the stream.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <numeric>
+#include <string>
+#include <thread>
+
+#include "raw_client.h"
+#include "tensord/wire/shm.h"
+#include "tensord/wire/socket_stream.h"
+
+namespace tensord::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The client end of a same-host stream: protobuf messages in records.
+class SocketStream {
+ public:
+  SocketStream(const std::string& channel, uint64_t id, const std::string& token) {
+    absl::StatusOr<int> fd = wire::ConnectShmChannel(channel, wire::ShmOp::kHelloStream, id, token);
+    hello_ = fd.status();
+    if (fd.ok()) fd_ = *fd;  // keeps the 10 s receive timeout: a broken daemon fails the test
+  }
+  ~SocketStream() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  const absl::Status& hello() const { return hello_; }
+  int fd() const { return fd_; }
+
+  bool Send(const v1::ClientMessage& m) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return wire::SendStreamMessage(fd_, bb).ok();
+  }
+  void Send(v1::Request r) {
+    v1::ClientMessage m;
+    *m.add_requests() = std::move(r);
+    ASSERT_TRUE(Send(m));
+  }
+  // The next message; false at the end (end_status() says why) or on error.
+  bool Read(v1::ServerMessage* m) {
+    grpc::ByteBuffer bb;
+    absl::StatusOr<bool> got = receiver_.Next(fd_, &bb);
+    if (!got.ok()) {
+      read_error_ = got.status();
+      return false;
+    }
+    return *got && grpc::SerializationTraits<v1::ServerMessage>::Deserialize(&bb, m).ok();
+  }
+  // Reads to the end of the stream: what the daemon's end record said.
+  absl::Status End() {
+    v1::ServerMessage m;
+    while (Read(&m)) {
+    }
+    if (!read_error_.ok()) return read_error_;
+    EXPECT_TRUE(receiver_.ended_with_record()) << "the daemon closed the socket without an end record";
+    return receiver_.end_status();
+  }
+  std::vector<v1::Error> Sync(uint64_t request_id) {
+    v1::Request r;
+    r.mutable_sync()->set_request_id(request_id);
+    Send(r);
+    v1::ServerMessage m;
+    EXPECT_TRUE(Read(&m));
+    EXPECT_TRUE(m.has_ack()) << m.DebugString();
+    EXPECT_EQ(m.ack().request_id(), request_id);
+    return {m.ack().errors().begin(), m.ack().errors().end()};
+  }
+  // Fetches `handle` (streamed: the data comes in FetchData chunks).
+  std::string Fetch(uint64_t request_id, uint64_t handle) {
+    v1::Request r;
+    r.mutable_fetch()->set_request_id(request_id);
+    r.mutable_fetch()->set_handle(handle);
+    Send(r);
+    std::string out;
+    for (;;) {
+      v1::ServerMessage m;
+      if (!Read(&m)) {
+        ADD_FAILURE() << "the stream ended during a fetch";
+        return out;
+      }
+      if (!m.has_data()) {
+        ADD_FAILURE() << m.DebugString();
+        return out;
+      }
+      EXPECT_EQ(m.data().offset(), out.size());
+      out += m.data().data();
+      if (m.data().last()) return out;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  absl::Status hello_;
+  absl::Status read_error_;
+  wire::StreamReceiver receiver_{size_t{64} << 20};
+};
+
+class SocketStreamTest : public DaemonFixture {
+ protected:
+  std::string ChannelPath() const { return wire::ShmSocketPath(dir_ + "/td.sock"); }
+
+  // Waits (at most 20 s) until the daemon has `n` sessions.
+  void WaitForSessions(size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (daemon_->service().live_sessions() != n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(daemon_->service().live_sessions(), n);
+  }
+
+  // A bystander session on gRPC still works.
+  void ExpectBystanderServed(RawSession& bystander) {
+    bystander.Upload<float>(1, {2}, ScalarType::kFloat32, {1.5f, 2.5f});
+    EXPECT_EQ(bystander.FetchValues<float>(1), (std::vector<float>{1.5f, 2.5f}));
+  }
+};
+
+TEST_F(SocketStreamTest, RunsTheSessionWithMessagesLargerThanARecord) {
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  // 200,000 floats inline in one message: 800 KB, about 13 records.
+  std::vector<float> v(200000);
+  std::iota(v.begin(), v.end(), 0.25f);
+  s.Send(UploadReq(1, MetaProto({200000}, ScalarType::kFloat32), Bytes(v)));
+  s.Send(Call(1, "add.Tensor", {T(1), T(1), I(1)}, {2}));
+  EXPECT_TRUE(s.Sync(1).empty());
+  const std::string got = s.Fetch(2, 2);
+  ASSERT_EQ(got.size(), v.size() * 4);
+  std::vector<float> twice = FromBytes<float>(got);
+  for (size_t i = 0; i < v.size(); i += 9973) EXPECT_EQ(twice[i], 2 * v[i]) << i;
+  // An op error surfaces at the sync point, as on gRPC, naming the op.
+  s.Send(Call(2, "add.Tensor", {T(1), T(99), I(1)}, {3}));
+  std::vector<v1::Error> errors = s.Sync(3);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("99"));
+  EXPECT_EQ(daemon_->service().live_sessions(), 1u);
+}
+
+TEST_F(SocketStreamTest, HelloNeedsTheTokenAndASessionTakesOneStream) {
+  RawSession raw(stub_.get(), /*attach=*/false);
+  {
+    SocketStream bad(ChannelPath(), raw.id(), "not the token");
+    EXPECT_TRUE(absl::IsPermissionDenied(bad.hello())) << bad.hello();
+    SocketStream unknown(ChannelPath(), raw.id() ^ 1, raw.token());
+    EXPECT_TRUE(absl::IsNotFound(unknown.hello())) << unknown.hello();
+  }
+  SocketStream first(ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(first.hello().ok()) << first.hello();
+  SocketStream second(ChannelPath(), raw.id(), raw.token());
+  EXPECT_THAT(second.hello().message(), HasSubstr("already has a stream attached"));
+  // A session attached on gRPC takes no same-host stream either.
+  RawSession on_grpc(stub_.get());
+  EXPECT_TRUE(on_grpc.Sync().empty());
+  SocketStream third(ChannelPath(), on_grpc.id(), on_grpc.token());
+  EXPECT_THAT(third.hello().message(), HasSubstr("already has a stream attached"));
+  // The refusals hurt neither session.
+  EXPECT_TRUE(first.Sync(1).empty());
+  EXPECT_TRUE(on_grpc.Sync().empty());
+}
+
+TEST_F(SocketStreamTest, AMalformedRecordEndsThatStreamOnly) {
+  RawSession bystander(stub_.get());
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  const char junk[] = "not a record header";
+  ASSERT_EQ(::send(s.fd(), junk, sizeof(junk), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(junk)));
+  absl::Status end = s.End();
+  EXPECT_TRUE(absl::IsInvalidArgument(end)) << end;
+  EXPECT_THAT(end.message(), HasSubstr("malformed record"));
+  WaitForSessions(1);
+  ExpectBystanderServed(bystander);
+}
+
+TEST_F(SocketStreamTest, BytesThatAreNotAClientMessageEndTheStream) {
+  RawSession bystander(stub_.get());
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  const std::string garbage(100, '\xff');
+  grpc::Slice slice(garbage.data(), garbage.size());
+  ASSERT_TRUE(wire::SendStreamMessage(s.fd(), grpc::ByteBuffer(&slice, 1)).ok());
+  absl::Status end = s.End();
+  EXPECT_TRUE(absl::IsInvalidArgument(end)) << end;
+  EXPECT_THAT(end.message(), HasSubstr("not a valid tensord.v1.ClientMessage"));
+  WaitForSessions(1);
+  ExpectBystanderServed(bystander);
+}
+
+TEST_F(SocketStreamTest, AnOverLongMessageIsRefusedNotAllocated) {
+  RawSession bystander(stub_.get());
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  // Records that say "more follows" past the daemon's 64 MiB limit.
+  std::string record(sizeof(wire::RecordHeader) + wire::kStreamRecordBytes, '\0');
+  wire::RecordHeader head;
+  head.flags = wire::kRecordMore;
+  std::memcpy(record.data(), &head, sizeof(head));
+  bool sent = true;
+  for (size_t total = 0; sent && total <= (size_t{65} << 20); total += wire::kStreamRecordBytes) {
+    sent = ::send(s.fd(), record.data(), record.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(record.size());
+  }
+  absl::Status end = s.End();
+  EXPECT_TRUE(absl::IsInvalidArgument(end)) << end;
+  EXPECT_THAT(end.message(), HasSubstr("longer than"));
+  WaitForSessions(1);
+  ExpectBystanderServed(bystander);
+}
+
+TEST_F(SocketStreamTest, AClientThatDiesInsideAMessageLosesOnlyItsSession) {
+  RawSession bystander(stub_.get());
+  {
+    RawSession raw(stub_.get(), /*attach=*/false);
+    SocketStream s(ChannelPath(), raw.id(), raw.token());
+    ASSERT_TRUE(s.hello().ok()) << s.hello();
+    s.Send(UploadReq(1, MetaProto({4}, ScalarType::kFloat32), Bytes(std::vector<float>{1, 2, 3, 4})));
+    std::string record(sizeof(wire::RecordHeader) + 100, '\0');
+    wire::RecordHeader head;
+    head.flags = wire::kRecordMore;  // ... and nothing follows
+    std::memcpy(record.data(), &head, sizeof(head));
+    ASSERT_EQ(::send(s.fd(), record.data(), record.size(), MSG_NOSIGNAL), static_cast<ssize_t>(record.size()));
+  }  // the socket closes here, as when the process dies
+  WaitForSessions(1);
+  EXPECT_EQ(daemon_->service().bytes_in_use(), 0);  // its tensor was freed
+  ExpectBystanderServed(bystander);
+}
+
+TEST_F(SocketStreamTest, ClosingTheSessionEndsItsStream) {
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  EXPECT_TRUE(s.Sync(1).empty());
+  grpc::ClientContext ctx;
+  v1::CloseSessionRequest req;
+  req.set_session_id(raw.id());
+  req.set_token(raw.token());
+  v1::CloseSessionResponse resp;
+  ASSERT_TRUE(stub_->CloseSession(&ctx, req, &resp).ok());
+  absl::Status end = s.End();
+  EXPECT_TRUE(absl::IsCancelled(end)) << end;
+  EXPECT_THAT(end.message(), HasSubstr("was closed"));
+  WaitForSessions(0);
+}
+
+}  // namespace
+}  // namespace tensord::testing
