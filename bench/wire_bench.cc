@@ -10,12 +10,17 @@
 //   through the tensord C++ client, beside a bare gRPC ping-pong (one 64-byte
 //   message each way on an open bidirectional stream, bench/tensord_bench/
 //   echo.proto) on the same transport. Ratio = tensord / bare; target <= 1.3.
+//   Three rows: over the Unix socket with the same-host stream (the session's
+//   messages on the daemon's side-channel socket, the default there), over
+//   the Unix socket with the gRPC stream (SessionOptions::same_host_stream =
+//   false), and over loopback TCP (always gRPC).
 // Figure 3, data plane: upload (FromBlob + Synchronize) and download (Fetch)
 //   of 1 MiB, 64 MiB and 256 MiB float32 tensors through the C++ client, in
 //   GB/s (10^9 bytes per second), beside memcpy of the same size between two
 //   already-touched buffers in this process. Ratio = tensord / memcpy; target
-//   >= 0.25 over gRPC. Row names end with the path, "(unix)" or "(tcp)", so
-//   a same-host shared-memory path can add "(shm)" rows with target >= 0.8.
+//   >= 0.25 over the stream. Row names end with the path: "(unix)" (the
+//   same-host stream, no shared memory), "(tcp)" (the gRPC stream) and
+//   "(unix, shm)" (shared-memory segments), whose target is >= 0.8.
 //
 // Both peers run in their own process, like the daemon: the real `tensord
 // serve --listen unix:TMP/sock --listen 127.0.0.1:0` (from --tensord,
@@ -410,8 +415,13 @@ class EchoClient {
 // the CPU microseconds per round trip of each side (client = this process,
 // all threads; server = the daemon or the echo process).
 Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
-            const std::string& echo_addr, pid_t echo_pid, int n) {
-  std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr), "connect to tensord");
+            const std::string& echo_addr, pid_t echo_pid, int n, bool same_host_stream) {
+  tc::SessionOptions options;
+  options.same_host_stream = same_host_stream;
+  std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr, options), "connect to tensord");
+  if (s->uses_same_host_stream() != (same_host_stream && transport == "unix")) {
+    Die("the session's stream is not the one asked for");
+  }
   tc::SessionGuard use(s);
   tc::Tensor a = Check(tc::Randn({64}), "randn");
   tc::Tensor b = Check(tc::Randn({64}), "randn");
@@ -458,7 +468,9 @@ Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t 
   }
   const double per = 1e6 / static_cast<double>(ours.size());
   Check(s->Close(), "close session");
-  const std::string label = transport == "unix" ? "unix socket" : "loopback TCP";
+  const std::string label = transport != "unix" ? "loopback TCP"
+                            : same_host_stream ? "unix socket, same-host stream"
+                                               : "unix socket, gRPC stream";
   return Row{2,       absl::StrCat("round trip: add + item, 64 floats (", label, ")"),
              "us",    Median(ours),
              Median(peer),
@@ -654,8 +666,9 @@ int main(int argc, char** argv) {
       if (echo_line.empty()) Die(absl::StrCat("the echo server did not start; see ", dir, "/echo.log"));
       const auto [e_unix, e_tcp] = SplitAddresses(echo_line);
       const int n = quick ? 200 : 2000;
-      rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n));
-      rows.push_back(Figure2("tcp", d_tcp, daemon.pid(), e_tcp, echo.pid(), n));
+      rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n, true));
+      rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n, false));
+      rows.push_back(Figure2("tcp", d_tcp, daemon.pid(), e_tcp, echo.pid(), n, false));
     }
     if (only.count(3)) {
       std::vector<std::pair<size_t, int>> cases = {{size_t{1} << 20, quick ? 5 : 30}, {size_t{64} << 20, quick ? 3 : 7}};
