@@ -186,13 +186,18 @@ struct Session::Impl {
   // The time flush: when the pending batch got its first request.
   std::chrono::steady_clock::time_point batch_started ABSL_GUARDED_BY(mu);
   bool batch_open ABSL_GUARDED_BY(mu) = false;
+  // When a batch last opened (the flusher goes idle kFlusherIdleAfter later).
+  std::chrono::steady_clock::time_point last_batch_open ABSL_GUARDED_BY(mu);
+  static constexpr std::chrono::milliseconds kFlusherIdleAfter{100};
   std::chrono::microseconds flush_interval{0};
 
-  // The flusher thread sleeps on flush_cv (with mu) while no batch is open
-  // (flusher_idle), else until the open batch is flush_interval old. Only
-  // opening a batch while it is idle signals it: a round trip every few
-  // microseconds costs no wake-up of this thread, which checks the batch
-  // open at that time when its deadline comes.
+  // The flusher thread sleeps on flush_cv (with mu). While batches keep
+  // opening it wakes every flush_interval by itself and sends a batch that
+  // is due; after kFlusherIdleAfter without a batch opening it sleeps until
+  // signalled (flusher_idle), and only opening a batch then signals it. So a
+  // round trip every few microseconds costs no wake-up of this thread (a
+  // futex wake and a context switch that would compete with the daemon for
+  // a core), and an idle session no timer either.
   absl::CondVar flush_cv;
   bool flush_stop ABSL_GUARDED_BY(mu) = false;
   bool flusher_idle ABSL_GUARDED_BY(mu) = false;
@@ -316,6 +321,7 @@ struct Session::Impl {
     if (!batch_open) {
       batch_open = true;
       batch_started = now;
+      last_batch_open = now;
       if (flusher_idle) {
         flusher_idle = false;
         flush_cv.Signal();
@@ -333,8 +339,13 @@ struct Session::Impl {
     absl::MutexLock l(&mu);
     while (!flush_stop) {
       if (!batch_open) {
-        flusher_idle = true;
-        flush_cv.Wait(&mu);
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_batch_open >= kFlusherIdleAfter) {
+          flusher_idle = true;
+          flush_cv.Wait(&mu);  // until a batch opens (or Stop)
+        } else {
+          flush_cv.WaitWithTimeout(&mu, absl::FromChrono(flush_interval));
+        }
         continue;
       }
       const auto due = batch_started + flush_interval;
