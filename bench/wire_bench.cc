@@ -18,9 +18,10 @@
 //   of 1 MiB, 64 MiB and 256 MiB float32 tensors through the C++ client, in
 //   GB/s (10^9 bytes per second), beside memcpy of the same size between two
 //   already-touched buffers in this process. Ratio = tensord / memcpy; target
-//   >= 0.25 over the stream. Row names end with the path: "(unix)" (the
-//   same-host stream, no shared memory), "(tcp)" (the gRPC stream) and
-//   "(unix, shm)" (shared-memory segments), whose target is >= 0.8.
+//   >= 0.25 over gRPC. Row names end with the path: "(unix)" and "(tcp)"
+//   (the gRPC stream over the Unix socket and over TCP) and "(unix, shm)"
+//   (shared-memory segments, the default on the same host, with the
+//   same-host stream for the messages), whose target is >= 0.8.
 //
 // Both peers run in their own process, like the daemon: the real `tensord
 // serve --listen unix:TMP/sock --listen 127.0.0.1:0` (from --tensord,
@@ -514,6 +515,10 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
                          const char* src, char* dst, size_t nbytes, int repeats, bool shm) {
   tc::SessionOptions options;
   options.shared_memory = shm;
+  // Without shared memory the bytes go over the gRPC stream (what the
+  // issue's 0.25 target is for), also over the Unix socket; with it, the
+  // session's messages take the same-host stream, as by default.
+  options.same_host_stream = shm;
   std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr, options), "connect to tensord");
   if (s->uses_shared_memory() != shm) Die(absl::StrCat("the session ", shm ? "does not use" : "uses", " shared memory"));
   tc::SessionGuard use(s);
