@@ -443,8 +443,10 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) return std::nullopt;
     if (it->second.stream != nullptr) it->second.stream->TryCancel();
-    // Wakes its reader; the end record can still be written.
-    if (it->second.socket >= 0) ::shutdown(it->second.socket, SHUT_RD);
+    // Wakes its reader, and fails a write that blocks because the client
+    // does not read (which holds the session's lock that Close needs), as
+    // TryCancel does on gRPC. No end record follows then.
+    if (it->second.socket >= 0) ::shutdown(it->second.socket, SHUT_RDWR);
     session = std::move(it->second.session);
     sessions_.erase(it);
     last = sessions_.empty();
