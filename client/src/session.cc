@@ -38,7 +38,6 @@
 #include "tensord/wire/data_frame.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
-#include "tensord/wire/shm.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::client {

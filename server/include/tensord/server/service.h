@@ -1,7 +1,10 @@
 // tensord/server/service.h — the tensord.v1.Tensord gRPC service (synchronous
 // API): handshake, session open/close, and the per-session bidirectional
 // stream whose requests the session executes in order on the stream's
-// handler thread. Sessions run concurrently with each other.
+// handler thread. A same-host client's stream may instead run over the side
+// channel's socket (ServeSocketStream, tensord/wire/socket_stream.h), with
+// the same messages and the same loop. Sessions run concurrently with each
+// other.
 //
 //   auto service = TensordService::Create({.session_memory_limit_bytes = 1 << 30});
 //   builder.RegisterService(service->get());
