@@ -887,7 +887,9 @@ TEST(FormulaCompleteness, InPlaceOpsReadingSelfSaveTheOriginal) {
     const std::vector<SavedRead> reads = PredictSavedReads(e, arg_slots, [](int) { return true; });
     const bool reads_self =
         std::find(reads.begin(), reads.end(), SavedRead{SavedRead::Kind::kInput, 0}) != reads.end();
-    if (reads_self) EXPECT_TRUE(server::InplaceNeedsOriginalSelf(e)) << e.full_name();
+    if (reads_self) {
+      EXPECT_TRUE(server::InplaceNeedsOriginalSelf(e)) << e.full_name();
+    }
   }
 }
 

@@ -71,7 +71,9 @@ struct Memfd {
   explicit Memfd(size_t n, bool seal = true) : size(n) {
     fd = ::memfd_create("tensord-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(n)), 0);
-    if (seal) EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    if (seal) {
+      EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    }
     data = static_cast<char*>(::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   }
   ~Memfd() {
