@@ -45,6 +45,19 @@ namespace {
 
 constexpr char kClientVersion[] = "0.1.0";
 
+// How many forks this process is away from the one that loaded the client:
+// a session opened before a fork belongs to the parent (its socket, its
+// daemon, its threads), so the child must neither use it nor close it.
+std::atomic<uint64_t> g_fork_generation{0};
+
+void CountForksOnce() {
+  static const bool registered = [] {
+    ::pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+}
+
 // One blocking request: completed by whichever thread reads its reply.
 struct Waiter {
   bool done = false;
@@ -166,6 +179,10 @@ struct Session::Impl {
   std::string token;
   internal::EmbeddedDaemon daemon;
   std::atomic<bool> closed{false};
+  // g_fork_generation when the session was made, and that process's pid.
+  uint64_t fork_generation = g_fork_generation.load(std::memory_order_relaxed);
+  pid_t owner_pid = ::getpid();
+  bool Inherited() const { return fork_generation != g_fork_generation.load(std::memory_order_relaxed); }
 
   // Writer side: the pending batch, ids and counters.
   absl::Mutex mu;
@@ -233,6 +250,12 @@ struct Session::Impl {
   std::shared_ptr<internal::ShmPool> shm;
 
   absl::Status Usable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (Inherited()) {
+      return RuntimeErr(absl::StrCat("tensord session ", session_id, " belongs to process ", owner_pid,
+                                     "; this process (", ::getpid(),
+                                     ") was forked from it and cannot use it: open a session of its own "
+                                     "(tensord.connect()), or start child processes with the 'spawn' method"));
+    }
     if (closed.load()) return RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
     if (!write_error.ok()) return write_error;
     return absl::OkStatus();
@@ -737,11 +760,21 @@ SessionGuard::~SessionGuard() { ExchangeThreadSession(std::move(previous_)); }
 
 Session::Session(SessionOptions options, std::string address)
     : options_(std::move(options)), address_(std::move(address)), impl_(std::make_unique<Impl>()) {
+  CountForksOnce();
   impl_->address = address_;
   impl_->batch_limit = options_.batch_limit > 0 ? options_.batch_limit : 1;
 }
 
-Session::~Session() { Close().IgnoreError(); }
+Session::~Session() {
+  if (impl_ != nullptr && impl_->Inherited()) {
+    // A fork's copy of the parent's session: its threads do not exist here
+    // and its socket and daemon are the parent's. Left as it is (a copy of
+    // the parent's memory), not torn down.
+    (void)impl_.release();
+    return;
+  }
+  Close().IgnoreError();
+}
 
 // $TENSORD_NO_DAEMON (set by `tensord check`, which runs a script on meta
 // tensors only): refuse to connect or spawn, so nothing can start a daemon.
@@ -781,6 +814,10 @@ absl::Status Session::Start() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
+  // A connection of this session's own, not one shared through gRPC's
+  // process-wide subchannel pool: a session opened in a forked child would
+  // otherwise send on the parent's inherited connection and break it.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   im.channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
   im.stub = v1::Tensord::NewStub(im.channel);
 
@@ -919,6 +956,10 @@ int Session::daemon_pid() const { return impl_->daemon.pid; }
 
 absl::Status Session::Close() {
   Impl& im = *impl_;
+  if (im.Inherited()) {  // the parent's (see ~Session): closing it here would end the parent's stream
+    im.closed.store(true);
+    return absl::OkStatus();
+  }
   {
     absl::MutexLock l(&im.mu);
     if (im.closed.exchange(true)) return absl::OkStatus();

@@ -276,3 +276,42 @@ def test_empty_strided_with_huge_stride_zero_dims_is_immediate(session):
     assert t[5].item() == 0.0
     m = tensord.empty_strided((2 ** 20, 2 ** 20), (0, 0))
     assert m[7, 9].item() == 0.0
+
+
+FORK_SCRIPT = r"""
+import os, sys
+import tensord
+s = tensord.connect(sys.argv[1])
+x = tensord.ones(3)
+assert x.sum().item() == 3.0
+pid = os.fork()
+if pid == 0:
+    try:
+        (x + 1).sum().item()
+        print("child used the parent's session")
+        os._exit(3)
+    except RuntimeError as e:
+        assert "was forked from it" in str(e) and str(os.getppid()) in str(e), e
+    tensord.connect(sys.argv[1])  # a session of its own works
+    assert (tensord.ones(2) * 3).sum().item() == 6.0
+    sys.exit(0)  # a normal exit: atexit closes sessions, which must spare the parent's
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert (x * 2).sum().item() == 6.0  # the parent's session and stream are intact
+s.close()  # CloseSession: a unary call on the parent's connection, which must still work
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("same_host", ["1", "0"])
+def test_a_forked_child_neither_uses_nor_closes_the_parents_session(daemon, same_host):
+    # os.fork() copies the client's sessions: using one from the child would
+    # interleave messages on the parent's stream, and closing it at the
+    # child's exit would end the parent's session (before, the child's exit
+    # hung joining the parent's flusher thread). The child's own session has
+    # a connection of its own: through gRPC's shared subchannel pool it took
+    # the parent's inherited connection, and the parent's next call hung.
+    r = subprocess.run([sys.executable, "-c", FORK_SCRIPT, daemon.address], capture_output=True, text=True,
+                       timeout=120, env=subprocess_env(TENSORD_SAME_HOST_STREAM=same_host))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "ok"
