@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "datagram.h"
 
 namespace tensord::wire {
 
@@ -20,11 +21,11 @@ std::string ShmSocketPath(absl::string_view unix_socket_path) {
 
 namespace {
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat("shared-memory channel: ", what, ": ", std::strerror(errno)));
-}
+constexpr char kChannel[] = "shared-memory channel";
 
-// Sends exactly one datagram; EINTR retried.
+absl::Status Errno(absl::string_view what) { return internal::ErrnoStatus(kChannel, what); }
+
+// Sends exactly one datagram, with `fd` attached when fd >= 0.
 absl::Status SendAll(int sock, const void* buf, size_t n, int fd) {
   iovec iov{const_cast<void*>(buf), n};
   msghdr msg{};
@@ -40,13 +41,7 @@ absl::Status SendAll(int sock, const void* buf, size_t n, int fd) {
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
   }
-  for (;;) {
-    const ssize_t r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-    if (r == static_cast<ssize_t>(n)) return absl::OkStatus();
-    if (r < 0 && errno == EINTR) continue;
-    if (r >= 0) return absl::UnavailableError("shared-memory channel: short send");
-    return Errno("send");
-  }
+  return internal::SendDatagram(sock, msg, n, kChannel);
 }
 
 // Receives one datagram into `buf` (n bytes); returns its size (0 at end of

@@ -14,26 +14,21 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "datagram.h"
 
 namespace tensord::wire {
 namespace {
 
-absl::Status Errno(absl::string_view what) {
-  return absl::UnavailableError(absl::StrCat("same-host stream: ", what, ": ", std::strerror(errno)));
-}
+constexpr char kChannel[] = "same-host stream";
 
-// Sends one record (a datagram: all of it or nothing); EINTR retried.
+absl::Status Errno(absl::string_view what) { return internal::ErrnoStatus(kChannel, what); }
+
+// Sends one record (a datagram: all of it or nothing).
 absl::Status SendRecord(int sock, iovec* iov, size_t iovcnt, size_t bytes) {
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = iovcnt;
-  for (;;) {
-    const ssize_t r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-    if (r == static_cast<ssize_t>(bytes)) return absl::OkStatus();
-    if (r < 0 && errno == EINTR) continue;
-    if (r >= 0) return absl::UnavailableError("same-host stream: short send");
-    return Errno("send");
-  }
+  return internal::SendDatagram(sock, msg, bytes, kChannel);
 }
 
 // At most this many slices' pieces in one record (a message's slices are

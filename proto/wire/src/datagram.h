@@ -1,0 +1,26 @@
+// Sending datagrams on the side channel's SOCK_SEQPACKET sockets, shared by
+// its frames (shm.cc) and the same-host stream's records (socket_stream.cc).
+// Internal to proto/wire.
+#ifndef TENSORD_WIRE_SRC_DATAGRAM_H_
+#define TENSORD_WIRE_SRC_DATAGRAM_H_
+
+#include <sys/socket.h>
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace tensord::wire::internal {
+
+// Unavailable: "<channel>: <what>: <strerror(errno)>".
+absl::Status ErrnoStatus(absl::string_view channel, absl::string_view what);
+
+// Sends `msg` (`bytes` bytes in all) as one datagram: all of it or an error
+// (Unavailable, naming `channel`). Retries on EINTR; a closed peer is an
+// error, not SIGPIPE.
+absl::Status SendDatagram(int sock, const msghdr& msg, size_t bytes, absl::string_view channel);
+
+}  // namespace tensord::wire::internal
+
+#endif  // TENSORD_WIRE_SRC_DATAGRAM_H_
