@@ -7,7 +7,8 @@ measured in the same run. Not a test: nothing here passes or fails.
 Figures (numbering as in bench/RESULTS.md):
   1  pipelined small ops: 100,000 ``c = a + b`` on 64-element float32 tensors,
      then one ``item()``; microseconds per op through a daemon on a Unix socket
-     and on loopback TCP, beside the same loop in local PyTorch on CPU;
+     (with the same-host stream, unless $TENSORD_SAME_HOST_STREAM=0) and on
+     loopback TCP, beside the same loop in local PyTorch on CPU;
   4  CPU kernels in the daemon (add, mul, exp, sum, softmax over 16M float32,
      matmul 1024x1024 float32) in GB/s or GFLOP/s, beside NumPy (and
      OpenBLAS's cblas_sgemm called directly for matmul);
@@ -170,6 +171,8 @@ def fig1_pipelined(daemon, n_ops, repeats):
     rows = []
     for transport, address in (("unix socket", daemon.unix), ("loopback TCP", daemon.tcp)):
         s = tensord.connect(address, set_default=False)
+        if s.uses_same_host_stream:
+            transport += ", same-host stream"
         cpu = CpuShare(daemon)
         ours = median_of(lambda: tensord_loop(s, cpu), repeats)
         s.close()
@@ -298,15 +301,18 @@ def fig6_digits_epoch(daemon, repeats):
     plan = digits_mlp.batches(len(x_train), args.batch_size, 1, args.seed)
     ours_t, peer_t = [], []
     cpu = CpuShare(daemon)
+    transport = "unix socket"
     for _ in range(repeats):
         s = tensord.connect(daemon.unix, set_default=False)
+        if s.uses_same_host_stream:
+            transport = "unix socket, same-host stream"
         with s, cpu:
             initial, _, _, sec = digits_mlp.train_tensord(data, plan, args)
         s.close()
         ours_t.append(sec)
         _, _, tsec, ver = digits_mlp.train_torch(data, plan, initial, args)
         peer_t.append(tsec)
-    return [row(6, f"digits MLP, one epoch ({len(plan[0])} steps of batch 32, unix socket)", "s",
+    return [row(6, f"digits MLP, one epoch ({len(plan[0])} steps of batch 32, {transport})", "s",
                 statistics.median(ours_t), statistics.median(peer_t), f"PyTorch {ver} local", "<= 1.5",
                 **cpu.shares())]
 
@@ -381,7 +387,9 @@ def fig7_many_clients(daemon, n_clients, n_ops, every):
     peer = n_clients * n_ops / twall
     p50 = lat[len(lat) // 2] * 1e6
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e6
-    return [row(7, f"{n_clients} clients x {n_ops} ops, sync every {every} (unix socket)", "ops/s", ours, peer,
+    # The clients (other processes) take the same-host stream unless told not to.
+    transport = "unix socket" if os.environ.get("TENSORD_SAME_HOST_STREAM") == "0" else "unix socket, same-host stream"
+    return [row(7, f"{n_clients} clients x {n_ops} ops, sync every {every} ({transport})", "ops/s", ours, peer,
                 f"{n_clients} local PyTorch processes", "(none)", p50_sync_us=p50, p99_sync_us=p99,
                 errors=errors, daemon_rss_before=before, daemon_rss_after=after,
                 daemon_rss_after_second=after_second)]
