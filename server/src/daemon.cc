@@ -19,8 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
-#include "health.h"
 #include "shm_channel.h"
 #include "tensord/wire/shm.h"
 #include "unix_socket.h"
@@ -271,9 +271,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   if (!service.ok()) return service.status();
   d->service_ = *std::move(service);
 
-  // The health service is our own (health.h says why gRPC's is not used).
-  grpc::EnableDefaultHealthCheckService(false);
-  d->health_ = std::make_unique<HealthService>(v1::Tensord::service_full_name());
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   // Without this, a second daemon on the same TCP port would bind as well
   // (SO_REUSEPORT) and silently share the traffic.
@@ -288,7 +286,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     builder.AddListeningPort(addrs[i].grpc_uri, grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(d->service_.get());
-  builder.RegisterService(d->health_.get());
   d->server_ = builder.BuildAndStart();
   bool all_bound = d->server_ != nullptr;
   for (int p : ports) all_bound = all_bound && p != 0;
@@ -311,6 +308,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (why.empty()) why.push_back(absl::StrCat("cannot listen on ", absl::StrJoin(options.listen, ", ")));
     d->server_.reset();
     return absl::UnavailableError(absl::StrJoin(why, "; "));
+  }
+  if (grpc::HealthCheckServiceInterface* health = d->server_->GetHealthCheckService()) {
+    health->SetServingStatus(v1::Tensord::service_full_name(), true);
   }
   for (size_t i = 0; i < addrs.size(); ++i) {
     if (addrs[i].is_unix) {
@@ -344,7 +344,9 @@ Daemon::~Daemon() { Shutdown(); }
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (health_) health_->Shutdown();
+  if (server_) {
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
+  }
   for (auto& c : shm_channels_) c->Stop();
   if (service_) service_->BeginShutdown();
   if (server_) {

@@ -7,7 +7,6 @@
 
 #include "grpcpp/generic/generic_stub.h"
 
-#include "grpc/health/v1/health.grpc.pb.h"
 #include "raw_client.h"
 
 namespace tensord::testing {
@@ -501,32 +500,6 @@ TEST_F(ServiceTest, HealthServiceAnswersServing) {
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
-}
-
-TEST_F(ServiceTest, HealthServiceNamesTensordAndRefusesOtherNamesAndWatch) {
-  auto health = grpc::health::v1::Health::NewStub(channel_);
-  for (const std::string name : {"", "tensord.v1.Tensord"}) {
-    grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckRequest req;
-    req.set_service(name);
-    grpc::health::v1::HealthCheckResponse resp;
-    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok()) << name;
-    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
-  }
-  grpc::ClientContext ctx;
-  grpc::health::v1::HealthCheckRequest req;
-  req.set_service("no.such.Service");
-  grpc::health::v1::HealthCheckResponse resp;
-  const grpc::Status st = health->Check(&ctx, req, &resp);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(st.error_message(), HasSubstr("no.such.Service"));
-  grpc::ClientContext wctx;
-  auto watch = health->Watch(&wctx, grpc::health::v1::HealthCheckRequest());
-  grpc::health::v1::HealthCheckResponse got;
-  EXPECT_FALSE(watch->Read(&got));
-  EXPECT_EQ(watch->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  RawSession s(stub_.get());  // the daemon goes on serving
-  EXPECT_TRUE(s.Sync().empty());
 }
 
 TEST_F(ServiceTest, TcpListenerServesToo) {
