@@ -50,6 +50,23 @@ constexpr char kClientVersion[] = "0.1.0";
 // daemon, its threads), so the child must neither use it nor close it.
 std::atomic<uint64_t> g_fork_generation{0};
 
+// g_fork_generation + 1 when this process (or the one it was forked from)
+// first opened a gRPC connection; 0: never. gRPC does not survive fork(): a
+// child of a process whose gRPC threads (timers, pollers, event engine) ran
+// has copies of their state without the threads, and a new connection there
+// blocks forever (deadlines never fire) or crashes, depending on where those
+// threads were at the fork. So such a child may not open sessions.
+std::atomic<uint64_t> g_grpc_used_generation_plus1{0};
+
+absl::Status CheckConnectAllowedAfterFork(absl::string_view what) {
+  const uint64_t used = g_grpc_used_generation_plus1.load(std::memory_order_relaxed);
+  if (used == 0 || used - 1 == g_fork_generation.load(std::memory_order_relaxed)) return absl::OkStatus();
+  return RuntimeErr(absl::StrCat(
+      what, ": this process (", ::getpid(), ") was forked from one that had already connected to a tensord daemon, "
+      "and gRPC cannot open connections in such a child (they hang or crash). Start child processes with the "
+      "'spawn' or 'forkserver' method of multiprocessing, or fork before the parent's first tensor"));
+}
+
 void CountForksOnce() {
   static const bool registered = [] {
     ::pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
@@ -253,8 +270,8 @@ struct Session::Impl {
     if (Inherited()) {
       return RuntimeErr(absl::StrCat("tensord session ", session_id, " belongs to process ", owner_pid,
                                      "; this process (", ::getpid(),
-                                     ") was forked from it and cannot use it: open a session of its own "
-                                     "(tensord.connect()), or start child processes with the 'spawn' method"));
+                                     ") was forked from it and cannot use it: start child processes with the "
+                                     "'spawn' or 'forkserver' method of multiprocessing"));
     }
     if (closed.load()) return RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
     if (!write_error.ok()) return write_error;
@@ -787,6 +804,7 @@ static absl::Status CheckDaemonAllowed(absl::string_view what) {
 
 absl::StatusOr<std::shared_ptr<Session>> Session::Connect(absl::string_view address, SessionOptions options) {
   TD_RETURN_IF_ERROR(CheckDaemonAllowed("connect"));
+  TD_RETURN_IF_ERROR(CheckConnectAllowedAfterFork("connect"));
   if (address.empty()) return RuntimeErr("Connect: empty daemon address (expected unix:/path or host:port)");
   std::shared_ptr<Session> s(new Session(std::move(options), std::string(address)));
   TD_RETURN_IF_ERROR(s->Start());
@@ -796,6 +814,7 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Connect(absl::string_view addr
 
 absl::StatusOr<std::shared_ptr<Session>> Session::SpawnEmbedded(SessionOptions options) {
   TD_RETURN_IF_ERROR(CheckDaemonAllowed("spawning an embedded daemon"));
+  TD_RETURN_IF_ERROR(CheckConnectAllowedAfterFork("spawning an embedded daemon"));
   TD_ASSIGN_OR_RETURN(std::string binary, internal::FindDaemonBinary(options.daemon_binary));
   TD_ASSIGN_OR_RETURN(internal::EmbeddedDaemon d, internal::StartEmbeddedDaemon(binary, options.spawn_timeout_ms));
   std::shared_ptr<Session> s(new Session(std::move(options), d.address));
@@ -818,6 +837,9 @@ absl::Status Session::Start() {
   // process-wide subchannel pool: a session opened in a forked child would
   // otherwise send on the parent's inherited connection and break it.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  CountForksOnce();
+  uint64_t never = 0;
+  g_grpc_used_generation_plus1.compare_exchange_strong(never, g_fork_generation.load(std::memory_order_relaxed) + 1);
   im.channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
   im.stub = v1::Tensord::NewStub(im.channel);
 
