@@ -834,8 +834,8 @@ absl::Status Session::Start() {
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
   // A connection of this session's own, not one shared through gRPC's
-  // process-wide subchannel pool: a session opened in a forked child would
-  // otherwise send on the parent's inherited connection and break it.
+  // process-wide subchannel pool with the process's other sessions: their
+  // streams do not share one connection's flow-control window then.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   CountForksOnce();
   uint64_t never = 0;
