@@ -16,6 +16,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/server/log.h"
@@ -242,6 +243,10 @@ constexpr char kUnparsable[] = "a message on the session stream is not a valid t
 // daemon's kMaxMessageBytes; this allows for a message's framing around a
 // chunk of that size).
 constexpr size_t kMaxStreamMessageBytes = (size_t{64} << 20) + (size_t{64} << 10);
+// How long closing a session waits for its same-host stream's thread to
+// finish the message it runs before failing the stream's writes (a client
+// that does not read its replies blocks them).
+constexpr absl::Duration kSocketStreamCloseGrace = absl::Seconds(2);
 
 grpc::Status ToGrpcStatus(const absl::Status& st) {
   return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
@@ -438,18 +443,35 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
 std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {
   std::shared_ptr<Session> session;
   bool last = false;
+  int sock = -1;  // a same-host stream's socket (our own descriptor of it)
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) return std::nullopt;
     if (it->second.stream != nullptr) it->second.stream->TryCancel();
-    // Wakes its reader; the end record can still be written.
-    if (it->second.socket >= 0) ::shutdown(it->second.socket, SHUT_RD);
+    if (it->second.socket >= 0) {
+      // Wakes its reader; the end record can still be written.
+      ::shutdown(it->second.socket, SHUT_RD);
+      sock = ::fcntl(it->second.socket, F_DUPFD_CLOEXEC, 0);
+    }
     session = std::move(it->second.session);
     sessions_.erase(it);
     last = sessions_.empty();
   }
+  // The stream's thread may be blocked writing to a client that does not
+  // read, holding the session: past a grace period its writes fail too (the
+  // client then gets no end record), so that Close does not wait forever.
+  absl::Notification closed;
+  std::thread unblock;
+  if (sock >= 0) {
+    unblock = std::thread([sock, &closed] {
+      if (!closed.WaitForNotificationWithTimeout(kSocketStreamCloseGrace)) ::shutdown(sock, SHUT_RDWR);
+    });
+  }
   const SessionStats stats = session->Close();
+  closed.Notify();
+  if (unblock.joinable()) unblock.join();
+  if (sock >= 0) ::close(sock);
   session.reset();
   // Its freed large blocks (and every other cached one) go back to the
   // system, so that the daemon shrinks when its clients leave.
