@@ -389,7 +389,12 @@ bool Session::ExecuteLocked(const v1::Request& request) {
                                             callback_results_.contains(id) ? " (and already has this one)" : "")),
                     "backward", 0, "");
       } else {
-        callback_results_.emplace(id, request.callback_result());
+        ArrivedResult& arrived = callback_results_[id];
+        arrived.result = request.callback_result();
+        for (uint64_t h : arrived.result.grads()) {
+          const Tensor* t = h == 0 ? nullptr : FindTensor(h);
+          arrived.grads.push_back(t == nullptr ? std::nullopt : std::optional<Tensor>(*t));
+        }
       }
       return true;
     }

@@ -1078,7 +1078,9 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
   }
   remove_pending();
   auto node_result = callback_results_.extract(id);
-  std::unique_ptr<v1::CallbackResult> result = std::make_unique<v1::CallbackResult>(std::move(node_result.mapped()));
+  std::unique_ptr<v1::CallbackResult> result =
+      std::make_unique<v1::CallbackResult>(std::move(node_result.mapped().result));
+  const std::vector<std::optional<Tensor>> result_grads = std::move(node_result.mapped().grads);
 
   if (result->has_error() && (!result->error().message().empty() || !result->error().kind().empty())) {
     return wire::FromProto(result->error());
@@ -1091,7 +1093,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
   for (int i = 0; i < result->grads_size(); ++i) {
     const uint64_t h = result->grads(i);
     if (h == 0 || !node.input_present[i]) continue;
-    Tensor* t = FindTensor(h);
+    const Tensor* t = result_grads[i].has_value() ? &*result_grads[i] : nullptr;
     if (t == nullptr) return UnknownHandle(absl::StrCat(node.name, " backward result"), h);
     if (t->failed()) return t->error->status;
     if (t->meta.sizes != node.input_metas[i].sizes) {

@@ -561,6 +561,62 @@ TEST_F(AutogradTest, BackwardCallsAPythonFunctionBackOverTheStream) {
   EXPECT_THAT(m.ack().released_functions(), ::testing::ElementsAre(77));
 }
 
+// Two client threads' backwards nest: the outer callback's result arrives
+// while the daemon waits inside the inner backward, and the client releases
+// that result's tensor right after answering (as the client library does).
+// The stored result keeps its tensor until the outer backward takes it.
+TEST_F(AutogradTest, AnOuterCallbackResultAnsweredFirstKeepsItsTensorsWhenReleased) {
+  RawSession s(stub_.get());
+  s.Upload<double>(1, {3}, kF64, {0, 1, 2});
+  s.Upload<double>(11, {3}, kF64, {3, 4, 5});
+  s.Send(RequiresGrad({1, 11}));
+  for (uint64_t k : {uint64_t{0}, uint64_t{10}}) {  // x -> Function(exp) -> sum, twice
+    s.Send(Call(1 + k, "exp", {T(1 + k)}, {2 + k}));
+    v1::Request rf;
+    rf.mutable_record_function()->set_function_id(77 + k);
+    rf.mutable_record_function()->set_name("MyExpBackward");
+    rf.mutable_record_function()->add_inputs(1 + k);
+    rf.mutable_record_function()->add_outputs(2 + k);
+    rf.mutable_record_function()->set_materialize_grads(true);
+    s.Send(rf);
+    s.Send(Rec(Call(2 + k, "sum", {T(2 + k), None(), B(false), None()}, {3 + k})));
+  }
+  NoErrors(s.Sync());
+  s.Send(BackwardReq(50, {.roots = {3}}));
+  v1::ServerMessage m;
+  ASSERT_TRUE(s.Read(&m));
+  ASSERT_TRUE(m.has_callback()) << m.DebugString();
+  const v1::BackwardCallback outer = m.callback();
+  s.Send(BackwardReq(60, {.roots = {13}}));  // runs while the daemon waits for `outer`
+  ASSERT_TRUE(s.Read(&m));
+  ASSERT_TRUE(m.has_callback()) << m.DebugString();
+  const v1::BackwardCallback inner = m.callback();
+  ASSERT_EQ(inner.function_id(), 87u);
+  // The outer result first, its tensor released at once; then the inner one.
+  s.Send(Call(4, "mul.Tensor", {T(outer.grads(0)), T(2)}, {20}));
+  v1::Request res;
+  res.mutable_callback_result()->set_callback_id(outer.callback_id());
+  res.mutable_callback_result()->add_grads(20);
+  s.Send({res, ReleaseReq({20})});
+  s.Send(Call(5, "mul.Tensor", {T(inner.grads(0)), T(12)}, {21}));
+  res.mutable_callback_result()->set_callback_id(inner.callback_id());
+  res.mutable_callback_result()->set_grads(0, 21);
+  s.Send({res, ReleaseReq({21})});
+  for (uint64_t want : {60u, 50u}) {
+    ASSERT_TRUE(s.Read(&m));
+    ASSERT_TRUE(m.has_ack()) << m.DebugString();
+    EXPECT_EQ(m.ack().request_id(), want);
+    EXPECT_EQ(m.ack().errors_size(), 0) << m.DebugString();
+  }
+  std::vector<double> g1 = Grad(s, 1), g11 = Grad(s, 11);
+  ASSERT_EQ(g1.size(), 3u);
+  ASSERT_EQ(g11.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(g1[i], std::exp(i), 1e-12);
+    EXPECT_NEAR(g11[i], std::exp(3 + i), 1e-9);
+  }
+}
+
 TEST_F(AutogradTest, CallbackErrorsAndWrongShapesFailTheBackwardNamingTheFunction) {
   RawSession s(stub_.get());
   s.Upload<double>(1, {3}, kF64, {0, 1, 2});

@@ -4,6 +4,8 @@
 // a malformed record, an over-long message or a client that dies inside a
 // message ends that session's stream with a reason, never the daemon, which
 // keeps serving other sessions; closing the session ends the stream.
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -256,30 +258,37 @@ TEST_F(SocketStreamTest, ClosingTheSessionEndsItsStream) {
   WaitForSessions(0);
 }
 
-TEST_F(SocketStreamTest, ClosingASessionWhoseClientDoesNotReadDoesNotHang) {
+TEST_F(SocketStreamTest, ClosingTheSessionOfAClientThatDoesNotReadCompletes) {
   RawSession bystander(stub_.get());
   RawSession raw(stub_.get(), /*attach=*/false);
   SocketStream s(ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
-  // 4 MB fetched again and again, never read: the daemon's writes fill the
-  // socket and block.
-  s.Send(UploadReq(1, MetaProto({1 << 20}, ScalarType::kFloat32), std::string(4 << 20, '\1')));
-  v1::ClientMessage fetches;
-  for (int i = 0; i < 8; ++i) {
-    v1::Fetch* f = fetches.add_requests()->mutable_fetch();
-    f->set_request_id(10 + i);
-    f->set_handle(1);
+  // 4 MB of fetched data the client never reads: the daemon's write blocks
+  // on the full socket, inside the session's message. CloseSession (here on
+  // gRPC, as another process might) still closes the session.
+  s.Send(UploadReq(1, MetaProto({1 << 18}, ScalarType::kFloat32), Bytes(std::vector<float>(1 << 18, 1.0f))));
+  for (uint64_t i = 1; i <= 4; ++i) {
+    v1::Request r;
+    r.mutable_fetch()->set_request_id(i);
+    r.mutable_fetch()->set_handle(1);
+    s.Send(r);
   }
-  ASSERT_TRUE(s.Send(fetches));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the writes block
+  // Until the daemon is inside the fetches (its replies fill our buffer).
+  int queued = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (::ioctl(s.fd(), SIOCINQ, &queued) == 0 && queued < (64 << 10) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(queued, 64 << 10);
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));  // a hang fails, not blocks
   v1::CloseSessionRequest req;
   req.set_session_id(raw.id());
   req.set_token(raw.token());
   v1::CloseSessionResponse resp;
-  const grpc::Status st = stub_->CloseSession(&ctx, req, &resp);
-  EXPECT_TRUE(st.ok()) << st.error_message();
+  const grpc::Status closed = stub_->CloseSession(&ctx, req, &resp);
+  EXPECT_TRUE(closed.ok()) << closed.error_message();
   WaitForSessions(1);
   ExpectBystanderServed(bystander);
 }

@@ -20,6 +20,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -340,7 +341,14 @@ class Session {
   // Results that arrived for pending callbacks, by callback id. Any pending
   // callback may be answered first: two client threads running backward in
   // one session nest their callbacks here in whatever order they answer.
-  absl::flat_hash_map<uint64_t, v1::CallbackResult> callback_results_ ABSL_GUARDED_BY(mu_);
+  // The tensors a result's grads name are taken when it arrives: the client
+  // releases those handles right after answering, which runs before an outer
+  // backward whose result came early takes it.
+  struct ArrivedResult {
+    v1::CallbackResult result;
+    std::vector<std::optional<Tensor>> grads;  // by index in result.grads(); nullopt: 0 or unknown
+  };
+  absl::flat_hash_map<uint64_t, ArrivedResult> callback_results_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<AutogradMeta>> grad_holders_ ABSL_GUARDED_BY(mu_);
   const std::shared_ptr<ReleasedFunctions> released_functions_ = std::make_shared<ReleasedFunctions>();
 };
