@@ -108,6 +108,36 @@ class SocketStream {
   wire::StreamReceiver receiver_{size_t{64} << 20};
 };
 
+TEST(SocketStreamRecords, AMessageGoesThroughASocketWhoseBufferIsSmallerThanARecord) {
+  // A host with a small net.core.wmem_default refuses 64 KiB datagrams
+  // (EMSGSIZE): the sender falls back to shorter records, and the receiver
+  // gets the message whole.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  const int small = 16 << 10;  // the kernel doubles it: 32 KiB
+  ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+  std::string message(300001, '\0');
+  for (size_t i = 0; i < message.size(); ++i) message[i] = static_cast<char>(i * 7 + i / 251);
+  absl::Status sent;
+  std::thread sender([&] {
+    grpc::Slice slice(message.data(), message.size());
+    sent = wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&slice, 1));
+    ::shutdown(sv[0], SHUT_WR);  // a failed send ends the receiver's wait
+  });
+  wire::StreamReceiver receiver(size_t{1} << 20);
+  grpc::ByteBuffer bb;
+  absl::StatusOr<bool> got = receiver.Next(sv[1], &bb);
+  sender.join();
+  ASSERT_TRUE(sent.ok()) << sent;
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(*got);
+  grpc::Slice whole;
+  ASSERT_TRUE(bb.DumpToSingleSlice(&whole).ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(whole.begin()), whole.size()), message);
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
 class SocketStreamTest : public DaemonFixture {
  protected:
   std::string ChannelPath() const { return wire::ShmSocketPath(dir_ + "/td.sock"); }

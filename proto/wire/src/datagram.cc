@@ -18,6 +18,10 @@ absl::Status SendDatagram(int sock, const msghdr& msg, size_t bytes, absl::strin
     if (r == static_cast<ssize_t>(bytes)) return absl::OkStatus();
     if (r < 0 && errno == EINTR) continue;
     if (r >= 0) return absl::UnavailableError(absl::StrCat(channel, ": short send"));
+    if (errno == EMSGSIZE) {
+      return absl::OutOfRangeError(absl::StrCat(channel, ": a datagram of ", bytes,
+                                                " bytes is longer than the socket's buffer"));
+    }
     return ErrnoStatus(channel, "send");
   }
 }

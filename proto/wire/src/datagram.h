@@ -17,8 +17,9 @@ namespace tensord::wire::internal {
 absl::Status ErrnoStatus(absl::string_view channel, absl::string_view what);
 
 // Sends `msg` (`bytes` bytes in all) as one datagram: all of it or an error
-// (Unavailable, naming `channel`). Retries on EINTR; a closed peer is an
-// error, not SIGPIPE.
+// naming `channel`: OutOfRange when the datagram is longer than the socket's
+// send buffer allows (EMSGSIZE; nothing was sent), else Unavailable. Retries
+// on EINTR; a closed peer is an error, not SIGPIPE.
 absl::Status SendDatagram(int sock, const msghdr& msg, size_t bytes, absl::string_view channel);
 
 }  // namespace tensord::wire::internal

@@ -34,6 +34,8 @@ absl::Status SendRecord(int sock, iovec* iov, size_t iovcnt, size_t bytes) {
 // At most this many slices' pieces in one record (a message's slices are
 // few: protobuf's bytes and, for a data chunk, the borrowed data).
 constexpr size_t kMaxIov = 64;
+// The shortest record SendStreamMessage falls back to.
+constexpr size_t kMinRecordBytes = 1024;
 
 }  // namespace
 
@@ -47,10 +49,15 @@ absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb) {
   iov[0].iov_base = &head;
   iov[0].iov_len = sizeof(head);
   size_t si = 0, off = 0, sent = 0;  // the next byte to send: slices[si] at off
+  // Records carry up to kStreamRecordBytes, fewer on a host whose socket
+  // buffers are too small for that (sysctl net.core.wmem_default): a record
+  // the socket refuses as too long is sent again in halves.
+  size_t limit = kStreamRecordBytes;
   do {
+    const size_t si0 = si, off0 = off;
     size_t n = 1, bytes = 0;
-    while (si < slices.size() && bytes < kStreamRecordBytes && n <= kMaxIov) {
-      const size_t take = std::min(slices[si].size() - off, kStreamRecordBytes - bytes);
+    while (si < slices.size() && bytes < limit && n <= kMaxIov) {
+      const size_t take = std::min(slices[si].size() - off, limit - bytes);
       if (take > 0) {
         iov[n].iov_base = const_cast<uint8_t*>(slices[si].begin() + off);
         iov[n].iov_len = take;
@@ -63,9 +70,16 @@ absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb) {
         off = 0;
       }
     }
+    head.flags = sent + bytes < total ? kRecordMore : 0;
+    absl::Status st = SendRecord(sock, iov, n, sizeof(head) + bytes);
+    if (absl::IsOutOfRange(st) && limit > kMinRecordBytes) {
+      limit /= 2;
+      si = si0;
+      off = off0;
+      continue;  // the same bytes again, in a shorter record
+    }
+    if (!st.ok()) return st;
     sent += bytes;
-    head.flags = sent < total ? kRecordMore : 0;
-    if (absl::Status st = SendRecord(sock, iov, n, sizeof(head) + bytes); !st.ok()) return st;
   } while (sent < total);
   return absl::OkStatus();
 }

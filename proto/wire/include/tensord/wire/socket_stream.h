@@ -41,7 +41,9 @@ struct RecordHeader {
 static_assert(sizeof(RecordHeader) == 8, "RecordHeader is a wire format: its size is fixed");
 
 // Payload bytes per record: well under the default socket buffer (208 KiB),
-// which bounds one SOCK_SEQPACKET record.
+// which bounds one SOCK_SEQPACKET record. Where a socket's buffer is smaller,
+// the sender's records are too (down to 1 KiB); receivers take any length up
+// to this.
 inline constexpr size_t kStreamRecordBytes = 64 << 10;
 
 // Sends `bb` as one message (its slices gathered into records; the kernel
