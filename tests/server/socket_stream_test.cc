@@ -151,6 +151,16 @@ class SocketStreamTest : public DaemonFixture {
     EXPECT_EQ(daemon_->service().live_sessions(), n);
   }
 
+  // The daemon ended `s` with an InvalidArgument end record whose message
+  // has `needle`, closed that session only, and still serves `bystander`.
+  void ExpectRefusedAlone(SocketStream& s, const std::string& needle, RawSession& bystander) {
+    absl::Status end = s.End();
+    EXPECT_TRUE(absl::IsInvalidArgument(end)) << end;
+    EXPECT_THAT(end.message(), HasSubstr(needle));
+    WaitForSessions(1);
+    ExpectBystanderServed(bystander);
+  }
+
   // A bystander session on gRPC still works.
   void ExpectBystanderServed(RawSession& bystander) {
     bystander.Upload<float>(1, {2}, ScalarType::kFloat32, {1.5f, 2.5f});
@@ -209,11 +219,7 @@ TEST_F(SocketStreamTest, AMalformedRecordEndsThatStreamOnly) {
   ASSERT_TRUE(s.hello().ok()) << s.hello();
   const char junk[] = "not a record header";
   ASSERT_EQ(::send(s.fd(), junk, sizeof(junk), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(junk)));
-  absl::Status end = s.End();
-  EXPECT_TRUE(absl::IsInvalidArgument(end)) << end;
-  EXPECT_THAT(end.message(), HasSubstr("malformed record"));
-  WaitForSessions(1);
-  ExpectBystanderServed(bystander);
+  ExpectRefusedAlone(s, "malformed record", bystander);
 }
 
 TEST_F(SocketStreamTest, BytesThatAreNotAClientMessageEndTheStream) {
@@ -224,11 +230,7 @@ TEST_F(SocketStreamTest, BytesThatAreNotAClientMessageEndTheStream) {
   const std::string garbage(100, '\xff');
   grpc::Slice slice(garbage.data(), garbage.size());
   ASSERT_TRUE(wire::SendStreamMessage(s.fd(), grpc::ByteBuffer(&slice, 1)).ok());
-  absl::Status end = s.End();
-  EXPECT_TRUE(absl::IsInvalidArgument(end)) << end;
-  EXPECT_THAT(end.message(), HasSubstr("not a valid tensord.v1.ClientMessage"));
-  WaitForSessions(1);
-  ExpectBystanderServed(bystander);
+  ExpectRefusedAlone(s, "not a valid tensord.v1.ClientMessage", bystander);
 }
 
 TEST_F(SocketStreamTest, AnOverLongMessageIsRefusedNotAllocated) {
@@ -245,11 +247,7 @@ TEST_F(SocketStreamTest, AnOverLongMessageIsRefusedNotAllocated) {
   for (size_t total = 0; sent && total <= (size_t{65} << 20); total += wire::kStreamRecordBytes) {
     sent = ::send(s.fd(), record.data(), record.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(record.size());
   }
-  absl::Status end = s.End();
-  EXPECT_TRUE(absl::IsInvalidArgument(end)) << end;
-  EXPECT_THAT(end.message(), HasSubstr("longer than"));
-  WaitForSessions(1);
-  ExpectBystanderServed(bystander);
+  ExpectRefusedAlone(s, "longer than", bystander);
 }
 
 TEST_F(SocketStreamTest, AClientThatDiesInsideAMessageLosesOnlyItsSession) {
