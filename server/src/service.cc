@@ -426,7 +426,10 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
       read_error = got.status();
       return absl::IsInvalidArgument(read_error) ? -2 : -1;
     }
-    return *got ? 1 : 0;
+    // The end of the socket while the session is open: our client closes
+    // the session (CloseSession) before its socket, so this one went away
+    // without closing (killed, or crashed), as a lost gRPC stream.
+    return *got ? 1 : -1;
   };
   StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, write, write_data);
   if (absl::IsInvalidArgument(read_error)) end = StreamEnd::kMalformed;
