@@ -247,6 +247,33 @@ grpc::Status ToGrpcStatus(const absl::Status& st) {
   return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
 }
 
+// A session's writers over one stream's `send` (one message's bytes; false
+// when the stream failed): replies serialized by protobuf, and fetched data
+// sent from a slice over the storage, which the session keeps unchanged until
+// the writer returns (after `send` let go of the slice).
+struct StreamWriters {
+  Session::Writer write;
+  Session::DataWriter write_data;
+};
+StreamWriters WritersOver(std::function<bool(const grpc::ByteBuffer&)> send) {
+  StreamWriters w;
+  w.write = [send](const v1::ServerMessage& m) {
+    grpc::ByteBuffer bb;
+    bool own = false;
+    if (!grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) return false;
+    return send(bb);
+  };
+  w.write_data = [send](const v1::FetchData& head, const char* data, size_t n) {
+    wire::BorrowedSlices borrowed;
+    grpc::ByteBuffer bb = wire::EncodeFetchChunk(head, borrowed.Borrow(data, n));
+    const bool ok = send(bb);
+    bb.Clear();
+    borrowed.WaitUntilReleased();
+    return ok;
+  };
+  return w;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, absl::string_view token,
@@ -281,7 +308,7 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
     const int got = read_bytes(&in);
     if (got <= 0) {
       ended = true;
-      end = got == 0 ? StreamEnd::kClient : StreamEnd::kLost;
+      end = got == 0 ? StreamEnd::kClient : got == -2 ? StreamEnd::kMalformed : StreamEnd::kLost;
       return false;
     }
     std::shared_ptr<Storage> keep;  // while the data is copied into it
@@ -370,27 +397,12 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   std::shared_ptr<Session> session = *std::move(attached);
   Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
 
-  const Session::Writer write = [stream](const v1::ServerMessage& m) {
-    grpc::ByteBuffer bb;
-    bool own = false;
-    if (!grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) return false;
-    return stream->Write(bb);
-  };
-  // Fetched data: a slice over the storage, which the session keeps unchanged
-  // until this returns (after gRPC let go of it).
-  const Session::DataWriter write_data = [stream](const v1::FetchData& head, const char* data, size_t n) {
-    wire::BorrowedSlices borrowed;
-    grpc::ByteBuffer bb = wire::EncodeFetchChunk(head, borrowed.Borrow(data, n));
-    const bool ok = stream->Write(bb);
-    bb.Clear();
-    borrowed.WaitUntilReleased();
-    return ok;
-  };
+  const StreamWriters w = WritersOver([stream](const grpc::ByteBuffer& bb) { return stream->Write(bb); });
   const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
     if (stream->Read(bb)) return 1;
     return context->IsCancelled() ? -1 : 0;
   };
-  const StreamEnd end = RunStream(id, session, &msg, read_bytes, write, write_data);
+  const StreamEnd end = RunStream(id, session, &msg, read_bytes, w.write, w.write_data);
   return ToGrpcStatus(EndStream(id, session, end));
 }
 
@@ -403,21 +415,9 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
   }
   std::shared_ptr<Session> session = *std::move(attached);
   Log(LogLevel::kInfo, "session ", HexId(session_id), ": same-host stream attached");
-  const Session::Writer write = [sock](const v1::ServerMessage& m) {
-    grpc::ByteBuffer bb;
-    bool own = false;
-    if (!grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) return false;
-    return wire::SendStreamMessage(sock, bb).ok();
-  };
   // Fetched data: the kernel copies it from the storage into the socket.
-  const Session::DataWriter write_data = [sock](const v1::FetchData& head, const char* data, size_t n) {
-    wire::BorrowedSlices borrowed;
-    grpc::ByteBuffer bb = wire::EncodeFetchChunk(head, borrowed.Borrow(data, n));
-    const bool ok = wire::SendStreamMessage(sock, bb).ok();
-    bb.Clear();
-    borrowed.WaitUntilReleased();
-    return ok;
-  };
+  const StreamWriters w =
+      WritersOver([sock](const grpc::ByteBuffer& bb) { return wire::SendStreamMessage(sock, bb).ok(); });
   wire::StreamReceiver receiver(kMaxStreamMessageBytes);
   absl::Status read_error;
   const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
@@ -431,8 +431,7 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
     // without closing (killed, or crashed), as a lost gRPC stream.
     return *got ? 1 : -1;
   };
-  StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, write, write_data);
-  if (absl::IsInvalidArgument(read_error)) end = StreamEnd::kMalformed;
+  const StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, w.write, w.write_data);
   absl::Status why = EndStream(session_id, session, end);
   if (end == StreamEnd::kMalformed && !read_error.ok()) why = read_error;
   wire::SendStreamEnd(sock, why).IgnoreError();  // the client may be gone

@@ -116,7 +116,8 @@ class TensordService final : public v1::Tensord::Service {
   // How a session stream ended.
   enum class StreamEnd { kClient, kLost, kMalformed };
   // Reads the next message's bytes: 1 when it did, 0 when the client ended
-  // the stream, negative when the stream was lost or broken.
+  // the stream, -1 when the stream was lost, -2 when what came is not a
+  // message (a malformed record).
   using ReadBytes = std::function<int(grpc::ByteBuffer*)>;
   // Executes `first` (when not null), then every message `read_bytes`
   // gives, in order, until the stream or the session ends.
