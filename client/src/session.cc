@@ -67,6 +67,13 @@ absl::Status CheckConnectAllowedAfterFork(absl::string_view what) {
       "'spawn' or 'forkserver' method of multiprocessing, or fork before the parent's first tensor"));
 }
 
+// Whether environment variable `name` is "0": a feature that the options
+// leave on is turned off for this process.
+bool EnvSaysOff(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && absl::string_view(v) == "0";
+}
+
 void CountForksOnce() {
   static const bool registered = [] {
     ::pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
@@ -833,11 +840,6 @@ absl::Status Session::Start() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
-  // A connection of this session's own, not one shared through gRPC's
-  // process-wide subchannel pool with the process's other sessions: their
-  // streams do not share one connection's flow-control window then.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  CountForksOnce();
   uint64_t never = 0;
   g_grpc_used_generation_plus1.compare_exchange_strong(never, g_fork_generation.load(std::memory_order_relaxed) + 1);
   im.channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
@@ -884,16 +886,11 @@ absl::Status Session::Start() {
     im.session_id = session_id_;
     im.token = resp.token();
   }
-  // Same host over a Unix socket: the shared-memory side channel, if the
-  // daemon offers it (silently the stream otherwise).
-  const char* predict_env = std::getenv("TENSORD_PREDICT_BACKWARD");
-  predict_backward_ =
-      options_.predict_backward && !(predict_env != nullptr && absl::string_view(predict_env) == "0");
-  const char* shm_env = std::getenv("TENSORD_SHM");
-  const bool shm_allowed = options_.shared_memory && !(shm_env != nullptr && absl::string_view(shm_env) == "0");
-  const char* sock_env = std::getenv("TENSORD_SAME_HOST_STREAM");
-  const bool sock_allowed =
-      options_.same_host_stream && !(sock_env != nullptr && absl::string_view(sock_env) == "0");
+  predict_backward_ = options_.predict_backward && !EnvSaysOff("TENSORD_PREDICT_BACKWARD");
+  const bool shm_allowed = options_.shared_memory && !EnvSaysOff("TENSORD_SHM");
+  const bool sock_allowed = options_.same_host_stream && !EnvSaysOff("TENSORD_SAME_HOST_STREAM");
+  // Same host over a Unix socket: the shared-memory side channel and the
+  // same-host stream, if the daemon offers them (silently gRPC otherwise).
   if (absl::StartsWith(address_, "unix:")) {
     absl::string_view path = absl::string_view(address_).substr(5);
     if (absl::StartsWith(path, "//")) path.remove_prefix(2);
