@@ -35,6 +35,7 @@
 #include "tensord/client/autograd.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/copy.h"
 #include "tensord/wire/data_frame.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
@@ -540,7 +541,7 @@ struct Session::Impl {
   // waiting fetch's buffer at the chunk's offset, when the chunk fits it;
   // else nullptr (the bytes stay in the message, and HandleMessageLocked
   // reports what is wrong).
-  char* PlaceData(const v1::FetchData& d, size_t n) ABSL_LOCKS_EXCLUDED(wmu) {
+  wire::Placement PlaceData(const v1::FetchData& d, size_t n) ABSL_LOCKS_EXCLUDED(wmu) {
     absl::MutexLock wl(&wmu);
     auto it = waiters.find(d.request_id());
     if (it == waiters.end() || it->second->done || d.shm_segment() != 0) return nullptr;
@@ -556,7 +557,7 @@ struct Session::Impl {
     }
     if (d.offset() != w.received || n > w.total_bytes - w.received) return nullptr;
     placed = n;
-    return w.buffer.get() + w.received;
+    return wire::Placement(w.buffer.get() + w.received, w.total_bytes);
   }
 
   // Completes the waiter `msg` answers. Fetch data is in the waiter's buffer
@@ -622,7 +623,9 @@ struct Session::Impl {
                                               " bytes; expected offset ", w.received, " of ", w.total_bytes));
           return;
         }
-        if (placed == 0 && size > 0) std::memcpy(w.buffer.get() + w.received, d.data().data(), size);
+        if (placed == 0 && size > 0) {
+          wire::CopyTransferPiece(w.buffer.get() + w.received, d.data().data(), size, w.total_bytes);
+        }
         w.received += size;
         if (d.last()) {
           w.done = true;

@@ -20,6 +20,7 @@
 #include "tensord/server/log.h"
 #include "internal.h"
 #include "meta_cache.h"
+#include "tensord/wire/copy.h"
 #include "tensord/wire/data_frame.h"
 #include "tensord/wire/wire.h"
 
@@ -295,7 +296,7 @@ bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& wri
   return ok && !closed_;
 }
 
-char* Session::PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep) {
+wire::Placement Session::PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep) {
   absl::MutexLock lock(&mu_);
   placed_bytes_ = 0;
   if (closed_ || current_ != nullptr || !queue_.empty() || n == 0) return nullptr;
@@ -307,7 +308,7 @@ char* Session::PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr
   placed_bytes_ = n;
   placed_handle_ = head.handle();
   *keep = up.storage;
-  return up.storage->data() + up.received;
+  return wire::Placement(up.storage->data() + up.received, up.total_bytes);
 }
 
 const v1::Request* Session::NextRequestLocked(v1::Request* owned) {
@@ -941,7 +942,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                         " reaches past total_bytes ", total)),
                 &m);
   }
-  if (size > 0 && !placed) std::memcpy(up.storage->data() + up.received, src, size);
+  if (size > 0 && !placed) wire::CopyTransferPiece(up.storage->data() + up.received, src, size, up.total_bytes);
   up.received += size;
   if (!u.last()) return;
   if (up.received != up.total_bytes) {

@@ -14,6 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/time/clock.h"
 #include "raw_client.h"
+#include "tensord/wire/copy.h"
 
 namespace tensord::testing {
 namespace {
@@ -95,6 +96,50 @@ TEST(DataFrameTest, AFetchChunkIsPlacedWhereAsked) {
   EXPECT_TRUE(msg.data().data().empty());
   EXPECT_EQ(msg.data().request_id(), 42u);
   EXPECT_EQ(msg.data().errors(0).message(), "earlier");
+}
+
+// A piece of a large transfer is copied slice by slice with non-temporal
+// stores: every byte lands, whatever the slices' sizes and the destination's
+// alignment, and nothing past it is written.
+TEST(DataFrameTest, APieceOfALargeTransferIsCopiedFromEverySlice) {
+  const std::string data = Bytes(100003);
+  for (size_t piece : {size_t{1021}, size_t{4096}, size_t{65536}, size_t{1} << 20}) {
+    for (size_t misalign : {size_t{0}, size_t{1}, size_t{7}, size_t{16}}) {
+      wire::BorrowedSlices borrowed;
+      grpc::ByteBuffer bb = wire::EncodeFetchChunk(FetchHead(), borrowed.Borrow(data.data(), data.size()));
+      const std::string flat = Flatten(bb);
+      bb.Clear();
+      std::vector<grpc::Slice> pieces;
+      for (size_t i = 0; i < flat.size(); i += piece) pieces.emplace_back(flat.substr(i, piece));
+      grpc::ByteBuffer split(pieces.data(), pieces.size());
+      std::string dest(data.size() + 64, '#');
+      v1::ServerMessage msg;
+      ASSERT_TRUE(wire::ParseServerMessage(&split, &msg, [&](const v1::FetchData&, size_t n) {
+        EXPECT_EQ(n, data.size());
+        return wire::Placement(dest.data() + misalign, wire::kNonTemporalCopyMinBytes);
+      }));
+      EXPECT_EQ(dest.substr(misalign, data.size()), data) << piece << " " << misalign;
+      EXPECT_EQ(dest.substr(0, misalign), std::string(misalign, '#'));
+      EXPECT_EQ(dest.substr(misalign + data.size()), std::string(64 - misalign, '#'));
+      EXPECT_TRUE(msg.data().data().empty());
+      EXPECT_EQ(msg.data().request_id(), 42u);
+    }
+  }
+}
+
+TEST(DataFrameTest, NonTemporalCopyCopiesAnySizeAtAnyAlignment) {
+  const std::string src = Bytes(600);
+  for (size_t n = 0; n <= 300; ++n) {
+    for (size_t s = 0; s < 17; s += 3) {
+      for (size_t d = 0; d < 17; ++d) {
+        std::string dest(340, '#');
+        wire::NonTemporalCopy(dest.data() + d, src.data() + s, n);
+        ASSERT_EQ(dest.substr(d, n), src.substr(s, n)) << n << " " << s << " " << d;
+        ASSERT_EQ(dest.substr(0, d), std::string(d, '#'));
+        ASSERT_EQ(dest.substr(d + n), std::string(340 - d - n, '#'));
+      }
+    }
+  }
 }
 
 TEST(DataFrameTest, WithoutAPlaceTheDataStaysInTheMessage) {

@@ -13,6 +13,9 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "tensord/wire/copy.h"
 
 namespace tensord::wire {
 namespace {
@@ -85,6 +88,25 @@ grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data) {
 
 namespace {
 
+// Copies the bytes of `bb` from `offset` to its end into `dst` with
+// non-temporal stores, slice by slice. False if gRPC cannot list the slices.
+bool CopySuffix(const grpc::ByteBuffer& bb, size_t offset, char* dst) {
+  std::vector<grpc::Slice> slices;
+  if (!bb.Dump(&slices).ok()) return false;
+  for (const grpc::Slice& s : slices) {
+    const size_t size = s.size();
+    if (offset >= size) {
+      offset -= size;
+      continue;
+    }
+    const size_t n = size - offset;
+    NonTemporalCopy(dst, reinterpret_cast<const char*>(s.begin()) + offset, n);
+    dst += n;
+    offset = 0;
+  }
+  return true;
+}
+
 // Parses `bb` into `msg` when it is `outer` (field numbers from the
 // outermost message inwards, each a single length-delimited field spanning
 // the rest of the buffer) around an `Inner` whose bytes field `data_field`
@@ -94,7 +116,7 @@ namespace {
 template <typename Inner, size_t N>
 std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int data_field,
                                 const std::function<Inner*()>& inner_of,
-                                absl::FunctionRef<char*(const Inner& head, size_t n)> place) {
+                                absl::FunctionRef<Placement(const Inner& head, size_t n)> place) {
   const size_t total = bb->Length();
   if (total < kMinBorrowedBytes || total > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return std::nullopt;
@@ -123,8 +145,13 @@ std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int
     out.Trim();
     Inner* head = inner_of();
     if (!head->ParseFromString(head_bytes)) return false;
-    char* dst = place(*head, n);
-    return dst != nullptr ? in.ReadRaw(dst, static_cast<int>(n)) : in.ReadString(head->mutable_data(), n);
+    const Placement dst = place(*head, n);
+    if (dst.data == nullptr) return in.ReadString(head->mutable_data(), n);
+    if (dst.transfer_bytes < kNonTemporalCopyMinBytes) return in.ReadRaw(dst.data, static_cast<int>(n));
+    // A piece of a large transfer: straight from gRPC's slices with
+    // non-temporal stores (tensord/wire/copy.h). The data is the last n
+    // bytes of `bb`, as checked above.
+    return CopySuffix(*bb, total - n, dst.data);
   }
   return std::nullopt;
 }
@@ -138,7 +165,7 @@ bool ParseWhole(grpc::ByteBuffer* bb, Message* msg) {
 }  // namespace
 
 bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
-                        absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place) {
+                        absl::FunctionRef<Placement(const v1::FetchData& head, size_t n)> place) {
   msg->Clear();
   static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
   const std::optional<bool> r = ParsePlaced<v1::FetchData>(
@@ -148,7 +175,7 @@ bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
 }
 
 bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
-                        absl::FunctionRef<char*(const v1::Upload& head, size_t n)> place) {
+                        absl::FunctionRef<Placement(const v1::Upload& head, size_t n)> place) {
   msg->Clear();
   static constexpr int kPath[] = {v1::ClientMessage::kRequestsFieldNumber, v1::Request::kUploadFieldNumber};
   const std::optional<bool> r = ParsePlaced<v1::Upload>(

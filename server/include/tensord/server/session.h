@@ -35,6 +35,7 @@
 #include "tensord/server/allocator.h"
 #include "tensord/server/autograd.h"
 #include "tensord/v1/tensord.pb.h"
+#include "tensord/wire/data_frame.h"
 
 namespace tensord::server {
 
@@ -118,10 +119,12 @@ class Session {
   // it exactly (the offset received so far, no meta, no shared-memory
   // segment, within total_bytes) and nothing else waits to run first. The
   // next ExecuteMessage (of that one-request message) then counts them as
-  // received. nullptr: the data goes in the message as usual. `*keep`
+  // received, with the upload's total_bytes as the transfer's size. A null
+  // placement: the data goes in the message as usual. `*keep`
   // holds the storage while the caller copies (the session may close
   // meanwhile). Not to be called while a message runs.
-  char* PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep) ABSL_LOCKS_EXCLUDED(mu_);
+  wire::Placement PlaceUploadData(const v1::Upload& head, size_t n, std::shared_ptr<Storage>* keep)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Frees every tensor and discards unfinished uploads. Idempotent; later
   // Execute calls return false. Returns the final statistics.

@@ -20,6 +20,7 @@
 #include <grpcpp/support/slice.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/functional/function_ref.h"
 
@@ -66,22 +67,34 @@ grpc::ByteBuffer EncodeUploadChunk(const v1::Upload& head, grpc::Slice data);
 // ServerMessage{data: head + data}. `head` must have an empty `data`.
 grpc::ByteBuffer EncodeFetchChunk(const v1::FetchData& head, grpc::Slice data);
 
+// Where a data chunk's bytes go: `data` (nullptr: into the message's
+// `data`, as protobuf would put them), and the size in bytes of the whole
+// transfer the chunk is a piece of (the tensor's, not the chunk's). Pieces
+// of transfers of at least kNonTemporalCopyMinBytes are copied with
+// non-temporal stores (tensord/wire/copy.h); a bare pointer is a piece of a
+// small transfer.
+struct Placement {
+  Placement(char* data = nullptr, uint64_t transfer_bytes = 0)  // NOLINT: a bare pointer is a placement
+      : data(data), transfer_bytes(transfer_bytes) {}
+  char* data;
+  uint64_t transfer_bytes;
+};
+
 // Parses a ServerMessage from `bb` into `msg` (cleared first), as protobuf
 // would, except that a FetchData's `data` that comes last (as
 // EncodeFetchChunk writes it) is copied straight from gRPC's buffer to
 // `place(head, n)`: `head` is the parsed FetchData without its data and `n`
-// the data's size; `place` returns where the n bytes go, or nullptr to have
-// them in msg's data as usual. Returns false when `bb` is not a valid
-// ServerMessage. Buffers under kMinBorrowedBytes go straight to protobuf.
-// `bb` is consumed.
+// the data's size; `place` says where the n bytes go (see Placement).
+// Returns false when `bb` is not a valid ServerMessage. Buffers under
+// kMinBorrowedBytes go straight to protobuf. `bb` is consumed.
 bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
-                        absl::FunctionRef<char*(const v1::FetchData& head, size_t n)> place);
+                        absl::FunctionRef<Placement(const v1::FetchData& head, size_t n)> place);
 
 // The same for a ClientMessage whose only request is an Upload with its
 // `data` last (as EncodeUploadChunk writes it): `place(head, n)` says where
-// the data goes (nullptr: into msg's data, as protobuf would put it).
+// the data goes.
 bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
-                        absl::FunctionRef<char*(const v1::Upload& head, size_t n)> place);
+                        absl::FunctionRef<Placement(const v1::Upload& head, size_t n)> place);
 
 }  // namespace tensord::wire
 
