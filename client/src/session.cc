@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "autograd_internal.h"
 #include "embedded_daemon.h"
+#include "fetch_buffers.h"
 #include "shm_pool.h"
 #include "tensord/client/autograd.h"
 #include "tensord/meta/errors.h"
@@ -153,33 +154,6 @@ google::protobuf::ArenaOptions ArenaOptionsForBatches(char* initial_block) {
 
 std::chrono::system_clock::time_point DeadlineIn(int ms) {
   return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
-
-// A fetch's buffer of `n` bytes, not zero-filled; nullptr when there is no
-// memory. Buffers of 2 MiB and more are mapped 2 MiB-aligned with
-// MADV_HUGEPAGE (as the daemon's storages are): the kernel then backs them
-// with huge pages, one page fault per 2 MiB instead of per 4 KiB, which was
-// a quarter of the client's CPU per large streamed fetch.
-std::shared_ptr<char> AllocateFetchBuffer(uint64_t n) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  if (n < kHuge || n > std::numeric_limits<size_t>::max() - kHuge) {
-    char* p = new (std::nothrow) char[std::max<uint64_t>(n, 1)];
-    if (p == nullptr) return nullptr;
-    return std::shared_ptr<char>(p, std::default_delete<char[]>());
-  }
-  const size_t bytes = (static_cast<size_t>(n) + kHuge - 1) & ~(kHuge - 1);
-  const size_t len = bytes + kHuge;
-  void* m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return nullptr;
-  const uintptr_t base = reinterpret_cast<uintptr_t>(m);
-  const uintptr_t aligned = (base + kHuge - 1) & ~(uintptr_t{kHuge} - 1);
-  if (aligned > base) ::munmap(m, aligned - base);
-  if (const size_t tail = len - (aligned - base) - bytes; tail > 0) {
-    ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-  }
-  char* p = reinterpret_cast<char*>(aligned);
-  (void)::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without THP the pages are simply 4 KiB
-  return std::shared_ptr<char>(p, [bytes](char* q) { ::munmap(q, bytes); });
 }
 
 }  // namespace
@@ -551,7 +525,7 @@ struct Session::Impl {
       // the buffer is sized by the size it announces, within gRPC's limit
       // on what this stream may receive in all (never more than asked).
       if (d.offset() != 0 || d.total_bytes() < n || w.buffer != nullptr) return nullptr;
-      w.buffer = AllocateFetchBuffer(d.total_bytes());
+      w.buffer = internal::AllocateFetchBuffer(d.total_bytes());
       if (w.buffer == nullptr) return nullptr;
       w.total_bytes = d.total_bytes();
     }
@@ -609,7 +583,7 @@ struct Session::Impl {
           w.have_meta = true;
           w.earlier_errors.assign(d.errors().begin(), d.errors().end());
           w.total_bytes = d.total_bytes();
-          if (w.buffer == nullptr) w.buffer = AllocateFetchBuffer(w.total_bytes);
+          if (w.buffer == nullptr) w.buffer = internal::AllocateFetchBuffer(w.total_bytes);
           if (w.buffer == nullptr) {
             w.done = true;
             w.status = OutOfMemoryErr(absl::StrCat("fetch: no memory for ", w.total_bytes, " bytes"));
@@ -1034,6 +1008,7 @@ absl::Status Session::Close() {
     im.stub.reset();
     im.channel.reset();
   }
+  internal::TrimFetchBufferCache();  // freed fetch buffers go back to the system, as the daemon's cache does
   if (im.shm != nullptr) im.shm->Close();  // lent segments stay mapped until released
   internal::StopEmbeddedDaemon(im.daemon);
   {

@@ -17,6 +17,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "fetch_buffers.h"  // client/src: the fetch buffer cache
 #include "tensord/client/client.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
@@ -659,6 +660,42 @@ TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
     }
   }
   EXPECT_EQ(stream->stats().shm_uploads + stream->stats().shm_fetches, 0);
+}
+
+// A large fetch's buffer, once freed, serves the next fetch of its size
+// (no fresh pages for the kernel to zero), holding that fetch's bytes; a
+// fetch of another size gets a buffer of its own.
+TEST_F(WithDaemon, AFreedFetchBufferIsReusedByTheNextFetchOfItsSize) {
+  tc::SessionOptions stream_only;
+  stream_only.shared_memory = false;
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> stream, tc::Session::Connect(session_->address(), stream_only));
+  tc::SessionGuard use(stream);
+  const int64_t n = (5 << 20) / 4 + 3;  // 5 MiB of float32 and then some: a 6 MiB buffer
+  std::vector<float> a(n), b(n);
+  std::iota(a.begin(), a.end(), 1.0f);
+  std::iota(b.begin(), b.end(), -5.0f);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor ta, tc::FromVector(a, {n}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor tb, tc::FromVector(b, {n}));
+  const void* first = nullptr;
+  {
+    ASSERT_OK_AND_ASSIGN(tc::HostData d, ta.Fetch());
+    ASSERT_EQ(std::memcmp(d.byte_data(), a.data(), n * sizeof(float)), 0);
+    first = d.byte_data();
+  }
+  const tc::internal::FetchBufferCacheStats freed = tc::internal::GetFetchBufferCacheStats();
+  EXPECT_GE(freed.blocks, 1u);
+  ASSERT_OK_AND_ASSIGN(tc::HostData d, tb.Fetch());
+  const tc::internal::FetchBufferCacheStats reused = tc::internal::GetFetchBufferCacheStats();
+  EXPECT_EQ(reused.hits, freed.hits + 1);
+  EXPECT_EQ(reused.blocks, freed.blocks - 1);
+  EXPECT_EQ(d.byte_data(), first);
+  EXPECT_EQ(std::memcmp(d.byte_data(), b.data(), n * sizeof(float)), 0);
+  // Another size (3 MiB: a 4 MiB buffer): not from the cache.
+  const int64_t m = (3 << 20) / 4;
+  ASSERT_OK_AND_ASSIGN(tc::Tensor head, tc::Call1("slice", {tb, 0, 0, m, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::HostData e, head.Fetch());
+  EXPECT_EQ(tc::internal::GetFetchBufferCacheStats().hits, reused.hits);
+  EXPECT_EQ(std::memcmp(e.byte_data(), b.data(), m * sizeof(float)), 0);
 }
 
 TEST_F(WithDaemon, TheSameHostStreamAndTheGrpcStreamAgree) {
