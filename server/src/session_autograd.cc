@@ -29,10 +29,16 @@ constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
 // PyTorch's torch.Size repr: "torch.Size([2, 3])".
 std::string TorchSize(absl::Span<const int64_t> s) { return absl::StrCat("torch.Size(", ShapeToString(s), ")"); }
 
-// A snapshot of an identity's history (for tensors an in-place node saves
-// that are self: the node must not hold the identity it rebases onto itself).
-std::shared_ptr<AutogradMeta> Snapshot(const std::shared_ptr<AutogradMeta>& ag) {
-  if (ag == nullptr) return nullptr;
+// What a node keeps of a saved tensor's identity, as PyTorch's SavedVariable
+// does: a leaf that requires grad itself (its gradient reaches its .grad
+// through its AccumulateGrad node, and an in-place op cannot rebase it);
+// anything else a snapshot of its history now (requires_grad, grad_fn,
+// output_nr). Holding the live identity made a cycle whenever an in-place op
+// later rebased it onto a node that reaches this one (x.mul_(x.view(3)): the
+// view's node saved x, whose grad_fn became mul_'s node, which saved the
+// view), and the graph was never freed.
+std::shared_ptr<AutogradMeta> SavedIdentity(const std::shared_ptr<AutogradMeta>& ag) {
+  if (ag == nullptr || (ag->is_leaf() && ag->requires_grad)) return ag;
   auto s = std::make_shared<AutogradMeta>();
   s->requires_grad = ag->requires_grad;
   s->grad_fn = ag->grad_fn;
@@ -175,7 +181,6 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
   if (!AnyDifferentiableInputRequiresGrad(op, args, inputs)) return absl::OkStatus();
   const std::vector<bool>& diff = DifferentiableArgs(op);
   const bool inplace = op.is_inplace();
-  const std::shared_ptr<AutogradMeta> self_ag = inplace && !outs.empty() ? outs[0].ag : nullptr;
   auto find = [&](const TensorMeta* m) -> Tensor* {
     for (Tensor* t : inputs) {
       if (&t->meta == m) return t;
@@ -205,7 +210,7 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
       SavedTensor s;
       s.data.meta = src.meta;
       s.data.storage = src.storage;
-      s.data.ag = (self_ag != nullptr && src.ag == self_ag) ? Snapshot(src.ag) : src.ag;
+      s.data.ag = SavedIdentity(src.ag);
       s.version = src.storage != nullptr ? src.storage->version() : 0;
       // Another argument of an in-place op that shares self's storage
       // (x.mul_(x), x.mul_(x.detach()), x.add_(x[0]) with a read rule) is
@@ -465,7 +470,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
         s.output_differentiable = true;
         s.output_nr = t->ag->output_nr;
       } else {
-        s.data.ag = t->ag;
+        s.data.ag = SavedIdentity(t->ag);
         if (t->ag != nullptr && t->ag->grad_fn != nullptr) {
           s.grad_fn_name = t->ag->grad_fn->name;
           s.output_nr = t->ag->output_nr;

@@ -314,6 +314,37 @@ TEST_F(AutogradTest, InPlaceOnANonLeafRebasesItsHistory) {
   EXPECT_THAT(s.FetchValues<double>(3), ::testing::ElementsAre(2, 4, 6));
 }
 
+// An in-place op whose other argument's history reaches back to self's own
+// identity (x.mul_(x.view(-1).view(3)): the views' nodes saved x; z.mul_(z *
+// z): that mul's node saved z) must not tie the graph into a reference
+// cycle: once the session closes, every node it recorded is gone.
+TEST_F(AutogradTest, InPlaceOpsOnSavedTensorsLeaveNoCycleBehind) {
+  const int64_t before = server::Node::Live();
+  {
+    RawSession s(stub_.get());
+    s.Upload<double>(1, {3}, kF64, {1, 2, 3});
+    s.Send(RequiresGrad({1}));
+    s.Send(Rec(Call(1, "mul.Scalar", {T(1), I(1)}, {2})));          // x = w * 1
+    s.Send(Rec(Call(2, "view", {T(2), IL({-1})}, {3})));
+    s.Send(Rec(Call(3, "view", {T(3), IL({3})}, {4})));
+    s.Send(Rec(Call(4, "mul_.Tensor", {T(2), T(4)}, {0})));         // x.mul_(x.view(-1).view(3))
+    s.Send(Rec(Call(5, "mul.Scalar", {T(1), I(2)}, {5})));          // z = w * 2
+    s.Send(Rec(Call(6, "mul.Tensor", {T(5), T(5)}, {6})));          // y = z * z
+    s.Send(Rec(Call(7, "mul_.Tensor", {T(5), T(6)}, {0})));         // z.mul_(y)
+    s.Send(Rec(Call(8, "sum", {T(5), None(), B(false), None()}, {7})));
+    NoErrors(s.Sync());
+    EXPECT_GT(server::Node::Live(), before);
+    v1::Ack ack = Backward(s, {.roots = {7}});  // y saved z before the write: an error, as in PyTorch
+    ASSERT_EQ(ack.errors_size(), 1) << ack.DebugString();
+    s.Send(ReleaseReq({1, 2, 3, 4, 5, 6, 7}));
+    NoErrors(s.Sync());
+    ASSERT_TRUE(s.Close().ok());
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server::Node::Live() != before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(server::Node::Live(), before);
+}
+
 TEST_F(AutogradTest, InPlaceOnALeafThatRequiresGradIsRefused) {
   RawSession s(stub_.get());
   s.Upload<float>(1, {2}, ScalarType::kFloat32, {1, 2});

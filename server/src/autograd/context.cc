@@ -27,6 +27,7 @@ void Harvest(Node& n, std::vector<std::shared_ptr<Node>>& stack) {
 }  // namespace
 
 Node::~Node() {
+  live_.fetch_sub(1, std::memory_order_relaxed);
   if (kind == Kind::kFunction && released_sink != nullptr) released_sink->Add(function_id);
   // Long chains (a loop unrolled over many steps) would recurse once per node
   // when the last reference goes; unlink the chain iteratively instead.

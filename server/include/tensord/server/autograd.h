@@ -10,6 +10,7 @@
 #ifndef TENSORD_SERVER_AUTOGRAD_H_
 #define TENSORD_SERVER_AUTOGRAD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -108,8 +109,14 @@ class ReleasedFunctions {
 class Node {
  public:
   enum class Kind { kOp, kAccumulate, kFunction };
-  Node(Kind kind, uint64_t seq, std::string name) : kind(kind), seq(seq), name(std::move(name)) {}
+  Node(Kind kind, uint64_t seq, std::string name) : kind(kind), seq(seq), name(std::move(name)) {
+    live_.fetch_add(1, std::memory_order_relaxed);
+  }
   ~Node();
+  // Nodes alive in this process, over all sessions: back to its level
+  // before a session once the session is closed (a reference cycle would
+  // keep its graph alive for ever).
+  static int64_t Live() { return live_.load(std::memory_order_relaxed); }
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -152,6 +159,9 @@ class Node {
   uint64_t function_id = 0;
   bool materialize_grads = true;
   std::shared_ptr<ReleasedFunctions> released_sink;
+
+ private:
+  static inline std::atomic<int64_t> live_{0};
 };
 
 // One argument of an op call made by the daemon itself (the engine and the
