@@ -21,7 +21,6 @@
 namespace tensord::server {
 namespace {
 
-constexpr int kHelloTimeoutSeconds = 5;
 
 }  // namespace
 
@@ -118,9 +117,26 @@ void ShmChannelServer::AcceptLoop() {
       ::close(fd);
       return;
     }
+    if (pending_hellos_ >= kMaxPendingHellos) {
+      // Logged for the first and then every 1,000th, so that a loop of
+      // connections cannot flood the log either.
+      if (refused_++ % 1000 == 0) {
+        Log(LogLevel::kWarning, "shared-memory channel: closed a connection from pid ", cred.pid, ": ",
+            kMaxPendingHellos, " connections are already waiting for their hello (", refused_,
+            " closed so far)");
+      }
+      ::close(fd);
+      continue;
+    }
+    ++pending_hellos_;
     conns_.push_back(fd);
     threads_.emplace_back([this, fd] { Serve(fd); });
   }
+}
+
+void ShmChannelServer::HelloDone() {
+  absl::MutexLock l(&mu_);
+  --pending_hellos_;
 }
 
 void ShmChannelServer::Serve(int fd) {
@@ -142,6 +158,7 @@ void ShmChannelServer::Serve(int fd) {
       st = absl::CancelledError("closed before the hello");
     } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kHelloStream) && f.token_size <= wire::kShmMaxTokenBytes) {
       // The session's stream: served on this thread until it ends.
+      HelloDone();
       tv = timeval{0, 0};  // no deadline between messages
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
       service_->ServeSocketStream(
@@ -161,6 +178,7 @@ void ShmChannelServer::Serve(int fd) {
         session_id = f.session_id;
       }
     }
+    if (!served_stream) HelloDone();
     if (served_stream) {
       // ServeSocketStream answered the hello and ran the stream to its end.
     } else if (st.ok()) {

@@ -18,11 +18,18 @@ namespace tensord::server {
 
 class ShmChannelServer {
  public:
+  static constexpr int kMaxPendingHellos = 64;
+  static constexpr int kHelloTimeoutSeconds = 5;
+
   // Listens on `path` (mode 0600: only the daemon's user can connect; a stale
   // socket file is replaced, anything else refused). One thread accepts; one
   // thread per connection reads its frames. A connection is served only when
   // its peer runs as the daemon's user (or root) and its hello names an open
-  // session with the right token; each session takes one connection.
+  // session with the right token; each session takes one connection (and
+  // one more for its same-host stream). At most kMaxPendingHellos
+  // connections may wait for their hello at once (each has kHelloTimeoutSeconds
+  // to send it); more are closed at once, so that a peer opening
+  // connections in a loop cannot take a thread each.
   static absl::StatusOr<std::unique_ptr<ShmChannelServer>> Start(const std::string& path, TensordService* service);
   ~ShmChannelServer();
 
@@ -36,6 +43,7 @@ class ShmChannelServer {
   ShmChannelServer() = default;
   void AcceptLoop();
   void Serve(int fd);
+  void HelloDone();  // a connection's hello phase ended (answered, refused or timed out)
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::string path_;
@@ -48,6 +56,8 @@ class ShmChannelServer {
   std::vector<int> conns_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread::id> finished_ ABSL_GUARDED_BY(mu_);
+  int pending_hellos_ ABSL_GUARDED_BY(mu_) = 0;  // connections not past their hello yet
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;     // connections closed for exceeding the cap
 };
 
 }  // namespace tensord::server

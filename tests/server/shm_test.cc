@@ -13,6 +13,7 @@
 #include <numeric>
 #include <string>
 
+#include "../../server/src/shm_channel.h"
 #include "raw_client.h"
 #include "tensord/wire/shm.h"
 
@@ -35,6 +36,7 @@ class ShmClient {
   }
   ~ShmClient() { ::close(fd_); }
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
 
   absl::Status Hello(uint64_t id, const std::string& token) {
     wire::ShmFrame f;
@@ -199,6 +201,40 @@ TEST_F(ShmTest, HelloNeedsTheTokenAndOneChannelPerSession) {
   ShmClient second(ChannelPath());
   absl::Status st = second.Hello(s.id(), s.token());
   EXPECT_THAT(st.message(), HasSubstr("already has a shared-memory channel"));
+}
+
+// Connections that never say hello each hold a daemon thread until their
+// hello deadline; past ShmChannelServer::kMaxPendingHellos of them the
+// daemon closes new ones at once (no reply, no thread), and once they go a
+// session's hello is answered again.
+TEST_F(ShmTest, ConnectionsWaitingForTheirHelloAreCapped) {
+  RawSession s(stub_.get());
+  std::vector<std::unique_ptr<ShmClient>> silent;
+  for (int i = 0; i < server::ShmChannelServer::kMaxPendingHellos; ++i) {
+    silent.push_back(std::make_unique<ShmClient>(ChannelPath()));
+    ASSERT_TRUE(silent.back()->connected());
+  }
+  ShmClient over(ChannelPath());
+  ASSERT_TRUE(over.connected());
+  // Closed without a reply, well before the hello deadline (which would
+  // send one): recv sees the end at once.
+  timeval tv{server::ShmChannelServer::kHelloTimeoutSeconds - 2, 0};
+  ::setsockopt(over.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char byte;
+  EXPECT_EQ(::recv(over.fd(), &byte, 1, 0), 0) << std::strerror(errno);
+  silent.clear();
+  // Their threads see them close and leave; then a hello is served.
+  absl::Status st;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  do {
+    ShmClient ok(ChannelPath());
+    st = ok.Hello(s.id(), s.token());
+    if (st.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  } while (absl::Now() < deadline);
+  EXPECT_TRUE(st.ok()) << st;
+  s.Upload<float>(1, {2}, ScalarType::kFloat32, {1, 2});
+  EXPECT_THAT(s.FetchValues<float>(1), ::testing::ElementsAre(1, 2));
 }
 
 TEST_F(ShmTest, OnlySealedMemfdsOfTheStatedSizeAreMapped) {
