@@ -138,6 +138,51 @@ TEST(SocketStreamRecords, AMessageGoesThroughASocketWhoseBufferIsSmallerThanARec
   ::close(sv[1]);
 }
 
+TEST(SocketStreamRecords, TheReceiveBufferShrinksAfterALargeMessage) {
+  // A 4 MiB message grows the buffer to hold it; a run of small messages
+  // afterwards frees it, and each message still arrives whole.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  const std::string large(size_t{4} << 20, 'L');
+  const int n_small = wire::StreamReceiver::kShrinkAfterSmallMessages + 1;
+  absl::Status sent;
+  std::thread sender([&] {
+    grpc::Slice big(large.data(), large.size());
+    sent = wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&big, 1));
+    for (int i = 0; i < n_small && sent.ok(); ++i) {
+      const std::string m(100 + i, static_cast<char>('a' + i % 26));
+      grpc::Slice small(m.data(), m.size());
+      sent = wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&small, 1));
+    }
+    ::shutdown(sv[0], SHUT_WR);
+  });
+  wire::StreamReceiver receiver(size_t{64} << 20);
+  grpc::ByteBuffer bb;
+  absl::StatusOr<bool> got = receiver.Next(sv[1], &bb);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_EQ(bb.Length(), large.size());
+  const size_t grown = receiver.buffer_bytes();
+  EXPECT_GE(grown, large.size());
+  for (int i = 0; i < n_small; ++i) {
+    got = receiver.Next(sv[1], &bb);
+    ASSERT_TRUE(got.ok() && *got) << i << " " << got.status();
+    grpc::Slice whole;
+    ASSERT_TRUE(bb.DumpToSingleSlice(&whole).ok());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(whole.begin()), whole.size()),
+              std::string(100 + i, static_cast<char>('a' + i % 26)));
+    if (i < wire::StreamReceiver::kShrinkAfterSmallMessages) {
+      EXPECT_EQ(receiver.buffer_bytes(), grown) << i;
+    }
+  }
+  EXPECT_LE(receiver.buffer_bytes(), 2 * wire::StreamReceiver::kSmallMessageBytes);
+  got = receiver.Next(sv[1], &bb);
+  EXPECT_TRUE(got.ok() && !*got);
+  sender.join();
+  EXPECT_TRUE(sent.ok()) << sent;
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
 class SocketStreamTest : public DaemonFixture {
  protected:
   std::string ChannelPath() const { return wire::ShmSocketPath(dir_ + "/td.sock"); }

@@ -95,6 +95,12 @@ absl::Status SendStreamEnd(int sock, const absl::Status& why) {
 }
 
 absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
+  // The previous message (the caller is done with it) was one more small
+  // one: after enough of them, a buffer grown by a large one goes.
+  if (small_in_a_row_ >= kShrinkAfterSmallMessages && capacity_ > 2 * kSmallMessageBytes) {
+    buf_.reset();
+    capacity_ = 0;
+  }
   size_t size = 0;  // message bytes gathered so far
   for (;;) {
     // Room for one more record's payload after the header, which lands just
@@ -145,6 +151,7 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
     }
     if ((head.flags & kRecordMore) == 0) break;
   }
+  small_in_a_row_ = size <= kSmallMessageBytes ? small_in_a_row_ + 1 : 0;
   // A slice over our buffer: no copy, no reference count (it is ours until
   // the next call).
   grpc::Slice s(buf_.get(), size, grpc::Slice::STATIC_SLICE);

@@ -76,10 +76,20 @@ class StreamReceiver {
   // when the socket just closed.
   bool ended_with_record() const { return ended_with_record_; }
 
+  // The receive buffer grows to the longest message so far (and up to twice
+  // that); it is freed after kShrinkAfterSmallMessages messages in a row of
+  // at most kSmallMessageBytes, so that one large transfer does not pin
+  // megabytes for the rest of the session.
+  static constexpr size_t kSmallMessageBytes = 256 << 10;
+  static constexpr int kShrinkAfterSmallMessages = 64;
+  // The receive buffer's size in bytes now.
+  size_t buffer_bytes() const { return capacity_; }
+
  private:
   size_t max_bytes_;
   std::unique_ptr<char[]> buf_;
   size_t capacity_ = 0;
+  int small_in_a_row_ = 0;
   absl::Status end_status_;
   bool ended_with_record_ = false;
 };
