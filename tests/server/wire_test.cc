@@ -136,7 +136,12 @@ TEST(WireTest, ErrorsKeepTheirKindAndSayWhereTheyCameFrom) {
   EXPECT_EQ(e.kind(), "IndexError");
   absl::Status s = wire::FromProto(e);
   EXPECT_EQ(KindOf(s), ErrorKind::kIndex);
-  EXPECT_EQ(s.message(), "select.int (call 12 at knn.py:30): select(): index 5 is out of bounds");
+  // The message's own "select(): " is dropped: the prefix names the op.
+  EXPECT_EQ(s.message(), "select.int (call 12 at knn.py:30): index 5 is out of bounds");
+  wire::ToProto(IndexErr("index_put: index 3 is out of bounds"), "index_put", 5, "s.py:3", &e);
+  EXPECT_EQ(wire::FromProto(e).message(), "index_put (call 5 at s.py:3): index 3 is out of bounds");
+  wire::ToProto(IndexErr("gather(): bad"), "index_put", 5, "s.py:3", &e);  // another op's name stays
+  EXPECT_EQ(wire::FromProto(e).message(), "index_put (call 5 at s.py:3): gather(): bad");
   wire::ToProto(TypeErr("bad"), "", 0, "", &e);
   s = wire::FromProto(e);
   EXPECT_EQ(KindOf(s), ErrorKind::kType);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/device.h"
 #include "tensord/meta/dtype.h"
@@ -279,7 +280,19 @@ void ToProto(const absl::Status& s, absl::string_view op, uint64_t call_id, absl
 absl::Status FromProto(const v1::Error& e) {
   const ErrorKind kind = ParseKindName(e.kind());
   std::string prefix;
+  absl::string_view message = e.message();
   if (!e.op().empty()) {
+    // The prefix names the op: a message that names it again as its start
+    // ("index_put(): index 3 is out of bounds", "select: ...") drops that.
+    const absl::string_view op = e.op();
+    const absl::string_view base = op.substr(0, op.find('.'));
+    for (absl::string_view name : {op, base}) {
+      for (absl::string_view sep : {"(): ", ": "}) {
+        if (absl::StartsWith(message, absl::StrCat(name, sep)) && message.size() > name.size() + sep.size()) {
+          message.remove_prefix(name.size() + sep.size());
+        }
+      }
+    }
     prefix = e.op();
     if (e.call_id() != 0 && !e.call_site().empty()) {
       absl::StrAppend(&prefix, " (call ", e.call_id(), " at ", e.call_site(), ")");
@@ -292,7 +305,7 @@ absl::Status FromProto(const v1::Error& e) {
   } else if (!e.call_site().empty()) {
     prefix = absl::StrCat(e.call_site(), ": ");
   }
-  return MakeError(kind, absl::StrCat(prefix, e.message()));
+  return MakeError(kind, absl::StrCat(prefix, message));
 }
 
 }  // namespace tensord::wire
