@@ -18,17 +18,17 @@
 namespace tensord::client::internal {
 namespace {
 
+// Only the process that made the cache uses it: a forked child (whose copy
+// of `mu` may have been held by a parent's thread at the fork) maps and
+// unmaps its own buffers.
 struct Cache {
-  absl::Mutex mu;
-  // Newest last. Only the process that filled it uses it: a forked child
-  // (whose copy of `mu` may have been held by a parent's thread at the
-  // fork) maps and unmaps its own buffers.
   struct Block {
     char* data;
     size_t bytes;
     absl::Time freed;
   };
-  std::vector<Block> blocks ABSL_GUARDED_BY(mu);
+  absl::Mutex mu;
+  std::vector<Block> blocks ABSL_GUARDED_BY(mu);  // oldest first
   size_t bytes ABSL_GUARDED_BY(mu) = 0;
   uint64_t hits ABSL_GUARDED_BY(mu) = 0;
   const pid_t pid = ::getpid();
