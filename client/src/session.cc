@@ -297,11 +297,26 @@ struct Session::Impl {
     return absl::OkStatus();
   }
 
-  // Serializes `m` (as the generated stub would) and writes it.
+  // Serializes `m` and writes it. A message up to kOneSliceBytes (every
+  // batch of small ops) is sized once and written into one slice; gRPC's
+  // serializer would size it twice (ByteSizeLong, then again inside
+  // SerializeToZeroCopyStream) and go through a ZeroCopyOutputStream. A
+  // larger one (inline uploads) goes through gRPC's serializer, as the
+  // generated stub would, in slices of at most 1 MiB.
+  static constexpr size_t kOneSliceBytes = 64 << 10;
   bool WriteMessage(const v1::ClientMessage& m) {
     grpc::ByteBuffer bb;
-    bool own = false;
-    if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
+    const size_t n = m.ByteSizeLong();
+    if (n <= kOneSliceBytes) {
+      grpc::Slice slice(n);
+      uint8_t* end = m.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+      if (end != slice.end()) return false;
+      grpc::ByteBuffer one(&slice, 1);
+      bb.Swap(&one);
+    } else {
+      bool own = false;
+      if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
+    }
     return WriteBytes(bb);
   }
   // Writes one message's bytes on whichever stream the session uses.
