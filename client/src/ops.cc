@@ -247,7 +247,7 @@ absl::StatusOr<Converted> Convert(absl::string_view name, std::vector<Arg>& args
   return c;
 }
 
-absl::StatusOr<std::shared_ptr<Session>> SessionFor(const OpEntry& op, const std::vector<Tensor>& tensors) {
+absl::StatusOr<std::shared_ptr<Session>> SessionFor(const OpEntry& op, absl::Span<const Tensor> tensors) {
   std::shared_ptr<Session> s;
   for (const Tensor& t : tensors) {
     if (t.is_meta()) continue;
@@ -269,16 +269,16 @@ absl::StatusOr<std::shared_ptr<Session>> SessionFor(const OpEntry& op, const std
   return CurrentSession();
 }
 
-// Meta tensors for `metas` (moved from when given as an rvalue, else copied).
-template <typename Metas>
-std::vector<Tensor> MakeMetaTensors(Metas&& metas, const std::vector<std::optional<Tensor>>& write_results = {}) {
+// Meta tensors for `metas` (moved from).
+std::vector<Tensor> MakeMetaTensors(absl::Span<TensorMeta> metas,
+                                    const std::vector<std::optional<Tensor>>& write_results = {}) {
   std::vector<Tensor> out;
   out.reserve(metas.size());
   for (size_t i = 0; i < metas.size(); ++i) {
     if (i < write_results.size() && write_results[i].has_value()) {
       out.push_back(*write_results[i]);  // an in-place op returns self
     } else {
-      out.emplace_back(std::make_shared<TensorImpl>(nullptr, 0, std::forward<Metas>(metas)[i]));
+      out.emplace_back(std::make_shared<TensorImpl>(nullptr, 0, std::move(metas[i])));
     }
   }
   CountMetaOp();
@@ -756,11 +756,11 @@ bool EncodeCall(absl::string_view name, const std::vector<Arg>& args, const Kwar
 // The end of every call whose outputs' metadata is known, a miss or a meta
 // cache hit: autograd's plan, the output tensors (made here on meta, else
 // streamed to the daemon with the bound `values`), views' storage ids, then
-// autograd's records.
+// autograd's records. `outputs` is moved from.
 absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& roles,
-                                            const std::vector<int>& alias_of, std::vector<TensorMeta> outputs,
+                                            const std::vector<int>& alias_of, absl::Span<TensorMeta> outputs,
                                             bool on_meta, absl::Span<const Value> values,
-                                            const std::vector<Tensor>& tensors, CallSite& site) {
+                                            absl::Span<const Tensor> tensors, CallSite& site) {
   // A conversion that changes nothing (`to` to the same dtype and device
   // without copy=True, `contiguous` of a contiguous tensor) gives back `self`
   // itself, as PyTorch's: no call, no node, a leaf stays that leaf.
@@ -773,11 +773,11 @@ absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& 
   TD_ASSIGN_OR_RETURN(AutogradPlan plan, PlanAutograd(op, roles));
   std::vector<Tensor> outs;
   if (on_meta) {
-    outs = MakeMetaTensors(std::move(outputs), plan.write_results);
+    outs = MakeMetaTensors(outputs, plan.write_results);
   } else {
     site.Resolve();  // the call leaves for the daemon (may block)
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, tensors));
-    TD_ASSIGN_OR_RETURN(outs, s->EnqueueCall(op, values, tensors, std::move(outputs), site, plan.record,
+    TD_ASSIGN_OR_RETURN(outs, s->EnqueueCall(op, values, tensors, outputs, site, plan.record,
                                              plan.write_results));
   }
   // Meta and daemon graphs alike: the client's walk of backward (meta, and
@@ -847,13 +847,16 @@ absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Sp
   for (int i : e.written) roles.written.push_back(at(i));
   for (int i : e.alias_base) roles.alias_base.push_back(at(i));
   for (const auto& [a, i] : e.slots) roles.slots.emplace_back(a, at(i));
-  if (!e.real) return Produce(*e.op, roles, e.alias_of, e.outputs, /*on_meta=*/true, {}, {}, site);
+  // The outputs' metadata is copied (the tensors take it); the small
+  // vectors below hold a call's few items without a heap allocation.
+  absl::InlinedVector<TensorMeta, 2> outputs(e.outputs.begin(), e.outputs.end());
+  if (!e.real) return Produce(*e.op, roles, e.alias_of, absl::MakeSpan(outputs), /*on_meta=*/true, {}, {}, site);
   // Streamed to the daemon as on a miss, with this call's tensors bound
   // where the stored arguments had theirs.
-  std::vector<Tensor> call_tensors;
+  absl::InlinedVector<Tensor, 4> call_tensors;
   call_tensors.reserve(tensors.size());
   for (const Tensor* t : tensors) call_tensors.push_back(*t);
-  std::vector<Value> values = e.values;
+  absl::InlinedVector<Value, 4> values(e.values.begin(), e.values.end());
   for (size_t i = 0; i < values.size(); ++i) {
     const auto& pos = e.value_tensors[i];
     if (pos.empty()) continue;
@@ -867,7 +870,7 @@ absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Sp
       values[i] = Value(std::move(list));
     }
   }
-  return Produce(*e.op, roles, e.alias_of, e.outputs, /*on_meta=*/false, values, call_tensors, site);
+  return Produce(*e.op, roles, e.alias_of, absl::MakeSpan(outputs), /*on_meta=*/false, values, call_tensors, site);
 }
 
 }  // namespace
@@ -960,7 +963,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   if (all_meta_outputs) {
     TD_ASSIGN_OR_RETURN(CallRoles roles, Roles(op, b.values, c.tensors, r.alias_of));
     if (cache_key.has_value()) RememberMetaCall(std::move(*cache_key), cache_ntensors, op, r, roles, c.tensors);
-    return Produce(op, roles, r.alias_of, std::move(r.outputs), /*on_meta=*/true, {}, {}, site);
+    return Produce(op, roles, r.alias_of, absl::MakeSpan(r.outputs), /*on_meta=*/true, {}, {}, site);
   }
   if (any_meta_input) {
     const TensorMeta& real = *std::find_if(r.outputs.begin(), r.outputs.end(),
@@ -985,7 +988,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   if (cache_key.has_value()) {
     RememberMetaCall(std::move(*cache_key), cache_ntensors, op, r, roles, c.tensors, &b.values);
   }
-  return Produce(op, roles, r.alias_of, std::move(r.outputs), /*on_meta=*/false, b.values, c.tensors, site);
+  return Produce(op, roles, r.alias_of, absl::MakeSpan(r.outputs), /*on_meta=*/false, b.values, c.tensors, site);
 }
 
 absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwargs kwargs, CallMode mode,
@@ -1012,7 +1015,7 @@ absl::StatusOr<Tensor> FromBlob(const void* data, size_t nbytes, Shape sizes, Sc
   if (dev.is_meta()) {
     std::vector<TensorMeta> m;
     m.push_back(std::move(meta));
-    return std::move(MakeMetaTensors(std::move(m))[0]);
+    return std::move(MakeMetaTensors(absl::MakeSpan(m))[0]);
   }
   site.Resolve();
   TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, CurrentSession());

@@ -242,6 +242,11 @@ struct Session::Impl {
   // Tensors whose .grad the daemon may change, by handle.
   absl::Mutex grad_mu;
   absl::flat_hash_map<uint64_t, std::weak_ptr<TensorImpl>> grad_targets ABSL_GUARDED_BY(grad_mu);
+  // Set once the first tensor is registered: until then a release skips
+  // grad_mu (a session without autograd never takes it). A registration
+  // happens before its tensor's release (the impl is alive while it is
+  // registered), so a release of a registered handle always sees it set.
+  std::atomic<bool> any_grad_targets{false};
 
   std::string address;
   uint64_t session_id = 0;
@@ -1042,7 +1047,7 @@ Stats Session::stats() const {
 
 void Session::QueueRelease(uint64_t handle) {
   if (impl_->closed.load()) return;
-  {
+  if (impl_->any_grad_targets.load(std::memory_order_acquire)) {
     absl::MutexLock gl(&impl_->grad_mu);
     impl_->grad_targets.erase(handle);
   }
@@ -1052,7 +1057,7 @@ void Session::QueueRelease(uint64_t handle) {
 
 absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
                                                          absl::Span<const Tensor> tensor_args,
-                                                         std::vector<TensorMeta> outputs, const CallSite& site,
+                                                         absl::Span<TensorMeta> outputs, const CallSite& site,
                                                          bool record_grad,
                                                          const std::vector<std::optional<Tensor>>& write_results) {
   bool unknown_tensor = false;
@@ -1124,7 +1129,8 @@ absl::StatusOr<std::vector<Tensor>> Session::CallDataDependent(const OpEntry& op
   // Stream the call with placeholder metas, then ask for the real ones.
   std::vector<TensorMeta> placeholders(op.schema.returns.size());
   for (TensorMeta& m : placeholders) m.device = tensor_args.empty() ? kCPU : tensor_args[0].device();
-  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs, EnqueueCall(op, args, tensor_args, placeholders, site, record_grad));
+  TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                      EnqueueCall(op, args, tensor_args, absl::MakeSpan(placeholders), site, record_grad));
   Impl& im = *impl_;
   uint64_t id = 0;
   std::shared_ptr<Waiter> w;
@@ -1465,6 +1471,7 @@ void Session::RegisterGradTarget(const std::shared_ptr<TensorImpl>& impl) {
   if (impl == nullptr || impl->handle == 0) return;
   absl::MutexLock gl(&impl_->grad_mu);
   impl_->grad_targets[impl->handle] = impl;
+  impl_->any_grad_targets.store(true, std::memory_order_release);
 }
 
 void Session::RunCallback(const void* callback_message) {

@@ -106,8 +106,7 @@ absl::StatusOr<TensorMeta> FromProto(const v1::TensorMetaProto& p, absl::string_
   return m;
 }
 
-absl::Status EncodeValue(const Value& v, const std::function<uint64_t(const TensorMeta*)>& handle_of,
-                         v1::Value* out) {
+absl::Status EncodeValue(const Value& v, absl::FunctionRef<uint64_t(const TensorMeta*)> handle_of, v1::Value* out) {
   out->Clear();
   switch (v.kind()) {
     case Value::Kind::kNone:

@@ -141,15 +141,16 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- used by Tensor and ops (not needed by applications) ---------------
   // Appends a call of `op` with bound `args` to the pending batch; outputs get
-  // fresh handles and the metas in `outputs`. `tensor_args` maps each tensor
-  // Value (by meta pointer) to its Tensor; all must belong to this session.
+  // fresh handles and the metas in `outputs` (moved from). `tensor_args`
+  // maps each tensor Value (by meta pointer) to its Tensor; all must belong
+  // to this session.
   // `record_grad` is sent as OpCall.record_grad. `write_results`, when not
   // empty, has one entry per output: an aliased-write return (`Tensor(a!)`)
   // is sent as handle 0 and the given Tensor (the written argument) is
   // returned for it.
   absl::StatusOr<std::vector<Tensor>> EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
                                                   absl::Span<const Tensor> tensor_args,
-                                                  std::vector<TensorMeta> outputs, const CallSite& site,
+                                                  absl::Span<TensorMeta> outputs, const CallSite& site,
                                                   bool record_grad = false,
                                                   const std::vector<std::optional<Tensor>>& write_results = {});
   // A call of a data-dependent op: streams it with a Describe of its outputs

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tensord/meta/errors.h"
@@ -31,9 +32,9 @@ void ToProto(const TensorMeta& m, v1::TensorMetaProto* out);
 absl::StatusOr<TensorMeta> FromProto(const v1::TensorMetaProto& p, absl::string_view what);
 
 // Encodes one bound argument. `handle_of` maps a tensor argument's meta
-// pointer to its handle (0 for None inside Tensor?[]).
-absl::Status EncodeValue(const Value& v, const std::function<uint64_t(const TensorMeta*)>& handle_of,
-                         v1::Value* out);
+// pointer to its handle (0 for None inside Tensor?[]); it is only called
+// during the call (a FunctionRef: no std::function is built per argument).
+absl::Status EncodeValue(const Value& v, absl::FunctionRef<uint64_t(const TensorMeta*)> handle_of, v1::Value* out);
 
 // Decodes one argument according to its schema entry (a `Scalar` argument
 // becomes Value(Scalar), `int[N]` accepts one int, ...). Tensor handles are
