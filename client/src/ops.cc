@@ -98,6 +98,17 @@ absl::StatusOr<Value> ToValue(absl::string_view op, const Arg& a, std::vector<Te
 
 bool IsIntValue(const Value& v) { return v.kind() == Value::Kind::kInt; }
 
+// The argument list of an internal call, each Arg built in place: a braced
+// list would construct every Arg and then copy it (and with it every
+// Tensor's reference) into the vector.
+template <typename... A>
+std::vector<Arg> Args(A&&... a) {
+  std::vector<Arg> v;
+  v.reserve(sizeof...(A));
+  (v.emplace_back(std::forward<A>(a)), ...);
+  return v;
+}
+
 // Arranges the call's positional values for one overload: a method's self
 // goes to the argument named "self"; varargs ints become the int list when
 // that list is the overload's only positional argument (PyTorch's parser).
@@ -1064,7 +1075,7 @@ absl::StatusOr<Tensor> Index(const Tensor& self, absl::Span<const TensorIndex> i
   bool has_mask = false;
   for (const TensorIndex& idx : indices) {
     if (const int64_t* i = std::get_if<int64_t>(&idx)) {
-      TD_ASSIGN_OR_RETURN(result, Call1("select.int", {result, dim, *i}, {}, CallMode::kAny, site));
+      TD_ASSIGN_OR_RETURN(result, Call1("select.int", Args(result, dim, *i), {}, CallMode::kAny, site));
     } else if (const Slice* sl = std::get_if<Slice>(&idx)) {
       const bool trivial = !sl->start && !sl->stop && (!sl->step || *sl->step == 1);
       if (!trivial) {
@@ -1075,12 +1086,12 @@ absl::StatusOr<Tensor> Index(const Tensor& self, absl::Span<const TensorIndex> i
       }
       ++dim;
     } else if (std::holds_alternative<NoneIndex>(idx)) {
-      TD_ASSIGN_OR_RETURN(result, Call1("unsqueeze", {result, dim}, {}, CallMode::kAny, site));
+      TD_ASSIGN_OR_RETURN(result, Call1("unsqueeze", Args(result, dim), {}, CallMode::kAny, site));
       ++dim;
     } else if (std::holds_alternative<EllipsisIndex>(idx)) {
       dim += self.dim() - specified;
     } else if (const bool* b = std::get_if<bool>(&idx)) {
-      TD_ASSIGN_OR_RETURN(result, Call1("unsqueeze", {result, dim}, {}, CallMode::kAny, site));
+      TD_ASSIGN_OR_RETURN(result, Call1("unsqueeze", Args(result, dim), {}, CallMode::kAny, site));
       if (!*b) {
         TD_ASSIGN_OR_RETURN(result, Call1("narrow", {result, dim, 0, 0}, {}, CallMode::kAny, site));
       }
@@ -1159,15 +1170,15 @@ absl::StatusOr<Tensor> Arange(Scalar end, std::optional<ScalarType> dtype, std::
                CallMode::kFunction, std::move(site));
 }
 absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b, CallSite site) {
-  return Call1("add.Tensor", {a, b}, {}, CallMode::kAny, std::move(site));
+  return Call1("add.Tensor", Args(a, b), {}, CallMode::kAny, std::move(site));
 }
 absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b, CallSite site) {
-  return Call1("mul.Tensor", {a, b}, {}, CallMode::kAny, std::move(site));
+  return Call1("mul.Tensor", Args(a, b), {}, CallMode::kAny, std::move(site));
 }
 absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b, CallSite site) {
-  return Call1("matmul", {a, b}, {}, CallMode::kAny, std::move(site));
+  return Call1("matmul", Args(a, b), {}, CallMode::kAny, std::move(site));
 }
-absl::StatusOr<Tensor> T(const Tensor& a, CallSite site) { return Call1("t", {a}, {}, CallMode::kAny, std::move(site)); }
+absl::StatusOr<Tensor> T(const Tensor& a, CallSite site) { return Call1("t", Args(a), {}, CallMode::kAny, std::move(site)); }
 absl::StatusOr<Tensor> Sum(const Tensor& a, std::optional<std::vector<int64_t>> dim, bool keepdim, CallSite site) {
   return Call1("sum", {a, dim ? Arg(*dim) : Arg(), keepdim}, {}, CallMode::kAny, std::move(site));
 }
@@ -1175,14 +1186,14 @@ absl::StatusOr<Tensor> Reshape(const Tensor& a, Shape shape, CallSite site) {
   return Call1("reshape", {a, std::move(shape)}, {}, CallMode::kAny, std::move(site));
 }
 absl::StatusOr<Tensor> To(const Tensor& a, ScalarType dtype, CallSite site) {
-  return Call1("to.dtype", {a, dtype}, {}, CallMode::kAny, std::move(site));
+  return Call1("to.dtype", Args(a, dtype), {}, CallMode::kAny, std::move(site));
 }
 absl::StatusOr<Tensor> To(const Tensor& a, Device device, CallSite site) {
-  return Call1("to.device", {a, device}, {}, CallMode::kAny, std::move(site));
+  return Call1("to.device", Args(a, device), {}, CallMode::kAny, std::move(site));
 }
 
 absl::StatusOr<Tensor> FloorDivide(const Tensor& a, const Arg& b, CallSite site) {
-  return Call1("floor_divide", {a, b}, {}, CallMode::kAny, std::move(site));
+  return Call1("floor_divide", Args(a, b), {}, CallMode::kAny, std::move(site));
 }
 
 }  // namespace tensord::client
