@@ -626,8 +626,12 @@ struct MetaCache {
 };
 
 MetaCache& ThreadMetaCache() {
-  thread_local MetaCache cache;
-  return cache;
+  // Held through a pointer: with the thread_local object itself, GCC
+  // const-propagates its address into clones of the key builders, which in
+  // a shared object (the Python module) then look the address up again
+  // (__tls_get_addr) at every use: about 30 calls per op.
+  thread_local const std::unique_ptr<MetaCache> cache = std::make_unique<MetaCache>();
+  return *cache;
 }
 
 // Key words. Every variable-length part is preceded by its length, and every
@@ -746,11 +750,12 @@ bool EncodeCall(absl::string_view name, const std::vector<Arg>& args, const Kwar
   PutString(k, name);
   k.push_back(static_cast<uint64_t>(mode));
   k.push_back(g_force_meta.load(std::memory_order_relaxed));
-  if (t_device_stack.empty()) {
+  const std::vector<Device>& device_stack = t_device_stack;
+  if (device_stack.empty()) {
     k.push_back(0);
   } else {
     k.push_back(1);
-    k.push_back(DeviceWord(t_device_stack.back()));
+    k.push_back(DeviceWord(device_stack.back()));
   }
   k.push_back(args.size());
   for (const Arg& a : args) {
