@@ -791,7 +791,10 @@ absl::StatusOr<std::vector<Tensor>> Produce(const OpEntry& op, const CallRoles& 
   if (on_meta) {
     outs = MakeMetaTensors(outputs, plan.write_results);
   } else {
-    site.Resolve();  // the call leaves for the daemon (may block)
+    // The call leaves for the daemon (may block): a deferred site (Python)
+    // is named now. A C++ file:line site is left as it is: the session
+    // interns it by file and line without building its text.
+    if (site.source != nullptr) site.Resolve();
     TD_ASSIGN_OR_RETURN(std::shared_ptr<Session> s, SessionFor(op, tensors));
     TD_ASSIGN_OR_RETURN(outs, s->EnqueueCall(op, values, tensors, outputs, site, plan.record,
                                              plan.write_results));

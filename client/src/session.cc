@@ -196,6 +196,14 @@ struct Session::Impl {
   uint64_t next_request_id ABSL_GUARDED_BY(mu) = 1;
   // Call sites interned on this stream (OpCall.call_site_id), by text.
   absl::flat_hash_map<std::string, uint32_t> call_site_ids ABSL_GUARDED_BY(mu);
+  // The same ids for C++ call sites (CallSite::Current()) by file pointer
+  // and line, so a repeated call builds no text: the file's name is kept
+  // and compared too (a pointer may be reused by a library loaded later).
+  struct LineSite {
+    std::string file;
+    uint32_t id = 0;
+  };
+  absl::flat_hash_map<std::pair<const char*, int>, LineSite> line_site_ids ABSL_GUARDED_BY(mu);
   Stats stats ABSL_GUARDED_BY(mu);
   absl::Status write_error ABSL_GUARDED_BY(mu);
   // The time flush: when the pending batch got its first request.
@@ -1070,10 +1078,9 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     return 0;
   };
   auto written = [&](size_t i) { return i < write_results.size() && write_results[i].has_value(); };
-  // The op's caller resolved the site (Produce): its text, without a copy;
-  // else built here from file:line (Text never runs a Source's Python).
-  std::string built_site;
-  const std::string& site_text = !site.text.empty() || site.file == nullptr ? site.text : (built_site = site.Text());
+  // The site's text (resolved by the op's caller), or a C++ file:line site
+  // (Produce leaves those unresolved), looked up by file and line first.
+  const bool line_site = site.text.empty() && site.file != nullptr;
 
   Impl& im = *impl_;
   absl::InlinedVector<uint64_t, 2> handles(outputs.size());
@@ -1092,14 +1099,27 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     }
     call->set_op_id(op.id);
     // Interned: each site's text travels once per stream, then its id.
-    if (auto it = im.call_site_ids.find(site_text); it != im.call_site_ids.end()) {
-      call->set_call_site_id(it->second);
+    Impl::LineSite* line = nullptr;
+    if (line_site) {
+      line = &im.line_site_ids[{site.file, site.line}];
+      if (line->id != 0 && line->file != site.file) line->id = 0;  // another file at a reused address
+    }
+    if (line != nullptr && line->id != 0) {
+      call->set_call_site_id(line->id);
     } else {
-      call->set_call_site(site_text);
-      if (im.call_site_ids.size() < wire::kMaxCallSiteIds) {
-        const uint32_t id = static_cast<uint32_t>(im.call_site_ids.size()) + 1;
-        im.call_site_ids.emplace(site_text, id);
-        call->set_call_site_id(id);
+      std::string built_site;
+      const std::string& site_text = line_site ? (built_site = site.Text()) : site.text;
+      if (auto it = im.call_site_ids.find(site_text); it != im.call_site_ids.end()) {
+        call->set_call_site_id(it->second);
+        if (line != nullptr) *line = Impl::LineSite{site.file, it->second};
+      } else {
+        call->set_call_site(site_text);
+        if (im.call_site_ids.size() < wire::kMaxCallSiteIds) {
+          const uint32_t id = static_cast<uint32_t>(im.call_site_ids.size()) + 1;
+          im.call_site_ids.emplace(site_text, id);
+          call->set_call_site_id(id);
+          if (line != nullptr) *line = Impl::LineSite{site.file, id};
+        }
       }
     }
     call->set_record_grad(record_grad);

@@ -698,6 +698,27 @@ TEST_F(WithDaemon, AFreedFetchBufferIsReusedByTheNextFetchOfItsSize) {
   EXPECT_EQ(std::memcmp(e.byte_data(), b.data(), m * sizeof(float)), 0);
 }
 
+TEST_F(WithDaemon, ARepeatedCallSiteIsNamedOnEveryPass) {
+  // A C++ call site travels once per stream, then as its interned id (looked
+  // up by file and line): an op that fails on a later pass through a line
+  // names that line, not another line that was interned in between.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor rows, tc::FromVector(std::vector<int64_t>{0, 2}, {2}));
+  int loop_line = 0, other_line = 0;
+  for (int64_t n : {3, 4, 1}) {  // index 2 >= 1 on the last pass: the daemon's error
+    ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::Zeros({n}));
+    other_line = __LINE__ + 1;
+    ASSERT_OK_AND_ASSIGN(tc::Tensor u, tc::Call1("neg", {t}));
+    loop_line = __LINE__ + 1;
+    ASSERT_OK_AND_ASSIGN(tc::Tensor v, tc::Call1("index_select", {u, 0, rows}));
+  }
+  absl::Status st = session_->Synchronize();
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("index_select"));
+  EXPECT_THAT(st.message(), HasSubstr("client_test.cc:" + std::to_string(loop_line))) << st;
+  EXPECT_THAT(st.message(), Not(HasSubstr("client_test.cc:" + std::to_string(other_line)))) << st;
+  EXPECT_TRUE(session_->Synchronize().ok());
+}
+
 TEST_F(WithDaemon, TheSameHostStreamAndTheGrpcStreamAgree) {
   // Over a Unix socket the session stream runs on the daemon's side-channel
   // socket unless told not to; both carry the same messages and give the
