@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/client/client.h"
@@ -366,7 +367,13 @@ py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, P
                   std::optional<bool> returns_list = std::nullopt) {
   std::vector<tc::Arg> a;
   a.reserve(nargs);
-  for (size_t i = 0; i < nargs; ++i) a.push_back(ToArg(args[i]));
+  // The impl of each positional Tensor argument (nullptr for others), for
+  // the in-place check below (the Args are moved into the call).
+  absl::InlinedVector<const tc::TensorImpl*, 4> arg_impls(nargs, nullptr);
+  for (size_t i = 0; i < nargs; ++i) {
+    a.push_back(ToArg(args[i]));
+    if (a.back().kind() == tc::Arg::kTensor) arg_impls[i] = a.back().tensors()[0]->impl().get();
+  }
   tc::Kwargs k;
   if (kwnames != nullptr) {
     const Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
@@ -389,8 +396,7 @@ py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, P
   if (out.size() == 1) {
     const tc::TensorImpl* impl = out[0].impl().get();
     for (size_t i = 0; i < nargs; ++i) {
-      const tc::Tensor* t = TensorOf(args[i]);
-      if (t != nullptr && t->impl().get() == impl) return py::reinterpret_borrow<py::object>(args[i]);
+      if (arg_impls[i] == impl) return py::reinterpret_borrow<py::object>(args[i]);
     }
   }
   return Wrap(std::move(out), returns_list.has_value() ? *returns_list : InfoFor(name).returns_list);
