@@ -1101,8 +1101,15 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     // Interned: each site's text travels once per stream, then its id.
     Impl::LineSite* line = nullptr;
     if (line_site) {
-      line = &im.line_site_ids[{site.file, site.line}];
-      if (line->id != 0 && line->file != site.file) line->id = 0;  // another file at a reused address
+      // At most kMaxCallSiteIds entries (a program's lines are few, but
+      // libraries loaded again and again bring new file pointers).
+      const std::pair<const char*, int> key(site.file, site.line);
+      if (auto it = im.line_site_ids.find(key); it != im.line_site_ids.end()) {
+        line = &it->second;
+      } else if (im.line_site_ids.size() < wire::kMaxCallSiteIds) {
+        line = &im.line_site_ids[key];
+      }
+      if (line != nullptr && line->id != 0 && line->file != site.file) line->id = 0;  // another file, same address
     }
     if (line != nullptr && line->id != 0) {
       call->set_call_site_id(line->id);
