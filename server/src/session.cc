@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -1032,9 +1033,11 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   }
   // Whole elements per chunk (every itemsize divides the chunk size).
   const int64_t per_chunk = kMaxChunkBytes / itemsize;
-  StridedReader reader(t.storage->data(), m);
-  std::string gathered;  // a strided tensor's chunk, reused
-  int64_t done = 0;      // elements
+  // A strided tensor's reader (a contiguous one is sent from its storage)
+  // and its chunk, reused.
+  std::optional<StridedReader> reader;
+  std::string gathered;
+  int64_t done = 0;  // elements
   bool first = true;
   do {
     const int64_t n = std::min(per_chunk, numel - done);
@@ -1048,7 +1051,8 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
       src = t.storage->data() + (m.storage_offset + done) * itemsize;
     } else {
       gathered.resize(bytes);
-      reader.Read(n, gathered.data());
+      if (!reader.has_value()) reader.emplace(t.storage->data(), m);
+      reader->Read(n, gathered.data());
       src = gathered.data();
     }
     done += n;
