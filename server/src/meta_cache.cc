@@ -159,7 +159,7 @@ bool MetaCache::BuildKey(const OpEntry& op, absl::Span<const Value> args) {
   return true;
 }
 
-const MetaResult* MetaCache::Find(const OpEntry& op, absl::Span<const Value> args) {
+MetaCache::Entry* MetaCache::Find(const OpEntry& op, absl::Span<const Value> args) {
   keyed_ = BuildKey(op, args);
   if (keyed_) {
     auto it = entries_.find(key_);
@@ -172,14 +172,14 @@ const MetaResult* MetaCache::Find(const OpEntry& op, absl::Span<const Value> arg
   return nullptr;
 }
 
-const MetaResult* MetaCache::Insert(MetaResult result) {
+MetaCache::Entry* MetaCache::Insert(MetaResult result) {
   if (!keyed_) {
-    uncached_ = std::move(result);
+    uncached_ = Entry{std::move(result), false};
     return &uncached_;
   }
   keyed_ = false;
   if (entries_.size() >= kCapacity) entries_.clear();
-  return &entries_.insert_or_assign(key_, std::move(result)).first->second;
+  return &entries_.insert_or_assign(key_, Entry{std::move(result), false}).first->second;
 }
 
 }  // namespace tensord::server

@@ -671,12 +671,16 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
   } else {
     // A repeated call (same op, same argument metadata) is answered from
     // the session's meta cache; a new one runs the meta function.
-    const MetaResult* r = meta_cache_->Find(*op, args);
-    if (r == nullptr) {
+    MetaCache::Entry* cached = meta_cache_->Find(*op, args);
+    if (cached == nullptr) {
       absl::StatusOr<MetaResult> computed = table.RunMeta(*op, args);
       if (!computed.ok()) return fail(computed.status());
-      r = meta_cache_->Insert(*std::move(computed));
+      cached = meta_cache_->Insert(*std::move(computed));
     }
+    const MetaResult* r = &cached->result;
+    // The output metas' own checks passed for this very result before: a
+    // repeated call skips them (they depend on the metas alone).
+    const bool checked = cached->outputs_checked;
     if (r->alias_of.size() != r->outputs.size() ||
         (!schema.returns.empty() && schema.returns[0].type != ArgType::kTensorList &&
          r->outputs.size() != schema.returns.size())) {
@@ -690,8 +694,10 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
     // `r` stays valid through the loop below (nothing in it runs another op).
     for (size_t i = 0; i < outs.size(); ++i) {
       const TensorMeta& m = outs[i].meta;
-      if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
-      if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
+      if (!checked) {
+        if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
+        if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
+      }
       absl::StatusOr<int64_t> need = m.StorageBytesNeeded();
       if (!need.ok()) return fail(need.status());
       const int a = r->alias_of[i];
@@ -748,6 +754,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
         need_kernel = true;
       }
     }
+    cached->outputs_checked = true;
   }
 
   if (need_kernel) {
