@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -585,30 +586,45 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   // A failed input fails the outputs with the original error, without running.
   if (input_error != nullptr) return mark_failed(input_error);
 
-  absl::StatusOr<std::vector<Tensor>> outs = Dispatch(*op, args, inputs, call.record_grad(), &metas);
+  std::vector<Tensor>& outs = call_outs_;
+  // The outputs not moved into the table (and all of them on failure) are
+  // released when the call returns, as a vector of Dispatch's would be.
+  absl::Cleanup release_outs = [&outs] { outs.clear(); };
+  const absl::Status dispatched = DispatchInto(*op, args, inputs, call.record_grad(), &metas, outs);
   inputs.clear();
   args.clear();
-  if (!outs.ok()) return fail(outs.status());
-  if (list_return && outs->size() != static_cast<size_t>(n_out)) {
+  if (!dispatched.ok()) {
+    outs.clear();  // before the error is recorded, as when Dispatch returned it
+    return fail(dispatched);
+  }
+  if (list_return && outs.size() != static_cast<size_t>(n_out)) {
     // The client names one handle per view its meta function predicted.
-    return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs->size(), " tensors, but the call names ", n_out,
+    return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs.size(), " tensors, but the call names ", n_out,
                                         " output handles")));
   }
-  for (int i = 0; i < n_out && i < static_cast<int>(outs->size()); ++i) {
-    if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move((*outs)[i]));
+  for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
+    if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move(outs[i]));
   }
 }
 
-absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const std::vector<Value>& args,
+absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& op, const std::vector<Value>& args,
                                                      const std::vector<Tensor*>& inputs, bool record,
                                                      std::vector<TensorMeta>* metas_on_failure) {
+  std::vector<Tensor> outs;
+  TD_RETURN_IF_ERROR(DispatchInto(op, args, inputs, record, metas_on_failure, outs));
+  return outs;
+}
+
+absl::Status Session::DispatchInto(const OpEntry& opr, const std::vector<Value>& args,
+                                   const std::vector<Tensor*>& inputs, bool record,
+                                   std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs) {
   const OpEntry* op = &opr;
   const OpTable& table = OpTable::Get();
   std::string name_scratch;
   const std::string& op_name = FullName(*op, name_scratch);
   const FunctionSchema& schema = op->schema;
   const bool inplace = op->is_inplace();
-  std::vector<Tensor> outs;
+  outs.clear();
   auto fail = [&](absl::Status s) -> absl::Status {
     if (metas_on_failure != nullptr) {
       metas_on_failure->clear();
@@ -823,7 +839,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
   if (record && !op->has(kNotDifferentiable)) {
     TD_RETURN_IF_ERROR(RecordNode(*op, args, inputs, outs, self_before.defined() ? &self_before : nullptr));
   }
-  return outs;
+  return absl::OkStatus();
 }
 
 // ------------------------------------------------------------------- uploads

@@ -227,6 +227,12 @@ class Session {
                                               const std::vector<Tensor*>& inputs, bool record,
                                               std::vector<TensorMeta>* metas_on_failure)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dispatch into `outs` (cleared first; on failure it holds what was made
+  // before the failure): ExecuteCall passes a vector it keeps, so that an op
+  // allocates none for its outputs.
+  absl::Status DispatchInto(const OpEntry& op, const std::vector<Value>& args, const std::vector<Tensor*>& inputs,
+                            bool record, std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dispatch with daemon-made arguments (trailing ones default): the engine's
   // and the formulas' entry point.
   absl::StatusOr<std::vector<Tensor>> RunOp(absl::string_view full_name, std::vector<Arg> args, bool record)
@@ -317,6 +323,7 @@ class Session {
   // that an op allocates no vectors for them (ExecuteCall never nests).
   std::vector<Value> call_args_ ABSL_GUARDED_BY(mu_);
   std::vector<Tensor*> call_inputs_ ABSL_GUARDED_BY(mu_);
+  std::vector<Tensor> call_outs_ ABSL_GUARDED_BY(mu_);  // empty between calls
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
 
