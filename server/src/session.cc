@@ -435,7 +435,7 @@ absl::Status Session::CheckNewHandle(uint64_t handle) const {
   if (tensors_.contains(handle)) {
     return RuntimeErr(absl::StrCat("handle ", handle, " is already in use in this session (handles are never reused)"));
   }
-  if (uploads_.contains(handle)) {
+  if (Uploading(handle)) {
     return RuntimeErr(absl::StrCat("handle ", handle, " is being uploaded"));
   }
   return absl::OkStatus();
@@ -447,7 +447,7 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
 }
 
 void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error) {
-  if (handle == 0 || tensors_.contains(handle) || uploads_.contains(handle)) return;
+  if (handle == 0 || tensors_.contains(handle) || Uploading(handle)) return;
   Tensor t;
   if (meta != nullptr) t.meta = *meta;
   t.error = std::move(error);
@@ -456,6 +456,7 @@ void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_
 }
 
 std::shared_ptr<OpError> Session::AbandonUpload(uint64_t handle, absl::string_view interrupted_by) {
+  if (uploads_.empty()) return nullptr;
   auto it = uploads_.find(handle);
   if (it == uploads_.end()) return nullptr;
   PendingUpload up = std::move(it->second);
@@ -512,7 +513,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     for (int i = 0; i < n_out; ++i) {
       const uint64_t h = call.outputs(i);
       if (h == 0 && op != nullptr && WrittenReturn(*op, i)) continue;
-      if (h != 0 && uploads_.contains(h)) AbandonUpload(h, op_name);
+      if (h != 0 && Uploading(h)) AbandonUpload(h, op_name);
       absl::Status s = CheckNewHandle(h);
       if (s.ok() && duplicate(i, h)) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
       if (!s.ok()) {
@@ -557,7 +558,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   auto resolve = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
     auto it = tensors_.find(h);
     if (it == tensors_.end()) {
-      if (uploads_.contains(h)) {
+      if (Uploading(h)) {
         interrupted.push_back(h);
         return RuntimeErr(absl::StrCat(op_name, ": tensor handle ", h, " was used before its upload completed"));
       }
@@ -988,7 +989,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
 
 void Session::ExecuteRelease(const v1::Release& release) {
   for (uint64_t h : release.handles()) {
-    if (uploads_.contains(h)) {
+    if (Uploading(h)) {
       AbandonUpload(h, "a release");
       tensors_.erase(h);
       continue;
