@@ -591,7 +591,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   // The outputs not moved into the table (and all of them on failure) are
   // released when the call returns, as a vector of Dispatch's would be.
   absl::Cleanup release_outs = [&outs] { outs.clear(); };
-  const absl::Status dispatched = DispatchInto(*op, args, inputs, call.record_grad(), &metas, outs);
+  const absl::Status dispatched = DispatchInto(*op, op_name, args, inputs, call.record_grad(), &metas, outs);
   inputs.clear();
   args.clear();
   if (!dispatched.ok()) {
@@ -611,18 +611,17 @@ void Session::ExecuteCall(const v1::OpCall& call) {
 absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& op, const std::vector<Value>& args,
                                                      const std::vector<Tensor*>& inputs, bool record,
                                                      std::vector<TensorMeta>* metas_on_failure) {
+  std::string name_scratch;
   std::vector<Tensor> outs;
-  TD_RETURN_IF_ERROR(DispatchInto(op, args, inputs, record, metas_on_failure, outs));
+  TD_RETURN_IF_ERROR(DispatchInto(op, FullName(op, name_scratch), args, inputs, record, metas_on_failure, outs));
   return outs;
 }
 
-absl::Status Session::DispatchInto(const OpEntry& opr, const std::vector<Value>& args,
+absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_name, const std::vector<Value>& args,
                                    const std::vector<Tensor*>& inputs, bool record,
                                    std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs) {
   const OpEntry* op = &opr;
   const OpTable& table = OpTable::Get();
-  std::string name_scratch;
-  const std::string& op_name = FullName(*op, name_scratch);
   const FunctionSchema& schema = op->schema;
   const bool inplace = op->is_inplace();
   outs.clear();
@@ -1066,7 +1065,10 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   do {
     const int64_t n = std::min(per_chunk, numel - done);
     const size_t bytes = static_cast<size_t>(n * itemsize);
-    v1::ServerMessage msg;
+    // The session's reply, cleared: its FetchData and data string are
+    // reused rather than allocated and freed for every fetch.
+    v1::ServerMessage& msg = fetch_reply_;
+    msg.mutable_data()->Clear();
     v1::FetchData* d = first ? first_data(&msg) : msg.mutable_data();
     d->set_request_id(fetch.request_id());
     d->set_offset(static_cast<uint64_t>(done * itemsize));
@@ -1087,7 +1089,10 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
       if (!(*write_data_)(*d, src, bytes)) return false;
     } else {
       d->set_data(src, bytes);
-      if (!write(msg)) return false;
+      const bool written = write(msg);
+      // A large chunk's string is not kept (when no DataWriter took it).
+      if (d->data().capacity() > kMaxKeptReplyBytes) msg.clear_kind();
+      if (!written) return false;
     }
   } while (done < numel);
   return true;

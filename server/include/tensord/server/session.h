@@ -235,9 +235,10 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dispatch into `outs` (cleared first; on failure it holds what was made
   // before the failure): ExecuteCall passes a vector it keeps, so that an op
-  // allocates none for its outputs.
-  absl::Status DispatchInto(const OpEntry& op, const std::vector<Value>& args, const std::vector<Tensor*>& inputs,
-                            bool record, std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs)
+  // allocates none for its outputs, and the op's name it made already.
+  absl::Status DispatchInto(const OpEntry& op, const std::string& op_name, const std::vector<Value>& args,
+                            const std::vector<Tensor*>& inputs, bool record,
+                            std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dispatch with daemon-made arguments (trailing ones default): the engine's
   // and the formulas' entry point.
@@ -335,6 +336,10 @@ class Session {
   std::vector<Value> call_args_ ABSL_GUARDED_BY(mu_);
   std::vector<Tensor*> call_inputs_ ABSL_GUARDED_BY(mu_);
   std::vector<Tensor> call_outs_ ABSL_GUARDED_BY(mu_);  // empty between calls
+  // ExecuteFetch's reply, reused (cleared for each message); a data string
+  // over kMaxKeptReplyBytes is dropped after its write.
+  v1::ServerMessage fetch_reply_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kMaxKeptReplyBytes = 64 << 10;
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
 
