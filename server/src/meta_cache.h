@@ -33,13 +33,21 @@ class MetaCache {
   // not cached.
   static constexpr size_t kMaxKeyWords = 512;
 
+  // A remembered result, and whether the dispatcher's checks of its output
+  // metas (functions of the metas alone) passed: set by the dispatcher once
+  // they did, so that a repeated call skips them.
+  struct Entry {
+    MetaResult result;
+    bool outputs_checked = false;
+  };
+
   // The remembered result of `op` on `args` (bound, ValidateArgs passed), or
   // nullptr. The pointer is valid until the next Insert.
-  const MetaResult* Find(const OpEntry& op, absl::Span<const Value> args);
+  Entry* Find(const OpEntry& op, absl::Span<const Value> args);
   // Remembers the successful result of the call last passed to Find (which
-  // must have returned nullptr) and returns where it is kept, valid until
-  // the next Insert.
-  const MetaResult* Insert(MetaResult result);
+  // must have returned nullptr) and returns where it is kept (outputs not
+  // checked), valid until the next Insert.
+  Entry* Insert(MetaResult result);
 
   int64_t hits() const { return hits_; }
   int64_t misses() const { return misses_; }
@@ -51,8 +59,8 @@ class MetaCache {
 
   std::vector<uint64_t> key_;  // the last Find's key, reused (no allocation per lookup)
   bool keyed_ = false;
-  MetaResult uncached_;        // Insert's result for a call without a key
-  absl::flat_hash_map<std::vector<uint64_t>, MetaResult> entries_;
+  Entry uncached_;             // Insert's result for a call without a key
+  absl::flat_hash_map<std::vector<uint64_t>, Entry> entries_;
   int64_t hits_ = 0;
   int64_t misses_ = 0;
 };

@@ -7,8 +7,10 @@
 #include <exception>
 #include <functional>
 #include <new>
+#include <optional>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -433,7 +435,7 @@ absl::Status Session::CheckNewHandle(uint64_t handle) const {
   if (tensors_.contains(handle)) {
     return RuntimeErr(absl::StrCat("handle ", handle, " is already in use in this session (handles are never reused)"));
   }
-  if (uploads_.contains(handle)) {
+  if (Uploading(handle)) {
     return RuntimeErr(absl::StrCat("handle ", handle, " is being uploaded"));
   }
   return absl::OkStatus();
@@ -445,7 +447,7 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
 }
 
 void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error) {
-  if (handle == 0 || tensors_.contains(handle) || uploads_.contains(handle)) return;
+  if (handle == 0 || tensors_.contains(handle) || Uploading(handle)) return;
   Tensor t;
   if (meta != nullptr) t.meta = *meta;
   t.error = std::move(error);
@@ -454,6 +456,7 @@ void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_
 }
 
 std::shared_ptr<OpError> Session::AbandonUpload(uint64_t handle, absl::string_view interrupted_by) {
+  if (uploads_.empty()) return nullptr;
   auto it = uploads_.find(handle);
   if (it == uploads_.end()) return nullptr;
   PendingUpload up = std::move(it->second);
@@ -510,7 +513,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     for (int i = 0; i < n_out; ++i) {
       const uint64_t h = call.outputs(i);
       if (h == 0 && op != nullptr && WrittenReturn(*op, i)) continue;
-      if (h != 0 && uploads_.contains(h)) AbandonUpload(h, op_name);
+      if (h != 0 && Uploading(h)) AbandonUpload(h, op_name);
       absl::Status s = CheckNewHandle(h);
       if (s.ok() && duplicate(i, h)) s = RuntimeErr(absl::StrCat("handle ", h, " appears twice among the outputs"));
       if (!s.ok()) {
@@ -555,7 +558,7 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   auto resolve = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
     auto it = tensors_.find(h);
     if (it == tensors_.end()) {
-      if (uploads_.contains(h)) {
+      if (Uploading(h)) {
         interrupted.push_back(h);
         return RuntimeErr(absl::StrCat(op_name, ": tensor handle ", h, " was used before its upload completed"));
       }
@@ -584,30 +587,44 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   // A failed input fails the outputs with the original error, without running.
   if (input_error != nullptr) return mark_failed(input_error);
 
-  absl::StatusOr<std::vector<Tensor>> outs = Dispatch(*op, args, inputs, call.record_grad(), &metas);
+  std::vector<Tensor>& outs = call_outs_;
+  // The outputs not moved into the table (and all of them on failure) are
+  // released when the call returns, as a vector of Dispatch's would be.
+  absl::Cleanup release_outs = [&outs] { outs.clear(); };
+  const absl::Status dispatched = DispatchInto(*op, op_name, args, inputs, call.record_grad(), &metas, outs);
   inputs.clear();
   args.clear();
-  if (!outs.ok()) return fail(outs.status());
-  if (list_return && outs->size() != static_cast<size_t>(n_out)) {
+  if (!dispatched.ok()) {
+    outs.clear();  // before the error is recorded, as when Dispatch returned it
+    return fail(dispatched);
+  }
+  if (list_return && outs.size() != static_cast<size_t>(n_out)) {
     // The client names one handle per view its meta function predicted.
-    return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs->size(), " tensors, but the call names ", n_out,
+    return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs.size(), " tensors, but the call names ", n_out,
                                         " output handles")));
   }
-  for (int i = 0; i < n_out && i < static_cast<int>(outs->size()); ++i) {
-    if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move((*outs)[i]));
+  for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
+    if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move(outs[i]));
   }
 }
 
-absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const std::vector<Value>& args,
+absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& op, const std::vector<Value>& args,
                                                      const std::vector<Tensor*>& inputs, bool record,
                                                      std::vector<TensorMeta>* metas_on_failure) {
+  std::string name_scratch;
+  std::vector<Tensor> outs;
+  TD_RETURN_IF_ERROR(DispatchInto(op, FullName(op, name_scratch), args, inputs, record, metas_on_failure, outs));
+  return outs;
+}
+
+absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_name, const std::vector<Value>& args,
+                                   const std::vector<Tensor*>& inputs, bool record,
+                                   std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs) {
   const OpEntry* op = &opr;
   const OpTable& table = OpTable::Get();
-  std::string name_scratch;
-  const std::string& op_name = FullName(*op, name_scratch);
   const FunctionSchema& schema = op->schema;
   const bool inplace = op->is_inplace();
-  std::vector<Tensor> outs;
+  outs.clear();
   auto fail = [&](absl::Status s) -> absl::Status {
     if (metas_on_failure != nullptr) {
       metas_on_failure->clear();
@@ -670,12 +687,16 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
   } else {
     // A repeated call (same op, same argument metadata) is answered from
     // the session's meta cache; a new one runs the meta function.
-    const MetaResult* r = meta_cache_->Find(*op, args);
-    if (r == nullptr) {
+    MetaCache::Entry* cached = meta_cache_->Find(*op, args);
+    if (cached == nullptr) {
       absl::StatusOr<MetaResult> computed = table.RunMeta(*op, args);
       if (!computed.ok()) return fail(computed.status());
-      r = meta_cache_->Insert(*std::move(computed));
+      cached = meta_cache_->Insert(*std::move(computed));
     }
+    const MetaResult* r = &cached->result;
+    // The output metas' own checks passed for this very result before: a
+    // repeated call skips them (they depend on the metas alone).
+    const bool checked = cached->outputs_checked;
     if (r->alias_of.size() != r->outputs.size() ||
         (!schema.returns.empty() && schema.returns[0].type != ArgType::kTensorList &&
          r->outputs.size() != schema.returns.size())) {
@@ -689,8 +710,10 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
     // `r` stays valid through the loop below (nothing in it runs another op).
     for (size_t i = 0; i < outs.size(); ++i) {
       const TensorMeta& m = outs[i].meta;
-      if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
-      if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
+      if (!checked) {
+        if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
+        if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
+      }
       absl::StatusOr<int64_t> need = m.StorageBytesNeeded();
       if (!need.ok()) return fail(need.status());
       const int a = r->alias_of[i];
@@ -747,6 +770,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
         need_kernel = true;
       }
     }
+    cached->outputs_checked = true;
   }
 
   if (need_kernel) {
@@ -815,7 +839,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Dispatch(const OpEntry& opr, const 
   if (record && !op->has(kNotDifferentiable)) {
     TD_RETURN_IF_ERROR(RecordNode(*op, args, inputs, outs, self_before.defined() ? &self_before : nullptr));
   }
-  return outs;
+  return absl::OkStatus();
 }
 
 // ------------------------------------------------------------------- uploads
@@ -964,7 +988,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
 
 void Session::ExecuteRelease(const v1::Release& release) {
   for (uint64_t h : release.handles()) {
-    if (uploads_.contains(h)) {
+    if (Uploading(h)) {
       AbandonUpload(h, "a release");
       tensors_.erase(h);
       continue;
@@ -1032,14 +1056,19 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   }
   // Whole elements per chunk (every itemsize divides the chunk size).
   const int64_t per_chunk = kMaxChunkBytes / itemsize;
-  StridedReader reader(t.storage->data(), m);
-  std::string gathered;  // a strided tensor's chunk, reused
-  int64_t done = 0;      // elements
+  // A strided tensor's reader (a contiguous one is sent from its storage)
+  // and its chunk, reused.
+  std::optional<StridedReader> reader;
+  std::string gathered;
+  int64_t done = 0;  // elements
   bool first = true;
   do {
     const int64_t n = std::min(per_chunk, numel - done);
     const size_t bytes = static_cast<size_t>(n * itemsize);
-    v1::ServerMessage msg;
+    // The session's reply, cleared: its FetchData and data string are
+    // reused rather than allocated and freed for every fetch.
+    v1::ServerMessage& msg = fetch_reply_;
+    msg.mutable_data()->Clear();
     v1::FetchData* d = first ? first_data(&msg) : msg.mutable_data();
     d->set_request_id(fetch.request_id());
     d->set_offset(static_cast<uint64_t>(done * itemsize));
@@ -1048,7 +1077,8 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
       src = t.storage->data() + (m.storage_offset + done) * itemsize;
     } else {
       gathered.resize(bytes);
-      reader.Read(n, gathered.data());
+      if (!reader.has_value()) reader.emplace(t.storage->data(), m);
+      reader->Read(n, gathered.data());
       src = gathered.data();
     }
     done += n;
@@ -1059,7 +1089,10 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
       if (!(*write_data_)(*d, src, bytes)) return false;
     } else {
       d->set_data(src, bytes);
-      if (!write(msg)) return false;
+      const bool written = write(msg);
+      // A large chunk's string is not kept (when no DataWriter took it).
+      if (d->data().capacity() > kMaxKeptReplyBytes) msg.clear_kind();
+      if (!written) return false;
     }
   } while (done < numel);
   return true;

@@ -476,6 +476,43 @@ TEST_F(ServiceTest, FailedOpsPropagateTheOriginalErrorWithoutRunning) {
   EXPECT_TRUE(s.Sync().empty());  // already reported
 }
 
+// The daemon parses each small message into the last one's objects and
+// builds each fetch reply in the last one's: nothing of an earlier message
+// or reply may come back (its requests, errors, meta or data).
+TEST_F(ServiceTest, MessagesAndRepliesCarryNothingOfTheLastOnes) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});
+  s.Upload<float>(2, {4}, ScalarType::kFloat32, {7, 8, 9, 10});
+  // Three requests, then a fetch whose first chunk reports the failed op.
+  v1::Request fetch;
+  fetch.mutable_fetch()->set_request_id(901);
+  fetch.mutable_fetch()->set_handle(4);
+  s.Send({Call(51, "mm", {T(1), T(1)}, {3}, "reuse.py:1"),  // shape error
+          Call(52, "neg", {T(1)}, {4}, "reuse.py:2"), fetch});
+  v1::ServerMessage m;
+  ASSERT_TRUE(s.Read(&m));
+  ASSERT_TRUE(m.has_data()) << m.DebugString();
+  EXPECT_EQ(m.data().request_id(), 901u);
+  ASSERT_EQ(m.data().errors_size(), 1) << m.DebugString();
+  EXPECT_EQ(m.data().errors(0).call_id(), 51u);
+  EXPECT_THAT(m.data().meta().sizes(), ::testing::ElementsAre(2, 3));
+  EXPECT_EQ(m.data().data().size(), 24u);
+  // A one-request message: only its fetch runs, and its reply has only its
+  // own meta and data.
+  fetch.mutable_fetch()->set_request_id(902);
+  fetch.mutable_fetch()->set_handle(2);
+  s.Send(fetch);
+  ASSERT_TRUE(s.Read(&m));
+  ASSERT_TRUE(m.has_data()) << m.DebugString();
+  EXPECT_EQ(m.data().request_id(), 902u);
+  EXPECT_EQ(m.data().errors_size(), 0) << m.DebugString();
+  EXPECT_THAT(m.data().meta().sizes(), ::testing::ElementsAre(4));
+  EXPECT_EQ(m.data().total_bytes(), 16u);
+  EXPECT_EQ(FromBytes<float>(m.data().data()), (std::vector<float>{7, 8, 9, 10}));
+  EXPECT_TRUE(s.Sync().empty());  // mm's error was reported once, and neg did not run twice
+  EXPECT_THAT(s.FetchValues<float>(4), ::testing::ElementsAre(-1, -2, -3, -4, -5, -6));
+}
+
 TEST_F(ServiceTest, HealthServiceAnswersServing) {
   grpc::GenericStub generic(channel_);
   grpc::ClientContext ctx;

@@ -159,6 +159,17 @@ std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int
 template <typename Message>
 bool ParseWhole(grpc::ByteBuffer* bb, Message* msg) {
   msg->Clear();
+  // A message in one slice (a small one, and every same-host stream
+  // record) is parsed from its flat bytes: protobuf's array parser skips
+  // the zero-copy stream's set-up and its buffer-boundary checks (about 300
+  // instructions per round trip of `wire_bench --only 2`, by callgrind).
+  // Either way the buffer is emptied, as gRPC's Deserialize does.
+  grpc::Slice slice;
+  if (bb->TrySingleSlice(&slice).ok() && slice.size() <= static_cast<size_t>(std::numeric_limits<int>::max())) {
+    const bool ok = msg->ParseFromArray(slice.begin(), static_cast<int>(slice.size()));
+    bb->Clear();
+    return ok;
+  }
   return grpc::SerializationTraits<Message>::Deserialize(bb, msg).ok();
 }
 

@@ -175,16 +175,22 @@ class Session {
     void Add(uint32_t id) {
       absl::MutexLock l(&mu_);
       if (std::find(ids_.begin(), ids_.end(), id) == ids_.end()) ids_.push_back(id);
+      any_.store(true, std::memory_order_release);
     }
+    // Every reply asks; most find none, without taking the lock. An id
+    // added while this runs goes with the next reply.
     void TakeInto(google::protobuf::RepeatedField<uint32_t>* out) {
+      if (!any_.load(std::memory_order_acquire)) return;
       absl::MutexLock l(&mu_);
       for (uint32_t id : ids_) out->Add(id);
       ids_.clear();
+      any_.store(false, std::memory_order_relaxed);
     }
 
    private:
     absl::Mutex mu_;
     std::vector<uint32_t> ids_ ABSL_GUARDED_BY(mu_);
+    std::atomic<bool> any_{false};  // ids_ is not empty (set under mu_)
   };
   // The segment `id` and the `nbytes` at `offset` in it, checked; the error
   // names `what` and the numbers. A segment adopted as a storage is refused.
@@ -226,6 +232,13 @@ class Session {
   absl::StatusOr<std::vector<Tensor>> Dispatch(const OpEntry& op, const std::vector<Value>& args,
                                               const std::vector<Tensor*>& inputs, bool record,
                                               std::vector<TensorMeta>* metas_on_failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dispatch into `outs` (cleared first; on failure it holds what was made
+  // before the failure): ExecuteCall passes a vector it keeps, so that an op
+  // allocates none for its outputs, and the op's name it made already.
+  absl::Status DispatchInto(const OpEntry& op, const std::string& op_name, const std::vector<Value>& args,
+                            const std::vector<Tensor*>& inputs, bool record,
+                            std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Dispatch with daemon-made arguments (trailing ones default): the engine's
   // and the formulas' entry point.
@@ -273,6 +286,11 @@ class Session {
   // Creates an error and queues it for the next Sync.
   std::shared_ptr<OpError> RecordError(absl::Status status, std::string op, uint64_t call_id,
                                        std::string call_site) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `handle` has an upload in progress (a session uploading nothing
+  // answers without hashing: ops, releases and fetches ask for every handle).
+  bool Uploading(uint64_t handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !uploads_.empty() && uploads_.contains(handle);
+  }
   // OK when `handle` may name a new tensor: non-zero, not in the table, not
   // being uploaded.
   absl::Status CheckNewHandle(uint64_t handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -317,6 +335,11 @@ class Session {
   // that an op allocates no vectors for them (ExecuteCall never nests).
   std::vector<Value> call_args_ ABSL_GUARDED_BY(mu_);
   std::vector<Tensor*> call_inputs_ ABSL_GUARDED_BY(mu_);
+  std::vector<Tensor> call_outs_ ABSL_GUARDED_BY(mu_);  // empty between calls
+  // ExecuteFetch's reply, reused (cleared for each message); a data string
+  // over kMaxKeptReplyBytes is dropped after its write.
+  v1::ServerMessage fetch_reply_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kMaxKeptReplyBytes = 64 << 10;
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
 
