@@ -235,6 +235,7 @@ SessionStats Session::Close() {
   absl::node_hash_map<uint64_t, Tensor> tensors;
   absl::node_hash_map<uint64_t, PendingUpload> uploads;
   SessionStats s;
+  closing_.store(true, std::memory_order_relaxed);  // the executing thread lets go of mu_ soon
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
@@ -337,7 +338,7 @@ bool Session::ExecuteGuardedLocked(const v1::Request& request) {
 bool Session::DrainLocked() {
   v1::Request owned;
   while (const v1::Request* request = NextRequestLocked(&owned)) {
-    if (closed_) return false;
+    if (closed_ || closing_.load(std::memory_order_relaxed)) return false;
     if (!ExecuteGuardedLocked(*request)) return false;
   }
   return true;

@@ -834,6 +834,9 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   };
 
   while (!ready.empty()) {
+    if (closing_.load(std::memory_order_relaxed)) {
+      return RuntimeErr("backward: the session is closing");
+    }
     Node* n = ready.top();
     ready.pop();
     std::shared_ptr<Node> self = keep[n];

@@ -242,6 +242,37 @@ TEST_F(ServiceTest, UploadViewFetchRoundTripsRealValues) {
   EXPECT_EQ(daemon_->service().session_stats(s.id())->bytes_in_use, 24);
 }
 
+// CloseSession does not wait for the rest of a long message: the thread
+// running it stops at the next request. (Before, Close waited for the
+// session's lock, held for the whole message: all 64 matmuls ran.)
+TEST_F(ServiceTest, ClosingASessionStopsTheMessageItIsRunning) {
+  RawSession s(stub_.get());
+  const int64_t n = 1024;
+  s.Upload<float>(1, {n, n}, ScalarType::kFloat32, std::vector<float>(n * n, 0.5f));
+  s.Upload<float>(2, {2}, ScalarType::kFloat32, {1, 2});
+  EXPECT_TRUE(s.Sync().empty());
+  // A fetch first, so that its reply says the message is running.
+  std::vector<v1::Request> reqs;
+  v1::Request fetch;
+  fetch.mutable_fetch()->set_request_id(77);
+  fetch.mutable_fetch()->set_handle(2);
+  reqs.push_back(fetch);
+  constexpr int kMatmuls = 64;
+  for (int i = 0; i < kMatmuls; ++i) {
+    reqs.push_back(Call(10 + i, "mm", {T(1), T(1)}, {static_cast<uint64_t>(100 + i)}));
+  }
+  s.Send(reqs);
+  v1::ServerMessage m;
+  ASSERT_TRUE(s.Read(&m));
+  ASSERT_TRUE(m.has_data() && m.data().request_id() == 77u && m.data().last()) << m.DebugString();
+  ASSERT_TRUE(s.Close().ok());
+  EXPECT_LT(s.close_response().ops_executed(), static_cast<uint64_t>(kMatmuls));
+  // The daemon serves a new session at once.
+  RawSession t(stub_.get());
+  t.Upload<float>(1, {2}, ScalarType::kFloat32, {3, 4});
+  EXPECT_THAT(t.FetchValues<float>(1), ::testing::ElementsAre(3, 4));
+}
+
 TEST_F(ServiceTest, KernelOpsComputeRealValues) {
   RawSession s(stub_.get());
   s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});

@@ -314,6 +314,10 @@ class Session {
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by Close before it waits for mu_: the thread executing a message
+  // (which holds mu_ for the whole message, or a whole backward) stops at
+  // the next request or node instead of running the rest of its queue.
+  std::atomic<bool> closing_{false};
   // Shared-memory segments: mapped by the side channel's thread, read by
   // the executing thread (which holds a reference while it copies).
   mutable absl::Mutex shm_mu_ ABSL_ACQUIRED_AFTER(mu_);
