@@ -336,6 +336,27 @@ class TestBackward:
         g.sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), 6 * a)
 
+    def test_a_saved_leaf_that_requires_grad_later_gets_double_backward_gradients(self, session):
+        # As PyTorch (its saved original): z = x * w saved x while x did not
+        # require grad; after x.requires_grad_(), dz/dw = x has a history.
+        a, b = f64(3), f64(3) + 2
+        x = tensord.tensor(a, requires_grad=False)
+        w = leaf(b)
+        z = x * w
+        x.requires_grad_()
+        g, = tensord.autograd.grad(z.sum(), w, create_graph=True)
+        assert g.requires_grad
+        np.testing.assert_allclose(g.numpy(), a)
+        gx, = tensord.autograd.grad((g * g).sum(), x)
+        np.testing.assert_allclose(gx.numpy(), 2 * a)
+        if torch is not None:
+            tx = torch.tensor(a, requires_grad=False)
+            tw = torch.tensor(b, requires_grad=True)
+            tz = tx * tw
+            tx.requires_grad_()
+            tg, = torch.autograd.grad(tz.sum(), tw, create_graph=True)
+            np.testing.assert_allclose(gx.numpy(), torch.autograd.grad((tg * tg).sum(), tx)[0].numpy())
+
     def test_backward_create_graph_grad_requires_grad(self, session):
         a = f64(3)
         x = leaf(a)

@@ -130,6 +130,7 @@ Tensor FormulaContext::Unpack(const SavedTensor& s) const {
     return failed;
   }
   Tensor t = s.data;
+  if (!s.is_output) t.ag = s.identity();
   if (s.is_output) {
     t.ag = std::make_shared<AutogradMeta>();
     if (s.output_differentiable) {

@@ -75,12 +75,25 @@ struct AutogradMeta {
 // the storage version then. Outputs of the node itself are kept without
 // identity (no cycle) and get the node back as grad_fn when unpacked.
 struct SavedTensor {
-  Tensor data;                 // ag null for own outputs
+  Tensor data;                 // ag null for own outputs; else a snapshot of the identity's history
+  // A saved leaf's own identity, not kept alive by the node: an in-place op
+  // can still make the leaf an interior tensor (after requires_grad_(False)),
+  // and a strong reference would then close a cycle through its new grad_fn.
+  std::weak_ptr<AutogradMeta> leaf;
   uint64_t version = 0;
   bool is_output = false;
   bool output_differentiable = false;
   uint32_t output_nr = 0;
   std::string grad_fn_name;    // for the version error ("ExpBackward0"), empty for leaves
+
+  // The identity to unpack with (not for own outputs): the saved leaf's own
+  // while it lives and is still a leaf (its gradient reaches its .grad, and
+  // a later requires_grad_() shows, as PyTorch's saved original does), else
+  // the snapshot.
+  std::shared_ptr<AutogradMeta> identity() const {
+    std::shared_ptr<AutogradMeta> live = leaf.lock();
+    return live != nullptr && live->is_leaf() ? live : data.ag;
+  }
 };
 
 // Where destroyed Python-function nodes report their function ids (drained
@@ -149,9 +162,13 @@ class Node {
   std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
 
   // kAccumulate: the leaf (strong: the leaf's identity outlives its handles
-  // while a graph needs it) and its metadata.
+  // while a graph needs it) and its metadata; once an in-place op has made
+  // the leaf an interior tensor, `leaf` is null and `leaf_moved` set (the
+  // node only refuses from then on, and must not keep the identity: its new
+  // grad_fn may reach this node).
   std::shared_ptr<AutogradMeta> leaf;
   TensorMeta leaf_meta;
+  bool leaf_moved = false;
 
   // kFunction (its ctx.save_for_backward tensors are kept in saved_inputs,
   // in ctx order, an undefined entry for None; version-checked and unpacked
