@@ -30,8 +30,8 @@ constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
 std::string TorchSize(absl::Span<const int64_t> s) { return absl::StrCat("torch.Size(", ShapeToString(s), ")"); }
 
 // What a node keeps of a saved tensor's identity `ag`: a snapshot of its
-// history now (requires_grad, grad_fn, output_nr) and, for a leaf, a weak
-// reference to the leaf itself (SavedTensor::identity). Holding the live
+// history now (requires_grad, grad_fn, output_nr) and a weak reference to
+// the identity itself (SavedTensor::identity and owner). Holding the live
 // identity made a cycle whenever an in-place op later rebased it onto a node
 // that reaches this one (x.mul_(x.view(3)): the view's node saved x, whose
 // grad_fn became mul_'s node, which saved the view; w * w, then
@@ -44,7 +44,7 @@ void SaveIdentity(const std::shared_ptr<AutogradMeta>& ag, SavedTensor* s) {
   snap->grad_fn = ag->grad_fn;
   snap->output_nr = ag->output_nr;
   s->data.ag = std::move(snap);
-  if (ag->is_leaf()) s->leaf = ag;
+  s->live = ag;
 }
 
 // Called before an in-place op (or a custom Function's dirty output) gives
@@ -942,7 +942,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
       for (SavedTensor& s : n->saved_inputs) {
         s.data.storage.reset();
         s.data.ag.reset();
-        s.leaf.reset();
+        s.live.reset();
       }
       for (SavedTensor& s : n->saved_outputs) s.data.storage.reset();
     }
@@ -1020,9 +1020,8 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     }
     const uint64_t now = s.data.storage != nullptr ? s.data.storage->version() : 0;
     if (now != s.version) {
-      return SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes,
-                                      s.is_output ? absl::string_view(node.name) : s.grad_fn_name, s.output_nr, now,
-                                      s.version);
+      const auto [owner, nr] = s.is_output ? std::make_pair(node.name, s.output_nr) : s.owner();
+      return SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes, owner, nr, now, s.version);
     }
     Tensor t = s.data;
     if (!s.is_output) t.ag = s.identity();
