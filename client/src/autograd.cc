@@ -236,8 +236,13 @@ absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots
         if (n->released && n->reads_saved) return SavedTensorsFreedError();
         for (const SavedMeta& s : n->saved_reads) {
           if (s.version_counter != nullptr && *s.version_counter != s.version) {
-            return SavedTensorModifiedError(s.dtype, s.sizes, s.grad_fn_name, s.output_nr, *s.version_counter,
-                                            s.version);
+            std::string owner = s.grad_fn_name;
+            uint32_t nr = s.output_nr;
+            if (std::shared_ptr<const TensorImpl> now = s.tensor.lock(); now != nullptr) {
+              owner = now->grad_fn != nullptr ? now->grad_fn->name : std::string();
+              nr = now->grad_fn != nullptr ? static_cast<uint32_t>(now->output_nr) : 0;
+            }
+            return SavedTensorModifiedError(s.dtype, s.sizes, owner, nr, *s.version_counter, s.version);
           }
         }
       }
@@ -292,8 +297,10 @@ const std::shared_ptr<uint64_t>& VersionCounter(TensorImpl& t) {
   return t.version_counter;
 }
 
-SavedMeta DescribeSaved(TensorImpl& t, bool track_version) {
+SavedMeta DescribeSaved(const std::shared_ptr<TensorImpl>& impl, bool track_version) {
+  TensorImpl& t = *impl;
   SavedMeta m;
+  m.tensor = impl;
   if (track_version) {
     m.version_counter = VersionCounter(t);
     m.version = *m.version_counter;
@@ -592,7 +599,10 @@ absl::StatusOr<bool> RecordFunction(const FunctionRecord& rec, CallSite site) {
     node->reads_saved = !rec.saved.empty();
     for (const auto& t : rec.saved) {
       SavedMeta m;
-      if (t.has_value() && t->defined()) m = internal::DescribeSaved(*t->impl(), /*track_version=*/true);
+      if (t.has_value() && t->defined()) {
+        m = internal::DescribeSaved(t->impl(), /*track_version=*/true);
+        if (t->impl()->grad_fn == node) m.tensor.reset();  // an output: named by the node, as in the daemon
+      }
       node->saved_reads.push_back(std::move(m));
     }
   }

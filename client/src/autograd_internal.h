@@ -29,8 +29,9 @@ const std::shared_ptr<uint64_t>& VersionCounter(TensorImpl& t);
 // What the meta engine checks of a saved tensor when a backward reads it:
 // the version it was saved at (not tracked when `track_version` is false),
 // its dtype and sizes (for the error text) and the node that produced it
-// (`grad_fn_name`/`output_nr`, when it has one).
-SavedMeta DescribeSaved(TensorImpl& t, bool track_version);
+// (`grad_fn_name`/`output_nr`, when it has one; `tensor`, to name the node
+// that produces it when the error is raised).
+SavedMeta DescribeSaved(const std::shared_ptr<TensorImpl>& t, bool track_version);
 
 }  // namespace tensord::client::internal
 

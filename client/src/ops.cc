@@ -448,7 +448,7 @@ void PlanMetaSavedReads(const OpEntry& op, const CallRoles& roles, const std::ve
     SavedMeta m;
     if (r.kind == SavedRead::Kind::kInput) {
       // An in-place op's self is saved as it was before: no version to track.
-      m = internal::DescribeSaved(*slot_tensor[r.index]->impl(), !(op.is_inplace() && r.index == 0));
+      m = internal::DescribeSaved(slot_tensor[r.index]->impl(), !(op.is_inplace() && r.index == 0));
       // Another argument sharing self's storage (x.mul_(x)) is saved as it
       // was before the write: the version before this op's bump, as the
       // daemon's node records it, so that reading it fails at backward().
@@ -458,8 +458,9 @@ void PlanMetaSavedReads(const OpEntry& op, const CallRoles& roles, const std::ve
       }
     } else if (r.kind == SavedRead::Kind::kOutput) {
       if (static_cast<size_t>(r.index) >= outs.size()) continue;
-      m = internal::DescribeSaved(*outs[r.index].impl(), /*track_version=*/true);
+      m = internal::DescribeSaved(outs[r.index].impl(), /*track_version=*/true);
       m.grad_fn_name = GradFnName(op);  // the output's grad_fn is set later
+      m.tensor.reset();                 // named by this node, as in the daemon
       m.output_nr = static_cast<uint32_t>(r.index);
     } else {
       continue;  // kAnySaved: only reads_saved

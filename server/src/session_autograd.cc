@@ -29,21 +29,36 @@ constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
 // PyTorch's torch.Size repr: "torch.Size([2, 3])".
 std::string TorchSize(absl::Span<const int64_t> s) { return absl::StrCat("torch.Size(", ShapeToString(s), ")"); }
 
-// What a node keeps of a saved tensor's identity, as PyTorch's SavedVariable
-// does: a leaf that requires grad itself (its gradient reaches its .grad
-// through its AccumulateGrad node, and an in-place op cannot rebase it);
-// anything else a snapshot of its history now (requires_grad, grad_fn,
-// output_nr). Holding the live identity made a cycle whenever an in-place op
-// later rebased it onto a node that reaches this one (x.mul_(x.view(3)): the
-// view's node saved x, whose grad_fn became mul_'s node, which saved the
-// view), and the graph was never freed.
-std::shared_ptr<AutogradMeta> SavedIdentity(const std::shared_ptr<AutogradMeta>& ag) {
-  if (ag == nullptr || (ag->is_leaf() && ag->requires_grad)) return ag;
-  auto s = std::make_shared<AutogradMeta>();
-  s->requires_grad = ag->requires_grad;
-  s->grad_fn = ag->grad_fn;
-  s->output_nr = ag->output_nr;
-  return s;
+// What a node keeps of a saved tensor's identity `ag`: a snapshot of its
+// history now (requires_grad, grad_fn, output_nr) and a weak reference to
+// the identity itself (SavedTensor::identity and owner). Holding the live
+// identity made a cycle whenever an in-place op later rebased it onto a node
+// that reaches this one (x.mul_(x.view(3)): the view's node saved x, whose
+// grad_fn became mul_'s node, which saved the view; w * w, then
+// w.requires_grad_(False) and w.mul_(z) for a leaf), and the graph was never
+// freed.
+void SaveIdentity(const std::shared_ptr<AutogradMeta>& ag, SavedTensor* s) {
+  if (ag == nullptr) return;
+  auto snap = std::make_shared<AutogradMeta>();
+  snap->requires_grad = ag->requires_grad;
+  snap->grad_fn = ag->grad_fn;
+  snap->output_nr = ag->output_nr;
+  s->data.ag = std::move(snap);
+  s->live = ag;
+}
+
+// Called before an in-place op (or a custom Function's dirty output) gives
+// `ag` a grad_fn: a leaf's AccumulateGrad node, if a graph still has one,
+// lets the identity go (it refuses from now on, as PyTorch's does: "leaf
+// variable has been moved into the graph interior"); else the new grad_fn,
+// which may reach that node, would close a cycle through it.
+void LeafMovesIntoTheGraph(AutogradMeta& ag) {
+  if (!ag.is_leaf()) return;
+  if (std::shared_ptr<Node> acc = ag.accumulator.lock(); acc != nullptr) {
+    acc->leaf.reset();
+    acc->leaf_moved = true;
+  }
+  ag.accumulator.reset();
 }
 
 // TENSORD_CHECK_SAVED_READS=1 (the tests set it): every formula run is
@@ -210,7 +225,7 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
       SavedTensor s;
       s.data.meta = src.meta;
       s.data.storage = src.storage;
-      s.data.ag = SavedIdentity(src.ag);
+      SaveIdentity(src.ag, &s);
       s.version = src.storage != nullptr ? src.storage->version() : 0;
       // Another argument of an in-place op that shares self's storage
       // (x.mul_(x), x.mul_(x.detach()), x.add_(x[0]) with a read rule) is
@@ -262,6 +277,7 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!node->output_differentiable[i] || outs[i].ag == nullptr) continue;
     AutogradMeta& ag = *outs[i].ag;
+    LeafMovesIntoTheGraph(ag);
     ag.grad_fn = node;
     ag.output_nr = static_cast<uint32_t>(i);
     ag.requires_grad = false;
@@ -449,6 +465,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
       // An input returned as is: PyTorch returns a view of it; here it keeps its identity.
       continue;
     }
+    LeafMovesIntoTheGraph(*t->ag);
     t->ag->grad_fn = node;
     t->ag->output_nr = static_cast<uint32_t>(i);
     t->ag->requires_grad = false;
@@ -470,7 +487,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
         s.output_differentiable = true;
         s.output_nr = t->ag->output_nr;
       } else {
-        s.data.ag = SavedIdentity(t->ag);
+        SaveIdentity(t->ag, &s);
         if (t->ag != nullptr && t->ag->grad_fn != nullptr) {
           s.grad_fn_name = t->ag->grad_fn->name;
           s.output_nr = t->ag->output_nr;
@@ -886,7 +903,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
           // in-place op since is no leaf any more (an error), and one that no
           // longer requires grad (requires_grad_(False) after forward) gets
           // no .grad.
-          if (n->leaf != nullptr && n->leaf->grad_fn != nullptr) {
+          if (n->leaf_moved || (n->leaf != nullptr && n->leaf->grad_fn != nullptr)) {
             return RuntimeErr("leaf variable has been moved into the graph interior");
           }
           if (n->leaf != nullptr && n->leaf->requires_grad) {
@@ -928,6 +945,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
       for (SavedTensor& s : n->saved_inputs) {
         s.data.storage.reset();
         s.data.ag.reset();
+        s.live.reset();
       }
       for (SavedTensor& s : n->saved_outputs) s.data.storage.reset();
     }
@@ -1005,11 +1023,11 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     }
     const uint64_t now = s.data.storage != nullptr ? s.data.storage->version() : 0;
     if (now != s.version) {
-      return SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes,
-                                      s.is_output ? absl::string_view(node.name) : s.grad_fn_name, s.output_nr, now,
-                                      s.version);
+      const auto [owner, nr] = s.is_output ? std::make_pair(node.name, s.output_nr) : s.owner();
+      return SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes, owner, nr, now, s.version);
     }
     Tensor t = s.data;
+    if (!s.is_output) t.ag = s.identity();
     if (s.is_output) {
       t.ag = std::make_shared<AutogradMeta>();
       t.ag->grad_fn = self;

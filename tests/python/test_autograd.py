@@ -336,6 +336,27 @@ class TestBackward:
         g.sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), 6 * a)
 
+    def test_a_saved_leaf_that_requires_grad_later_gets_double_backward_gradients(self, session):
+        # As PyTorch (its saved original): z = x * w saved x while x did not
+        # require grad; after x.requires_grad_(), dz/dw = x has a history.
+        a, b = f64(3), f64(3) + 2
+        x = tensord.tensor(a, requires_grad=False)
+        w = leaf(b)
+        z = x * w
+        x.requires_grad_()
+        g, = tensord.autograd.grad(z.sum(), w, create_graph=True)
+        assert g.requires_grad
+        np.testing.assert_allclose(g.numpy(), a)
+        gx, = tensord.autograd.grad((g * g).sum(), x)
+        np.testing.assert_allclose(gx.numpy(), 2 * a)
+        if torch is not None:
+            tx = torch.tensor(a, requires_grad=False)
+            tw = torch.tensor(b, requires_grad=True)
+            tz = tx * tw
+            tx.requires_grad_()
+            tg, = torch.autograd.grad(tz.sum(), tw, create_graph=True)
+            np.testing.assert_allclose(gx.numpy(), torch.autograd.grad((tg * tg).sum(), tx)[0].numpy())
+
     def test_backward_create_graph_grad_requires_grad(self, session):
         a = f64(3)
         x = leaf(a)
@@ -539,6 +560,37 @@ class TestPredictedBackward:
         (x * x).sum().backward(create_graph=True)
         assert x.grad.requires_grad
         np.testing.assert_allclose(x.grad.detach().numpy(), g + 2 * x.detach().numpy())
+
+    def test_the_version_error_names_the_node_a_saved_tensor_comes_from_now(self, session_predicting):
+        # As PyTorch (its saved original): y saved by y * y, then y.add_(1):
+        # "output 0 of AddBackward0"; a leaf rebased after
+        # requires_grad_(False): "output 0 of MulBackward0" (predicted and
+        # waited for alike). Only while the saved tensor lives: once
+        # released, the node as of the save is named (PyTorch keeps it).
+        def y_added(T, x):
+            y = x * 3
+            z = y * y
+            y.add_(1)
+            return z, y
+
+        def leaf_rebased(T, w):
+            z = w * w
+            w.requires_grad_(False)
+            w.mul_(z)
+            return z, w
+
+        for make, owner in ((y_added, r", which is output 0 of AddBackward0,"),
+                            (leaf_rebased, r", which is output 0 of MulBackward0,")):
+            msg = (r"modified by an inplace operation: \[torch\.DoubleTensor \[3\]\]" + owner +
+                   r" is at version 1; expected version 0")
+            z, _ = make(tensord, leaf(f64(3)))
+            with pytest.raises(RuntimeError, match=msg):
+                z.sum().backward()
+            if torch is not None:
+                z, _ = make(torch, torch.tensor(f64(3), requires_grad=True))
+                with pytest.raises(RuntimeError, match=msg):
+                    z.sum().backward()
+        session_predicting.synchronize()
 
     def test_an_in_place_op_reading_its_own_self_as_another_argument_fails_at_backward(self, session_predicting):
         # x.mul_(x) saves `other` (x itself) before writing it, as PyTorch

@@ -345,6 +345,69 @@ TEST_F(AutogradTest, InPlaceOpsOnSavedTensorsLeaveNoCycleBehind) {
   EXPECT_EQ(server::Node::Live(), before);
 }
 
+// Waits (up to 10 s: a closed session's graph is freed on the daemon's
+// threads) for the count of live nodes to come back to `before`.
+int64_t LiveNodesAfterClose(int64_t before) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server::Node::Live() != before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  return server::Node::Live();
+}
+
+// A leaf that requires grad can still be rebased by an in-place op once
+// requires_grad_(False) is set: neither its AccumulateGrad node (w * 2) nor a
+// node that saved it (w * w) may then keep its identity alive, or w's new
+// grad_fn (w.mul_(z)), which reaches both through z, closes a cycle.
+TEST_F(AutogradTest, ALeafRebasedAfterRequiresGradFalseLeavesNoCycleBehind) {
+  const int64_t before = server::Node::Live();
+  for (const char* first : {"mul.Scalar", "mul.Tensor"}) {
+    SCOPED_TRACE(first);
+    RawSession s(stub_.get());
+    s.Upload<double>(1, {3}, kF64, {1, 2, 3});
+    s.Send(RequiresGrad({1}));
+    if (std::string(first) == "mul.Scalar") {
+      s.Send(Rec(Call(1, first, {T(1), I(2)}, {2})));   // z = w * 2: an edge to w's AccumulateGrad
+    } else {
+      s.Send(Rec(Call(1, first, {T(1), T(1)}, {2})));   // z = w * w: saves w as well
+    }
+    s.Send(RequiresGrad({1}, false));
+    s.Send(Rec(Call(2, "mul_.Tensor", {T(1), T(2)}, {0})));  // w.mul_(z): w is no leaf any more
+    s.Send(Rec(Call(3, "sum", {T(2), None(), B(false), None()}, {3})));
+    NoErrors(s.Sync());
+    EXPECT_GT(server::Node::Live(), before);
+    // As PyTorch: z's backward reaches w's AccumulateGrad (or reads w, modified since).
+    v1::Ack ack = Backward(s, {.roots = {3}, .retain_graph = true});
+    ASSERT_EQ(ack.errors_size(), 1) << ack.DebugString();
+    EXPECT_THAT(ack.errors(0).message(),
+                std::string(first) == "mul.Scalar"
+                    ? HasSubstr("leaf variable has been moved into the graph interior")
+                    : HasSubstr("modified by an inplace operation"));
+    s.Send(ReleaseReq({1, 2, 3}));
+    NoErrors(s.Sync());
+    ASSERT_TRUE(s.Close().ok());
+  }
+  EXPECT_EQ(LiveNodesAfterClose(before), before);
+}
+
+// backward(create_graph=True) leaves w.grad with a history that reaches the
+// nodes that saved w: closing the session frees them all.
+TEST_F(AutogradTest, CreateGraphBackwardIntoALeafsGradLeavesNoCycleBehind) {
+  const int64_t before = server::Node::Live();
+  {
+    RawSession s(stub_.get());
+    s.Upload<double>(1, {3}, kF64, {1, 2, 3});
+    s.Send(RequiresGrad({1}));
+    s.Send(Rec(Call(1, "mul.Tensor", {T(1), T(1)}, {2})));  // z = w * w
+    s.Send(Rec(Call(2, "sum", {T(2), None(), B(false), None()}, {3})));
+    v1::Ack ack = Backward(s, {.roots = {3}, .create_graph = true});  // w.grad = 2w, with history
+    ASSERT_EQ(ack.errors_size(), 0) << ack.DebugString();
+    EXPECT_THAT(Grad(s, 1), ::testing::ElementsAre(2, 4, 6));
+    s.Send(ReleaseReq({1, 2, 3}));
+    NoErrors(s.Sync());
+    ASSERT_TRUE(s.Close().ok());
+  }
+  EXPECT_EQ(LiveNodesAfterClose(before), before);
+}
+
 TEST_F(AutogradTest, InPlaceOnALeafThatRequiresGradIsRefused) {
   RawSession s(stub_.get());
   s.Upload<float>(1, {2}, ScalarType::kFloat32, {1, 2});

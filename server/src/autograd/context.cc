@@ -40,6 +40,13 @@ Node::~Node() {
   }
 }
 
+std::pair<std::string, uint32_t> SavedTensor::owner() const {
+  const std::shared_ptr<AutogradMeta> now = live.lock();
+  if (now == nullptr) return {grad_fn_name, output_nr};
+  if (now->grad_fn == nullptr) return {std::string(), 0};
+  return {now->grad_fn->name, now->output_nr};
+}
+
 const OpEntry* RequireOp(absl::string_view full_name, absl::Status* error) {
   const OpEntry* op = OpTable::Get().Find(full_name);
   if (op == nullptr && error != nullptr && error->ok()) {
@@ -125,11 +132,12 @@ Tensor FormulaContext::Unpack(const SavedTensor& s) const {
   }
   const uint64_t now = s.data.storage->version();
   if (now != s.version) {
-    const absl::string_view owner = s.is_output ? absl::string_view(node_->name) : s.grad_fn_name;
-    Fail(SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes, owner, s.output_nr, now, s.version));
+    const auto [owner, nr] = s.is_output ? std::make_pair(node_->name, s.output_nr) : s.owner();
+    Fail(SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes, owner, nr, now, s.version));
     return failed;
   }
   Tensor t = s.data;
+  if (!s.is_output) t.ag = s.identity();
   if (s.is_output) {
     t.ag = std::make_shared<AutogradMeta>();
     if (s.output_differentiable) {

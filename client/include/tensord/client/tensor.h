@@ -88,6 +88,10 @@ struct SavedMeta {
   Shape sizes;
   std::string grad_fn_name;  // the node that produced it ("" for a leaf)
   uint32_t output_nr = 0;
+  // A saved input itself, while it lives: the version error names the node
+  // whose output it is then (after y.add_(1): AddBackward0), as PyTorch does
+  // for its saved originals and as the daemon does. Empty for own outputs.
+  std::weak_ptr<const TensorImpl> tensor;
 };
 
 // A node of the client's mirror of the autograd graph (the graph itself lives

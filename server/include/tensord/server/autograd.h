@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -75,12 +76,34 @@ struct AutogradMeta {
 // the storage version then. Outputs of the node itself are kept without
 // identity (no cycle) and get the node back as grad_fn when unpacked.
 struct SavedTensor {
-  Tensor data;                 // ag null for own outputs
+  Tensor data;                 // ag null for own outputs; else a snapshot of the identity's history
+  // The saved tensor's own identity (not for own outputs), not kept alive by
+  // the node: an in-place op can rebase it (a leaf too, after
+  // requires_grad_(False)), and a strong reference would then close a cycle
+  // through its new grad_fn.
+  std::weak_ptr<AutogradMeta> live;
   uint64_t version = 0;
   bool is_output = false;
   bool output_differentiable = false;
   uint32_t output_nr = 0;
   std::string grad_fn_name;    // for the version error ("ExpBackward0"), empty for leaves
+
+  // The identity to unpack with (not for own outputs): a saved leaf's own
+  // while it lives and is still a leaf (its gradient reaches its .grad, and
+  // a later requires_grad_() shows, as PyTorch's saved original does), else
+  // the snapshot.
+  std::shared_ptr<AutogradMeta> identity() const {
+    if (data.ag != nullptr && data.ag->is_leaf()) {
+      std::shared_ptr<AutogradMeta> now = live.lock();
+      if (now != nullptr && now->is_leaf()) return now;
+    }
+    return data.ag;
+  }
+  // For the error of a saved input modified in place: the node whose output
+  // it is now ("MulBackward0" after y.mul_(2), as PyTorch names its saved
+  // original's grad_fn; empty for a leaf) and the output number, while its
+  // identity lives, else as of the save.
+  std::pair<std::string, uint32_t> owner() const;
 };
 
 // Where destroyed Python-function nodes report their function ids (drained
@@ -149,9 +172,13 @@ class Node {
   std::vector<std::pair<uint32_t, std::weak_ptr<AutogradMeta>>> retained;
 
   // kAccumulate: the leaf (strong: the leaf's identity outlives its handles
-  // while a graph needs it) and its metadata.
+  // while a graph needs it) and its metadata; once an in-place op has made
+  // the leaf an interior tensor, `leaf` is null and `leaf_moved` set (the
+  // node only refuses from then on, and must not keep the identity: its new
+  // grad_fn may reach this node).
   std::shared_ptr<AutogradMeta> leaf;
   TensorMeta leaf_meta;
+  bool leaf_moved = false;
 
   // kFunction (its ctx.save_for_backward tensors are kept in saved_inputs,
   // in ctx order, an undefined entry for None; version-checked and unpacked
