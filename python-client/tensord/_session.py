@@ -104,6 +104,14 @@ class Session:
         _C.exchange_thread_session(self._previous.pop())
         return False
 
+    def __eq__(self, other):
+        # default_session() and connect() give new Session objects for the
+        # same session: compare what they wrap.
+        return isinstance(other, Session) and self._raw is other._raw
+
+    def __hash__(self):
+        return hash(self._raw.session_id)
+
     def __repr__(self):
         state = "closed" if self.closed else "open"
         return f"<tensord.Session {self.session_id} at {self.address} ({state})>"

@@ -146,6 +146,23 @@ def test_two_sessions_are_isolated(session, daemon):
         other.close()
 
 
+def test_the_default_session_equals_the_session_connect_returned(session, daemon):
+    s = tensord.connect(daemon.address, set_default=False)
+    other = tensord.connect(daemon.address, set_default=False)
+    try:
+        previous = tensord.default_session()
+        assert previous != s
+        tensord._C.set_default_session(s._raw)
+        try:
+            assert tensord.default_session() == s and hash(tensord.default_session()) == hash(s)
+            assert tensord.default_session() != other and len({s, tensord.default_session(), other}) == 2
+        finally:
+            tensord._C.set_default_session(previous._raw if previous is not None else None)
+    finally:
+        s.close()
+        other.close()
+
+
 def test_connect_errors_are_clear():
     with pytest.raises(RuntimeError, match="nonexistent"):
         tensord.connect("unix:/nonexistent/dir/tensord.sock", set_default=False)
