@@ -166,6 +166,11 @@ def test_the_default_session_equals_the_session_connect_returned(session, daemon
 def test_connect_errors_are_clear():
     with pytest.raises(RuntimeError, match="nonexistent"):
         tensord.connect("unix:/nonexistent/dir/tensord.sock", set_default=False)
+    # A socket path without unix: (a DNS error from gRPC before) and a host without a port.
+    with pytest.raises(RuntimeError, match="for this socket write unix:/tmp/tensord.sock"):
+        tensord.connect("/tmp/tensord.sock", set_default=False)
+    with pytest.raises(RuntimeError, match=r"'localhost' is not a daemon address \(expected unix:/path or host:port\)"):
+        tensord.connect("localhost", set_default=False)
 
 
 @pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
