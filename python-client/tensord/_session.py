@@ -93,7 +93,12 @@ class Session:
         self._raw.synchronize()
 
     def close(self):
-        """Ends the session (idempotent)."""
+        """Ends the session (idempotent). Work still queued for it is dropped:
+        the daemon finishes the op it is running and skips the rest; a thread
+        waiting at a sync point of this session raises RuntimeError. Its
+        tensors can no longer be used. If it was the default session, the
+        next real tensor opens a new default one (from ``$TENSORD_ADDRESS``,
+        else a private daemon)."""
         self._raw.close()
 
     def __enter__(self):
