@@ -818,6 +818,14 @@ absl::StatusOr<std::shared_ptr<Session>> Session::Connect(absl::string_view addr
   TD_RETURN_IF_ERROR(CheckDaemonAllowed("connect"));
   TD_RETURN_IF_ERROR(CheckConnectAllowedAfterFork("connect"));
   if (address.empty()) return RuntimeErr("Connect: empty daemon address (expected unix:/path or host:port)");
+  if (address.find(':') == absl::string_view::npos) {
+    // gRPC would look a bare socket path up as a host name (port 443) and
+    // fail with a DNS error that does not say what was meant.
+    return RuntimeErr(absl::StrCat("Connect: '", address, "' is not a daemon address (expected unix:/path or host:port",
+                                   address.find('/') != absl::string_view::npos
+                                       ? absl::StrCat("; for this socket write unix:", address, ")")
+                                       : ")"));
+  }
   std::shared_ptr<Session> s(new Session(std::move(options), std::string(address)));
   TD_RETURN_IF_ERROR(s->Start());
   RegisterSession(s);

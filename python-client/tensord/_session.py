@@ -93,7 +93,12 @@ class Session:
         self._raw.synchronize()
 
     def close(self):
-        """Ends the session (idempotent)."""
+        """Ends the session (idempotent). Work still queued for it is dropped:
+        the daemon finishes the op it is running and skips the rest; a thread
+        waiting at a sync point of this session raises RuntimeError. Its
+        tensors can no longer be used. If it was the default session, the
+        next real tensor opens a new default one (from ``$TENSORD_ADDRESS``,
+        else a private daemon)."""
         self._raw.close()
 
     def __enter__(self):
@@ -103,6 +108,14 @@ class Session:
     def __exit__(self, *exc):
         _C.exchange_thread_session(self._previous.pop())
         return False
+
+    def __eq__(self, other):
+        # default_session() and connect() give new Session objects for the
+        # same session: compare what they wrap.
+        return isinstance(other, Session) and self._raw is other._raw
+
+    def __hash__(self):
+        return hash(self._raw.session_id)
 
     def __repr__(self):
         state = "closed" if self.closed else "open"

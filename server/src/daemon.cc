@@ -100,6 +100,11 @@ std::string DiagnoseBind(const ListenAddress& a) {
     std::string why = "gRPC could not listen on it";
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
       why = std::strerror(errno);
+      if (errno == ENOENT) {
+        const size_t slash = a.path.rfind('/');
+        const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : a.path.substr(0, slash);
+        absl::StrAppend(&why, " (the directory ", dir, " does not exist; create it first)");
+      }
     } else {
       ::unlink(a.path.c_str());
     }

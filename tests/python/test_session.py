@@ -146,9 +146,31 @@ def test_two_sessions_are_isolated(session, daemon):
         other.close()
 
 
+def test_the_default_session_equals_the_session_connect_returned(session, daemon):
+    s = tensord.connect(daemon.address, set_default=False)
+    other = tensord.connect(daemon.address, set_default=False)
+    try:
+        previous = tensord.default_session()
+        assert previous != s
+        tensord._C.set_default_session(s._raw)
+        try:
+            assert tensord.default_session() == s and hash(tensord.default_session()) == hash(s)
+            assert tensord.default_session() != other and len({s, tensord.default_session(), other}) == 2
+        finally:
+            tensord._C.set_default_session(previous._raw if previous is not None else None)
+    finally:
+        s.close()
+        other.close()
+
+
 def test_connect_errors_are_clear():
     with pytest.raises(RuntimeError, match="nonexistent"):
         tensord.connect("unix:/nonexistent/dir/tensord.sock", set_default=False)
+    # A socket path without unix: (a DNS error from gRPC before) and a host without a port.
+    with pytest.raises(RuntimeError, match="for this socket write unix:/tmp/tensord.sock"):
+        tensord.connect("/tmp/tensord.sock", set_default=False)
+    with pytest.raises(RuntimeError, match=r"'localhost' is not a daemon address \(expected unix:/path or host:port\)"):
+        tensord.connect("localhost", set_default=False)
 
 
 @pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")

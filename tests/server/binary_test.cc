@@ -210,6 +210,17 @@ TEST_F(BinaryTest, ATakenTcpPortIsAClearErrorNotAHang) {
   ::close(fd);
 }
 
+TEST_F(BinaryTest, AUnixSocketInAMissingDirectoryNamesTheDirectory) {
+  // deploy/tensord.conf listens in /run/tensord, which only systemd creates.
+  const std::string sock = dir_ + "/missing/d.sock";
+  Proc p({"serve", "--listen", "unix:" + sock});
+  EXPECT_EQ(p.ReadLine(), "");  // no ready line
+  EXPECT_EQ(p.Wait(), 1);
+  const std::string err = p.Stderr();
+  EXPECT_THAT(err, HasSubstr("cannot listen on unix:" + sock));
+  EXPECT_THAT(err, HasSubstr("the directory " + dir_ + "/missing does not exist"));
+}
+
 TEST_F(BinaryTest, ALiveUnixSocketIsRefusedAndTheFirstDaemonKeepsServing) {
   const std::string sock = dir_ + "/d.sock";
   Proc first({"serve", "--listen", "unix:" + sock});
