@@ -1021,18 +1021,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
       unpacked.emplace_back();  // None
       continue;
     }
-    const uint64_t now = s.data.storage != nullptr ? s.data.storage->version() : 0;
-    if (now != s.version) {
-      const auto [owner, nr] = s.is_output ? std::make_pair(node.name, s.output_nr) : s.owner();
-      return SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes, owner, nr, now, s.version);
-    }
-    Tensor t = s.data;
-    if (!s.is_output) t.ag = s.identity();
-    if (s.is_output) {
-      t.ag = std::make_shared<AutogradMeta>();
-      t.ag->grad_fn = self;
-      t.ag->output_nr = s.output_nr;
-    }
+    TD_ASSIGN_OR_RETURN(Tensor t, s.Unpack(self));  // a Function's saved outputs are differentiable
     unpacked.push_back(std::move(t));
   }
   v1::ServerMessage msg;

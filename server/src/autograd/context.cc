@@ -47,6 +47,25 @@ std::pair<std::string, uint32_t> SavedTensor::owner() const {
   return {now->grad_fn->name, now->output_nr};
 }
 
+absl::StatusOr<Tensor> SavedTensor::Unpack(const std::shared_ptr<Node>& self) const {
+  const uint64_t now = data.storage != nullptr ? data.storage->version() : 0;
+  if (now != version) {
+    const auto [name, nr] = is_output ? std::make_pair(self->name, output_nr) : owner();
+    return SavedTensorModifiedError(data.meta.dtype, data.meta.sizes, name, nr, now, version);
+  }
+  Tensor t = data;
+  if (!is_output) {
+    t.ag = identity();
+    return t;
+  }
+  t.ag = std::make_shared<AutogradMeta>();
+  if (output_differentiable) {
+    t.ag->grad_fn = self;
+    t.ag->output_nr = output_nr;
+  }
+  return t;
+}
+
 const OpEntry* RequireOp(absl::string_view full_name, absl::Status* error) {
   const OpEntry* op = OpTable::Get().Find(full_name);
   if (op == nullptr && error != nullptr && error->ok()) {
@@ -130,22 +149,12 @@ Tensor FormulaContext::Unpack(const SavedTensor& s) const {
     Fail(InternalErr(absl::StrCat(node_->name, ": a saved tensor has no storage")));
     return failed;
   }
-  const uint64_t now = s.data.storage->version();
-  if (now != s.version) {
-    const auto [owner, nr] = s.is_output ? std::make_pair(node_->name, s.output_nr) : s.owner();
-    Fail(SavedTensorModifiedError(s.data.meta.dtype, s.data.meta.sizes, owner, nr, now, s.version));
+  absl::StatusOr<Tensor> t = s.Unpack(self_);
+  if (!t.ok()) {
+    Fail(t.status());
     return failed;
   }
-  Tensor t = s.data;
-  if (!s.is_output) t.ag = s.identity();
-  if (s.is_output) {
-    t.ag = std::make_shared<AutogradMeta>();
-    if (s.output_differentiable) {
-      t.ag->grad_fn = self_;
-      t.ag->output_nr = s.output_nr;
-    }
-  }
-  return t;
+  return *std::move(t);
 }
 
 Tensor FormulaContext::in(absl::string_view name) const {

@@ -104,6 +104,14 @@ struct SavedTensor {
   // original's grad_fn; empty for a leaf) and the output number, while its
   // identity lives, else as of the save.
   std::pair<std::string, uint32_t> owner() const;
+
+  // The saved tensor as the node `self` (which saved it) unpacks it for its
+  // backward: PyTorch's version error if an in-place op changed it since
+  // the save (naming owner(), or `self` for an own output); else the data
+  // with identity(), or for an own output a fresh identity whose grad_fn is
+  // `self` (when differentiable). The caller checks that the node's saved
+  // tensors were not freed and that `data` is defined.
+  absl::StatusOr<Tensor> Unpack(const std::shared_ptr<Node>& self) const;
 };
 
 // Where destroyed Python-function nodes report their function ids (drained
