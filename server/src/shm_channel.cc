@@ -19,10 +19,6 @@
 #include "unix_socket.h"
 
 namespace tensord::server {
-namespace {
-
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmChannelServer>> ShmChannelServer::Start(const std::string& path,
                                                                            TensordService* service) {
@@ -149,6 +145,7 @@ void ShmChannelServer::Serve(int fd) {
     wire::ShmFrame f;
     int extra = -1;
     absl::StatusOr<bool> got = wire::RecvShmFrame(fd, &f, &extra);
+    HelloDone();  // a frame, the end or the deadline: no longer waiting for the hello
     if (extra >= 0) ::close(extra);
     absl::Status st;
     bool served_stream = false;
@@ -158,7 +155,6 @@ void ShmChannelServer::Serve(int fd) {
       st = absl::CancelledError("closed before the hello");
     } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kHelloStream) && f.token_size <= wire::kShmMaxTokenBytes) {
       // The session's stream: served on this thread until it ends.
-      HelloDone();
       tv = timeval{0, 0};  // no deadline between messages
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
       service_->ServeSocketStream(
@@ -178,7 +174,6 @@ void ShmChannelServer::Serve(int fd) {
         session_id = f.session_id;
       }
     }
-    if (!served_stream) HelloDone();
     if (served_stream) {
       // ServeSocketStream answered the hello and ran the stream to its end.
     } else if (st.ok()) {

@@ -43,7 +43,7 @@ class ShmChannelServer {
   ShmChannelServer() = default;
   void AcceptLoop();
   void Serve(int fd);
-  void HelloDone();  // a connection's hello phase ended (answered, refused or timed out)
+  void HelloDone();  // a connection stopped waiting for its hello (a frame came, or none will)
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::string path_;
