@@ -17,6 +17,10 @@ uint64_t Bits(double d) {
   return u;
 }
 
+uint64_t DeviceWord(const Device& d) {
+  return (static_cast<uint64_t>(d.type) << 32) ^ static_cast<uint32_t>(d.index);
+}
+
 // The words PutTensor writes for `t`.
 size_t TensorWords(const TensorMeta* t) { return t == nullptr ? 1 : 6 + t->sizes.size() + t->strides.size(); }
 
@@ -38,17 +42,13 @@ uint64_t* PutTensor(uint64_t* w, absl::InlinedVector<const TensorMeta*, 8>& seen
   seen.push_back(t);
   *w++ = same;
   *w++ = static_cast<uint64_t>(t->dtype);
-  *w++ = (static_cast<uint64_t>(t->device.type) << 32) ^ static_cast<uint32_t>(t->device.index);
+  *w++ = DeviceWord(t->device);
   *w++ = t->sizes.size();
   w = std::copy(t->sizes.begin(), t->sizes.end(), w);
   *w++ = t->strides.size();
   w = std::copy(t->strides.begin(), t->strides.end(), w);
   *w++ = static_cast<uint64_t>(t->storage_offset);
   return w;
-}
-
-uint64_t DeviceWord(const Device& d) {
-  return (static_cast<uint64_t>(d.type) << 32) ^ static_cast<uint32_t>(d.index);
 }
 
 }  // namespace
