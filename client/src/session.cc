@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -71,6 +72,17 @@ absl::Status CheckConnectAllowedAfterFork(absl::string_view what) {
 
 // Whether environment variable `name` is "0": a feature that the options
 // leave on is turned off for this process.
+// SessionOptions::stream_spin_us in nanoseconds: the caller's, else
+// $TENSORD_STREAM_SPIN_US, else wire's default.
+int64_t StreamSpinNanos(const SessionOptions& options) {
+  int us = options.stream_spin_us;
+  if (us < 0) {
+    const char* env = std::getenv("TENSORD_STREAM_SPIN_US");
+    if (env == nullptr || *env == '\0' || !absl::SimpleAtoi(env, &us) || us < 0) return wire::kDefaultStreamSpinNanos;
+  }
+  return int64_t{us} * 1000;
+}
+
 bool EnvSaysOff(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && absl::string_view(v) == "0";
@@ -921,7 +933,7 @@ absl::Status Session::Start() {
         ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof(no_timeout));
         im.sock = *fd;
         im.same_host_stream = true;
-        im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20);
+        im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20, StreamSpinNanos(options_));
       }
     }
   }

@@ -180,6 +180,15 @@ absl::Status PrepareUnixSocket(const std::string& path, int type) {
 }
 
 
+absl::StatusOr<absl::Duration> ParseStreamSpinMicros(absl::string_view text) {
+  int64_t us = -1;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &us) || us < 0 || us > 1'000'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a polling time in microseconds (a whole number from 0 to 1000000)"));
+  }
+  return absl::Microseconds(us);
+}
+
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   absl::string_view t = absl::StripAsciiWhitespace(text);
   size_t digits = 0;
@@ -237,6 +246,10 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
       absl::StatusOr<int64_t> n = ParseByteSize(value);
       if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
       options->cpu_cache_limit_bytes = *n;
+    } else if (key == "stream_spin_us") {
+      absl::StatusOr<absl::Duration> d = ParseStreamSpinMicros(value);
+      if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), d.status().message()));
+      options->stream_spin = *d;
     } else if (key == "log_level") {
       absl::StatusOr<LogLevel> lv = ParseLogLevel(value);
       if (!lv.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), lv.status().message()));
@@ -244,7 +257,7 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), "unknown key '", key,
-          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes or log_level)"));
+          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes, log_level or stream_spin_us)"));
     }
   }
   if (!listen.empty()) options->listen = std::move(listen);
@@ -272,6 +285,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.session_memory_limit_bytes = options.session_memory_limit_bytes;
   so.cpu_allocator.cache_limit_bytes = options.cpu_cache_limit_bytes;
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
+  so.stream_spin = options.stream_spin;
   absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
   if (!service.ok()) return service.status();
   d->service_ = *std::move(service);
@@ -340,7 +354,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       options.session_memory_limit_bytes > 0
           ? absl::StrCat("; session memory limit ", FormatBytes(options.session_memory_limit_bytes))
           : std::string("; no session memory limit"),
-      "; cpu cache up to ", FormatBytes(d->service_->cpu_cache_stats().limit_bytes));
+      "; cpu cache up to ", FormatBytes(d->service_->cpu_cache_stats().limit_bytes),
+      "; same-host streams poll ", absl::ToInt64Microseconds(options.stream_spin), " us before sleeping");
   return d;
 }
 

@@ -58,14 +58,17 @@ constexpr char kUsage[] =
     "  --listen ADDRESS               unix:PATH or HOST:PORT (port 0 picks a free one);\n"
     "                                 repeat to listen on several addresses\n"
     "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
-    "                                 cpu_cache_limit_bytes, log_level (command-line options\n"
-    "                                 take precedence)\n"
+    "                                 cpu_cache_limit_bytes, log_level, stream_spin_us\n"
+    "                                 (command-line options take precedence)\n"
     "  --session-memory-limit BYTES   per-session limit on tensor memory (e.g. 4GiB; 0 = none)\n"
     "  --cpu-cache-limit BYTES        most bytes of freed large (>= 2 MiB) storages kept mapped\n"
     "                                 for reuse (default min(1GiB, physical memory / 8); 0 = off;\n"
     "                                 also $TENSORD_CPU_CACHE_LIMIT); emptied when a session\n"
     "                                 closes and after 5 s without large allocations\n"
     "  --log-level LEVEL              error, warning, info (default) or debug\n"
+    "  --stream-spin-us US            same-host streams: how long a session's thread polls its\n"
+    "                                 socket for the next message before it sleeps (default\n"
+    "                                 100; 0 = never; also $TENSORD_STREAM_SPIN_US)\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n";
@@ -140,7 +143,7 @@ void RemovePrivateDir(const std::string& dir) {
 int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
-  std::string config, memory_limit, cache_limit, log_level, private_dir;
+  std::string config, memory_limit, cache_limit, log_level, private_dir, stream_spin;
   FlagParser p{args};
   while (p.i < args.size()) {
     std::string value;
@@ -156,6 +159,8 @@ int Serve(const std::vector<std::string>& args) {
       memory_limit = value;
     } else if (p.Match("--cpu-cache-limit", &value)) {
       cache_limit = value;
+    } else if (p.Match("--stream-spin-us", &value)) {
+      stream_spin = value;
     } else if (p.Match("--log-level", &value)) {
       log_level = value;
     } else if (p.Match("--private-dir", &value)) {
@@ -184,6 +189,11 @@ int Serve(const std::vector<std::string>& args) {
     }
     options.uninitialized_fill = v;
   }
+  if (const char* env = std::getenv("TENSORD_STREAM_SPIN_US"); env != nullptr && *env != '\0') {
+    absl::StatusOr<absl::Duration> d = ParseStreamSpinMicros(env);
+    if (!d.ok()) return UsageError(absl::StrCat("TENSORD_STREAM_SPIN_US: ", d.status().message()));
+    options.stream_spin = *d;
+  }
   if (!config.empty()) {
     if (absl::Status s = ApplyConfigFile(config, &options); !s.ok()) {
       std::fprintf(stderr, "tensord: %s\n", std::string(s.message()).c_str());
@@ -200,6 +210,11 @@ int Serve(const std::vector<std::string>& args) {
     absl::StatusOr<int64_t> n = ParseByteSize(cache_limit);
     if (!n.ok()) return UsageError(absl::StrCat("--cpu-cache-limit: ", n.status().message()));
     options.cpu_cache_limit_bytes = *n;
+  }
+  if (!stream_spin.empty()) {
+    absl::StatusOr<absl::Duration> d = ParseStreamSpinMicros(stream_spin);
+    if (!d.ok()) return UsageError(absl::StrCat("--stream-spin-us: ", d.status().message()));
+    options.stream_spin = *d;
   }
   if (!log_level.empty()) {
     absl::StatusOr<LogLevel> lv = ParseLogLevel(log_level);

@@ -436,7 +436,7 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
   // Fetched data: the kernel copies it from the storage into the socket.
   const StreamWriters w =
       WritersOver([sock](const grpc::ByteBuffer& bb) { return wire::SendStreamMessage(sock, bb).ok(); });
-  wire::StreamReceiver receiver(kMaxStreamMessageBytes);
+  wire::StreamReceiver receiver(kMaxStreamMessageBytes, absl::ToInt64Nanoseconds(options_.stream_spin));
   absl::Status read_error;
   const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
     absl::StatusOr<bool> got = receiver.Next(sock, bb);

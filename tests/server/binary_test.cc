@@ -336,6 +336,37 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
   }
 }
 
+TEST_F(BinaryTest, StreamSpinFromEnvironmentConfigAndFlag) {
+  const std::string sock = dir_ + "/p.sock";
+  const std::string conf = dir_ + "/tensord.conf";
+  std::ofstream(conf) << "stream_spin_us = 20\n";
+  auto started_with = [&](const std::vector<std::string>& args) {
+    Proc p(args);
+    EXPECT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(), 0);
+    return p.Stderr();
+  };
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host streams poll 100 us"));
+  ScopedEnv env("TENSORD_STREAM_SPIN_US", "7");
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host streams poll 7 us"));
+  EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock}),
+              HasSubstr("same-host streams poll 20 us"));
+  EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock, "--stream-spin-us", "0"}),
+              HasSubstr("same-host streams poll 0 us"));
+  {
+    Proc p({"serve", "--listen", "unix:" + sock, "--stream-spin-us", "-3"});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("--stream-spin-us: '-3' is not a polling time in microseconds"));
+  }
+  {
+    ScopedEnv bad("TENSORD_STREAM_SPIN_US", "fast");
+    Proc p({"serve", "--listen", "unix:" + sock});
+    EXPECT_EQ(p.Wait(), 2);
+    EXPECT_THAT(p.Stderr(), HasSubstr("TENSORD_STREAM_SPIN_US: 'fast' is not a polling time in microseconds"));
+  }
+}
+
 TEST_F(BinaryTest, UsageErrors) {
   {
     Proc p({});

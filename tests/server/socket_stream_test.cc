@@ -13,6 +13,7 @@
 #include <numeric>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "raw_client.h"
 #include "tensord/wire/shm.h"
@@ -136,6 +137,50 @@ TEST(SocketStreamRecords, AMessageGoesThroughASocketWhoseBufferIsSmallerThanARec
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(whole.begin()), whole.size()), message);
   ::close(sv[0]);
   ::close(sv[1]);
+}
+
+// A receiver polls for the next message only while the waits stay short:
+// a message that comes soon after Next starts is taken while polling; after
+// a wait longer than the polling time, the next wait blocks at once; a short
+// wait turns polling back on. With a polling time of 0 it never polls.
+TEST(SocketStreamRecords, ReceiversPollOnlyWhileWaitsStayShort) {
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "receivers never poll on one core";
+  for (const int64_t spin_ns : {int64_t{200'000'000}, int64_t{0}}) {
+    SCOPED_TRACE(spin_ns);
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    // The sender waits this long (ms) before each message.
+    const std::vector<int> delays_ms = {5, 600, 5, 5};
+    absl::Status sent;
+    std::thread sender([&] {
+      for (size_t i = 0; i < delays_ms.size() && sent.ok(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delays_ms[i]));
+        const std::string m(10, static_cast<char>('a' + i));
+        grpc::Slice slice(m.data(), m.size());
+        sent = wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&slice, 1));
+      }
+    });
+    wire::StreamReceiver receiver(size_t{1} << 20, spin_ns);
+    std::vector<int64_t> polled;  // polled_messages() after each message
+    for (size_t i = 0; i < delays_ms.size(); ++i) {
+      grpc::ByteBuffer bb;
+      absl::StatusOr<bool> got = receiver.Next(sv[1], &bb);
+      ASSERT_TRUE(got.ok() && *got) << i << " " << got.status();
+      EXPECT_EQ(bb.Length(), 10u);
+      polled.push_back(receiver.polled_messages());
+    }
+    sender.join();
+    EXPECT_TRUE(sent.ok()) << sent;
+    if (spin_ns > 0) {
+      // 1: polled; 2: polled 200 ms, then blocked; 3: blocked at once (the
+      // last wait was long); 4: polled again.
+      EXPECT_EQ(polled, (std::vector<int64_t>{1, 1, 1, 2}));
+    } else {
+      EXPECT_EQ(polled, (std::vector<int64_t>{0, 0, 0, 0}));
+    }
+    ::close(sv[0]);
+    ::close(sv[1]);
+  }
 }
 
 TEST(SocketStreamRecords, TheReceiveBufferShrinksAfterALargeMessage) {

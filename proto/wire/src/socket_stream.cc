@@ -4,10 +4,14 @@
 
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <grpcpp/support/slice.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -36,6 +40,55 @@ absl::Status SendRecord(int sock, iovec* iov, size_t iovcnt, size_t bytes) {
 constexpr size_t kMaxIov = 64;
 // The shortest record SendStreamMessage falls back to.
 constexpr size_t kMinRecordBytes = 1024;
+
+int64_t MonotonicNanos() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+// How many threads of this process spin in Next now, and at most how many
+// may: one fewer than the online cores (none on one core, where a spinning
+// thread only delays the peer it waits for).
+std::atomic<int> g_spinners{0};
+int MaxSpinners() {
+  static const int max = [] {
+    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 1 ? static_cast<int>(n - 1) : 0;
+  }();
+  return max;
+}
+
+// Receives one record into `msg`: when `spin_ns` > 0 and a spinner slot is
+// free, polls the socket without blocking for up to `spin_ns` (yielding the
+// core to any other runnable thread between polls), then blocks. `*polled`:
+// whether the record came while polling.
+ssize_t ReceiveRecord(int sock, msghdr* msg, int64_t spin_ns, bool* polled) {
+  *polled = false;
+  ssize_t r;
+  if (spin_ns > 0) {
+    int now = g_spinners.load(std::memory_order_relaxed);
+    if (now < MaxSpinners() && g_spinners.compare_exchange_strong(now, now + 1, std::memory_order_relaxed)) {
+      const int64_t deadline = MonotonicNanos() + spin_ns;
+      for (;;) {
+        r = ::recvmsg(sock, msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || MonotonicNanos() >= deadline) {
+          break;
+        }
+        ::sched_yield();
+      }
+      g_spinners.fetch_sub(1, std::memory_order_relaxed);
+      if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        *polled = r > 0;
+        return r;
+      }
+    }
+  }
+  do {
+    r = ::recvmsg(sock, msg, MSG_CMSG_CLOEXEC);
+  } while (r < 0 && errno == EINTR);
+  return r;
+}
 
 }  // namespace
 
@@ -102,6 +155,11 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
     capacity_ = 0;
   }
   size_t size = 0;  // message bytes gathered so far
+  // Spin for this message only when the last wait was short enough to have
+  // ended within the spin (as an adaptive mutex does): a session that pauses
+  // between messages costs no polling.
+  const int64_t wait_start = spin_ns_ > 0 ? MonotonicNanos() : 0;
+  bool first = true;
   for (;;) {
     // Room for one more record's payload after the header, which lands just
     // before it (and is moved out of the way).
@@ -118,11 +176,14 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = 2;
-    ssize_t r;
-    do {
-      r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-    } while (r < 0 && errno == EINTR);
+    bool polled = false;
+    const ssize_t r = ReceiveRecord(sock, &msg, spin_next_ ? spin_ns_ : 0, &polled);
     if (r < 0) return Errno("receive");
+    if (first && spin_ns_ > 0) {
+      spin_next_ = MonotonicNanos() - wait_start <= spin_ns_;
+      if (polled) ++polled_messages_;
+    }
+    first = false;
     if (r == 0) {
       if (size > 0) return absl::UnavailableError("same-host stream: the socket closed inside a message");
       end_status_ = absl::OkStatus();

@@ -70,6 +70,12 @@ struct SessionOptions {
   // session stay on gRPC. Used when the daemon offers the channel; false, or
   // $TENSORD_SAME_HOST_STREAM=0, keeps the gRPC stream.
   bool same_host_stream = true;
+  // On the same-host stream, how long (microseconds) a thread waiting for a
+  // reply polls the socket before it blocks: a reply that comes within it
+  // costs no wake-up of a halted core (see wire::StreamReceiver for when it
+  // polls). 0 never polls; -1 (the default) takes $TENSORD_STREAM_SPIN_US
+  // when set, else 100.
+  int stream_spin_us = -1;
   // backward() without a round trip: when the client can tell from its mirror
   // of the graph which .grad the daemon will set (no user-defined Function,
   // no retain_grad() tensor, leaf inputs only, no create_graph), it streams

@@ -40,6 +40,9 @@ struct DaemonOptions {
   // Debugging: fill storages handed out unzeroed with this byte (0..255; -1 = off).
   int uninitialized_fill = -1;
   LogLevel log_level = LogLevel::kInfo;
+  // Same-host streams: how long a session's thread polls its socket for the
+  // next message before it blocks (see wire::StreamReceiver); zero: never.
+  absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
   // Grace period for in-flight requests at shutdown.
   absl::Duration shutdown_grace = absl::Milliseconds(100);
 };
@@ -47,9 +50,13 @@ struct DaemonOptions {
 // Parses a byte count: "1048576", "512K", "64MiB", "2G" (binary units).
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
+// Parses a polling time in whole microseconds, 0 to 1000000 ("100"): the
+// stream_spin_us setting. InvalidArgument names the text otherwise.
+absl::StatusOr<absl::Duration> ParseStreamSpinMicros(absl::string_view text);
+
 // Applies a config file of `key = value` lines (# comments, blank lines):
 // listen (repeatable, or comma-separated), session_memory_limit_bytes,
-// cpu_cache_limit_bytes, log_level. Unknown keys and bad values are errors naming the line.
+// cpu_cache_limit_bytes, log_level, stream_spin_us. Unknown keys and bad values are errors naming the line.
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options);
 
 class Daemon {

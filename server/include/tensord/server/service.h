@@ -28,6 +28,7 @@
 #include "tensord/server/allocator.h"
 #include "tensord/server/session.h"
 #include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/socket_stream.h"
 
 namespace tensord::server {
 
@@ -44,6 +45,9 @@ struct ServiceOptions {
   // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
   // fill): see CpuAllocatorOptions. It is also emptied when a session closes.
   CpuAllocatorOptions cpu_allocator;
+  // Same-host streams: how long a session's thread polls its socket for the
+  // next message before it blocks (wire::StreamReceiver's spin); zero: never.
+  absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
 };
 
 class TensordService final : public v1::Tensord::Service {
