@@ -110,7 +110,11 @@ def _note(r):
         return (f"CPU us per round trip: client {r['client_cpu_us']:.0f}, daemon {r['daemon_cpu_us']:.0f} "
                 f"(bare: client {r['peer_client_cpu_us']:.0f}, server {r['peer_server_cpu_us']:.0f})")
     if "daemon_cpu_share" in r:
-        return f"CPU share: client {r['client_cpu_share']:.2f}, daemon {r['daemon_cpu_share']:.2f}"
+        note = f"CPU share: client {r['client_cpu_share']:.2f}, daemon {r['daemon_cpu_share']:.2f}"
+        if "bare_grpc_gbs" in r:
+            note += (f"; bare gRPC moves the same bytes at {r['bare_grpc_gbs']:.2f} GB/s "
+                     f"({r['bare_grpc_gbs'] / r['peer']:.3f} of memcpy)")
+        return note
     if "p50_sync_us" in r:
         return (f"sync p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us, {r['errors']} errors, "
                 f"daemon RSS {r['daemon_rss_before'] / 2**20:.1f} -> {r['daemon_rss_after'] / 2**20:.1f} MiB, "

@@ -290,12 +290,74 @@ std::pair<std::string, std::string> SplitAddresses(const std::string& line) {
 
 // ---------------------------------------------------------------- echo server
 
+// Bulk transfers over bare gRPC go in messages of this size, as tensord's
+// large transfers do (SessionOptions::chunk_bytes).
+constexpr size_t kBulkChunkBytes = 4 << 20;
+
+using BytesStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+
 class EchoService final : public tensord::bench::Echo::Service {
+ public:
+  // Upload and Download take raw byte buffers: installed in place of the
+  // generated handlers, as the daemon does for its Stream method.
+  EchoService() {
+    const auto* service = tensord::bench::Ping::descriptor()->file()->FindServiceByName("Echo");
+    MarkMethodStreamed(service->FindMethodByName("Upload")->index(),
+                       new grpc::internal::BidiStreamingHandler<EchoService, grpc::ByteBuffer, grpc::ByteBuffer>(
+                           [](EchoService* self, grpc::ServerContext*, BytesStream* stream) { return self->Up(stream); },
+                           this));
+    MarkMethodStreamed(service->FindMethodByName("Download")->index(),
+                       new grpc::internal::BidiStreamingHandler<EchoService, grpc::ByteBuffer, grpc::ByteBuffer>(
+                           [](EchoService* self, grpc::ServerContext*, BytesStream* stream) { return self->Down(stream); },
+                           this));
+  }
+
   grpc::Status PingPong(grpc::ServerContext*, grpc::ServerReaderWriter<tensord::bench::Ping, tensord::bench::Ping>* stream)
       override {
     tensord::bench::Ping p;
     while (stream->Read(&p)) {
       if (!stream->Write(p)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  // Copies each message's bytes into a buffer (as tensord copies an upload
+  // into the tensor's storage) and acknowledges it.
+  grpc::Status Up(BytesStream* stream) {
+    grpc::ByteBuffer in;
+    grpc::Slice nothing;
+    const grpc::ByteBuffer ack(&nothing, 1);  // empty, but valid (a default ByteBuffer cannot be written)
+    std::vector<char> landing;
+    while (stream->Read(&in)) {
+      std::vector<grpc::Slice> slices;
+      (void)in.Dump(&slices);
+      if (landing.size() < in.Length()) landing.resize(in.Length());
+      size_t off = 0;
+      for (const grpc::Slice& sl : slices) {
+        std::memcpy(landing.data() + off, sl.begin(), sl.size());
+        off += sl.size();
+      }
+      if (!stream->Write(ack)) break;
+    }
+    return grpc::Status::OK;
+  }
+  // Sends the bytes asked for from one buffer, without copying them (as the
+  // daemon sends a tensor's storage).
+  grpc::Status Down(BytesStream* stream) {
+    grpc::ByteBuffer in;
+    std::vector<char> source(kBulkChunkBytes, 'd');
+    while (stream->Read(&in)) {
+      grpc::Slice ask;
+      uint64_t n = 0;
+      if (!in.DumpToSingleSlice(&ask).ok() || ask.size() != sizeof(n)) break;
+      std::memcpy(&n, ask.begin(), sizeof(n));
+      while (n > 0) {
+        const size_t len = std::min<uint64_t>(n, kBulkChunkBytes);
+        grpc::Slice piece(source.data(), len, grpc::Slice::STATIC_SLICE);
+        if (!stream->Write(grpc::ByteBuffer(&piece, 1))) return grpc::Status::OK;
+        n -= len;
+      }
     }
     return grpc::Status::OK;
   }
@@ -312,6 +374,7 @@ int ServeEcho(const std::string& socket_path) {
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials(), &unix_port);
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tcp_port);
   builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(2 * kBulkChunkBytes));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || tcp_port == 0 || unix_port == 0) {
     std::fprintf(stderr, "echo server: cannot listen on unix:%s and 127.0.0.1:0\n", socket_path.c_str());
@@ -403,13 +466,76 @@ class EchoClient {
   void RoundTrip() {
     if (!stream_->Write(ping_) || !stream_->Read(&pong_)) Die("echo round trip failed (the echo server went away)");
   }
-
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tensord::bench::Echo::Stub> stub_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<tensord::bench::Ping, tensord::bench::Ping>> stream_;
   tensord::bench::Ping ping_, pong_;
+};
+
+// Bulk bytes over bare gRPC, with raw byte buffers as tensord uses: the
+// reference of figure 3's gRPC rows for what the wire itself allows.
+class BulkClient {
+ public:
+  explicit BulkClient(const std::string& address)
+      : channel_(Channel(address)),
+        up_(Open(channel_, "/tensord.bench.Echo/Upload", &up_ctx_)),
+        down_(Open(channel_, "/tensord.bench.Echo/Download", &down_ctx_)) {}
+  ~BulkClient() {
+    for (auto* s : {up_.get(), down_.get()}) {
+      s->WritesDone();
+      grpc::ByteBuffer b;
+      while (s->Read(&b)) {
+      }
+      s->Finish().IgnoreError();
+    }
+  }
+  // Sends `nbytes` from `src` in messages of at most kBulkChunkBytes that
+  // borrow `src` (no copy), then reads their acknowledgements.
+  void Upload(const char* src, size_t nbytes) {
+    size_t messages = 0;
+    for (size_t off = 0; off < nbytes; off += kBulkChunkBytes, ++messages) {
+      grpc::Slice piece(const_cast<char*>(src + off), std::min(kBulkChunkBytes, nbytes - off), grpc::Slice::STATIC_SLICE);
+      if (!up_->Write(grpc::ByteBuffer(&piece, 1))) Die("bare gRPC upload failed (the echo server went away)");
+    }
+    grpc::ByteBuffer ack;
+    for (size_t i = 0; i < messages; ++i) {
+      if (!up_->Read(&ack)) Die("bare gRPC upload failed (the echo server went away)");
+    }
+  }
+  // Asks for `nbytes` and copies what arrives into `dst`.
+  void Download(char* dst, size_t nbytes) {
+    uint64_t n = nbytes;
+    grpc::Slice ask(&n, sizeof(n));
+    if (!down_->Write(grpc::ByteBuffer(&ask, 1))) Die("bare gRPC download failed (the echo server went away)");
+    grpc::ByteBuffer in;
+    for (size_t got = 0; got < nbytes;) {
+      if (!down_->Read(&in) || in.Length() > nbytes - got) Die("bare gRPC download failed");
+      std::vector<grpc::Slice> slices;
+      (void)in.Dump(&slices);
+      for (const grpc::Slice& sl : slices) {
+        std::memcpy(dst + got, sl.begin(), sl.size());
+        got += sl.size();
+      }
+    }
+  }
+
+ private:
+  using Stream = grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(2 * kBulkChunkBytes));
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  }
+  static std::unique_ptr<Stream> Open(const std::shared_ptr<grpc::Channel>& channel, const char* method,
+                                      grpc::ClientContext* ctx) {
+    return std::unique_ptr<Stream>(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+        channel.get(), grpc::internal::RpcMethod(method, grpc::internal::RpcMethod::BIDI_STREAMING, channel), ctx));
+  }
+  std::shared_ptr<grpc::Channel> channel_;
+  grpc::ClientContext up_ctx_, down_ctx_;
+  std::unique_ptr<Stream> up_, down_;
 };
 
 // One row: tensord's and the echo's median round trip in microseconds, plus
@@ -510,9 +636,12 @@ std::string SizeName(size_t nbytes) { return absl::StrCat(nbytes >> 20, " MiB");
 // row also gives the CPU share of the client (this process) and of the daemon
 // over the timed transfers: CPU seconds / wall seconds (1.0 = one core busy).
 // `shm`: the same-host shared-memory path (Unix socket only); else the
-// gRPC stream carries the bytes.
+// gRPC stream carries the bytes, and the rows also give the rate of the same
+// transfers over bare gRPC (BulkClient, to the echo server at `echo_addr` on
+// the same transport) as a reference for what the wire itself allows.
 std::vector<Row> Figure3(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
-                         const char* src, char* dst, size_t nbytes, int repeats, bool shm) {
+                         const std::string& echo_addr, const char* src, char* dst, size_t nbytes, int repeats,
+                         bool shm) {
   tc::SessionOptions options;
   options.shared_memory = shm;
   // Without shared memory the bytes go over the gRPC stream (what the
@@ -580,7 +709,7 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
   Check(s->Close(), "close session");
 
   const std::string peer_name = "memcpy (same process)";
-  return {
+  std::vector<Row> rows = {
       Row{3, absl::StrCat("upload ", SizeName(nbytes), " (", transport, ")"), "GB/s", gb / Median(up), memcpy_gbs,
           peer_name, ">= 0.25", transport, repeats,
           {{"client_cpu_share", up_cpu[0] / up_cpu[2]}, {"daemon_cpu_share", up_cpu[1] / up_cpu[2]}}},
@@ -588,6 +717,21 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
           peer_name, ">= 0.25", transport, repeats,
           {{"client_cpu_share", down_cpu[0] / down_cpu[2]}, {"daemon_cpu_share", down_cpu[1] / down_cpu[2]}}},
   };
+  if (!shm && !echo_addr.empty()) {
+    BulkClient echo(echo_addr);
+    std::vector<double> bare_up, bare_down;
+    for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
+      auto t0 = Clock::now();
+      echo.Upload(src, nbytes);
+      if (i > 0) bare_up.push_back(Seconds(t0, Clock::now()));
+      t0 = Clock::now();
+      echo.Download(dst, nbytes);
+      if (i > 0) bare_down.push_back(Seconds(t0, Clock::now()));
+    }
+    rows[0].extra.push_back({"bare_grpc_gbs", gb / Median(bare_up)});
+    rows[1].extra.push_back({"bare_grpc_gbs", gb / Median(bare_down)});
+  }
+  return rows;
 }
 
 // ---------------------------------------------------------------- main
@@ -672,11 +816,12 @@ int main(int argc, char** argv) {
     const auto [d_unix, d_tcp] = SplitAddresses(listening);
     if (d_unix.empty() || d_tcp.empty()) Die(absl::StrCat("unexpected listening line: ", listening));
 
+    // The bare gRPC echo: figure 2's peer and figure 3's reference.
+    Child echo({SelfDir() + "/wire_bench", "--serve-echo", dir + "/echo.sock"}, dir + "/echo.log");
+    const std::string echo_line = echo.WaitForLine("echo: listening on ", 30000);
+    if (echo_line.empty()) Die(absl::StrCat("the echo server did not start; see ", dir, "/echo.log"));
+    const auto [e_unix, e_tcp] = SplitAddresses(echo_line);
     if (only.count(2)) {
-      Child echo({SelfDir() + "/wire_bench", "--serve-echo", dir + "/echo.sock"}, dir + "/echo.log");
-      const std::string echo_line = echo.WaitForLine("echo: listening on ", 30000);
-      if (echo_line.empty()) Die(absl::StrCat("the echo server did not start; see ", dir, "/echo.log"));
-      const auto [e_unix, e_tcp] = SplitAddresses(echo_line);
       const int n = quick ? 200 : 2000;
       rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n, true));
       rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n, false));
@@ -691,12 +836,13 @@ int main(int argc, char** argv) {
       std::vector<char> dst(max_bytes, 1);
       for (const auto& [nbytes, repeats] : cases) {
         struct Path {
-          std::string transport, addr;
+          std::string transport, addr, echo_addr;
           bool shm;
         };
-        for (const Path& p : {Path{"unix", d_unix, false}, Path{"tcp", d_tcp, false}, Path{"unix, shm", d_unix, true}}) {
-          for (Row& r : Figure3(p.transport, p.addr, daemon.pid(), reinterpret_cast<const char*>(src.data()), dst.data(),
-                                nbytes, repeats, p.shm)) {
+        for (const Path& p : {Path{"unix", d_unix, e_unix, false}, Path{"tcp", d_tcp, e_tcp, false},
+                              Path{"unix, shm", d_unix, "", true}}) {
+          for (Row& r : Figure3(p.transport, p.addr, daemon.pid(), p.echo_addr, reinterpret_cast<const char*>(src.data()),
+                                dst.data(), nbytes, repeats, p.shm)) {
             if (p.shm) r.target = ">= 0.8";
             rows.push_back(std::move(r));
           }
