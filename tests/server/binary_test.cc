@@ -133,6 +133,24 @@ class BinaryTest : public ::testing::Test {
     return r.accepted();
   }
 
+  // Starts the daemon with `args` (which must listen on unix:`sock` alone),
+  // stops it with SIGTERM once it listens, and returns what it wrote to
+  // stderr (its log).
+  static std::string LogOfAStart(const std::vector<std::string>& args, const std::string& sock) {
+    Proc p(args);
+    EXPECT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(), 0);
+    return p.Stderr();
+  }
+  // Runs the daemon with `args`, expects the exit code of a usage error (2)
+  // and returns its stderr.
+  static std::string StderrOfARefusedStart(const std::vector<std::string>& args) {
+    Proc p(args);
+    EXPECT_EQ(p.Wait(), 2);
+    return p.Stderr();
+  }
+
   std::string dir_;
 };
 
@@ -309,13 +327,7 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
   const std::string sock = dir_ + "/m.sock";
   const std::string conf = dir_ + "/tensord.conf";
   std::ofstream(conf) << "cpu_cache_limit_bytes = 16MiB\n";
-  auto started_with = [&](const std::vector<std::string>& args) {
-    Proc p(args);
-    EXPECT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
-    p.Signal(SIGTERM);
-    EXPECT_EQ(p.Wait(), 0);
-    return p.Stderr();
-  };
+  auto started_with = [&](const std::vector<std::string>& args) { return LogOfAStart(args, sock); };
   ScopedEnv env("TENSORD_CPU_CACHE_LIMIT", "8MiB");
   EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("cpu cache up to 8.00 MiB"));
   EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock}),
@@ -324,15 +336,13 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
               HasSubstr("cpu cache up to 0 bytes"));
   {
     ScopedEnv bad("TENSORD_CPU_CACHE_LIMIT", "lots");
-    Proc p({"serve", "--listen", "unix:" + sock});
-    EXPECT_EQ(p.Wait(), 2);
-    EXPECT_THAT(p.Stderr(), HasSubstr("TENSORD_CPU_CACHE_LIMIT: 'lots' is not a byte count"));
+    EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock}),
+                HasSubstr("TENSORD_CPU_CACHE_LIMIT: 'lots' is not a byte count"));
   }
   {
     ScopedEnv bad("TENSORD_UNINITIALIZED_FILL", "256");
-    Proc p({"serve", "--listen", "unix:" + sock});
-    EXPECT_EQ(p.Wait(), 2);
-    EXPECT_THAT(p.Stderr(), HasSubstr("TENSORD_UNINITIALIZED_FILL: '256' is not a byte value (0..255)"));
+    EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock}),
+                HasSubstr("TENSORD_UNINITIALIZED_FILL: '256' is not a byte value (0..255)"));
   }
 }
 
@@ -340,13 +350,7 @@ TEST_F(BinaryTest, StreamSpinFromEnvironmentConfigAndFlag) {
   const std::string sock = dir_ + "/p.sock";
   const std::string conf = dir_ + "/tensord.conf";
   std::ofstream(conf) << "stream_spin_us = 20\n";
-  auto started_with = [&](const std::vector<std::string>& args) {
-    Proc p(args);
-    EXPECT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
-    p.Signal(SIGTERM);
-    EXPECT_EQ(p.Wait(), 0);
-    return p.Stderr();
-  };
+  auto started_with = [&](const std::vector<std::string>& args) { return LogOfAStart(args, sock); };
   EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host streams poll 100 us"));
   ScopedEnv env("TENSORD_STREAM_SPIN_US", "7");
   EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host streams poll 7 us"));
@@ -354,16 +358,12 @@ TEST_F(BinaryTest, StreamSpinFromEnvironmentConfigAndFlag) {
               HasSubstr("same-host streams poll 20 us"));
   EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock, "--stream-spin-us", "0"}),
               HasSubstr("same-host streams poll 0 us"));
-  {
-    Proc p({"serve", "--listen", "unix:" + sock, "--stream-spin-us", "-3"});
-    EXPECT_EQ(p.Wait(), 2);
-    EXPECT_THAT(p.Stderr(), HasSubstr("--stream-spin-us: '-3' is not a polling time in microseconds"));
-  }
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--stream-spin-us", "-3"}),
+              HasSubstr("--stream-spin-us: '-3' is not a polling time in microseconds"));
   {
     ScopedEnv bad("TENSORD_STREAM_SPIN_US", "fast");
-    Proc p({"serve", "--listen", "unix:" + sock});
-    EXPECT_EQ(p.Wait(), 2);
-    EXPECT_THAT(p.Stderr(), HasSubstr("TENSORD_STREAM_SPIN_US: 'fast' is not a polling time in microseconds"));
+    EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock}),
+                HasSubstr("TENSORD_STREAM_SPIN_US: 'fast' is not a polling time in microseconds"));
   }
 }
 
