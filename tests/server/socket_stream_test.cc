@@ -5,11 +5,13 @@
 // message ends that session's stream with a reason, never the daemon, which
 // keeps serving other sessions; closing the session ends the stream.
 #include <linux/sockios.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -181,6 +183,40 @@ TEST(SocketStreamRecords, ReceiversPollOnlyWhileWaitsStayShort) {
     ::close(sv[0]);
     ::close(sv[1]);
   }
+}
+
+// Pinned to one core (taskset, a cpuset) on a machine with more, a receiver
+// never polls: the thread it waits for needs that core. In a fresh process
+// (a death test re-runs the binary), since the limit is read once.
+TEST(SocketStreamRecords, ReceiversDoNotPollWhenPinnedToOneCore) {
+  if (::sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "receivers never poll on one core";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(::sched_getcpu(), &one);
+        if (::sched_setaffinity(0, sizeof(one), &one) != 0) std::_Exit(3);
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) std::_Exit(3);
+        std::thread sender([&] {  // on the same core (threads inherit the mask)
+          for (int i = 0; i < 4; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            const std::string m(10, 'p');
+            grpc::Slice slice(m.data(), m.size());
+            wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&slice, 1)).IgnoreError();
+          }
+        });
+        wire::StreamReceiver receiver(size_t{1} << 20, int64_t{200'000'000});
+        for (int i = 0; i < 4; ++i) {
+          grpc::ByteBuffer bb;
+          absl::StatusOr<bool> got = receiver.Next(sv[1], &bb);
+          if (!got.ok() || !*got) std::_Exit(3);
+        }
+        sender.join();
+        std::_Exit(receiver.polled_messages() == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(SocketStreamRecords, TheReceiveBufferShrinksAfterALargeMessage) {

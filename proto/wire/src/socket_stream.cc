@@ -48,12 +48,16 @@ int64_t MonotonicNanos() {
 }
 
 // How many threads of this process spin in Next now, and at most how many
-// may: one fewer than the online cores (none on one core, where a spinning
-// thread only delays the peer it waits for).
+// may: one fewer than the cores it may run on (none on one core, where a
+// spinning thread only delays the peer it waits for). Those are the online
+// cores, or fewer when the process is pinned (taskset, a cpuset): read once,
+// from the first thread that polls.
 std::atomic<int> g_spinners{0};
 int MaxSpinners() {
   static const int max = [] {
-    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t allowed;
+    if (::sched_getaffinity(0, sizeof(allowed), &allowed) == 0) n = std::min<long>(n, CPU_COUNT(&allowed));
     return n > 1 ? static_cast<int>(n - 1) : 0;
   }();
   return max;

@@ -75,8 +75,8 @@ class StreamReceiver {
   // adaptive mutex spins before it sleeps. It polls only when the previous
   // wait ended within that time (a peer that pauses between messages costs
   // no polling), yields the core to any other runnable thread between polls,
-  // and at most (online cores - 1) threads of the process poll at once (none
-  // on one core).
+  // and at most (cores - 1) threads of the process poll at once, counting
+  // the cores it may run on (none on one core, or when pinned to one).
   explicit StreamReceiver(size_t max_message_bytes, int64_t spin_ns = kDefaultStreamSpinNanos)
       : max_bytes_(max_message_bytes), spin_ns_(spin_ns) {}
 
