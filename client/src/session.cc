@@ -70,19 +70,25 @@ absl::Status CheckConnectAllowedAfterFork(absl::string_view what) {
       "'spawn' or 'forkserver' method of multiprocessing, or fork before the parent's first tensor"));
 }
 
-// Whether environment variable `name` is "0": a feature that the options
-// leave on is turned off for this process.
 // SessionOptions::stream_spin_us in nanoseconds: the caller's, else
-// $TENSORD_STREAM_SPIN_US, else wire's default.
-int64_t StreamSpinNanos(const SessionOptions& options) {
-  int us = options.stream_spin_us;
-  if (us < 0) {
-    const char* env = std::getenv("TENSORD_STREAM_SPIN_US");
-    if (env == nullptr || *env == '\0' || !absl::SimpleAtoi(env, &us) || us < 0) return wire::kDefaultStreamSpinNanos;
+// $TENSORD_STREAM_SPIN_US, else wire's default. InvalidArgument for a value
+// out of range (the daemon's rule, wire::ParseStreamSpinMicros).
+absl::StatusOr<int64_t> StreamSpinNanos(const SessionOptions& options) {
+  int64_t us = options.stream_spin_us;
+  if (us > wire::kMaxStreamSpinMicros || us < -1) {
+    return absl::InvalidArgumentError(absl::StrCat("SessionOptions::stream_spin_us is ", us, ": give 0 to ",
+                                                   wire::kMaxStreamSpinMicros, " microseconds, or -1 for the default"));
   }
-  return int64_t{us} * 1000;
+  if (us >= 0) return us * 1000;
+  const char* env = std::getenv("TENSORD_STREAM_SPIN_US");
+  if (env == nullptr || *env == '\0') return wire::kDefaultStreamSpinNanos;
+  absl::StatusOr<int64_t> parsed = wire::ParseStreamSpinMicros(env);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("TENSORD_STREAM_SPIN_US: ", parsed.status().message()));
+  return *parsed * 1000;
 }
 
+// Whether environment variable `name` is "0": a feature that the options
+// leave on is turned off for this process.
 bool EnvSaysOff(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && absl::string_view(v) == "0";
@@ -862,6 +868,8 @@ absl::StatusOr<std::shared_ptr<Session>> Session::SpawnEmbedded(SessionOptions o
 
 absl::Status Session::Start() {
   Impl& im = *impl_;
+  const absl::StatusOr<int64_t> spin_ns = StreamSpinNanos(options_);
+  if (!spin_ns.ok()) return spin_ns.status();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
@@ -933,7 +941,7 @@ absl::Status Session::Start() {
         ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof(no_timeout));
         im.sock = *fd;
         im.same_host_stream = true;
-        im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20, StreamSpinNanos(options_));
+        im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20, *spin_ns);
       }
     }
   }

@@ -23,6 +23,7 @@
 #include "grpcpp/resource_quota.h"
 #include "shm_channel.h"
 #include "tensord/wire/shm.h"
+#include "tensord/wire/socket_stream.h"
 #include "unix_socket.h"
 
 namespace tensord::server {
@@ -180,15 +181,6 @@ absl::Status PrepareUnixSocket(const std::string& path, int type) {
 }
 
 
-absl::StatusOr<absl::Duration> ParseStreamSpinMicros(absl::string_view text) {
-  int64_t us = -1;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &us) || us < 0 || us > 1'000'000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a polling time in microseconds (a whole number from 0 to 1000000)"));
-  }
-  return absl::Microseconds(us);
-}
-
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   absl::string_view t = absl::StripAsciiWhitespace(text);
   size_t digits = 0;
@@ -247,9 +239,9 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
       if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
       options->cpu_cache_limit_bytes = *n;
     } else if (key == "stream_spin_us") {
-      absl::StatusOr<absl::Duration> d = ParseStreamSpinMicros(value);
-      if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), d.status().message()));
-      options->stream_spin = *d;
+      absl::StatusOr<int64_t> us = wire::ParseStreamSpinMicros(value);
+      if (!us.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), us.status().message()));
+      options->stream_spin = absl::Microseconds(*us);
     } else if (key == "log_level") {
       absl::StatusOr<LogLevel> lv = ParseLogLevel(value);
       if (!lv.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), lv.status().message()));

@@ -38,6 +38,7 @@
 #include "tensord/server/daemon.h"
 #include "tensord/server/log.h"
 #include "tensord/server/service.h"
+#include "tensord/wire/socket_stream.h"
 
 namespace tensord::server {
 namespace {
@@ -190,9 +191,9 @@ int Serve(const std::vector<std::string>& args) {
     options.uninitialized_fill = v;
   }
   if (const char* env = std::getenv("TENSORD_STREAM_SPIN_US"); env != nullptr && *env != '\0') {
-    absl::StatusOr<absl::Duration> d = ParseStreamSpinMicros(env);
-    if (!d.ok()) return UsageError(absl::StrCat("TENSORD_STREAM_SPIN_US: ", d.status().message()));
-    options.stream_spin = *d;
+    absl::StatusOr<int64_t> us = wire::ParseStreamSpinMicros(env);
+    if (!us.ok()) return UsageError(absl::StrCat("TENSORD_STREAM_SPIN_US: ", us.status().message()));
+    options.stream_spin = absl::Microseconds(*us);
   }
   if (!config.empty()) {
     if (absl::Status s = ApplyConfigFile(config, &options); !s.ok()) {
@@ -212,9 +213,9 @@ int Serve(const std::vector<std::string>& args) {
     options.cpu_cache_limit_bytes = *n;
   }
   if (!stream_spin.empty()) {
-    absl::StatusOr<absl::Duration> d = ParseStreamSpinMicros(stream_spin);
-    if (!d.ok()) return UsageError(absl::StrCat("--stream-spin-us: ", d.status().message()));
-    options.stream_spin = *d;
+    absl::StatusOr<int64_t> us = wire::ParseStreamSpinMicros(stream_spin);
+    if (!us.ok()) return UsageError(absl::StrCat("--stream-spin-us: ", us.status().message()));
+    options.stream_spin = absl::Microseconds(*us);
   }
   if (!log_level.empty()) {
     absl::StatusOr<LogLevel> lv = ParseLogLevel(log_level);

@@ -755,6 +755,41 @@ TEST_F(WithDaemon, TheSameHostStreamAndTheGrpcStreamAgree) {
   }
 }
 
+TEST_F(WithDaemon, StreamPollingSettings) {
+  // Polling for replies on or off, the same-host stream gives the same
+  // results; a polling time out of range, from the options or the
+  // environment, fails Connect naming the setting.
+  tc::SessionOptions polls, sleeps;
+  polls.stream_spin_us = 1000;
+  sleeps.stream_spin_us = 0;
+  for (const tc::SessionOptions& o : {polls, sleeps}) {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(session_->address(), o));
+    EXPECT_TRUE(s->uses_same_host_stream());
+    tc::SessionGuard use(s);
+    ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::FromVector(std::vector<float>{1, 2, 3}, {3}));
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_OK_AND_ASSIGN(a, tc::Add(a, a));
+      const std::vector<tc::TensorIndex> zero{int64_t{0}};
+      ASSERT_OK_AND_ASSIGN(tc::Tensor first, tc::Index(a, zero));
+      ASSERT_OK_AND_ASSIGN(tensord::Scalar v, first.Item());
+      ASSERT_EQ(v.to_double(), std::ldexp(1.0, i + 1)) << i;
+    }
+    EXPECT_TRUE(s->Close().ok());
+  }
+  tc::SessionOptions too_long;
+  too_long.stream_spin_us = 2'000'000;
+  absl::StatusOr<std::shared_ptr<tc::Session>> refused = tc::Session::Connect(session_->address(), too_long);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("SessionOptions::stream_spin_us is 2000000"));
+  ::setenv("TENSORD_STREAM_SPIN_US", "fast", 1);
+  refused = tc::Session::Connect(session_->address());
+  ::unsetenv("TENSORD_STREAM_SPIN_US");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("TENSORD_STREAM_SPIN_US: 'fast' is not a polling time in microseconds"));
+}
+
 TEST_F(WithDaemon, SameHostTransfersGoThroughSharedMemory) {
   EXPECT_TRUE(session_->uses_shared_memory());  // a Unix socket: automatic
   const int64_t n = 3 * 1024 * 1024 + 17;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "datagram.h"
 
@@ -95,6 +97,15 @@ ssize_t ReceiveRecord(int sock, msghdr* msg, int64_t spin_ns, bool* polled) {
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> ParseStreamSpinMicros(absl::string_view text) {
+  int64_t us = -1;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &us) || us < 0 || us > kMaxStreamSpinMicros) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a polling time in microseconds (a whole number from 0 to ",
+                                                   kMaxStreamSpinMicros, ")"));
+  }
+  return us;
+}
 
 absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb) {
   std::vector<grpc::Slice> slices;

@@ -74,7 +74,9 @@ struct SessionOptions {
   // reply polls the socket before it blocks: a reply that comes within it
   // costs no wake-up of a halted core (see wire::StreamReceiver for when it
   // polls). 0 never polls; -1 (the default) takes $TENSORD_STREAM_SPIN_US
-  // when set, else 100.
+  // when set, else 100. At most 1,000,000: Connect fails (InvalidArgument,
+  // naming the setting) for a value out of range, or a
+  // $TENSORD_STREAM_SPIN_US that is not a whole number in that range.
   int stream_spin_us = -1;
   // backward() without a round trip: when the client can tell from its mirror
   // of the graph which .grad the daemon will set (no user-defined Function,

@@ -50,10 +50,6 @@ struct DaemonOptions {
 // Parses a byte count: "1048576", "512K", "64MiB", "2G" (binary units).
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
-// Parses a polling time in whole microseconds, 0 to 1000000 ("100"): the
-// stream_spin_us setting. InvalidArgument names the text otherwise.
-absl::StatusOr<absl::Duration> ParseStreamSpinMicros(absl::string_view text);
-
 // Applies a config file of `key = value` lines (# comments, blank lines):
 // listen (repeatable, or comma-separated), session_memory_limit_bytes,
 // cpu_cache_limit_bytes, log_level, stream_spin_us. Unknown keys and bad values are errors naming the line.

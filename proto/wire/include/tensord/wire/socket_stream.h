@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tensord::wire {
 
@@ -63,6 +64,13 @@ absl::Status SendStreamEnd(int sock, const absl::Status& why);
 // round trip of 64 bytes between two processes falls from about 20 us to 5
 // with polling.
 inline constexpr int64_t kDefaultStreamSpinNanos = 100'000;
+// The longest polling time a setting may ask for: 1 s, in microseconds.
+inline constexpr int64_t kMaxStreamSpinMicros = 1'000'000;
+
+// Parses a polling time in whole microseconds, 0 to kMaxStreamSpinMicros
+// ("100"): what the daemon's stream_spin_us setting and the client's
+// $TENSORD_STREAM_SPIN_US hold. InvalidArgument quoting the text otherwise.
+absl::StatusOr<int64_t> ParseStreamSpinMicros(absl::string_view text);
 
 // Reassembles messages from records. One per socket, used by one thread at
 // a time; the bytes of the message it returns stay valid until the next
