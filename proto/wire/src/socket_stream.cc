@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sched.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <grpcpp/support/slice.h>
@@ -13,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -43,12 +43,6 @@ constexpr size_t kMaxIov = 64;
 // The shortest record SendStreamMessage falls back to.
 constexpr size_t kMinRecordBytes = 1024;
 
-int64_t MonotonicNanos() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
-
 // How many threads of this process spin in Next now, and at most how many
 // may: one fewer than the cores it may run on (none on one core, where a
 // spinning thread only delays the peer it waits for). Those are the online
@@ -75,16 +69,16 @@ ssize_t ReceiveRecord(int sock, msghdr* msg, int64_t spin_ns, bool* polled) {
   if (spin_ns > 0) {
     int now = g_spinners.load(std::memory_order_relaxed);
     if (now < MaxSpinners() && g_spinners.compare_exchange_strong(now, now + 1, std::memory_order_relaxed)) {
-      const int64_t deadline = MonotonicNanos() + spin_ns;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns);
+      bool done;  // a record came, or an error other than "nothing yet"
       for (;;) {
         r = ::recvmsg(sock, msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-        if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || MonotonicNanos() >= deadline) {
-          break;
-        }
+        done = r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        if (done || std::chrono::steady_clock::now() >= deadline) break;
         ::sched_yield();
       }
       g_spinners.fetch_sub(1, std::memory_order_relaxed);
-      if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      if (done) {
         *polled = r > 0;
         return r;
       }
@@ -173,7 +167,7 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
   // Spin for this message only when the last wait was short enough to have
   // ended within the spin (as an adaptive mutex does): a session that pauses
   // between messages costs no polling.
-  const int64_t wait_start = spin_ns_ > 0 ? MonotonicNanos() : 0;
+  const auto wait_start = spin_ns_ > 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   bool first = true;
   for (;;) {
     // Room for one more record's payload after the header, which lands just
@@ -195,7 +189,7 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
     const ssize_t r = ReceiveRecord(sock, &msg, spin_next_ ? spin_ns_ : 0, &polled);
     if (r < 0) return Errno("receive");
     if (first && spin_ns_ > 0) {
-      spin_next_ = MonotonicNanos() - wait_start <= spin_ns_;
+      spin_next_ = std::chrono::steady_clock::now() - wait_start <= std::chrono::nanoseconds(spin_ns_);
       if (polled) ++polled_messages_;
     }
     first = false;
