@@ -71,6 +71,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "tensord/client/client.h"
+#include "tensord/wire/copy.h"
 #include "tensord_bench/echo.grpc.pb.h"
 
 extern char** environ;
@@ -296,6 +297,20 @@ constexpr size_t kBulkChunkBytes = 4 << 20;
 
 using BytesStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
 
+// Copies a received message's bytes to `dst` as tensord's receivers copy a
+// transfer's pieces (wire::CopyTransferPiece: non-temporal stores for a
+// transfer of `total_bytes` >= 4 MiB); returns the bytes copied.
+size_t CopyOut(const grpc::ByteBuffer& in, char* dst, uint64_t total_bytes) {
+  std::vector<grpc::Slice> slices;
+  (void)in.Dump(&slices);
+  size_t off = 0;
+  for (const grpc::Slice& sl : slices) {
+    tensord::wire::CopyTransferPiece(dst + off, reinterpret_cast<const char*>(sl.begin()), sl.size(), total_bytes);
+    off += sl.size();
+  }
+  return off;
+}
+
 class EchoService final : public tensord::bench::Echo::Service {
  public:
   // Upload and Download take raw byte buffers: installed in place of the
@@ -323,21 +338,17 @@ class EchoService final : public tensord::bench::Echo::Service {
 
  private:
   // Copies each message's bytes into a buffer (as tensord copies an upload
-  // into the tensor's storage) and acknowledges it.
+  // into the tensor's storage) and acknowledges it. The server does not know
+  // the transfer's total: a message of kBulkChunkBytes is taken as part of a
+  // large one, as the daemon's chunks of a large upload are.
   grpc::Status Up(BytesStream* stream) {
     grpc::ByteBuffer in;
     grpc::Slice nothing;
     const grpc::ByteBuffer ack(&nothing, 1);  // empty, but valid (a default ByteBuffer cannot be written)
     std::vector<char> landing;
     while (stream->Read(&in)) {
-      std::vector<grpc::Slice> slices;
-      (void)in.Dump(&slices);
       if (landing.size() < in.Length()) landing.resize(in.Length());
-      size_t off = 0;
-      for (const grpc::Slice& sl : slices) {
-        std::memcpy(landing.data() + off, sl.begin(), sl.size());
-        off += sl.size();
-      }
+      CopyOut(in, landing.data(), in.Length());
       if (!stream->Write(ack)) break;
     }
     return grpc::Status::OK;
@@ -466,6 +477,7 @@ class EchoClient {
   void RoundTrip() {
     if (!stream_->Write(ping_) || !stream_->Read(&pong_)) Die("echo round trip failed (the echo server went away)");
   }
+
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<tensord::bench::Echo::Stub> stub_;
@@ -504,7 +516,7 @@ class BulkClient {
       if (!up_->Read(&ack)) Die("bare gRPC upload failed (the echo server went away)");
     }
   }
-  // Asks for `nbytes` and copies what arrives into `dst`.
+  // Asks for `nbytes` and copies what arrives into `dst` (CopyOut).
   void Download(char* dst, size_t nbytes) {
     uint64_t n = nbytes;
     grpc::Slice ask(&n, sizeof(n));
@@ -512,12 +524,7 @@ class BulkClient {
     grpc::ByteBuffer in;
     for (size_t got = 0; got < nbytes;) {
       if (!down_->Read(&in) || in.Length() > nbytes - got) Die("bare gRPC download failed");
-      std::vector<grpc::Slice> slices;
-      (void)in.Dump(&slices);
-      for (const grpc::Slice& sl : slices) {
-        std::memcpy(dst + got, sl.begin(), sl.size());
-        got += sl.size();
-      }
+      got += CopyOut(in, dst + got, nbytes);
     }
   }
 
@@ -636,9 +643,10 @@ std::string SizeName(size_t nbytes) { return absl::StrCat(nbytes >> 20, " MiB");
 // row also gives the CPU share of the client (this process) and of the daemon
 // over the timed transfers: CPU seconds / wall seconds (1.0 = one core busy).
 // `shm`: the same-host shared-memory path (Unix socket only); else the
-// gRPC stream carries the bytes, and the rows also give the rate of the same
-// transfers over bare gRPC (BulkClient, to the echo server at `echo_addr` on
-// the same transport) as a reference for what the wire itself allows.
+// gRPC stream carries the bytes. With an `echo_addr` (the gRPC rows), the rows
+// also give the rate of the same transfers over bare gRPC (BulkClient, to the
+// echo server there, same transport) as a reference for what the wire
+// itself allows.
 std::vector<Row> Figure3(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
                          const std::string& echo_addr, const char* src, char* dst, size_t nbytes, int repeats,
                          bool shm) {
@@ -717,7 +725,7 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
           peer_name, ">= 0.25", transport, repeats,
           {{"client_cpu_share", down_cpu[0] / down_cpu[2]}, {"daemon_cpu_share", down_cpu[1] / down_cpu[2]}}},
   };
-  if (!shm && !echo_addr.empty()) {
+  if (!echo_addr.empty()) {
     BulkClient echo(echo_addr);
     std::vector<double> bare_up, bare_down;
     for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
