@@ -967,7 +967,14 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                                         " reaches past total_bytes ", total)),
                 &m);
   }
-  if (size > 0 && !placed) wire::CopyTransferPiece(up.storage->data() + up.received, src, size, up.total_bytes);
+  if (size > 0 && !placed) {
+    if (shm != nullptr) {
+      // The rest of the transfer at once, from the segment: on several cores when large.
+      wire::CopyTransfer(up.storage->data() + up.received, src, size, wire::MaxCopyThreads());
+    } else {
+      wire::CopyTransferPiece(up.storage->data() + up.received, src, size, up.total_bytes);
+    }
+  }
   up.received += size;
   if (!u.last()) return;
   if (up.received != up.total_bytes) {
@@ -1048,7 +1055,13 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     absl::StatusOr<std::shared_ptr<ShmMapping>> shm =
         ShmRange(absl::StrCat("fetch of handle ", h), fetch.shm_segment(), fetch.shm_offset(), total);
     if (!shm.ok()) return fail(shm.status());
-    StridedReader(t.storage->data(), m).Read(numel, (*shm)->data + fetch.shm_offset());
+    char* dst = (*shm)->data + fetch.shm_offset();
+    if (m.is_contiguous()) {
+      wire::CopyTransfer(dst, t.storage->data() + m.storage_offset * itemsize, static_cast<size_t>(total),
+                         wire::MaxCopyThreads());  // on several cores when large
+    } else {
+      StridedReader(t.storage->data(), m).Read(numel, dst);
+    }
     v1::ServerMessage msg;
     v1::FetchData* d = first_data(&msg);
     d->set_shm_segment(fetch.shm_segment());

@@ -371,3 +371,36 @@ def test_children_forked_before_the_first_connection_open_sessions_of_their_own(
                        text=True, timeout=120, env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "ok"
+
+
+FORK_AFTER_OPENMP_SCRIPT = r"""
+import os, signal, sys
+import numpy as np
+import torch
+import tensord
+torch.set_num_threads(2)
+(torch.ones(1 << 22) * 2).sum()  # GNU OpenMP's team of threads exists in this process now
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)  # a hang ends the child instead of the test
+    tensord.connect(sys.argv[1])
+    x = np.arange(3 << 20, dtype=np.float32)  # 12 MiB: split across threads in a process that may
+    t = tensord.from_numpy(x)
+    back = t.numpy()
+    st = tensord.stats()
+    os._exit(0 if np.array_equal(back, x) and st["shm_uploads"] == 1 and st["shm_fetches"] == 1 else 5)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+assert code == 0, code
+print("ok")
+"""
+
+
+def test_large_same_host_copies_work_in_a_child_forked_after_openmp_ran(daemon):
+    # Copies of 4 MiB and more through shared memory are split across
+    # OpenMP's threads. GNU OpenMP's threads do not survive fork: in a child
+    # of a process that had a team (here torch's), a new team waits for them
+    # forever. The client copies on one thread in a forked child.
+    r = subprocess.run([sys.executable, "-c", FORK_AFTER_OPENMP_SCRIPT, daemon.address], capture_output=True,
+                       text=True, timeout=120, env=subprocess_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "ok"

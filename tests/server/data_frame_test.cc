@@ -5,10 +5,12 @@
 
 #include <grpcpp/impl/codegen/proto_utils.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <numeric>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -137,6 +139,30 @@ TEST(DataFrameTest, NonTemporalCopyCopiesAnySizeAtAnyAlignment) {
         ASSERT_EQ(dest.substr(d, n), src.substr(s, n)) << n << " " << s << " " << d;
         ASSERT_EQ(dest.substr(0, d), std::string(d, '#'));
         ASSERT_EQ(dest.substr(d + n), std::string(340 - d - n, '#'));
+      }
+    }
+  }
+}
+
+// Whole same-host transfers: memcpy, one thread of non-temporal stores, or
+// ranges on several threads, by size; every byte lands, none outside.
+TEST(DataFrameTest, CopyTransferCopiesEverySizeOnAnyNumberOfThreads) {
+  const size_t mib = size_t{1} << 20;
+  const size_t big = 9 * mib + 64;
+  std::string src(big + 16, '\0');
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
+  std::string dest(big + 64, '#');
+  ASSERT_GE(wire::MaxCopyThreads(), 1);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4099}, 4 * mib - 1, 4 * mib, 4 * mib + 3, 9 * mib + 13}) {
+    for (int threads : {1, 2, 3, 64}) {
+      for (size_t s : {size_t{0}, size_t{5}}) {
+        for (size_t d : {size_t{0}, size_t{3}}) {
+          std::fill(dest.begin(), dest.end(), '#');
+          wire::CopyTransfer(dest.data() + d, src.data() + s, n, threads);
+          ASSERT_EQ(std::memcmp(dest.data() + d, src.data() + s, n), 0) << n << " " << threads << " " << s << " " << d;
+          ASSERT_EQ(dest.substr(0, d), std::string(d, '#'));
+          ASSERT_EQ(dest.substr(d + n), std::string(dest.size() - d - n, '#')) << n << " " << threads;
+        }
       }
     }
   }

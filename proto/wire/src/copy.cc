@@ -1,7 +1,12 @@
 // Non-temporal copies for the data plane (see tensord/wire/copy.h).
 #include "tensord/wire/copy.h"
 
+#include <algorithm>
 #include <cstring>
+
+#ifdef TENSORD_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -46,6 +51,47 @@ void CopyTransferPiece(char* dst, const char* src, size_t n, uint64_t total_byte
   } else {
     std::memcpy(dst, src, n);
   }
+}
+
+void CopyTransfer(char* dst, const char* src, size_t n, int threads) {
+  if (n < kNonTemporalCopyMinBytes) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  int ranges = 1;
+#ifdef TENSORD_HAVE_OPENMP
+  if (n >= kParallelCopyMinBytes && threads > 1 && !omp_in_parallel()) {
+    const uint64_t by_size = n / (kParallelCopyMinBytes / 2);
+    ranges = static_cast<int>(std::min<uint64_t>({static_cast<uint64_t>(threads), kMaxCopyThreads, by_size}));
+  }
+#else
+  (void)threads;
+#endif
+  if (ranges <= 1) {
+    NonTemporalCopy(dst, src, n);
+    return;
+  }
+#ifdef TENSORD_HAVE_OPENMP
+  // Ranges of whole 64-byte lines (the last takes the rest): with a
+  // line-aligned destination (segments and storages are) no two threads
+  // write parts of one cache line.
+  const size_t per = (n / static_cast<size_t>(ranges)) & ~size_t{63};
+#pragma omp parallel for num_threads(ranges) schedule(static, 1)
+  for (int r = 0; r < ranges; ++r) {
+    const size_t begin = static_cast<size_t>(r) * per;
+    const size_t end = r == ranges - 1 ? n : begin + per;
+    NonTemporalCopy(dst + begin, src + begin, end - begin);
+  }
+  // Each thread fenced its own stores, and the region's end is a barrier.
+#endif
+}
+
+int MaxCopyThreads() {
+#ifdef TENSORD_HAVE_OPENMP
+  return std::max(1, omp_get_max_threads());
+#else
+  return 1;
+#endif
 }
 
 }  // namespace tensord::wire
