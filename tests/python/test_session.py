@@ -300,6 +300,15 @@ def test_empty_strided_with_huge_stride_zero_dims_is_immediate(session):
     assert m[7, 9].item() == 0.0
 
 
+def run_script_ok(script, address, **env):
+    """Runs `script` in a fresh Python (argv[1] = `address`, `env` added to
+    the environment) and checks that it exits 0 after printing "ok"."""
+    r = subprocess.run([sys.executable, "-c", script, address], capture_output=True, text=True, timeout=120,
+                       env=subprocess_env(**env))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "ok"
+
+
 FORK_SCRIPT = r"""
 import os, sys
 import tensord
@@ -342,10 +351,7 @@ def test_a_forked_child_neither_uses_nor_closes_the_parents_session(daemon, same
     # the parent's inherited connection, and the parent's next call hung.
     # Opening one in the child is refused (gRPC does not survive fork: with
     # two children connecting, most runs hung or crashed).
-    r = subprocess.run([sys.executable, "-c", FORK_SCRIPT, daemon.address], capture_output=True, text=True,
-                       timeout=120, env=subprocess_env(TENSORD_SAME_HOST_STREAM=same_host))
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip() == "ok"
+    run_script_ok(FORK_SCRIPT, daemon.address, TENSORD_SAME_HOST_STREAM=same_host)
 
 
 FORK_BEFORE_CONNECT_SCRIPT = r"""
@@ -367,10 +373,7 @@ print("ok")
 
 
 def test_children_forked_before_the_first_connection_open_sessions_of_their_own(daemon):
-    r = subprocess.run([sys.executable, "-c", FORK_BEFORE_CONNECT_SCRIPT, daemon.address], capture_output=True,
-                       text=True, timeout=120, env=subprocess_env())
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip() == "ok"
+    run_script_ok(FORK_BEFORE_CONNECT_SCRIPT, daemon.address)
 
 
 FORK_AFTER_OPENMP_SCRIPT = r"""
@@ -384,7 +387,7 @@ pid = os.fork()
 if pid == 0:
     signal.alarm(60)  # a hang ends the child instead of the test
     tensord.connect(sys.argv[1])
-    x = np.arange(3 << 20, dtype=np.float32)  # 12 MiB: split across threads in a process that may
+    x = np.arange(3 << 20, dtype=np.float32)  # 12 MiB: a copy that a process not forked splits across threads
     t = tensord.from_numpy(x)
     back = t.numpy()
     st = tensord.stats()
@@ -400,7 +403,4 @@ def test_large_same_host_copies_work_in_a_child_forked_after_openmp_ran(daemon):
     # OpenMP's threads. GNU OpenMP's threads do not survive fork: in a child
     # of a process that had a team (here torch's), a new team waits for them
     # forever. The client copies on one thread in a forked child.
-    r = subprocess.run([sys.executable, "-c", FORK_AFTER_OPENMP_SCRIPT, daemon.address], capture_output=True,
-                       text=True, timeout=120, env=subprocess_env())
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.strip() == "ok"
+    run_script_ok(FORK_AFTER_OPENMP_SCRIPT, daemon.address)
