@@ -8,6 +8,8 @@
 #include <omp.h>
 #endif
 
+#include "tensord/wire/cpus.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -88,7 +90,7 @@ void CopyTransfer(char* dst, const char* src, size_t n, int threads) {
 
 int MaxCopyThreads() {
 #ifdef TENSORD_HAVE_OPENMP
-  return std::max(1, omp_get_max_threads());
+  return std::max(1, std::min(omp_get_max_threads(), UsableCores()));
 #else
   return 1;
 #endif

@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "datagram.h"
+#include "tensord/wire/cpus.h"
 
 namespace tensord::wire {
 namespace {
@@ -44,20 +45,12 @@ constexpr size_t kMaxIov = 64;
 constexpr size_t kMinRecordBytes = 1024;
 
 // How many threads of this process spin in Next now, and at most how many
-// may: one fewer than the cores it may run on (none on one core, where a
-// spinning thread only delays the peer it waits for). Those are the online
-// cores, or fewer when the process is pinned (taskset, a cpuset): read once,
-// from the first thread that polls.
+// may: one fewer than the cores it can keep busy (none on one core, where a
+// spinning thread only delays the peer it waits for): the online cores, or
+// fewer when the process is pinned (taskset, a cpuset) or under a cgroup CPU
+// quota (UsableCores, read once).
 std::atomic<int> g_spinners{0};
-int MaxSpinners() {
-  static const int max = [] {
-    long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t allowed;
-    if (::sched_getaffinity(0, sizeof(allowed), &allowed) == 0) n = std::min<long>(n, CPU_COUNT(&allowed));
-    return n > 1 ? static_cast<int>(n - 1) : 0;
-  }();
-  return max;
-}
+int MaxSpinners() { return UsableCores() - 1; }
 
 // Receives one record into `msg`: when `spin_ns` > 0 and a spinner slot is
 // free, polls the socket without blocking for up to `spin_ns` (yielding the

@@ -57,7 +57,8 @@ inline constexpr int kMaxCopyThreads = 8;
 void CopyTransfer(char* dst, const char* src, size_t n, int threads);
 
 // The threads CopyTransfer may use in this process: OpenMP's team size
-// (OMP_NUM_THREADS, else the cores this process may run on); 1 without OpenMP.
+// (OMP_NUM_THREADS, else the cores), at most UsableCores() (cpus.h: fewer
+// when pinned or under a cgroup CPU quota); 1 without OpenMP.
 // A caller that may run in a child forked after the parent used OpenMP must
 // pass 1 instead: GNU OpenMP's threads do not survive fork, and a new team
 // in such a child waits for them forever.
