@@ -217,8 +217,17 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   std::vector<std::string> listen;
   while (std::getline(in, line)) {
     ++lineno;
-    absl::string_view l = absl::StripAsciiWhitespace(line);
-    if (l.empty() || l[0] == '#') continue;
+    absl::string_view l = line;
+    // A '#' at the start or after a space or tab starts a comment, to the
+    // end of the line ("cpu_cache_limit_bytes = 1GiB  # daemon-wide").
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (l[i] == '#' && (i == 0 || l[i - 1] == ' ' || l[i - 1] == '\t')) {
+        l = l.substr(0, i);
+        break;
+      }
+    }
+    l = absl::StripAsciiWhitespace(l);
+    if (l.empty()) continue;
     const size_t eq = l.find('=');
     auto where = [&] { return absl::StrCat(path, ":", lineno, ": "); };
     if (eq == absl::string_view::npos) {

@@ -287,8 +287,9 @@ TEST_F(BinaryTest, ConfigFile) {
   const std::string conf = dir_ + "/tensord.conf";
   std::ofstream(conf) << "# tensord config\n"
                       << "listen = unix:" << sock << "\n"
-                      << "session_memory_limit_bytes = 1MiB\n"
-                      << "log_level = warning\n";
+                      << "   # an indented comment\n"
+                      << "session_memory_limit_bytes = 1MiB   # a comment after the value\n"
+                      << "log_level = warning\t# after a tab\n";
   Proc p({"serve", "--config", conf});
   ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
   v1::HandshakeResponse resp;
