@@ -402,5 +402,36 @@ def test_large_same_host_copies_work_in_a_child_forked_after_openmp_ran(daemon):
     # Copies of 4 MiB and more through shared memory are split across
     # OpenMP's threads. GNU OpenMP's threads do not survive fork: in a child
     # of a process that had a team (here torch's), a new team waits for them
-    # forever. The client copies on one thread in a forked child.
+    # forever. The client's copies run on threads of its own.
     run_script_ok(FORK_AFTER_OPENMP_SCRIPT, daemon.address)
+
+
+FORK_BEFORE_IMPORT_AFTER_OPENMP_SCRIPT = r"""
+import os, signal, sys
+import numpy as np
+import torch
+torch.set_num_threads(2)
+(torch.ones(1 << 22) * 2).sum()  # GNU OpenMP's team of threads exists in this process now
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)  # a hang ends the child instead of the test
+    import tensord  # loaded after the fork: the client cannot have counted it
+    tensord.connect(sys.argv[1])
+    x = np.arange(3 << 20, dtype=np.float32)  # 12 MiB: a copy split across threads
+    t = tensord.from_numpy(x)
+    back = t.numpy()
+    st = tensord.stats()
+    os._exit(0 if np.array_equal(back, x) and st["shm_uploads"] == 1 and st["shm_fetches"] == 1 else 5)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+assert code == 0, code
+print("ok")
+"""
+
+
+def test_large_same_host_copies_work_in_a_child_that_loads_tensord_after_a_fork_after_openmp_ran(daemon):
+    # A multiprocessing worker started with 'fork' after the parent ran
+    # torch's OpenMP, importing tensord only in the worker: the client never
+    # saw the fork, and an OpenMP team it started there waited forever for
+    # the parent's threads (SIGALRM after 60 s). The client's copies run on
+    # threads of its own.
+    run_script_ok(FORK_BEFORE_IMPORT_AFTER_OPENMP_SCRIPT, daemon.address)

@@ -4,6 +4,8 @@
 #include "tensord/wire/data_frame.h"
 
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -157,15 +159,49 @@ TEST(DataFrameTest, CopyTransferCopiesEverySizeOnAnyNumberOfThreads) {
     for (int threads : {1, 2, 3, 64}) {
       for (size_t s : {size_t{0}, size_t{5}}) {
         for (size_t d : {size_t{0}, size_t{3}}) {
-          std::fill(dest.begin(), dest.end(), '#');
-          wire::CopyTransfer(dest.data() + d, src.data() + s, n, threads);
-          ASSERT_EQ(std::memcmp(dest.data() + d, src.data() + s, n), 0) << n << " " << threads << " " << s << " " << d;
-          ASSERT_EQ(dest.substr(0, d), std::string(d, '#'));
-          ASSERT_EQ(dest.substr(d + n), std::string(dest.size() - d - n, '#')) << n << " " << threads;
+          for (bool new_threads : {false, true}) {
+            std::fill(dest.begin(), dest.end(), '#');
+            if (new_threads) {
+              wire::CopyTransferOnNewThreads(dest.data() + d, src.data() + s, n, threads);
+            } else {
+              wire::CopyTransfer(dest.data() + d, src.data() + s, n, threads);
+            }
+            ASSERT_EQ(std::memcmp(dest.data() + d, src.data() + s, n), 0)
+                << n << " " << threads << " " << s << " " << d << " " << new_threads;
+            ASSERT_EQ(dest.substr(0, d), std::string(d, '#'));
+            ASSERT_EQ(dest.substr(d + n), std::string(dest.size() - d - n, '#')) << n << " " << threads;
+          }
         }
       }
     }
   }
+}
+
+// GNU OpenMP's threads do not survive fork: in a child of a process whose
+// thread had a team (here CopyTransfer's), a team started on that thread
+// waits for them forever. The client cannot always know it runs in such a
+// child (the fork may come before the library is loaded: a multiprocessing
+// worker importing tensord after its parent ran torch), so its copies use
+// CopyTransferOnNewThreads, which must work there.
+TEST(DataFrameTest, CopyTransferOnNewThreadsWorksInAChildForkedAfterAnOpenMPTeamRan) {
+  const size_t n = 12 * (size_t{1} << 20);
+  std::string src(n, '\0');
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
+  std::string dest(n, '#');
+  wire::CopyTransfer(dest.data(), src.data(), n, 2);  // a team of two on this thread (OpenMP builds)
+  ASSERT_EQ(dest, src);
+  std::fill(dest.begin(), dest.end(), '#');
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(30);  // a hang ends the child instead of the test
+    wire::CopyTransferOnNewThreads(dest.data(), src.data(), n, 2);
+    ::_exit(std::memcmp(dest.data(), src.data(), n) == 0 ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child's copy did not finish (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(DataFrameTest, WithoutAPlaceTheDataStaysInTheMessage) {

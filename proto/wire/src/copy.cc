@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #ifdef TENSORD_HAVE_OPENMP
 #include <omp.h>
@@ -53,6 +56,30 @@ void CopyTransferPiece(char* dst, const char* src, size_t n, uint64_t total_byte
   }
 }
 
+namespace {
+
+// How many ranges CopyTransfer and CopyTransferOnNewThreads split a copy of
+// `n` bytes into for `threads` threads (1: not split).
+int CopyRanges(size_t n, int threads) {
+  if (n < kParallelCopyMinBytes || threads <= 1) return 1;
+  const uint64_t by_size = n / (kParallelCopyMinBytes / 2);
+  return static_cast<int>(std::min<uint64_t>({static_cast<uint64_t>(threads), kMaxCopyThreads, by_size}));
+}
+
+// Ranges of whole 64-byte lines (the last takes the rest): with a
+// line-aligned destination (segments and storages are) no two threads write
+// parts of one cache line.
+size_t RangeBytes(size_t n, int ranges) { return (n / static_cast<size_t>(ranges)) & ~size_t{63}; }
+
+void CopyRange(char* dst, const char* src, size_t n, int ranges, int r) {
+  const size_t per = RangeBytes(n, ranges);
+  const size_t begin = static_cast<size_t>(r) * per;
+  const size_t end = r == ranges - 1 ? n : begin + per;
+  NonTemporalCopy(dst + begin, src + begin, end - begin);
+}
+
+}  // namespace
+
 void CopyTransfer(char* dst, const char* src, size_t n, int threads) {
   if (n < kNonTemporalCopyMinBytes) {
     std::memcpy(dst, src, n);
@@ -60,10 +87,7 @@ void CopyTransfer(char* dst, const char* src, size_t n, int threads) {
   }
   int ranges = 1;
 #ifdef TENSORD_HAVE_OPENMP
-  if (n >= kParallelCopyMinBytes && threads > 1 && !omp_in_parallel()) {
-    const uint64_t by_size = n / (kParallelCopyMinBytes / 2);
-    ranges = static_cast<int>(std::min<uint64_t>({static_cast<uint64_t>(threads), kMaxCopyThreads, by_size}));
-  }
+  if (!omp_in_parallel()) ranges = CopyRanges(n, threads);
 #else
   (void)threads;
 #endif
@@ -72,18 +96,30 @@ void CopyTransfer(char* dst, const char* src, size_t n, int threads) {
     return;
   }
 #ifdef TENSORD_HAVE_OPENMP
-  // Ranges of whole 64-byte lines (the last takes the rest): with a
-  // line-aligned destination (segments and storages are) no two threads
-  // write parts of one cache line.
-  const size_t per = (n / static_cast<size_t>(ranges)) & ~size_t{63};
 #pragma omp parallel for num_threads(ranges) schedule(static, 1)
-  for (int r = 0; r < ranges; ++r) {
-    const size_t begin = static_cast<size_t>(r) * per;
-    const size_t end = r == ranges - 1 ? n : begin + per;
-    NonTemporalCopy(dst + begin, src + begin, end - begin);
-  }
+  for (int r = 0; r < ranges; ++r) CopyRange(dst, src, n, ranges, r);
   // Each thread fenced its own stores, and the region's end is a barrier.
 #endif
+}
+
+void CopyTransferOnNewThreads(char* dst, const char* src, size_t n, int threads) {
+  if (n < kNonTemporalCopyMinBytes) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  const int ranges = CopyRanges(n, threads);
+  std::vector<std::thread> helpers;
+  helpers.reserve(static_cast<size_t>(ranges));
+  for (int r = 1; r < ranges; ++r) {
+    try {
+      helpers.emplace_back([=] { CopyRange(dst, src, n, ranges, r); });
+    } catch (const std::system_error&) {
+      CopyRange(dst, src, n, ranges, r);  // no thread to be had: this one copies the range
+    }
+  }
+  CopyRange(dst, src, n, ranges, 0);
+  // Each thread fenced its own stores; join() makes them visible here.
+  for (std::thread& t : helpers) t.join();
 }
 
 int MaxCopyThreads() {

@@ -56,11 +56,20 @@ inline constexpr int kMaxCopyThreads = 8;
 // is copied and visible to any thread that later synchronizes with the caller.
 void CopyTransfer(char* dst, const char* src, size_t n, int threads);
 
+// As CopyTransfer, but the ranges past the first are copied by threads
+// started for this copy (the caller copies the first, and a range whose
+// thread cannot be started), not by OpenMP's team; inside a parallel region
+// too. For a process that may have been forked from one that used GNU
+// OpenMP, before this library was even loaded (a multiprocessing worker that
+// imports tensord after the parent ran torch): GNU OpenMP's threads do not
+// survive fork, and a team started in such a child waits for them forever.
+// pthread_atfork cannot count a fork that came before the library was loaded.
+void CopyTransferOnNewThreads(char* dst, const char* src, size_t n, int threads);
+
 // The threads CopyTransfer may use in this process: OpenMP's team size
 // (OMP_NUM_THREADS, else the cores this process may run on); 1 without OpenMP.
 // A caller that may run in a child forked after the parent used OpenMP must
-// pass 1 instead: GNU OpenMP's threads do not survive fork, and a new team
-// in such a child waits for them forever.
+// not start an OpenMP team there (CopyTransfer): CopyTransferOnNewThreads.
 int MaxCopyThreads();
 
 }  // namespace tensord::wire
