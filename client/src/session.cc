@@ -94,13 +94,6 @@ bool EnvSaysOff(const char* name) {
   return v != nullptr && absl::string_view(v) == "0";
 }
 
-// The threads a large same-host copy may use here (wire::CopyTransfer): one
-// in a forked child, where GNU OpenMP's threads of the parent are gone and a
-// new team would wait for them forever.
-int CopyThreads() {
-  return g_fork_generation.load(std::memory_order_relaxed) == 0 ? wire::MaxCopyThreads() : 1;
-}
-
 void CountForksOnce() {
   static const bool registered = [] {
     ::pthread_atfork(nullptr, nullptr, [] { g_fork_generation.fetch_add(1, std::memory_order_relaxed); });
@@ -108,11 +101,6 @@ void CountForksOnce() {
   }();
   (void)registered;
 }
-
-// Forks are counted from the moment the library is loaded, not from the first
-// session: CopyThreads must know of a fork that came before any session (a
-// parent that used OpenMP through another library, then forked).
-const bool g_forks_counted = (CountForksOnce(), true);
 
 // One blocking request: completed by whichever thread reads its reply.
 struct Waiter {
@@ -1263,7 +1251,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     if (lease.has_value()) {
       // One copy here (on several cores when large); unless adopted, the
       // daemon copies from the segment into the storage.
-      wire::CopyTransfer(lease->data, bytes, nbytes, CopyThreads());
+      wire::CopyTransfer(lease->data, bytes, nbytes, wire::MaxCopyThreads());
       v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
       wire::ToProto(meta, u->mutable_meta());

@@ -300,10 +300,11 @@ def test_empty_strided_with_huge_stride_zero_dims_is_immediate(session):
     assert m[7, 9].item() == 0.0
 
 
-def run_script_ok(script, address, **env):
-    """Runs `script` in a fresh Python (argv[1] = `address`, `env` added to
-    the environment) and checks that it exits 0 after printing "ok"."""
-    r = subprocess.run([sys.executable, "-c", script, address], capture_output=True, text=True, timeout=120,
+def run_script_ok(script, address, argv=(), **env):
+    """Runs `script` in a fresh Python (argv[1] = `address`, then `argv`;
+    `env` added to the environment) and checks that it exits 0 after printing
+    "ok"."""
+    r = subprocess.run([sys.executable, "-c", script, address, *argv], capture_output=True, text=True, timeout=120,
                        env=subprocess_env(**env))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "ok"
@@ -380,14 +381,16 @@ FORK_AFTER_OPENMP_SCRIPT = r"""
 import os, signal, sys
 import numpy as np
 import torch
-import tensord
+if sys.argv[2] == "before":
+    import tensord
 torch.set_num_threads(2)
 (torch.ones(1 << 22) * 2).sum()  # GNU OpenMP's team of threads exists in this process now
 pid = os.fork()
 if pid == 0:
     signal.alarm(60)  # a hang ends the child instead of the test
+    import tensord  # (already loaded when argv[2] is "before")
     tensord.connect(sys.argv[1])
-    x = np.arange(3 << 20, dtype=np.float32)  # 12 MiB: a copy that a process not forked splits across threads
+    x = np.arange(5 << 20, dtype=np.float32)  # 20 MiB: a copy split across threads when a core is idle
     t = tensord.from_numpy(x)
     back = t.numpy()
     st = tensord.stats()
@@ -398,9 +401,13 @@ print("ok")
 """
 
 
-def test_large_same_host_copies_work_in_a_child_forked_after_openmp_ran(daemon):
-    # Copies of 4 MiB and more through shared memory are split across
-    # OpenMP's threads. GNU OpenMP's threads do not survive fork: in a child
-    # of a process that had a team (here torch's), a new team waits for them
-    # forever. The client copies on one thread in a forked child.
-    run_script_ok(FORK_AFTER_OPENMP_SCRIPT, daemon.address)
+@pytest.mark.parametrize("tensord_imported", ["before", "after"])
+def test_large_same_host_copies_work_in_a_child_forked_after_openmp_ran(daemon, tensord_imported):
+    # Copies of 16 MiB and more through shared memory are split across
+    # threads. GNU OpenMP's threads do not survive fork: in a child of a
+    # process that had a team (here torch's), a new team waits for them
+    # forever, and the child may load tensord only after the fork (a
+    # multiprocessing worker), where it cannot know of it. With OpenMP the
+    # child's upload hung (SIGALRM after 60 s); the copies use threads of
+    # tensord's own.
+    run_script_ok(FORK_AFTER_OPENMP_SCRIPT, daemon.address, argv=[tensord_imported])

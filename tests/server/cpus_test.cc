@@ -1,5 +1,6 @@
 // wire/cpus: the cgroup CPU quota read from fake /proc and /sys trees (v2,
-// v1, a container's namespaced view, nothing usable), and UsableCores.
+// v1, a container's namespaced view, nothing usable), UsableCores and the
+// idle cores read from /proc/loadavg.
 #include "tensord/wire/cpus.h"
 
 #include <unistd.h>
@@ -84,6 +85,18 @@ TEST_F(CgroupQuotaTest, NothingUsableMeansNoQuota) {
   EXPECT_EQ(CgroupCpuQuotaCores("", "", root_), 0);
   EXPECT_EQ(CgroupCpuQuotaCores("garbage\n::\n0::\n1:cpu\n", "x - y\n- - -\n1 2 3 4 5 - cgroup2\n", root_), 0);
   EXPECT_EQ(CgroupCpuQuotaCores("0::/missing\n", kV2Mount, root_), 0);
+}
+
+TEST(IdleCoresTest, AreTheUsableCoresLessThoseRunningNow) {
+  EXPECT_EQ(IdleCores("0.52 0.58 0.59 1/103 32182\n", 2), 1);
+  EXPECT_EQ(IdleCores("3.10 2.00 1.00 5/140 4242\n", 2), 0);
+  EXPECT_EQ(IdleCores("0.00 0.00 0.00 2/90 1\n", 8), 6);
+  EXPECT_EQ(IdleCores("", 8), 0);
+  EXPECT_EQ(IdleCores("1 2 3 x/4 5", 8), 0);
+  EXPECT_EQ(IdleCores("1 2 3 4 5", 8), 0);
+  const int now = IdleCoresNow();
+  EXPECT_GE(now, 0);
+  EXPECT_LT(now, UsableCores());  // this thread runs
 }
 
 TEST(UsableCoresTest, IsBetweenOneAndTheOnlineCores) {

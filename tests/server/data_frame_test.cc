@@ -4,10 +4,13 @@
 #include "tensord/wire/data_frame.h"
 
 #include <grpcpp/impl/codegen/proto_utils.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -145,7 +148,7 @@ TEST(DataFrameTest, NonTemporalCopyCopiesAnySizeAtAnyAlignment) {
 }
 
 // Whole same-host transfers: memcpy, one thread of non-temporal stores, or
-// ranges on several threads, by size; every byte lands, none outside.
+// pieces on several threads, by size; every byte lands, none outside.
 TEST(DataFrameTest, CopyTransferCopiesEverySizeOnAnyNumberOfThreads) {
   const size_t mib = size_t{1} << 20;
   const size_t big = 9 * mib + 64;
@@ -153,19 +156,67 @@ TEST(DataFrameTest, CopyTransferCopiesEverySizeOnAnyNumberOfThreads) {
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
   std::string dest(big + 64, '#');
   ASSERT_GE(wire::MaxCopyThreads(), 1);
+  ASSERT_LE(wire::MaxCopyThreads(), wire::kMaxCopyThreads);
   for (size_t n : {size_t{0}, size_t{1}, size_t{4099}, 4 * mib - 1, 4 * mib, 4 * mib + 3, 9 * mib + 13}) {
-    for (int threads : {1, 2, 3, 64}) {
+    for (int threads : {0, 1, 2, 3, 64}) {
       for (size_t s : {size_t{0}, size_t{5}}) {
         for (size_t d : {size_t{0}, size_t{3}}) {
-          std::fill(dest.begin(), dest.end(), '#');
-          wire::CopyTransfer(dest.data() + d, src.data() + s, n, threads);
-          ASSERT_EQ(std::memcmp(dest.data() + d, src.data() + s, n), 0) << n << " " << threads << " " << s << " " << d;
-          ASSERT_EQ(dest.substr(0, d), std::string(d, '#'));
-          ASSERT_EQ(dest.substr(d + n), std::string(dest.size() - d - n, '#')) << n << " " << threads;
+          for (bool forced : {false, true}) {  // split as the machine allows, or always
+            std::fill(dest.begin(), dest.end(), '#');
+            if (forced) {
+              wire::CopyWithHelpers(dest.data() + d, src.data() + s, n, threads);
+            } else {
+              wire::CopyTransfer(dest.data() + d, src.data() + s, n, threads);
+            }
+            ASSERT_EQ(std::memcmp(dest.data() + d, src.data() + s, n), 0)
+                << n << " " << threads << " " << s << " " << d << " " << forced;
+            ASSERT_EQ(dest.substr(0, d), std::string(d, '#'));
+            ASSERT_EQ(dest.substr(d + n), std::string(dest.size() - d - n, '#')) << n << " " << threads;
+          }
         }
       }
     }
   }
+}
+
+// The threads a split copy starts may run after it returned (a busy machine
+// starts them late): they must then find nothing to do and touch neither
+// buffer, which the caller frees at once here (AddressSanitizer builds report
+// any late access).
+TEST(DataFrameTest, CopyTransferLeavesNothingForLateThreads) {
+  const size_t n = 5 * (size_t{1} << 20) + 7;
+  for (int round = 0; round < 40; ++round) {
+    auto src = std::make_unique<char[]>(n);
+    auto dst = std::make_unique<char[]>(n);
+    std::memset(src.get(), round + 1, n);
+    wire::CopyWithHelpers(dst.get(), src.get(), n, wire::kMaxCopyThreads - 1);
+    ASSERT_EQ(std::memcmp(dst.get(), src.get(), n), 0) << round;
+    // Freed here, while threads of this copy may still be starting.
+  }
+}
+
+// A child forked while the parent's copies ran (their threads do not exist
+// there) copies with threads of its own. The client's copies run in such
+// children: multiprocessing workers started with 'fork'.
+TEST(DataFrameTest, CopyTransferWorksInAForkedChild) {
+  const size_t n = 12 * (size_t{1} << 20);
+  std::string src(n, '\0');
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<char>((i * 131 + i / 4099) & 0xff);
+  std::string dest(n, '#');
+  wire::CopyWithHelpers(dest.data(), src.data(), n, 3);
+  ASSERT_EQ(dest, src);
+  std::fill(dest.begin(), dest.end(), '#');
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::alarm(30);  // a hang ends the child instead of the test
+    wire::CopyWithHelpers(dest.data(), src.data(), n, 3);
+    ::_exit(std::memcmp(dest.data(), src.data(), n) == 0 ? 0 : 5);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child's copy did not finish (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(DataFrameTest, WithoutAPlaceTheDataStaysInTheMessage) {

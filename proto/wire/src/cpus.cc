@@ -1,6 +1,7 @@
 // Usable cores: online, affinity, cgroup CPU quota (see tensord/wire/cpus.h).
 #include "tensord/wire/cpus.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -110,6 +111,27 @@ double CgroupCpuQuotaCores(absl::string_view proc_self_cgroup, absl::string_view
     }
   }
   return best;
+}
+
+int IdleCores(absl::string_view loadavg, int usable_cores) {
+  // "0.52 0.58 0.59 2/103 32182": the fourth field is RUNNING/TOTAL.
+  std::vector<absl::string_view> f = absl::StrSplit(loadavg, ' ', absl::SkipWhitespace());
+  if (f.size() < 4) return 0;
+  const size_t slash = f[3].find('/');
+  int running = 0;
+  if (slash == absl::string_view::npos || !absl::SimpleAtoi(f[3].substr(0, slash), &running) || running < 0) return 0;
+  return std::max(0, usable_cores - running);
+}
+
+int IdleCoresNow() {
+  // Read with plain read(2): this is on the path of every large copy.
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  const ssize_t r = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (r <= 0) return 0;
+  return IdleCores(absl::string_view(buf, static_cast<size_t>(r)), UsableCores());
 }
 
 int UsableCores() {

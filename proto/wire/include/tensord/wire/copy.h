@@ -36,10 +36,13 @@ void NonTemporalCopy(char* dst, const char* src, size_t n);
 void CopyTransferPiece(char* dst, const char* src, size_t n, uint64_t total_bytes);
 
 // Transfers of at least this many bytes are split across threads by
-// CopyTransfer; each thread copies at least half of it. Measured on this
-// project's build machine (2 cores, AMD EPYC): 1 MiB copies no faster on two
-// cores than on one (both ~30 us), 4 MiB and up copy 1.5-2x as fast.
-inline constexpr uint64_t kParallelCopyMinBytes = uint64_t{4} << 20;
+// CopyTransfer. Measured on this project's build machine (2 cores, AMD EPYC,
+// idle), one copy alone against one thread: 4 MiB 253 against 223 us and
+// 8 MiB 476 against 465 (a thread started for the copy first runs tens of
+// microseconds later), 16 MiB 1.3 against 1.8 ms, 64 MiB 7.0 against 11.4.
+inline constexpr uint64_t kParallelCopyMinBytes = uint64_t{16} << 20;
+// The pieces that the threads of a split copy take one at a time.
+inline constexpr size_t kCopyPieceBytes = size_t{1} << 20;
 // At most this many threads copy one transfer: a copy is bound by memory
 // bandwidth, which a few cores already reach.
 inline constexpr int kMaxCopyThreads = 8;
@@ -49,19 +52,28 @@ inline constexpr int kMaxCopyThreads = 8;
 // caller's buffer or a tensor's storage); they must not overlap. Below
 // kNonTemporalCopyMinBytes: memcpy (the bytes stay in the cache, where the
 // next op reads them). From there: non-temporal stores and a fence, as
-// NonTemporalCopy; and from kParallelCopyMinBytes with `threads` > 1, split
-// into up to min(`threads`, kMaxCopyThreads) ranges of at least
-// kParallelCopyMinBytes / 2 copied by that many OpenMP threads. One thread on
-// builds without OpenMP and inside a parallel region. Returns when every byte
-// is copied and visible to any thread that later synchronizes with the caller.
+// NonTemporalCopy. From kParallelCopyMinBytes with `threads` > 1, up to
+// min(`threads`, kMaxCopyThreads) - 1 threads are started for this copy, only
+// onto cores idle when the caller looks (IdleCoresNow, cpus.h: before its
+// first piece and every few pieces after), and they and the caller take
+// pieces of kCopyPieceBytes in turn until none is left. The caller never
+// waits for a thread that has not started, only for pieces another thread is
+// copying; a thread that starts late finds nothing to do and ends. Threads of
+// their own, not OpenMP's team: GNU OpenMP's threads do not survive fork, and
+// a team started in a child forked from a process that used OpenMP (torch,
+// say, even before this library was loaded) waits for them forever. If no
+// thread can be started, the caller copies alone. Returns when every byte is
+// copied and visible to any thread that later synchronizes with the caller.
 void CopyTransfer(char* dst, const char* src, size_t n, int threads);
 
-// The threads CopyTransfer may use in this process: OpenMP's team size
-// (OMP_NUM_THREADS, else the cores), at most UsableCores() (cpus.h: fewer
-// when pinned or under a cgroup CPU quota); 1 without OpenMP.
-// A caller that may run in a child forked after the parent used OpenMP must
-// pass 1 instead: GNU OpenMP's threads do not survive fork, and a new team
-// in such a child waits for them forever.
+// CopyTransfer's split copy with `helpers` threads started for it at once
+// (none: one thread of non-temporal stores), whatever the size and however
+// busy the machine: for tests.
+void CopyWithHelpers(char* dst, const char* src, size_t n, int helpers);
+
+// The threads CopyTransfer may use in this process: UsableCores() (cpus.h:
+// the cores, fewer when pinned or under a cgroup CPU quota), at most
+// kMaxCopyThreads.
 int MaxCopyThreads();
 
 }  // namespace tensord::wire

@@ -19,6 +19,17 @@ namespace tensord::wire {
 // Read once per process, at the first call.
 int UsableCores();
 
+// Cores with nothing to run right now: UsableCores() minus the threads the
+// kernel counts as running or waiting to run, machine-wide (the fourth field
+// of /proc/loadavg, "RUNNING/TOTAL", which counts the caller too); 0 when
+// /proc/loadavg cannot be read. For work split across threads that only
+// pays off on idle cores: a helper that has to share a core gets preempted,
+// and whoever waits for it waits a scheduler slice (milliseconds).
+int IdleCoresNow();
+
+// The same from `loadavg` (the text of /proc/loadavg) and `usable_cores`.
+int IdleCores(absl::string_view loadavg, int usable_cores);
+
 // The CPU quota, in cores (quota / period, the smallest along the path from
 // the process's cgroup up to its hierarchy's root), of the cgroup named by
 // `proc_self_cgroup` (the text of /proc/self/cgroup), looking for the cgroup
