@@ -31,12 +31,13 @@ namespace {
 
 // Reads a tensor's elements in row-major order, whatever its strides, so that
 // a Fetch can stream them as contiguous chunks without a second full copy.
+// Used for non-contiguous tensors: a contiguous one is copied or sent straight
+// from its storage.
 class StridedReader {
  public:
   StridedReader(const char* storage, const TensorMeta& m)
       : base_(storage + m.storage_offset * m.itemsize()),
         itemsize_(m.itemsize()),
-        contiguous_(m.is_contiguous()),
         sizes_(m.sizes),
         idx_(m.sizes.size(), 0) {
     // Byte strides; a dim of size <= 1 never advances, so its stride (which a
@@ -50,11 +51,6 @@ class StridedReader {
   // Copies the next `n` elements into `dst`.
   void Read(int64_t n, char* dst) {
     if (n <= 0) return;
-    if (contiguous_) {
-      std::memcpy(dst, base_ + pos_ * itemsize_, static_cast<size_t>(n * itemsize_));
-      pos_ += n;
-      return;
-    }
     const size_t rank = sizes_.size();
     if (rank == 0) {
       std::memcpy(dst, base_, static_cast<size_t>(itemsize_));
@@ -92,12 +88,10 @@ class StridedReader {
  private:
   const char* base_;
   const int64_t itemsize_;
-  const bool contiguous_;
   const Shape sizes_;
   Shape byte_strides_;
   Shape idx_;
-  int64_t offset_ = 0;  // bytes from base_, strided path
-  int64_t pos_ = 0;     // elements read, contiguous path
+  int64_t offset_ = 0;  // bytes from base_
 };
 
 absl::Status DeviceUnavailable(absl::string_view op, const Device& d) {
