@@ -173,6 +173,8 @@ def fig1_pipelined(daemon, n_ops, repeats):
         s = tensord.connect(address, set_default=False)
         if s.uses_same_host_stream:
             transport += ", same-host stream"
+        if s.uses_tcp_stream:
+            transport += ", tcp stream"
         cpu = CpuShare(daemon)
         ours = median_of(lambda: tensord_loop(s, cpu), repeats)
         s.close()

@@ -10,16 +10,19 @@
 //   through the tensord C++ client, beside a bare gRPC ping-pong (one 64-byte
 //   message each way on an open bidirectional stream, bench/tensord_bench/
 //   echo.proto) on the same transport. Ratio = tensord / bare; target <= 1.3.
-//   Three rows: over the Unix socket with the same-host stream (the session's
+//   Four rows: over the Unix socket with the same-host stream (the session's
 //   messages on the daemon's side-channel socket, the default there), over
 //   the Unix socket with the gRPC stream (SessionOptions::same_host_stream =
-//   false), and over loopback TCP (always gRPC).
+//   false), over loopback TCP with the TCP stream (the session's messages on
+//   a TCP connection of their own, the default there), and over loopback
+//   TCP with the gRPC stream (SessionOptions::tcp_stream = false).
 // Figure 3, data plane: upload (FromBlob + Synchronize) and download (Fetch)
 //   of 1 MiB, 64 MiB and 256 MiB float32 tensors through the C++ client, in
 //   GB/s (10^9 bytes per second), beside memcpy of the same size between two
 //   already-touched buffers in this process. Ratio = tensord / memcpy; target
 //   >= 0.25 over gRPC. Row names end with the path: "(unix)" and "(tcp)"
-//   (the gRPC stream over the Unix socket and over TCP) and "(unix, shm)"
+//   (the gRPC stream over the Unix socket and over TCP), "(tcp stream)"
+//   (the TCP stream, the default over TCP) and "(unix, shm)"
 //   (shared-memory segments, the default on the same host, with the
 //   same-host stream for the messages), whose target is >= 0.8.
 //
@@ -548,12 +551,16 @@ class BulkClient {
 // One row: tensord's and the echo's median round trip in microseconds, plus
 // the CPU microseconds per round trip of each side (client = this process,
 // all threads; server = the daemon or the echo process).
+// `socket_stream`: the session's messages off gRPC (the same-host stream on
+// "unix", the TCP stream on "tcp"), as by default; else the gRPC stream.
 Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
-            const std::string& echo_addr, pid_t echo_pid, int n, bool same_host_stream) {
+            const std::string& echo_addr, pid_t echo_pid, int n, bool socket_stream) {
   tc::SessionOptions options;
-  options.same_host_stream = same_host_stream;
+  options.same_host_stream = socket_stream;
+  options.tcp_stream = socket_stream;
   std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr, options), "connect to tensord");
-  if (s->uses_same_host_stream() != (same_host_stream && transport == "unix")) {
+  if (s->uses_same_host_stream() != (socket_stream && transport == "unix") ||
+      s->uses_tcp_stream() != (socket_stream && transport == "tcp")) {
     Die("the session's stream is not the one asked for");
   }
   tc::SessionGuard use(s);
@@ -602,8 +609,8 @@ Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t 
   }
   const double per = 1e6 / static_cast<double>(ours.size());
   Check(s->Close(), "close session");
-  const std::string label = transport != "unix" ? "loopback TCP"
-                            : same_host_stream ? "unix socket, same-host stream"
+  const std::string label = transport != "unix" ? (socket_stream ? "loopback TCP, tcp stream" : "loopback TCP, gRPC stream")
+                            : socket_stream    ? "unix socket, same-host stream"
                                                : "unix socket, gRPC stream";
   return Row{2,       absl::StrCat("round trip: add + item, 64 floats (", label, ")"),
              "us",    Median(ours),
@@ -642,22 +649,24 @@ std::string SizeName(size_t nbytes) { return absl::StrCat(nbytes >> 20, " MiB");
 // `nbytes` of float32 data; `dst` is a touched buffer of the same size. Each
 // row also gives the CPU share of the client (this process) and of the daemon
 // over the timed transfers: CPU seconds / wall seconds (1.0 = one core busy).
-// `shm`: the same-host shared-memory path (Unix socket only); else the
-// gRPC stream carries the bytes. With an `echo_addr` (the gRPC rows), the rows
+// `shm`: the same-host shared-memory path (Unix socket only); `tcp_stream`:
+// the TCP stream carries the bytes (TCP only); else the gRPC stream does. With an `echo_addr` (the gRPC rows), the rows
 // also give the rate of the same transfers over bare gRPC (BulkClient, to the
 // echo server there, same transport) as a reference for what the wire
 // itself allows.
 std::vector<Row> Figure3(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
                          const std::string& echo_addr, const char* src, char* dst, size_t nbytes, int repeats,
-                         bool shm) {
+                         bool shm, bool tcp_stream) {
   tc::SessionOptions options;
   options.shared_memory = shm;
+  options.tcp_stream = tcp_stream;
   // Without shared memory the bytes go over the gRPC stream (what the
   // issue's 0.25 target is for), also over the Unix socket; with it, the
   // session's messages take the same-host stream, as by default.
   options.same_host_stream = shm;
   std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr, options), "connect to tensord");
   if (s->uses_shared_memory() != shm) Die(absl::StrCat("the session ", shm ? "does not use" : "uses", " shared memory"));
+  if (s->uses_tcp_stream() != tcp_stream) Die(absl::StrCat("the session ", tcp_stream ? "does not use" : "uses", " the tcp stream"));
   tc::SessionGuard use(s);
   const int64_t numel = static_cast<int64_t>(nbytes / 4);
   const double gb = static_cast<double>(nbytes) * 1e-9;
@@ -833,6 +842,7 @@ int main(int argc, char** argv) {
       const int n = quick ? 200 : 2000;
       rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n, true));
       rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n, false));
+      rows.push_back(Figure2("tcp", d_tcp, daemon.pid(), e_tcp, echo.pid(), n, true));
       rows.push_back(Figure2("tcp", d_tcp, daemon.pid(), e_tcp, echo.pid(), n, false));
     }
     if (only.count(3)) {
@@ -845,12 +855,12 @@ int main(int argc, char** argv) {
       for (const auto& [nbytes, repeats] : cases) {
         struct Path {
           std::string transport, addr, echo_addr;
-          bool shm;
+          bool shm, tcp_stream;
         };
-        for (const Path& p : {Path{"unix", d_unix, e_unix, false}, Path{"tcp", d_tcp, e_tcp, false},
-                              Path{"unix, shm", d_unix, "", true}}) {
+        for (const Path& p : {Path{"unix", d_unix, e_unix, false, false}, Path{"tcp", d_tcp, e_tcp, false, false},
+                              Path{"tcp stream", d_tcp, "", false, true}, Path{"unix, shm", d_unix, "", true, false}}) {
           for (Row& r : Figure3(p.transport, p.addr, daemon.pid(), p.echo_addr, reinterpret_cast<const char*>(src.data()),
-                                dst.data(), nbytes, repeats, p.shm)) {
+                                dst.data(), nbytes, repeats, p.shm, p.tcp_stream)) {
             if (p.shm) r.target = ">= 0.8";
             rows.push_back(std::move(r));
           }

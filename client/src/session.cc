@@ -191,6 +191,8 @@ struct Session::Impl {
   // stream carries them. Set before the stream is used, closed by Close.
   int sock = -1;
   bool same_host_stream = false;  // sock was set by Start (kept after Close)
+  bool tcp_stream = false;        // the same, for a TCP stream
+  wire::StreamFraming framing = wire::StreamFraming::kRecords;  // kByteStream on TCP
   std::unique_ptr<wire::StreamReceiver> receiver;  // used by the reading thread only
   std::string token;
   internal::EmbeddedDaemon daemon;
@@ -351,7 +353,7 @@ struct Session::Impl {
   }
   // Writes one message's bytes on whichever stream the session uses.
   bool WriteBytes(const grpc::ByteBuffer& bb) {
-    if (sock >= 0) return wire::SendStreamMessage(sock, bb).ok();
+    if (sock >= 0) return wire::SendStreamMessage(sock, bb, framing).ok();
     return stream->Write(bb);
   }
   // Reads the next message's bytes; false at the end of the stream, with
@@ -943,6 +945,18 @@ absl::Status Session::Start() {
         im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20, *spin_ns);
       }
     }
+  } else if (options_.tcp_stream && !EnvSaysOff("TENSORD_TCP_STREAM")) {
+    // Over TCP: the stream on a connection of its own to the same port (the
+    // hello attaches it), gRPC when that fails.
+    absl::StatusOr<int> fd = wire::ConnectTcpStream(address_, session_id_, im.token,
+                                                    std::max(1, std::min(options_.connect_timeout_ms, 10000)));
+    if (fd.ok()) {
+      im.sock = *fd;
+      im.tcp_stream = true;
+      im.framing = wire::StreamFraming::kByteStream;
+      im.receiver =
+          std::make_unique<wire::StreamReceiver>(size_t{64} << 20, *spin_ns, wire::StreamFraming::kByteStream);
+    }
   }
   if (im.sock < 0) TD_RETURN_IF_ERROR(AttachGrpcStream());
   return StartStreaming();
@@ -1375,6 +1389,7 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
 bool Session::uses_shared_memory() const { return impl_->shm != nullptr; }
 
 bool Session::uses_same_host_stream() const { return impl_->same_host_stream; }
+bool Session::uses_tcp_stream() const { return impl_->tcp_stream; }
 
 absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_id) {
   Impl& im = *impl_;

@@ -1213,6 +1213,7 @@ NotImplementedError.)doc")
       .def_property_readonly("closed", &tc::Session::closed)
       .def_property_readonly("uses_shared_memory", &tc::Session::uses_shared_memory)
       .def_property_readonly("uses_same_host_stream", &tc::Session::uses_same_host_stream)
+      .def_property_readonly("uses_tcp_stream", &tc::Session::uses_tcp_stream)
       .def_property_readonly("devices", [](const tc::Session& s) { return s.daemon_info().devices; })
       .def("stats", [](const tc::Session& s) { return StatsDict(s.stats()); })
       .def("synchronize",

@@ -71,6 +71,16 @@ class Session:
         return self._raw.uses_same_host_stream
 
     @property
+    def uses_tcp_stream(self):
+        """True when this session reached the daemon at HOST:PORT and its
+        ops, sync points and replies travel over a TCP connection of their
+        own to that port (the daemon accepted it, ``$TENSORD_TCP_STREAM`` not
+        "0" when the session opened): the same messages as the gRPC stream,
+        length-prefixed, without gRPC's per-message cost. False: the gRPC
+        stream (or, over a Unix socket, see ``uses_same_host_stream``)."""
+        return self._raw.uses_tcp_stream
+
+    @property
     def devices(self):
         """The devices the daemon reported in the handshake (['cpu', 'cuda:0', ...])."""
         return list(self._raw.devices)

@@ -21,7 +21,7 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
-#include "shm_channel.h"
+#include "side_channel.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
 #include "unix_socket.h"
@@ -91,7 +91,7 @@ std::string TcpAddress(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-// Why binding failed, as the OS says it (gRPC only logs it).
+// Why binding a Unix socket failed, as the OS says it (gRPC only logs it).
 std::string DiagnoseBind(const ListenAddress& a) {
   if (a.is_unix) {
     sockaddr_un sa;
@@ -112,30 +112,7 @@ std::string DiagnoseBind(const ListenAddress& a) {
     ::close(fd);
     return why;
   }
-  addrinfo hints;
-  std::memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string port = absl::StrCat(a.port);
-  if (const int rc = ::getaddrinfo(a.host.c_str(), port.c_str(), &hints, &res); rc != 0) return gai_strerror(rc);
-  std::string why = "gRPC could not listen on it";
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      why = std::strerror(errno);
-      if (errno == EADDRINUSE) why += " (is another daemon running?)";
-      ::close(fd);
-      break;
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return why;
+  return "gRPC could not listen on it";  // not called for TCP: SideChannelServer::ListenTcp binds those
 }
 
 }  // namespace
@@ -279,6 +256,26 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (!a.is_unix) continue;
     if (absl::Status s = PrepareUnixSocket(a.path, SOCK_STREAM); !s.ok()) return s;
   }
+  // TCP ports are the daemon's own: it accepts their connections and hands
+  // gRPC's to the server (side_channel.h), so that tensord's TCP streams
+  // share the port. Bound first, so that a port in use fails here.
+  std::vector<std::vector<int>> tcp_fds(addrs.size());
+  std::vector<int> ports(addrs.size(), 0);
+  const auto close_tcp = [&tcp_fds] {
+    for (std::vector<int>& fds : tcp_fds) {
+      for (int fd : fds) ::close(fd);
+      fds.clear();
+    }
+  };
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    if (addrs[i].is_unix) continue;
+    absl::StatusOr<std::vector<int>> fds = SideChannelServer::ListenTcp(addrs[i].host, addrs[i].port, &ports[i]);
+    if (!fds.ok()) {
+      close_tcp();
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i], ": ", fds.status().message()));
+    }
+    tcp_fds[i] = *std::move(fds);
+  }
 
   std::unique_ptr<Daemon> d(new Daemon());
   d->options_ = options;
@@ -288,28 +285,28 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   so.stream_spin = options.stream_spin;
   absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
-  if (!service.ok()) return service.status();
+  if (!service.ok()) {
+    close_tcp();
+    return service.status();
+  }
   d->service_ = *std::move(service);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  // Without this, a second daemon on the same TCP port would bind as well
-  // (SO_REUSEPORT) and silently share the traffic.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   grpc::ResourceQuota quota("tensord");
   quota.SetMaxThreads(kMaxThreads);
   builder.SetResourceQuota(quota);
-  std::vector<int> ports(addrs.size(), 0);  // sized up front: AddListeningPort keeps the pointers
-  for (size_t i = 0; i < addrs.size(); ++i) {
-    builder.AddListeningPort(addrs[i].grpc_uri, grpc::InsecureServerCredentials(), &ports[i]);
+  for (size_t i = 0; i < addrs.size(); ++i) {  // AddListeningPort keeps &ports[i]
+    if (addrs[i].is_unix) builder.AddListeningPort(addrs[i].grpc_uri, grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(d->service_.get());
   d->server_ = builder.BuildAndStart();
   bool all_bound = d->server_ != nullptr;
   for (int p : ports) all_bound = all_bound && p != 0;
   if (!all_bound) {
+    close_tcp();
     if (d->server_) {
       d->server_->Shutdown();
       d->server_->Wait();
@@ -319,7 +316,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       if (addrs[i].is_unix && ports[i] != 0) ::unlink(addrs[i].path.c_str());  // ours, bound before the failure
     }
     for (size_t i = 0; i < addrs.size(); ++i) {
-      if (ports[i] != 0 && d->server_ != nullptr) continue;
+      if (!addrs[i].is_unix || (ports[i] != 0 && d->server_ != nullptr)) continue;
       const std::string reason = DiagnoseBind(addrs[i]);
       if (reason != "gRPC could not listen on it" || addrs.size() == 1) {
         why.push_back(absl::StrCat("cannot listen on ", options.listen[i], ": ", reason));
@@ -338,15 +335,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       d->socket_paths_.push_back(addrs[i].path);
     } else {
       d->addresses_.push_back(TcpAddress(addrs[i].host, ports[i]));
+      for (int fd : tcp_fds[i]) {
+        d->side_channels_.push_back(SideChannelServer::StartTcp(fd, d->service_.get(), d->server_.get()));
+      }
+      tcp_fds[i].clear();
     }
   }
   // Same-host clients of a Unix socket get the shared-memory side channel;
   // without it they use the stream (so a failure here is only a warning).
   for (const std::string& path : d->socket_paths_) {
-    absl::StatusOr<std::unique_ptr<ShmChannelServer>> c =
-        ShmChannelServer::Start(wire::ShmSocketPath(path), d->service_.get());
+    absl::StatusOr<std::unique_ptr<SideChannelServer>> c =
+        SideChannelServer::Start(wire::ShmSocketPath(path), d->service_.get());
     if (c.ok()) {
-      d->shm_channels_.push_back(*std::move(c));
+      d->side_channels_.push_back(*std::move(c));
     } else {
       Log(LogLevel::kWarning, "no shared-memory channel beside ", path, ": ", c.status().message());
     }
@@ -356,7 +357,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
           ? absl::StrCat("; session memory limit ", FormatBytes(options.session_memory_limit_bytes))
           : std::string("; no session memory limit"),
       "; cpu cache up to ", FormatBytes(d->service_->cpu_cache_stats().limit_bytes),
-      "; same-host streams poll ", absl::ToInt64Microseconds(options.stream_spin), " us before sleeping");
+      "; same-host and tcp streams poll ", absl::ToInt64Microseconds(options.stream_spin), " us before sleeping");
   return d;
 }
 
@@ -368,7 +369,7 @@ void Daemon::Shutdown() {
   if (server_) {
     if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
   }
-  for (auto& c : shm_channels_) c->Stop();
+  for (auto& c : side_channels_) c->Stop();
   if (service_) service_->BeginShutdown();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +

@@ -424,19 +424,21 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   return ToGrpcStatus(EndStream(id, session, end));
 }
 
-void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::string_view token) {
+void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::string_view token,
+                                       wire::StreamFraming framing) {
+  const char* kind = framing == wire::StreamFraming::kByteStream ? "tcp stream" : "same-host stream";
   absl::StatusOr<std::shared_ptr<Session>> attached = Attach(session_id, token, nullptr, sock);
   if (!wire::SendShmReply(sock, attached.status()).ok() || !attached.ok()) {
-    if (!attached.ok()) Log(LogLevel::kWarning, "same-host stream: hello refused: ", attached.status().message());
+    if (!attached.ok()) Log(LogLevel::kWarning, kind, ": hello refused: ", attached.status().message());
     if (attached.ok()) EndStream(session_id, *attached, StreamEnd::kLost).IgnoreError();
     return;
   }
   std::shared_ptr<Session> session = *std::move(attached);
-  Log(LogLevel::kInfo, "session ", HexId(session_id), ": same-host stream attached");
+  Log(LogLevel::kInfo, "session ", HexId(session_id), ": ", kind, " attached");
   // Fetched data: the kernel copies it from the storage into the socket.
-  const StreamWriters w =
-      WritersOver([sock](const grpc::ByteBuffer& bb) { return wire::SendStreamMessage(sock, bb).ok(); });
-  wire::StreamReceiver receiver(kMaxStreamMessageBytes, absl::ToInt64Nanoseconds(options_.stream_spin));
+  const StreamWriters w = WritersOver(
+      [sock, framing](const grpc::ByteBuffer& bb) { return wire::SendStreamMessage(sock, bb, framing).ok(); });
+  wire::StreamReceiver receiver(kMaxStreamMessageBytes, absl::ToInt64Nanoseconds(options_.stream_spin), framing);
   absl::Status read_error;
   const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
     absl::StatusOr<bool> got = receiver.Next(sock, bb);
@@ -452,7 +454,7 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
   const StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, w.write, w.write_data);
   absl::Status why = EndStream(session_id, session, end);
   if (end == StreamEnd::kMalformed && !read_error.ok()) why = read_error;
-  wire::SendStreamEnd(sock, why).IgnoreError();  // the client may be gone
+  wire::SendStreamEnd(sock, why, framing).IgnoreError();  // the client may be gone
 }
 
 std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {

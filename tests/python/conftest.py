@@ -63,7 +63,9 @@ def subprocess_env(**extra):
 
 
 class Daemon:
-    """A `tensord serve --listen unix:<tmp>/sock [extra_args]` child process."""
+    """A `tensord serve --listen unix:<tmp>/sock [extra_args]` child process.
+    `addresses`: every address it listens on, as its ready line gives them
+    (a TCP port 0 replaced by the port chosen)."""
 
     def __init__(self, binary, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="tensord-pytest-")
@@ -82,6 +84,7 @@ class Daemon:
             if r:
                 line = self.proc.stdout.readline()
                 if line.startswith(b"tensord: listening on "):
+                    self.addresses = line.decode().strip()[len("tensord: listening on "):].split(", ")
                     return
                 if not line and self.proc.poll() is not None:
                     break

@@ -28,7 +28,7 @@ def test_run_py_quick_figure_2(tmp_path):
     assert result["machine"]["cores"] == os.cpu_count()
     assert result["errors"] == []
     rows = result["rows"]
-    assert [(r["figure"], r["transport"]) for r in rows] == [(2, "unix"), (2, "unix"), (2, "tcp")]
+    assert [(r["figure"], r["transport"]) for r in rows] == [(2, "unix"), (2, "unix"), (2, "tcp"), (2, "tcp")]
     for r in rows:
         assert r["unit"] == "us" and r["target"] == "<= 1.3" and r["peer_name"].startswith("bare gRPC")
         assert r["ours"] > 0 and r["peer"] > 0
@@ -36,7 +36,8 @@ def test_run_py_quick_figure_2(tmp_path):
         assert r["repeats"] == 200
     table = md.read_text()
     assert "| fig | name | tensord | peer |" in table
-    for path in ("unix socket, same-host stream", "unix socket, gRPC stream", "loopback TCP"):
+    for path in ("unix socket, same-host stream", "unix socket, gRPC stream", "loopback TCP, tcp stream",
+                 "loopback TCP, gRPC stream"):
         assert f"round trip: add + item, 64 floats ({path})" in table
         assert f"round trip: add + item, 64 floats ({path})" in p.stdout
 

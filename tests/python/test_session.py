@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensord
-from conftest import DAEMON_BIN, subprocess_env
+from conftest import DAEMON_BIN, Daemon, subprocess_env
 
 
 def test_thousand_small_ops_then_item_are_O1_round_trips(session, daemon):
@@ -49,6 +49,39 @@ def test_the_session_stream_uses_the_same_host_socket_unless_told_not_to(session
         assert "index_select" in str(e.value) and "test_session.py" in str(e.value)
         assert (x[:3] + 1).tolist() == [1.0, 2.0, 3.0]  # the session goes on
     s.close()
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+@pytest.mark.parametrize("tcp_stream", ["1", "0"])
+def test_over_tcp_the_session_stream_takes_a_connection_of_its_own_unless_told_not_to(monkeypatch, tcp_stream):
+    # At HOST:PORT the stream runs on a second TCP connection to the same
+    # port (the daemon tells it from gRPC's); TENSORD_TCP_STREAM=0 keeps it
+    # on gRPC. Both give the same values, errors and uploads of any size.
+    d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
+    try:
+        tcp = next(a for a in d.addresses if not a.startswith("unix:"))
+        monkeypatch.setenv("TENSORD_TCP_STREAM", tcp_stream)
+        s = tensord.connect(tcp, set_default=False)
+        with s:
+            assert s.uses_tcp_stream == (tcp_stream == "1")
+            assert not s.uses_same_host_stream and not s.uses_shared_memory
+            big = np.arange(3_000_000, dtype=np.float32)  # 12 MB: uploaded and fetched in chunks
+            x = tensord.tensor(big)
+            np.testing.assert_array_equal((x * 2).numpy(), big * 2)
+            bad = tensord.tensor([1.0, 2.0]).index_select(0, tensord.tensor([5]))
+            with pytest.raises(IndexError) as e:
+                bad.item()
+            assert "index_select" in str(e.value)
+            assert (x[:3] + 1).tolist() == [1.0, 2.0, 3.0]
+        s.close()
+        # The gRPC clients of the same port were served all along: a second
+        # session on the Unix socket sees the daemon alive.
+        other = tensord.connect(d.address, set_default=False)
+        with other:
+            assert tensord.ones(2).sum().item() == 2.0
+        other.close()
+    finally:
+        d.stop()
 
 
 def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):

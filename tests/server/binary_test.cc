@@ -352,13 +352,13 @@ TEST_F(BinaryTest, StreamSpinFromEnvironmentConfigAndFlag) {
   const std::string conf = dir_ + "/tensord.conf";
   std::ofstream(conf) << "stream_spin_us = 20\n";
   auto started_with = [&](const std::vector<std::string>& args) { return LogOfAStart(args, sock); };
-  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host streams poll 100 us"));
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host and tcp streams poll 100 us"));
   ScopedEnv env("TENSORD_STREAM_SPIN_US", "7");
-  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host streams poll 7 us"));
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}), HasSubstr("same-host and tcp streams poll 7 us"));
   EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock}),
-              HasSubstr("same-host streams poll 20 us"));
+              HasSubstr("same-host and tcp streams poll 20 us"));
   EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock, "--stream-spin-us", "0"}),
-              HasSubstr("same-host streams poll 0 us"));
+              HasSubstr("same-host and tcp streams poll 0 us"));
   EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--stream-spin-us", "-3"}),
               HasSubstr("--stream-spin-us: '-3' is not a polling time in microseconds"));
   {

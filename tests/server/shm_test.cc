@@ -13,7 +13,7 @@
 #include <numeric>
 #include <string>
 
-#include "../../server/src/shm_channel.h"
+#include "../../server/src/side_channel.h"
 #include "raw_client.h"
 #include "tensord/wire/shm.h"
 
@@ -204,13 +204,13 @@ TEST_F(ShmTest, HelloNeedsTheTokenAndOneChannelPerSession) {
 }
 
 // Connections that never say hello each hold a daemon thread until their
-// hello deadline; past ShmChannelServer::kMaxPendingHellos of them the
+// hello deadline; past SideChannelServer::kMaxPendingHellos of them the
 // daemon closes new ones at once (no reply, no thread), and once they go a
 // session's hello is answered again.
 TEST_F(ShmTest, ConnectionsWaitingForTheirHelloAreCapped) {
   RawSession s(stub_.get());
   std::vector<std::unique_ptr<ShmClient>> silent;
-  for (int i = 0; i < server::ShmChannelServer::kMaxPendingHellos; ++i) {
+  for (int i = 0; i < server::SideChannelServer::kMaxPendingHellos; ++i) {
     silent.push_back(std::make_unique<ShmClient>(ChannelPath()));
     ASSERT_TRUE(silent.back()->connected());
   }
@@ -218,7 +218,7 @@ TEST_F(ShmTest, ConnectionsWaitingForTheirHelloAreCapped) {
   ASSERT_TRUE(over.connected());
   // Closed without a reply, well before the hello deadline (which would
   // send one): recv sees the end at once.
-  timeval tv{server::ShmChannelServer::kHelloTimeoutSeconds - 2, 0};
+  timeval tv{server::SideChannelServer::kHelloTimeoutSeconds - 2, 0};
   ::setsockopt(over.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   char byte;
   EXPECT_EQ(::recv(over.fd(), &byte, 1, 0), 0) << std::strerror(errno);

@@ -1,10 +1,14 @@
-// The same-host stream (tensord/wire/socket_stream.h) spoken to raw: a
-// HelloStream needs the session's token and a session takes one stream
-// (gRPC or this); messages larger than a record are reassembled both ways;
-// a malformed record, an over-long message or a client that dies inside a
-// message ends that session's stream with a reason, never the daemon, which
-// keeps serving other sessions; closing the session ends the stream.
+// The same-host stream and the TCP stream (tensord/wire/socket_stream.h)
+// spoken to raw, each test on both: a HelloStream needs the session's token
+// and a session takes one stream (gRPC or this); messages larger than a
+// record are reassembled both ways; a malformed record, an over-long
+// message or a client that dies inside a message ends that session's stream
+// with a reason, never the daemon, which keeps serving other sessions;
+// closing the session ends the stream. On the TCP port, gRPC's connections
+// and tensord's share the port; bytes that are neither are closed.
+#include <arpa/inet.h>
 #include <linux/sockios.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -27,13 +31,23 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The client end of a same-host stream: protobuf messages in records.
+using wire::StreamFraming;
+
+// The client end of a same-host stream (kRecords: `where` is the side
+// channel's path) or a TCP stream (kByteStream: `where` is HOST:PORT).
 class SocketStream {
  public:
-  SocketStream(const std::string& channel, uint64_t id, const std::string& token) {
-    absl::StatusOr<int> fd = wire::ConnectShmChannel(channel, wire::ShmOp::kHelloStream, id, token);
+  SocketStream(StreamFraming framing, const std::string& where, uint64_t id, const std::string& token)
+      : framing_(framing), receiver_(size_t{64} << 20, wire::kDefaultStreamSpinNanos, framing) {
+    absl::StatusOr<int> fd = framing == StreamFraming::kRecords
+                                 ? wire::ConnectShmChannel(where, wire::ShmOp::kHelloStream, id, token)
+                                 : wire::ConnectTcpStream(where, id, token, 10000);
     hello_ = fd.status();
-    if (fd.ok()) fd_ = *fd;  // keeps the 10 s receive timeout: a broken daemon fails the test
+    if (fd.ok()) {
+      fd_ = *fd;
+      timeval tv{10, 0};  // a broken daemon fails the test, not hangs it
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
   }
   ~SocketStream() {
     if (fd_ >= 0) ::close(fd_);
@@ -45,7 +59,7 @@ class SocketStream {
     grpc::ByteBuffer bb;
     bool own = false;
     if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
-    return wire::SendStreamMessage(fd_, bb).ok();
+    return wire::SendStreamMessage(fd_, bb, framing_).ok();
   }
   void Send(v1::Request r) {
     v1::ClientMessage m;
@@ -106,11 +120,130 @@ class SocketStream {
   }
 
  private:
+  StreamFraming framing_;
   int fd_ = -1;
   absl::Status hello_;
   absl::Status read_error_;
-  wire::StreamReceiver receiver_{size_t{64} << 20};
+  wire::StreamReceiver receiver_;
 };
+
+// Byte streams: a message and an end record arrive whole however the bytes
+// are split (here one byte per send, on a real TCP connection), and a
+// receiver takes messages of any size up to its limit.
+TEST(SocketStreamBytes, MessagesArriveWholeHoweverTheBytesAreSplit) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(lfd, 1), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  const int out = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(out, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  const int in = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(in, 0);
+  ::close(lfd);
+  std::string large(5'000'003, '\0');
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 13 + i / 257);
+  absl::Status sent;
+  std::thread sender([&] {
+    // "hello" one byte at a time (header included): the receiver waits for the rest.
+    std::string trickle;
+    {
+      int sp[2];
+      ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+      grpc::Slice hello("hello", 5);
+      ASSERT_TRUE(wire::SendStreamMessage(sp[0], grpc::ByteBuffer(&hello, 1), StreamFraming::kByteStream).ok());
+      trickle.resize(sizeof(wire::ByteStreamHeader) + 5);
+      ASSERT_EQ(::recv(sp[1], trickle.data(), trickle.size(), MSG_WAITALL), static_cast<ssize_t>(trickle.size()));
+      ::close(sp[0]);
+      ::close(sp[1]);
+    }
+    for (char c : trickle) {
+      ASSERT_EQ(::send(out, &c, 1, MSG_NOSIGNAL), 1);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    // A message of several slices, an empty one, then the end record.
+    grpc::Slice parts[3] = {grpc::Slice(large.data(), 1000), grpc::Slice(large.data() + 1000, large.size() - 1001),
+                            grpc::Slice(large.data() + large.size() - 1, 1)};
+    sent = wire::SendStreamMessage(out, grpc::ByteBuffer(parts, 3), StreamFraming::kByteStream);
+    if (sent.ok()) sent = wire::SendStreamMessage(out, grpc::ByteBuffer(), StreamFraming::kByteStream);
+    if (sent.ok()) sent = wire::SendStreamEnd(out, absl::DataLossError("why it ended"), StreamFraming::kByteStream);
+  });
+  wire::StreamReceiver receiver(size_t{8} << 20, wire::kDefaultStreamSpinNanos, StreamFraming::kByteStream);
+  const auto next = [&](std::string* text) -> absl::StatusOr<bool> {
+    grpc::ByteBuffer bb;
+    absl::StatusOr<bool> got = receiver.Next(in, &bb);
+    if (got.ok() && *got) {
+      grpc::Slice whole;
+      EXPECT_TRUE(bb.DumpToSingleSlice(&whole).ok() || bb.Length() == 0);
+      *text = std::string(reinterpret_cast<const char*>(whole.begin()), whole.size());
+    }
+    return got;
+  };
+  std::string text;
+  absl::StatusOr<bool> got = next(&text);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_EQ(text, "hello");
+  got = next(&text);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_EQ(text.size(), large.size());
+  EXPECT_TRUE(text == large);
+  got = next(&text);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_EQ(text, "");
+  got = next(&text);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(*got);
+  EXPECT_TRUE(receiver.ended_with_record());
+  EXPECT_TRUE(absl::IsDataLoss(receiver.end_status())) << receiver.end_status();
+  EXPECT_EQ(receiver.end_status().message(), "why it ended");
+  sender.join();
+  EXPECT_TRUE(sent.ok()) << sent;
+  ::close(out);
+  ::close(in);
+}
+
+// Byte streams: a header with a length over the receiver's limit is an
+// error at once (nothing allocated), as are a wrong magic, unknown flags,
+// and a stream that ends inside a header or a message.
+TEST(SocketStreamBytes, BrokenRecordsAreErrorsNotAllocations) {
+  const auto receive = [](const std::string& bytes) {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    EXPECT_EQ(::send(sv[0], bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    ::shutdown(sv[0], SHUT_WR);
+    wire::StreamReceiver receiver(size_t{1} << 20, 0, StreamFraming::kByteStream);
+    grpc::ByteBuffer bb;
+    absl::StatusOr<bool> got = receiver.Next(sv[1], &bb);
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return got.ok() ? absl::OkStatus() : got.status();
+  };
+  const auto header = [](uint32_t magic, uint32_t flags, uint64_t length) {
+    wire::ByteStreamHeader h;
+    h.magic = magic;
+    h.flags = flags;
+    h.length = length;
+    return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+  };
+  absl::Status st = receive(header(wire::kStreamMagic, 0, uint64_t{1} << 40));
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  EXPECT_THAT(st.message(), HasSubstr("longer than"));
+  st = receive(header(0x12345678, 0, 4));
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  EXPECT_THAT(st.message(), HasSubstr("malformed record"));
+  st = receive(header(wire::kStreamMagic, wire::kRecordMore, 4));
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  st = receive(header(wire::kStreamMagic, wire::kRecordEnd, 2));  // shorter than a status code
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  st = receive(header(wire::kStreamMagic, 0, 100) + std::string(10, 'x'));
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+  EXPECT_THAT(st.message(), HasSubstr("inside a message"));
+  st = receive(header(wire::kStreamMagic, 0, 100).substr(0, 7));
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+}
 
 TEST(SocketStreamRecords, AMessageGoesThroughASocketWhoseBufferIsSmallerThanARecord) {
   // A host with a small net.core.wmem_default refuses 64 KiB datagrams
@@ -266,9 +399,13 @@ TEST(SocketStreamRecords, TheReceiveBufferShrinksAfterALargeMessage) {
   ::close(sv[1]);
 }
 
-class SocketStreamTest : public DaemonFixture {
+class SocketStreamTest : public DaemonFixture, public ::testing::WithParamInterface<StreamFraming> {
  protected:
-  std::string ChannelPath() const { return wire::ShmSocketPath(dir_ + "/td.sock"); }
+  // Where this test's streams connect: the side channel, or the TCP port.
+  std::string ChannelPath() const {
+    return GetParam() == StreamFraming::kRecords ? wire::ShmSocketPath(dir_ + "/td.sock") : daemon_->addresses()[1];
+  }
+  bool tcp() const { return GetParam() == StreamFraming::kByteStream; }
 
   // Waits (at most 20 s) until the daemon has `n` sessions.
   void WaitForSessions(size_t n) {
@@ -296,9 +433,9 @@ class SocketStreamTest : public DaemonFixture {
   }
 };
 
-TEST_F(SocketStreamTest, RunsTheSessionWithMessagesLargerThanARecord) {
+TEST_P(SocketStreamTest, RunsTheSessionWithMessagesLargerThanARecord) {
   RawSession raw(stub_.get(), /*attach=*/false);
-  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
   // 200,000 floats inline in one message: 800 KB, about 13 records.
   std::vector<float> v(200000);
@@ -318,54 +455,62 @@ TEST_F(SocketStreamTest, RunsTheSessionWithMessagesLargerThanARecord) {
   EXPECT_EQ(daemon_->service().live_sessions(), 1u);
 }
 
-TEST_F(SocketStreamTest, HelloNeedsTheTokenAndASessionTakesOneStream) {
+TEST_P(SocketStreamTest, HelloNeedsTheTokenAndASessionTakesOneStream) {
   RawSession raw(stub_.get(), /*attach=*/false);
   {
-    SocketStream bad(ChannelPath(), raw.id(), "not the token");
+    SocketStream bad(GetParam(), ChannelPath(), raw.id(), "not the token");
     EXPECT_TRUE(absl::IsPermissionDenied(bad.hello())) << bad.hello();
-    SocketStream unknown(ChannelPath(), raw.id() ^ 1, raw.token());
+    SocketStream unknown(GetParam(), ChannelPath(), raw.id() ^ 1, raw.token());
     EXPECT_TRUE(absl::IsNotFound(unknown.hello())) << unknown.hello();
   }
-  SocketStream first(ChannelPath(), raw.id(), raw.token());
+  SocketStream first(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(first.hello().ok()) << first.hello();
-  SocketStream second(ChannelPath(), raw.id(), raw.token());
+  SocketStream second(GetParam(), ChannelPath(), raw.id(), raw.token());
   EXPECT_THAT(second.hello().message(), HasSubstr("already has a stream attached"));
   // A session attached on gRPC takes no same-host stream either.
   RawSession on_grpc(stub_.get());
   EXPECT_TRUE(on_grpc.Sync().empty());
-  SocketStream third(ChannelPath(), on_grpc.id(), on_grpc.token());
+  SocketStream third(GetParam(), ChannelPath(), on_grpc.id(), on_grpc.token());
   EXPECT_THAT(third.hello().message(), HasSubstr("already has a stream attached"));
   // The refusals hurt neither session.
   EXPECT_TRUE(first.Sync(1).empty());
   EXPECT_TRUE(on_grpc.Sync().empty());
 }
 
-TEST_F(SocketStreamTest, AMalformedRecordEndsThatStreamOnly) {
+TEST_P(SocketStreamTest, AMalformedRecordEndsThatStreamOnly) {
   RawSession bystander(stub_.get());
   RawSession raw(stub_.get(), /*attach=*/false);
-  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
   const char junk[] = "not a record header";
   ASSERT_EQ(::send(s.fd(), junk, sizeof(junk), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(junk)));
   ExpectRefusedAlone(s, "malformed record", bystander);
 }
 
-TEST_F(SocketStreamTest, BytesThatAreNotAClientMessageEndTheStream) {
+TEST_P(SocketStreamTest, BytesThatAreNotAClientMessageEndTheStream) {
   RawSession bystander(stub_.get());
   RawSession raw(stub_.get(), /*attach=*/false);
-  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
   const std::string garbage(100, '\xff');
   grpc::Slice slice(garbage.data(), garbage.size());
-  ASSERT_TRUE(wire::SendStreamMessage(s.fd(), grpc::ByteBuffer(&slice, 1)).ok());
+  ASSERT_TRUE(wire::SendStreamMessage(s.fd(), grpc::ByteBuffer(&slice, 1), GetParam()).ok());
   ExpectRefusedAlone(s, "not a valid tensord.v1.ClientMessage", bystander);
 }
 
-TEST_F(SocketStreamTest, AnOverLongMessageIsRefusedNotAllocated) {
+TEST_P(SocketStreamTest, AnOverLongMessageIsRefusedNotAllocated) {
   RawSession bystander(stub_.get());
   RawSession raw(stub_.get(), /*attach=*/false);
-  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
+  if (tcp()) {
+    // A header that announces more than the daemon's 64 MiB limit.
+    wire::ByteStreamHeader head;
+    head.length = size_t{65} << 20;
+    ASSERT_EQ(::send(s.fd(), &head, sizeof(head), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(head)));
+    ExpectRefusedAlone(s, "longer than", bystander);
+    return;
+  }
   // Records that say "more follows" past the daemon's 64 MiB limit.
   std::string record(sizeof(wire::RecordHeader) + wire::kStreamRecordBytes, '\0');
   wire::RecordHeader head;
@@ -378,17 +523,25 @@ TEST_F(SocketStreamTest, AnOverLongMessageIsRefusedNotAllocated) {
   ExpectRefusedAlone(s, "longer than", bystander);
 }
 
-TEST_F(SocketStreamTest, AClientThatDiesInsideAMessageLosesOnlyItsSession) {
+TEST_P(SocketStreamTest, AClientThatDiesInsideAMessageLosesOnlyItsSession) {
   RawSession bystander(stub_.get());
   {
     RawSession raw(stub_.get(), /*attach=*/false);
-    SocketStream s(ChannelPath(), raw.id(), raw.token());
+    SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
     ASSERT_TRUE(s.hello().ok()) << s.hello();
     s.Send(UploadReq(1, MetaProto({4}, ScalarType::kFloat32), Bytes(std::vector<float>{1, 2, 3, 4})));
-    std::string record(sizeof(wire::RecordHeader) + 100, '\0');
-    wire::RecordHeader head;
-    head.flags = wire::kRecordMore;  // ... and nothing follows
-    std::memcpy(record.data(), &head, sizeof(head));
+    std::string record;
+    if (tcp()) {
+      wire::ByteStreamHeader head;
+      head.length = 1000;  // ... and 100 bytes come
+      record.assign(reinterpret_cast<const char*>(&head), sizeof(head));
+      record.append(100, '\0');
+    } else {
+      record.assign(sizeof(wire::RecordHeader) + 100, '\0');
+      wire::RecordHeader head;
+      head.flags = wire::kRecordMore;  // ... and nothing follows
+      std::memcpy(record.data(), &head, sizeof(head));
+    }
     ASSERT_EQ(::send(s.fd(), record.data(), record.size(), MSG_NOSIGNAL), static_cast<ssize_t>(record.size()));
   }  // the socket closes here, as when the process dies
   WaitForSessions(1);
@@ -396,9 +549,9 @@ TEST_F(SocketStreamTest, AClientThatDiesInsideAMessageLosesOnlyItsSession) {
   ExpectBystanderServed(bystander);
 }
 
-TEST_F(SocketStreamTest, ClosingTheSessionEndsItsStream) {
+TEST_P(SocketStreamTest, ClosingTheSessionEndsItsStream) {
   RawSession raw(stub_.get(), /*attach=*/false);
-  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
   EXPECT_TRUE(s.Sync(1).empty());
   grpc::ClientContext ctx;
@@ -414,10 +567,10 @@ TEST_F(SocketStreamTest, ClosingTheSessionEndsItsStream) {
   WaitForSessions(0);
 }
 
-TEST_F(SocketStreamTest, ClosingTheSessionOfAClientThatDoesNotReadCompletes) {
+TEST_P(SocketStreamTest, ClosingTheSessionOfAClientThatDoesNotReadCompletes) {
   RawSession bystander(stub_.get());
   RawSession raw(stub_.get(), /*attach=*/false);
-  SocketStream s(ChannelPath(), raw.id(), raw.token());
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
   // 4 MB of fetched data the client never reads: the daemon's write blocks
   // on the full socket, inside the session's message. CloseSession (here on
@@ -447,6 +600,69 @@ TEST_F(SocketStreamTest, ClosingTheSessionOfAClientThatDoesNotReadCompletes) {
   EXPECT_TRUE(closed.ok()) << closed.error_message();
   WaitForSessions(1);
   ExpectBystanderServed(bystander);
+}
+
+INSTANTIATE_TEST_SUITE_P(Framings, SocketStreamTest,
+                         ::testing::Values(StreamFraming::kRecords, StreamFraming::kByteStream),
+                         [](const ::testing::TestParamInfo<StreamFraming>& info) {
+                           return info.param == StreamFraming::kRecords ? "SameHost" : "Tcp";
+                         });
+
+// The TCP port serves gRPC and TCP streams side by side; a connection that
+// sends neither is closed, one that sends nothing holds no one up, and a
+// shared-memory hello (which needs a Unix socket) is refused with a reason.
+using TcpPortTest = DaemonFixture;
+
+TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {
+  const std::string& address = daemon_->addresses()[1];
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(port);
+  const auto connect_raw = [&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    timeval tv{20, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+  };
+  // A silent connection, held open through the rest of the test.
+  const int silent = connect_raw();
+  // Junk: answered with an error reply and closed.
+  const int junk = connect_raw();
+  const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x');
+  ASSERT_EQ(::send(junk, garbage.data(), garbage.size(), MSG_NOSIGNAL), static_cast<ssize_t>(garbage.size()));
+  wire::ShmReply reply;
+  ASSERT_EQ(::recv(junk, &reply, sizeof(reply), MSG_WAITALL), static_cast<ssize_t>(sizeof(reply)));
+  EXPECT_NE(reply.code, 0);
+  char more;
+  EXPECT_LE(::recv(junk, &more, 1, 0), 0);  // then closed (reset: the daemon left bytes unread)
+  ::close(junk);
+  // A shared-memory hello: refused, naming why.
+  RawSession raw(stub_.get(), /*attach=*/false);
+  const int shm = connect_raw();
+  wire::ShmFrame hello;
+  hello.op = static_cast<uint32_t>(wire::ShmOp::kHello);
+  hello.session_id = raw.id();
+  hello.token_size = static_cast<uint32_t>(raw.token().size());
+  std::memcpy(hello.token, raw.token().data(), raw.token().size());
+  ASSERT_TRUE(wire::SendShmFrame(shm, hello).ok());
+  absl::Status refused = wire::RecvShmReply(shm);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("Unix socket"));
+  ::close(shm);
+  // gRPC on the same port, while the silent one waits: a new channel
+  // (a new connection) opens a session, and a TCP stream runs it.
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = v1::Tensord::NewStub(channel);
+  RawSession over_tcp(stub.get(), /*attach=*/false);
+  SocketStream s(StreamFraming::kByteStream, address, over_tcp.id(), over_tcp.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  s.Send(UploadReq(1, MetaProto({3}, ScalarType::kFloat32), Bytes(std::vector<float>{1, 2, 3})));
+  EXPECT_TRUE(s.Sync(1).empty());
+  EXPECT_EQ(FromBytes<float>(s.Fetch(2, 1)), (std::vector<float>{1, 2, 3}));
+  ::close(silent);
 }
 
 }  // namespace

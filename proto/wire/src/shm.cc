@@ -56,8 +56,10 @@ absl::StatusOr<size_t> RecvOne(int sock, void* buf, size_t n, int* fd) {
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t r;
+  // MSG_WAITALL: on a TCP socket (the stream's hello, socket_stream.h) the
+  // whole frame, however it was split; a datagram socket ignores it.
   do {
-    r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
   } while (r < 0 && errno == EINTR);
   if (r < 0) return Errno("receive");
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {

@@ -2,6 +2,11 @@
 // tensord/wire/socket_stream.h).
 #include "tensord/wire/socket_stream.h"
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sched.h>
@@ -12,16 +17,20 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "datagram.h"
 #include "tensord/wire/cpus.h"
+#include "tensord/wire/shm.h"
 
 namespace tensord::wire {
 namespace {
@@ -83,6 +92,46 @@ ssize_t ReceiveRecord(int sock, msghdr* msg, int64_t spin_ns, bool* polled) {
   return r;
 }
 
+constexpr char kTcpChannel[] = "tcp stream";
+
+// Sends every byte of `iov` on a byte stream, however the kernel splits it.
+absl::Status SendAllBytes(int sock, std::vector<iovec> iov) {
+  size_t i = 0;
+  while (i < iov.size()) {
+    msghdr msg{};
+    msg.msg_iov = iov.data() + i;
+    msg.msg_iovlen = std::min<size_t>(iov.size() - i, IOV_MAX);
+    const ssize_t r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return internal::ErrnoStatus(kTcpChannel, "send");
+    }
+    size_t done = static_cast<size_t>(r);
+    while (i < iov.size() && done >= iov[i].iov_len) done -= iov[i++].iov_len;
+    if (i < iov.size()) {
+      iov[i].iov_base = static_cast<char*>(iov[i].iov_base) + done;
+      iov[i].iov_len -= done;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Receives exactly `n` bytes into `p`, blocking. Returns how many came
+// before the end of the stream (n when all did).
+absl::StatusOr<size_t> RecvAllBytes(int sock, char* p, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::recv(sock, p + got, n - got, MSG_WAITALL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return internal::ErrnoStatus(kTcpChannel, "receive");
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return got;
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> ParseStreamSpinMicros(absl::string_view text) {
@@ -94,11 +143,23 @@ absl::StatusOr<int64_t> ParseStreamSpinMicros(absl::string_view text) {
   return us;
 }
 
-absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb) {
+absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb, StreamFraming framing) {
   std::vector<grpc::Slice> slices;
   (void)bb.Dump(&slices);  // an empty buffer has no slices: one empty record
   size_t total = 0;
   for (const grpc::Slice& s : slices) total += s.size();
+  if (framing == StreamFraming::kByteStream) {
+    // One record: the header and every slice in as few sends as the kernel takes.
+    ByteStreamHeader bh;
+    bh.length = total;
+    std::vector<iovec> iov;
+    iov.reserve(slices.size() + 1);
+    iov.push_back({&bh, sizeof(bh)});
+    for (const grpc::Slice& s : slices) {
+      if (s.size() > 0) iov.push_back({const_cast<uint8_t*>(s.begin()), s.size()});
+    }
+    return SendAllBytes(sock, std::move(iov));
+  }
   RecordHeader head;
   iovec iov[kMaxIov + 1];
   iov[0].iov_base = &head;
@@ -139,11 +200,19 @@ absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb) {
   return absl::OkStatus();
 }
 
-absl::Status SendStreamEnd(int sock, const absl::Status& why) {
+absl::Status SendStreamEnd(int sock, const absl::Status& why, StreamFraming framing) {
   RecordHeader head;
   head.flags = kRecordEnd;
   const int32_t code = static_cast<int32_t>(why.code());
-  const absl::string_view m = why.message().substr(0, 4096);
+  const absl::string_view m = why.message().substr(0, kMaxEndRecordBytes - sizeof(code));
+  if (framing == StreamFraming::kByteStream) {
+    ByteStreamHeader bh;
+    bh.flags = kRecordEnd;
+    bh.length = sizeof(code) + m.size();
+    std::vector<iovec> iov = {{&bh, sizeof(bh)}, {const_cast<int32_t*>(&code), sizeof(code)}};
+    if (!m.empty()) iov.push_back({const_cast<char*>(m.data()), m.size()});
+    return SendAllBytes(sock, std::move(iov));
+  }
   iovec iov[3] = {{&head, sizeof(head)}, {const_cast<int32_t*>(&code), sizeof(code)},
                   {const_cast<char*>(m.data()), m.size()}};
   return SendRecord(sock, iov, m.empty() ? 2 : 3, sizeof(head) + sizeof(code) + m.size());
@@ -156,6 +225,7 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
     buf_.reset();
     capacity_ = 0;
   }
+  if (framing_ == StreamFraming::kByteStream) return NextFromByteStream(sock, bb);
   size_t size = 0;  // message bytes gathered so far
   // Spin for this message only when the last wait was short enough to have
   // ended within the spin (as an adaptive mutex does): a session that pauses
@@ -165,14 +235,7 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
   for (;;) {
     // Room for one more record's payload after the header, which lands just
     // before it (and is moved out of the way).
-    const size_t need = size + sizeof(RecordHeader) + kStreamRecordBytes;
-    if (need > capacity_) {
-      const size_t cap = std::max(need, capacity_ * 2);
-      std::unique_ptr<char[]> grown(new char[cap]);
-      if (size > 0) std::memcpy(grown.get(), buf_.get(), size);
-      buf_ = std::move(grown);
-      capacity_ = cap;
-    }
+    Reserve(size + sizeof(RecordHeader) + kStreamRecordBytes, size);
     RecordHeader head;
     iovec iov[2] = {{&head, sizeof(head)}, {buf_.get() + size, kStreamRecordBytes}};
     msghdr msg{};
@@ -220,6 +283,190 @@ absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
   grpc::Slice s(buf_.get(), size, grpc::Slice::STATIC_SLICE);
   *bb = grpc::ByteBuffer(&s, 1);
   return true;
+}
+
+void StreamReceiver::Reserve(size_t need, size_t keep) {
+  if (need <= capacity_) return;
+  const size_t cap = std::max(need, capacity_ * 2);
+  std::unique_ptr<char[]> grown(new char[cap]);
+  if (keep > 0) std::memcpy(grown.get(), buf_.get(), keep);
+  buf_ = std::move(grown);
+  capacity_ = cap;
+}
+
+absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuffer* bb) {
+  // The header: its first bytes polled for as on a record socket (when the
+  // last wait was short), the rest of it waited for.
+  ByteStreamHeader head;
+  iovec iov{&head, sizeof(head)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  const auto wait_start = spin_ns_ > 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  bool polled = false;
+  const ssize_t r = ReceiveRecord(sock, &msg, spin_next_ ? spin_ns_ : 0, &polled);
+  if (r < 0) return internal::ErrnoStatus(kTcpChannel, "receive");
+  if (spin_ns_ > 0) {
+    spin_next_ = std::chrono::steady_clock::now() - wait_start <= std::chrono::nanoseconds(spin_ns_);
+    if (polled) ++polled_messages_;
+  }
+  if (r == 0) {
+    end_status_ = absl::OkStatus();
+    return false;
+  }
+  size_t got = static_cast<size_t>(r);
+  if (got < sizeof(head)) {
+    absl::StatusOr<size_t> more = RecvAllBytes(sock, reinterpret_cast<char*>(&head) + got, sizeof(head) - got);
+    if (!more.ok()) return more.status();
+    got += *more;
+    if (got < sizeof(head)) return absl::UnavailableError("tcp stream: the socket closed inside a record header");
+  }
+  if (head.magic != kStreamMagic || (head.flags & ~kRecordEnd) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tcp stream: a malformed record header (magic ",
+                                                   absl::Hex(head.magic), ", flags ", head.flags, ")"));
+  }
+  const bool end = (head.flags & kRecordEnd) != 0;
+  if (end && (head.length < sizeof(int32_t) || head.length > kMaxEndRecordBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("tcp stream: a malformed end record of ", head.length, " bytes"));
+  }
+  if (head.length > max_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat("tcp stream: a message of ", head.length,
+                                                   " bytes, longer than the limit of ", max_bytes_, " bytes"));
+  }
+  const size_t size = static_cast<size_t>(head.length);
+  Reserve(std::max<size_t>(size, 4096), 0);
+  absl::StatusOr<size_t> body = RecvAllBytes(sock, buf_.get(), size);
+  if (!body.ok()) return body.status();
+  if (*body < size) return absl::UnavailableError("tcp stream: the socket closed inside a message");
+  if (end) {
+    int32_t code = 0;
+    std::memcpy(&code, buf_.get(), sizeof(code));
+    end_status_ = absl::Status(static_cast<absl::StatusCode>(code),
+                               std::string(buf_.get() + sizeof(code), size - sizeof(code)));
+    ended_with_record_ = true;
+    return false;
+  }
+  small_in_a_row_ = size <= kSmallMessageBytes ? small_in_a_row_ + 1 : 0;
+  grpc::Slice s(buf_.get(), size, grpc::Slice::STATIC_SLICE);
+  *bb = grpc::ByteBuffer(&s, 1);
+  return true;
+}
+
+namespace {
+
+// HOST and PORT of a gRPC target naming one TCP address: HOST:PORT,
+// [IPV6]:PORT, or that behind ipv4:, ipv6: or dns: (with or without an
+// authority). False for anything else (unix:, lists, names without a port).
+bool SplitTcpTarget(absl::string_view target, std::string* host, std::string* port) {
+  for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:"}) {
+    if (absl::ConsumePrefix(&target, scheme)) {
+      if (absl::ConsumePrefix(&target, "//")) {
+        const size_t slash = target.find('/');
+        if (slash == absl::string_view::npos) return false;
+        target.remove_prefix(slash + 1);
+      }
+      break;
+    }
+  }
+  if (target.find(',') != absl::string_view::npos || target.find('/') != absl::string_view::npos) return false;
+  absl::string_view h, p;
+  if (absl::ConsumePrefix(&target, "[")) {
+    const size_t close = target.find(']');
+    if (close == absl::string_view::npos || close + 1 >= target.size() || target[close + 1] != ':') return false;
+    h = target.substr(0, close);
+    p = target.substr(close + 2);
+  } else {
+    const size_t colon = target.rfind(':');
+    if (colon == absl::string_view::npos || target.find(':') != colon) return false;
+    h = target.substr(0, colon);
+    p = target.substr(colon + 1);
+  }
+  int n = 0;
+  if (h.empty() || !absl::SimpleAtoi(p, &n) || n <= 0 || n > 65535) return false;
+  *host = std::string(h);
+  *port = std::string(p);
+  return true;
+}
+
+// Connects `fd` (non-blocking) to `addr` within `timeout_ms`.
+absl::Status ConnectWithin(int fd, const sockaddr* addr, socklen_t len, int timeout_ms) {
+  if (::connect(fd, addr, len) == 0) return absl::OkStatus();
+  if (errno != EINPROGRESS) return internal::ErrnoStatus(kTcpChannel, "connect");
+  pollfd p{fd, POLLOUT, 0};
+  int r;
+  do {
+    r = ::poll(&p, 1, timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) return absl::UnavailableError(absl::StrCat("tcp stream: connect: no answer within ", timeout_ms, " ms"));
+  if (r < 0) return internal::ErrnoStatus(kTcpChannel, "poll");
+  int err = 0;
+  socklen_t elen = sizeof(err);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) return internal::ErrnoStatus(kTcpChannel, "connect");
+  if (err != 0) {
+    errno = err;
+    return internal::ErrnoStatus(kTcpChannel, "connect");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session_id, absl::string_view token,
+                                     int timeout_ms) {
+  std::string host, port;
+  if (!SplitTcpTarget(address, &host, &port)) {
+    return absl::InvalidArgumentError(absl::StrCat("tcp stream: '", address, "' is not one HOST:PORT"));
+  }
+  if (token.size() > kShmMaxTokenBytes) return absl::InvalidArgumentError("tcp stream: session token too long");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return absl::UnavailableError(absl::StrCat("tcp stream: cannot resolve ", host, ": ", gai_strerror(rc)));
+  }
+  absl::Status why = absl::UnavailableError(absl::StrCat("tcp stream: no address for ", address));
+  int fd = -1;
+  for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+    const int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (s < 0) continue;
+    why = ConnectWithin(s, ai->ai_addr, ai->ai_addrlen, timeout_ms);
+    if (why.ok()) {
+      fd = s;
+    } else {
+      ::close(s);
+    }
+  }
+  ::freeaddrinfo(res);
+  if (fd < 0) return why;
+  const int flags = ::fcntl(fd, F_GETFL);
+  const int one = 1;
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};  // a daemon that does not answer must not hang us
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 ||
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    absl::Status st = internal::ErrnoStatus(kTcpChannel, "setting the socket up");
+    ::close(fd);
+    return st;
+  }
+  ShmFrame hello;
+  hello.op = static_cast<uint32_t>(ShmOp::kHelloStream);
+  hello.session_id = session_id;
+  hello.token_size = static_cast<uint32_t>(token.size());
+  if (!token.empty()) std::memcpy(hello.token, token.data(), token.size());
+  absl::Status st = SendShmFrame(fd, hello);
+  if (st.ok()) st = RecvShmReply(fd);
+  timeval none{0, 0};  // a sync point may wait for a long op
+  if (st.ok() && (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none)) != 0 ||
+                  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none)) != 0)) {
+    st = internal::ErrnoStatus(kTcpChannel, "setting the socket up");
+  }
+  if (!st.ok()) {
+    ::close(fd);
+    return st;
+  }
+  return fd;
 }
 
 }  // namespace tensord::wire

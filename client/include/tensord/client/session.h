@@ -70,6 +70,15 @@ struct SessionOptions {
   // session stay on gRPC. Used when the daemon offers the channel; false, or
   // $TENSORD_SAME_HOST_STREAM=0, keeps the gRPC stream.
   bool same_host_stream = true;
+  // TCP stream: connected at HOST:PORT, the session's messages go over a
+  // second TCP connection to the same port instead of the gRPC stream (the
+  // daemon tells the two apart by their first bytes): the same protobuf
+  // messages, each one length-prefixed record, without HTTP/2 and gRPC's
+  // thread hand-offs. The handshake and opening and closing the session
+  // stay on gRPC. When that connection cannot be made (within
+  // connect_timeout_ms) or the daemon refuses it, the gRPC stream is used;
+  // false, or $TENSORD_TCP_STREAM=0, always uses it.
+  bool tcp_stream = true;
   // On the same-host stream, how long (microseconds) a thread waiting for a
   // reply polls the socket before it blocks: a reply that comes within it
   // costs no wake-up of a halted core (see wire::StreamReceiver for when it
@@ -213,6 +222,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Whether the session stream runs over the daemon's side-channel socket
   // (SessionOptions::same_host_stream) rather than gRPC.
   bool uses_same_host_stream() const;
+  // Whether the session stream runs over its own TCP connection
+  // (SessionOptions::tcp_stream) rather than gRPC.
+  bool uses_tcp_stream() const;
   // The daemon's metadata for `handle` (error if it failed); when
   // `storage_id` is given, the daemon's id of the storage it views (equal ids
   // = the same storage; 0 when it has none).

@@ -25,7 +25,7 @@
 
 namespace tensord::server {
 
-class ShmChannelServer;  // server/src/shm_channel.h
+class SideChannelServer;  // server/src/side_channel.h
 
 // Largest gRPC message the daemon accepts or sends (batches of op calls and
 // upload chunks; fetch data is chunked at 3 MiB).
@@ -40,7 +40,7 @@ struct DaemonOptions {
   // Debugging: fill storages handed out unzeroed with this byte (0..255; -1 = off).
   int uninitialized_fill = -1;
   LogLevel log_level = LogLevel::kInfo;
-  // Same-host streams: how long a session's thread polls its socket for the
+  // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (see wire::StreamReceiver); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
   // Grace period for in-flight requests at shutdown.
@@ -82,7 +82,7 @@ class Daemon {
   std::vector<std::string> addresses_;
   std::vector<std::string> socket_paths_;  // to remove at shutdown
   // The shared-memory side channel beside each Unix socket ("<path>.shm").
-  std::vector<std::unique_ptr<ShmChannelServer>> shm_channels_;
+  std::vector<std::unique_ptr<SideChannelServer>> side_channels_;
   bool shut_down_ = false;
 };
 

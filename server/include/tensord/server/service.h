@@ -45,7 +45,7 @@ struct ServiceOptions {
   // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
   // fill): see CpuAllocatorOptions. It is also emptied when a session closes.
   CpuAllocatorOptions cpu_allocator;
-  // Same-host streams: how long a session's thread polls its socket for the
+  // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (wire::StreamReceiver's spin); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
 };
@@ -73,7 +73,8 @@ class TensordService final : public v1::Tensord::Service {
                       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
   // The session stream over the side-channel socket `sock` for a same-host
-  // client (tensord/wire/socket_stream.h), whose hello named `session_id`
+  // client, or over a TCP connection to the daemon's port (`framing`
+  // kByteStream) (tensord/wire/socket_stream.h), whose hello named `session_id`
   // and `token`: answers the hello (a ShmReply: NotFound, PermissionDenied,
   // FailedPrecondition when the session has a stream already), then
   // executes the session's messages in order, as Stream does, until the
@@ -81,7 +82,8 @@ class TensordService final : public v1::Tensord::Service {
   // sends the end record (why it ended) and closes the session. The caller
   // closes `sock` after this returns. Runs on the side channel's thread for
   // the connection.
-  void ServeSocketStream(int sock, uint64_t session_id, absl::string_view token);
+  void ServeSocketStream(int sock, uint64_t session_id, absl::string_view token,
+                         wire::StreamFraming framing = wire::StreamFraming::kRecords);
 
   // Refuses new sessions, cancels every attached stream and closes every
   // session. Called before the gRPC server shuts down.

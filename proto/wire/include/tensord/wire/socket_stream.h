@@ -18,6 +18,14 @@
 // kStreamRecordBytes of the message's bytes; every record but the last has
 // kRecordMore. An end record (kRecordEnd) carries an absl::StatusCode (int32)
 // and a message: why the daemon ended the stream; the socket closes after it.
+//
+// The same stream also runs over TCP (StreamFraming::kByteStream), for a
+// client that reached the daemon at HOST:PORT: the client opens a second
+// connection to the same port, whose first bytes are the same
+// ShmFrame{kHelloStream} (the daemon tells it from gRPC's HTTP/2 preface);
+// the daemon checks the token only (a TCP peer has no user id to check);
+// then each message is one record, a ByteStreamHeader (with the payload's
+// length, as a byte stream has no record boundaries) and the message's bytes.
 #ifndef TENSORD_WIRE_SOCKET_STREAM_H_
 #define TENSORD_WIRE_SOCKET_STREAM_H_
 
@@ -43,6 +51,22 @@ struct RecordHeader {
 };
 static_assert(sizeof(RecordHeader) == 8, "RecordHeader is a wire format: its size is fixed");
 
+// How a socket's records are delimited. kRecords: a SOCK_SEQPACKET Unix
+// socket, one record per datagram (RecordHeader, then at most
+// kStreamRecordBytes). kByteStream: a TCP (SOCK_STREAM) socket, one record
+// per message (ByteStreamHeader, then `length` bytes), never kRecordMore.
+enum class StreamFraming { kRecords, kByteStream };
+
+struct ByteStreamHeader {
+  uint32_t magic = kStreamMagic;
+  uint32_t flags = 0;    // kRecordEnd or 0
+  uint64_t length = 0;   // payload bytes after this header
+};
+static_assert(sizeof(ByteStreamHeader) == 16, "ByteStreamHeader is a wire format: its size is fixed");
+// The longest end record's payload on a byte stream (a status code and its
+// message, cut to 4 KiB by SendStreamEnd).
+inline constexpr size_t kMaxEndRecordBytes = 4 + 4096;
+
 // Payload bytes per record: well under the default socket buffer (208 KiB),
 // which bounds one SOCK_SEQPACKET record. Where a socket's buffer is smaller,
 // the sender's records are too (down to 1 KiB); receivers take any length up
@@ -53,10 +77,25 @@ inline constexpr size_t kStreamRecordBytes = 64 << 10;
 // copies them, so `bb` may be cleared once this returns). Blocks while the
 // socket's buffer is full. Unavailable when the socket failed (the peer
 // closed it or died). Safe to call from one thread at a time per socket.
-absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb);
+absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb,
+                               StreamFraming framing = StreamFraming::kRecords);
 
-// Sends the end record with `why` (OK: the stream ended normally).
-absl::Status SendStreamEnd(int sock, const absl::Status& why);
+// Sends the end record with `why` (OK: the stream ended normally; its
+// message is cut to 4 KiB).
+absl::Status SendStreamEnd(int sock, const absl::Status& why, StreamFraming framing = StreamFraming::kRecords);
+
+// Opens the session stream over TCP to the daemon at `address` (HOST:PORT,
+// [IPV6]:PORT, or ipv4:/ipv6:/dns: URIs of one such address): connects
+// (within `timeout_ms` milliseconds), turns Nagle's algorithm off, says
+// ShmFrame{kHelloStream, session_id, token} and waits (as long again) for
+// the daemon's ShmReply. Returns the connected socket (blocking,
+// close-on-exec, no receive timeout left; owned by the caller), or:
+// InvalidArgument for an address this cannot parse or a token over
+// kShmMaxTokenBytes, Unavailable when no connection could be made or the
+// daemon did not answer in time, or the reply's error (a daemon that
+// refused the hello).
+absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session_id, absl::string_view token,
+                                     int timeout_ms);
 
 // How long a receiver polls the socket for the next record before it
 // blocks (see StreamReceiver): 100 us. On this project's virtual machines a
@@ -85,8 +124,10 @@ class StreamReceiver {
   // no polling), yields the core to any other runnable thread between polls,
   // and at most (cores - 1) threads of the process poll at once, counting
   // the cores it may run on (none on one core, or when pinned to one).
-  explicit StreamReceiver(size_t max_message_bytes, int64_t spin_ns = kDefaultStreamSpinNanos)
-      : max_bytes_(max_message_bytes), spin_ns_(spin_ns) {}
+  // `framing`: as the socket's sender writes (kByteStream for TCP).
+  explicit StreamReceiver(size_t max_message_bytes, int64_t spin_ns = kDefaultStreamSpinNanos,
+                          StreamFraming framing = StreamFraming::kRecords)
+      : max_bytes_(max_message_bytes), spin_ns_(spin_ns), framing_(framing) {}
 
   // The next message, as a byte buffer over this receiver's memory (no
   // copy). Returns true with a message; false at the end of the stream
@@ -113,8 +154,14 @@ class StreamReceiver {
   int64_t polled_messages() const { return polled_messages_; }
 
  private:
+  // Next for StreamFraming::kByteStream.
+  absl::StatusOr<bool> NextFromByteStream(int sock, grpc::ByteBuffer* bb);
+  // Makes buf_ hold at least `need` bytes, keeping its first `keep`.
+  void Reserve(size_t need, size_t keep);
+
   size_t max_bytes_;
   int64_t spin_ns_;
+  StreamFraming framing_;
   bool spin_next_ = true;
   int64_t polled_messages_ = 0;
   std::unique_ptr<char[]> buf_;

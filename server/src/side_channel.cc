@@ -1,0 +1,370 @@
+// The side channels' listeners and connections (see side_channel.h).
+#include "side_channel.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <grpcpp/server.h>
+#include <grpcpp/server_posix.h>
+
+#include "absl/strings/str_cat.h"
+#include "tensord/server/log.h"
+#include "tensord/server/session.h"
+#include "tensord/wire/shm.h"
+#include "unix_socket.h"
+
+namespace tensord::server {
+namespace {
+
+// "ADDRESS:PORT" of a TCP socket's peer ("?" when unknown).
+std::string PeerName(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 ||
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), port, sizeof(port),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "?";
+  }
+  return ss.ss_family == AF_INET6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::Start(const std::string& path,
+                                                                           TensordService* service) {
+  sockaddr_un sa;
+  if (!FillSockaddr(path, &sa)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": too long for a Unix socket path"));
+  }
+  if (absl::Status s = PrepareUnixSocket(path, SOCK_SEQPACKET); !s.ok()) return s;
+  std::unique_ptr<SideChannelServer> c(new SideChannelServer());
+  c->path_ = path;
+  c->service_ = service;
+  c->listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (c->listen_fd_ < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
+  if (::bind(c->listen_fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot bind ", path, ": ", std::strerror(errno)));
+  }
+  // Owner only, before anyone can connect (connect needs listen).
+  if (::chmod(path.c_str(), 0600) != 0 || ::listen(c->listen_fd_, 64) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(path.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", path, ": ", why));
+  }
+  if (::pipe2(c->wake_, O_CLOEXEC) != 0) {
+    ::unlink(path.c_str());
+    return absl::InternalError(absl::StrCat("pipe2(): ", std::strerror(errno)));
+  }
+  c->StartAccepting();
+  return c;
+}
+
+absl::StatusOr<std::vector<int>> SideChannelServer::ListenTcp(const std::string& host, int port, int* bound_port) {
+  const std::string where = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                                                 : absl::StrCat(host, ":", port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string service = absl::StrCat(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0) {
+    return absl::UnavailableError(gai_strerror(rc));
+  }
+  std::vector<int> fds;
+  std::string why;
+  int chosen = port;
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // restart while old connections linger
+    // Port 0: the port chosen for the first address, for the others too.
+    if (chosen != 0) {
+      if (ai->ai_family == AF_INET) reinterpret_cast<sockaddr_in*>(ai->ai_addr)->sin_port = htons(chosen);
+      if (ai->ai_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_port = htons(chosen);
+    }
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+      if (why.empty()) {
+        why = std::strerror(errno);
+        if (errno == EADDRINUSE) why += " (is another daemon running?)";
+      }
+      ::close(fd);
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (chosen == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      chosen = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                        : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    }
+    fds.push_back(fd);
+  }
+  ::freeaddrinfo(res);
+  if (fds.empty()) {
+    return absl::UnavailableError(why.empty() ? absl::StrCat("no usable address for ", where) : why);
+  }
+  *bound_port = chosen;
+  return fds;
+}
+
+std::unique_ptr<SideChannelServer> SideChannelServer::StartTcp(int listen_fd, TensordService* service,
+                                                               grpc::Server* grpc_server) {
+  std::unique_ptr<SideChannelServer> c(new SideChannelServer());
+  c->service_ = service;
+  c->grpc_server_ = grpc_server;
+  c->listen_fd_ = listen_fd;
+  if (::pipe2(c->wake_, O_CLOEXEC) != 0) {
+    // Without the pipe Stop could not wake the acceptor: serve nothing
+    // (the port then refuses every connection) rather than hang at exit.
+    Log(LogLevel::kError, "tcp port: pipe2(): ", std::strerror(errno), "; not accepting connections");
+    return c;
+  }
+  c->StartAccepting();
+  return c;
+}
+
+void SideChannelServer::StartAccepting() {
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+SideChannelServer::~SideChannelServer() {
+  Stop();
+  for (int fd : {listen_fd_, wake_[0], wake_[1]}) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void SideChannelServer::Stop() {
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    for (int fd : conns_) ::shutdown(fd, SHUT_RDWR);  // wakes their threads
+  }
+  if (wake_[1] >= 0) {
+    const char b = 1;
+    while (::write(wake_[1], &b, 1) < 0 && errno == EINTR) {
+    }
+  }
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock l(&mu_);
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+  struct stat st;
+  if (!path_.empty() && ::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path_.c_str());
+}
+
+void SideChannelServer::ReapFinished() {
+  for (std::thread::id id : finished_) {
+    auto it = std::find_if(threads_.begin(), threads_.end(), [&](const std::thread& t) { return t.get_id() == id; });
+    if (it != threads_.end()) {
+      it->join();  // it has returned from Serve: joins at once
+      threads_.erase(it);
+    }
+  }
+  finished_.clear();
+}
+
+void SideChannelServer::AcceptLoop() {
+  for (;;) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    const int r = ::poll(p, 2, -1);
+    if (r < 0 && errno != EINTR) return;
+    if (p[1].revents != 0) return;
+    if (r <= 0 || (p[0].revents & POLLIN) == 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    ucred cred{};
+    socklen_t len = sizeof(cred);
+    if (path_.empty()) {
+      // TCP: small messages go out at once, for gRPC's connections as for
+      // ours (gRPC sets the same on the connections it accepts itself).
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    } else if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+               (cred.uid != ::geteuid() && cred.uid != 0)) {
+      Log(LogLevel::kWarning, "shared-memory channel: refused a connection from uid ", cred.uid, " (pid ", cred.pid,
+          "): not the daemon's user");
+      ::close(fd);
+      continue;
+    }
+    absl::MutexLock l(&mu_);
+    ReapFinished();
+    if (stopping_) {
+      ::close(fd);
+      return;
+    }
+    if (pending_hellos_ >= kMaxPendingHellos) {
+      // Logged for the first and then every 1,000th, so that a loop of
+      // connections cannot flood the log either.
+      if (refused_++ % 1000 == 0) {
+        Log(LogLevel::kWarning, path_.empty() ? "tcp port" : "shared-memory channel",
+            ": closed a new connection: ", kMaxPendingHellos,
+            " connections are already waiting for their first frame (", refused_, " closed so far)");
+      }
+      ::close(fd);
+      continue;
+    }
+    ++pending_hellos_;
+    conns_.push_back(fd);
+    threads_.emplace_back([this, fd] { Serve(fd); });
+  }
+}
+
+void SideChannelServer::HelloDone() {
+  absl::MutexLock l(&mu_);
+  --pending_hellos_;
+}
+
+void SideChannelServer::Forget(int fd) {
+  conns_.erase(std::find(conns_.begin(), conns_.end(), fd));
+  finished_.push_back(std::this_thread::get_id());
+}
+
+SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd) {
+  // The first four bytes, peeked (they stay for whoever reads next):
+  // "PRI " begins every HTTP/2 connection, a ShmFrame's magic ours.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHelloTimeoutSeconds);
+  char first[4];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return FirstBytes::kNone;  // silent
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno != EINTR) return FirstBytes::kNone;
+    if (r <= 0) continue;
+    const ssize_t n = ::recv(fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
+    if (n == static_cast<ssize_t>(sizeof(first))) break;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return FirstBytes::kNone;  // closed or failed
+    if (n > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a partial start: poll would not wait
+  }
+  if (std::memcmp(first, "PRI ", sizeof(first)) != 0) return FirstBytes::kTensord;
+  // gRPC's event engine wants a non-blocking socket; from here on it owns it.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return FirstBytes::kNone;
+  {
+    absl::MutexLock l(&mu_);
+    if (stopping_) return FirstBytes::kNone;  // the gRPC server may be shutting down: closed by Serve
+    conns_.erase(std::find(conns_.begin(), conns_.end(), fd));
+  }
+  // gRPC names the connection "fd:N" (what its logs, and ours, show as the peer).
+  Log(LogLevel::kInfo, "tcp port: gRPC connection fd:", fd, " from ", PeerName(fd));
+  grpc::AddInsecureChannelFromFd(grpc_server_, fd);
+  return FirstBytes::kGrpc;
+}
+
+void SideChannelServer::Serve(int fd) {
+  std::weak_ptr<Session> weak;
+  uint64_t session_id = 0;
+  const bool tcp = path_.empty();
+  if (tcp) {
+    const FirstBytes first = Sniff(fd);
+    if (first != FirstBytes::kTensord) {
+      HelloDone();
+      absl::MutexLock l(&mu_);
+      if (first == FirstBytes::kGrpc) {
+        finished_.push_back(std::this_thread::get_id());  // the fd is gRPC's now
+      } else {
+        Forget(fd);
+        ::close(fd);
+      }
+      return;
+    }
+  }
+  {
+    // The hello, within a deadline (a silent peer must not hold a thread).
+    timeval tv{kHelloTimeoutSeconds, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    wire::ShmFrame f;
+    int extra = -1;
+    absl::StatusOr<bool> got = wire::RecvShmFrame(fd, &f, &extra);
+    HelloDone();  // a frame, the end or the deadline: no longer waiting for the hello
+    if (extra >= 0) ::close(extra);
+    absl::Status st;
+    bool served_stream = false;
+    if (!got.ok()) {
+      st = got.status();
+    } else if (!*got) {
+      st = absl::CancelledError("closed before the hello");
+    } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kHelloStream) && f.token_size <= wire::kShmMaxTokenBytes) {
+      // The session's stream: served on this thread until it ends.
+      tv = timeval{0, 0};  // no deadline between messages
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      service_->ServeSocketStream(fd, f.session_id,
+                                  absl::string_view(reinterpret_cast<const char*>(f.token), f.token_size),
+                                  tcp ? wire::StreamFraming::kByteStream : wire::StreamFraming::kRecords);
+      served_stream = true;
+    } else if (tcp) {
+      st = absl::InvalidArgumentError(
+          "a TCP connection carries gRPC or a session stream only (shared memory needs the daemon's Unix socket)");
+    } else if (f.op != static_cast<uint32_t>(wire::ShmOp::kHello) || f.token_size > wire::kShmMaxTokenBytes) {
+      st = absl::InvalidArgumentError("the first frame must be a hello with a session id and token");
+    } else {
+      absl::StatusOr<std::shared_ptr<Session>> s = service_->FindSession(
+          f.session_id, absl::string_view(reinterpret_cast<const char*>(f.token), f.token_size));
+      if (!s.ok()) {
+        st = s.status();
+      } else if (!(*s)->ClaimShmChannel()) {
+        st = absl::FailedPreconditionError("the session already has a shared-memory channel (or is closed)");
+      } else {
+        weak = *s;
+        session_id = f.session_id;
+      }
+    }
+    if (served_stream) {
+      // ServeSocketStream answered the hello and ran the stream to its end.
+    } else if (st.ok()) {
+      tv = timeval{0, 0};  // no deadline between transfers
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      Log(LogLevel::kDebug, "session ", absl::Hex(session_id, absl::kZeroPad16), ": shared-memory channel attached");
+    } else {
+      Log(LogLevel::kWarning, tcp ? absl::StrCat("tcp port: connection from ", PeerName(fd)) : "shared-memory channel",
+          ": hello refused: ", st.message());
+    }
+    if (served_stream || !wire::SendShmReply(fd, st).ok() || !st.ok()) weak.reset();
+  }
+  while (!weak.expired()) {
+    wire::ShmFrame f;
+    int memfd = -1;
+    absl::StatusOr<bool> got = wire::RecvShmFrame(fd, &f, &memfd);
+    if (got.ok() && !*got) break;  // the client closed it
+    absl::Status st;
+    std::shared_ptr<Session> s = weak.lock();
+    if (!got.ok()) {
+      st = got.status();
+      if (!absl::IsInvalidArgument(st)) break;  // the socket failed, not the frame
+    } else if (s == nullptr || s->closed()) {
+      st = absl::FailedPreconditionError("the session is closed");
+    } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kMap)) {
+      st = s->MapShmSegment(f.segment, f.size, memfd);
+    } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kUnmap)) {
+      st = s->UnmapShmSegment(f.segment);
+    } else {
+      st = absl::InvalidArgumentError(absl::StrCat("unknown shared-memory channel op ", f.op));
+    }
+    if (memfd >= 0) ::close(memfd);  // mapped (or refused): the mapping keeps the memory
+    if (!wire::SendShmReply(fd, st).ok()) break;
+  }
+  absl::MutexLock l(&mu_);
+  Forget(fd);
+  ::close(fd);
+}
+
+}  // namespace tensord::server

@@ -1,0 +1,103 @@
+// The daemon's side channels, outside gRPC. Internal to server/.
+//  - Beside each Unix socket the daemon serves gRPC on, the shared-memory
+//    side channel (tensord/wire/shm.h): a SOCK_SEQPACKET Unix socket
+//    "<socket>.shm", which also carries same-host streams
+//    (tensord/wire/socket_stream.h).
+//  - On each TCP port: the daemon accepts the connections itself and tells
+//    gRPC's (which begin with HTTP/2's preface, "PRI * HTTP/2.0") from
+//    tensord's TCP streams (which begin with a ShmFrame hello); the former
+//    go to the gRPC server (grpc::AddInsecureChannelFromFd), the latter are
+//    served here. So one port serves both, through any firewall, SSH tunnel
+//    or container port mapping that lets gRPC through.
+#ifndef TENSORD_SERVER_SRC_SIDE_CHANNEL_H_
+#define TENSORD_SERVER_SRC_SIDE_CHANNEL_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "tensord/server/service.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace tensord::server {
+
+class SideChannelServer {
+ public:
+  static constexpr int kMaxPendingHellos = 64;
+  static constexpr int kHelloTimeoutSeconds = 5;
+
+  // Listens on `path` (mode 0600: only the daemon's user can connect; a stale
+  // socket file is replaced, anything else refused). One thread accepts; one
+  // thread per connection reads its frames. A connection is served only when
+  // its peer runs as the daemon's user (or root) and its hello names an open
+  // session with the right token; each session takes one connection (and
+  // one more for its same-host stream). At most kMaxPendingHellos
+  // connections may wait for their hello at once (each has kHelloTimeoutSeconds
+  // to send it); more are closed at once, so that a peer opening
+  // connections in a loop cannot take a thread each.
+  static absl::StatusOr<std::unique_ptr<SideChannelServer>> Start(const std::string& path, TensordService* service);
+
+  // Binds and listens on every address HOST (a name or a literal, no
+  // brackets) resolves to, at `port` (0: one the OS chooses, the same for
+  // every address). Returns the listening sockets (close-on-exec, owned by
+  // the caller) and the port in `*bound_port`; Unavailable with the OS's
+  // reason (a port in use, a host not on this machine) when none could be
+  // bound.
+  static absl::StatusOr<std::vector<int>> ListenTcp(const std::string& host, int port, int* bound_port);
+
+  // Serves TCP port connections accepted on `listen_fd` (from ListenTcp;
+  // this server owns it from now on): gRPC's go to `grpc_server` (which
+  // must outlive Stop), tensord's TCP streams to `service`. A connection
+  // has kHelloTimeoutSeconds to send its first bytes; one that sends
+  // neither is closed. The same cap on connections waiting for their first
+  // frame applies (kMaxPendingHellos).
+  static std::unique_ptr<SideChannelServer> StartTcp(int listen_fd, TensordService* service,
+                                                     grpc::Server* grpc_server);
+  ~SideChannelServer();
+
+  // Stops accepting, ends every connection, joins the threads and removes the
+  // socket file. Idempotent.
+  void Stop();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  SideChannelServer() = default;
+  void StartAccepting();
+  void AcceptLoop();
+  void Serve(int fd);
+  // TCP: waits (kHelloTimeoutSeconds at most) for a connection's first
+  // bytes. kGrpc: they were HTTP/2's, and the connection now belongs to the
+  // gRPC server; kTensord: a hello may follow; kNone: nothing came, the
+  // peer closed, or the daemon is stopping (the caller closes it).
+  enum class FirstBytes { kGrpc, kTensord, kNone };
+  FirstBytes Sniff(int fd);
+  void Forget(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HelloDone();  // a connection stopped waiting for its hello (a frame came, or none will)
+  void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::string path_;                    // Unix; empty for TCP
+  grpc::Server* grpc_server_ = nullptr;  // TCP
+  TensordService* service_ = nullptr;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  std::thread acceptor_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<int> conns_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread::id> finished_ ABSL_GUARDED_BY(mu_);
+  int pending_hellos_ ABSL_GUARDED_BY(mu_) = 0;  // connections not past their hello yet
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;     // connections closed for exceeding the cap
+};
+
+}  // namespace tensord::server
+
+#endif  // TENSORD_SERVER_SRC_SIDE_CHANNEL_H_
