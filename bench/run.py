@@ -114,6 +114,9 @@ def _note(r):
         if "bare_grpc_gbs" in r:
             note += (f"; bare gRPC moves the same bytes at {r['bare_grpc_gbs']:.2f} GB/s "
                      f"({r['bare_grpc_gbs'] / r['peer']:.3f} of memcpy)")
+        if "bare_tcp_gbs" in r:
+            note += (f"; a bare TCP connection moves the same bytes at {r['bare_tcp_gbs']:.2f} GB/s "
+                     f"({r['bare_tcp_gbs'] / r['peer']:.3f} of memcpy)")
         return note
     if "p50_sync_us" in r:
         return (f"sync p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us, {r['errors']} errors, "

@@ -21,8 +21,10 @@
 //   GB/s (10^9 bytes per second), beside memcpy of the same size between two
 //   already-touched buffers in this process. Ratio = tensord / memcpy; target
 //   >= 0.25 over gRPC. Row names end with the path: "(unix)" and "(tcp)"
-//   (the gRPC stream over the Unix socket and over TCP), "(tcp stream)"
-//   (the TCP stream, the default over TCP) and "(unix, shm)"
+//   (the gRPC stream over the Unix socket and over TCP; each also gives the
+//   rate of the same transfers over bare gRPC), "(tcp stream)" (the TCP
+//   stream, the default over TCP; it also gives the rate over a bare TCP
+//   connection) and "(unix, shm)"
 //   (shared-memory segments, the default on the same host, with the
 //   same-host stream for the messages), whose target is >= 0.8.
 //
@@ -46,12 +48,16 @@
 // Exit status 1 with a message on stderr when the daemon cannot be started
 // or a client call fails. --quick: fewer repeats and no 256 MiB case (a smoke
 // run, seconds).
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,9 +70,11 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -278,10 +286,11 @@ class Child {
   int in_ = -1;
 };
 
-// "unix:/a, 127.0.0.1:123" -> {unix address, tcp address}.
+// "unix:/a, 127.0.0.1:123" -> {unix address, tcp address}; text after a
+// ';' is left out.
 std::pair<std::string, std::string> SplitAddresses(const std::string& line) {
   std::string unix_addr, tcp_addr;
-  for (absl::string_view a : absl::StrSplit(line, ',', absl::SkipWhitespace())) {
+  for (absl::string_view a : absl::StrSplit(line.substr(0, line.find(';')), ',', absl::SkipWhitespace())) {
     std::string s(absl::StripAsciiWhitespace(a));
     if (s.rfind("unix:", 0) == 0) {
       unix_addr = s;
@@ -377,9 +386,98 @@ class EchoService final : public tensord::bench::Echo::Service {
   }
 };
 
+// ---------------------------------------------------------------- bare TCP
+
+// Bulk transfers over a bare TCP connection, the reference for the TCP
+// stream's rows: what loopback TCP itself allows, with nothing of tensord or
+// gRPC. A request is 16 bytes {u64 kind (1 upload, 2 download), u64 n}; an
+// upload's n bytes follow, received straight into a buffer, then a 1-byte
+// acknowledgement; a download's n bytes come back from one buffer. Both ends
+// set TCP_NODELAY, as tensord's do.
+bool SendAllTcp(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+bool RecvAllTcp(int fd, char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t r = recv(fd, p, n, MSG_WAITALL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Serves bare TCP transfers on `listen_fd`, one connection at a time, until
+// the listening socket is shut down.
+void ServeBareTcp(int listen_fd) {
+  std::vector<char> buf;
+  for (;;) {
+    const int fd = accept(listen_fd, nullptr, nullptr);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    uint64_t req[2];
+    while (RecvAllTcp(fd, reinterpret_cast<char*>(req), sizeof(req))) {
+      if (req[1] > (uint64_t{1} << 30)) break;
+      if (buf.size() < req[1]) buf.resize(req[1], 'd');
+      const char ack = 1;
+      const bool ok = req[0] == 1   ? RecvAllTcp(fd, buf.data(), req[1]) && SendAllTcp(fd, &ack, 1)
+                      : req[0] == 2 ? SendAllTcp(fd, buf.data(), req[1])
+                                    : false;
+      if (!ok) break;
+    }
+    close(fd);
+  }
+}
+
+class BareTcpClient {
+ public:
+  explicit BareTcpClient(const std::string& address) {
+    const size_t colon = address.rfind(':');
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+    if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr) != 1) Die("bare tcp: bad address " + address);
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0 || connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) Die("bare tcp: cannot connect");
+    const int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  ~BareTcpClient() { close(fd_); }
+  void Upload(const char* src, size_t nbytes) {
+    const uint64_t req[2] = {1, nbytes};
+    char ack;
+    if (!SendAllTcp(fd_, reinterpret_cast<const char*>(req), sizeof(req)) || !SendAllTcp(fd_, src, nbytes) ||
+        !RecvAllTcp(fd_, &ack, 1)) {
+      Die("bare tcp upload failed (the echo server went away)");
+    }
+  }
+  void Download(char* dst, size_t nbytes) {
+    const uint64_t req[2] = {2, nbytes};
+    if (!SendAllTcp(fd_, reinterpret_cast<const char*>(req), sizeof(req)) || !RecvAllTcp(fd_, dst, nbytes)) {
+      Die("bare tcp download failed (the echo server went away)");
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 // `wire_bench --serve-echo SOCKET_PATH`: serves Echo on unix:SOCKET_PATH and
-// 127.0.0.1:0, prints "echo: listening on unix:..., 127.0.0.1:PORT" and runs
-// until stdin reaches EOF (the parent exited or stopped us) or SIGTERM.
+// 127.0.0.1:0, and bare TCP transfers on another 127.0.0.1 port; prints
+// "echo: listening on unix:..., 127.0.0.1:PORT; tcp 127.0.0.1:PORT2" and
+// runs until stdin reaches EOF (the parent exited or stopped us) or SIGTERM.
 int ServeEcho(const std::string& socket_path) {
   EchoService service;
   grpc::ServerBuilder builder;
@@ -394,11 +492,26 @@ int ServeEcho(const std::string& socket_path) {
     std::fprintf(stderr, "echo server: cannot listen on unix:%s and 127.0.0.1:0\n", socket_path.c_str());
     return 1;
   }
-  std::printf("echo: listening on unix:%s, 127.0.0.1:%d\n", socket_path.c_str(), tcp_port);
+  const int bare = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  if (bare < 0 || bind(bare, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || listen(bare, 4) != 0 ||
+      getsockname(bare, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    std::fprintf(stderr, "echo server: cannot listen for bare tcp on 127.0.0.1:0\n");
+    return 1;
+  }
+  std::thread bare_server([bare] { ServeBareTcp(bare); });
+  std::printf("echo: listening on unix:%s, 127.0.0.1:%d; tcp 127.0.0.1:%d\n", socket_path.c_str(), tcp_port,
+              ntohs(sa.sin_port));
   std::fflush(stdout);
   char c;
   while (read(0, &c, 1) > 0) {
   }
+  shutdown(bare, SHUT_RDWR);  // ends accept
+  bare_server.join();
+  close(bare);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
   unlink(socket_path.c_str());
   return 0;
@@ -734,7 +847,21 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
           peer_name, ">= 0.25", transport, repeats,
           {{"client_cpu_share", down_cpu[0] / down_cpu[2]}, {"daemon_cpu_share", down_cpu[1] / down_cpu[2]}}},
   };
-  if (!echo_addr.empty()) {
+  if (absl::StartsWith(echo_addr, "tcp ")) {
+    // The TCP stream's rows: the same transfers over a bare TCP connection.
+    BareTcpClient bare(echo_addr.substr(4));
+    std::vector<double> bare_up, bare_down;
+    for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
+      auto t0 = Clock::now();
+      bare.Upload(src, nbytes);
+      if (i > 0) bare_up.push_back(Seconds(t0, Clock::now()));
+      t0 = Clock::now();
+      bare.Download(dst, nbytes);
+      if (i > 0) bare_down.push_back(Seconds(t0, Clock::now()));
+    }
+    rows[0].extra.push_back({"bare_tcp_gbs", gb / Median(bare_up)});
+    rows[1].extra.push_back({"bare_tcp_gbs", gb / Median(bare_down)});
+  } else if (!echo_addr.empty()) {
     BulkClient echo(echo_addr);
     std::vector<double> bare_up, bare_down;
     for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
@@ -838,6 +965,9 @@ int main(int argc, char** argv) {
     const std::string echo_line = echo.WaitForLine("echo: listening on ", 30000);
     if (echo_line.empty()) Die(absl::StrCat("the echo server did not start; see ", dir, "/echo.log"));
     const auto [e_unix, e_tcp] = SplitAddresses(echo_line);
+    const size_t bare_at = echo_line.find("; tcp ");
+    if (bare_at == std::string::npos) Die(absl::StrCat("unexpected echo line: ", echo_line));
+    const std::string e_bare = absl::StrCat("tcp ", absl::StripAsciiWhitespace(echo_line.substr(bare_at + 6)));
     if (only.count(2)) {
       const int n = quick ? 200 : 2000;
       rows.push_back(Figure2("unix", d_unix, daemon.pid(), e_unix, echo.pid(), n, true));
@@ -858,7 +988,7 @@ int main(int argc, char** argv) {
           bool shm, tcp_stream;
         };
         for (const Path& p : {Path{"unix", d_unix, e_unix, false, false}, Path{"tcp", d_tcp, e_tcp, false, false},
-                              Path{"tcp stream", d_tcp, "", false, true}, Path{"unix, shm", d_unix, "", true, false}}) {
+                              Path{"tcp stream", d_tcp, e_bare, false, true}, Path{"unix, shm", d_unix, "", true, false}}) {
           for (Row& r : Figure3(p.transport, p.addr, daemon.pid(), p.echo_addr, reinterpret_cast<const char*>(src.data()),
                                 dst.data(), nbytes, repeats, p.shm, p.tcp_stream)) {
             if (p.shm) r.target = ">= 0.8";

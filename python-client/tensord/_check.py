@@ -97,6 +97,8 @@ class _CheckSession:
     session_id = 0
     devices = ["meta"]
     uses_shared_memory = False
+    uses_same_host_stream = False
+    uses_tcp_stream = False
     closed = False
 
     def synchronize(self):

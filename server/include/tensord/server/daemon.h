@@ -81,7 +81,9 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
   std::vector<std::string> socket_paths_;  // to remove at shutdown
-  // The shared-memory side channel beside each Unix socket ("<path>.shm").
+  // The shared-memory side channel beside each Unix socket ("<path>.shm"),
+  // and the acceptor of each TCP port's listening socket (gRPC and TCP
+  // streams: side_channel.h).
   std::vector<std::unique_ptr<SideChannelServer>> side_channels_;
   bool shut_down_ = false;
 };
