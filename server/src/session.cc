@@ -297,9 +297,26 @@ wire::Placement Session::PlaceUploadData(const v1::Upload& head, size_t n, std::
   absl::MutexLock lock(&mu_);
   placed_bytes_ = 0;
   if (closed_ || current_ != nullptr || !queue_.empty() || n == 0) return nullptr;
-  if (head.has_meta() || head.shm_segment() != 0) return nullptr;
+  if (head.shm_segment() != 0 || head.shm_adopt()) return nullptr;
   auto it = uploads_.find(head.handle());
-  if (it == uploads_.end()) return nullptr;
+  if (it == uploads_.end()) {
+    // A first chunk (a whole upload of up to a chunk's size, often): the
+    // upload starts now, as ExecuteUpload would start it, so that its data
+    // too goes straight into the storage. Anything ExecuteUpload would
+    // refuse is left to it (the data then goes in the message, and it
+    // reports the error).
+    TensorMeta m;
+    uint64_t expected = 0;
+    bool report_meta = false;
+    if (!head.has_meta() || !CheckNewHandle(head.handle()).ok() ||
+        !CheckFirstChunk(head, n, "upload", &m, &expected, &report_meta).ok()) {
+      return nullptr;
+    }
+    if (!StartUploadLocked(head, m, expected).ok()) return nullptr;
+    it = uploads_.find(head.handle());
+  } else if (head.has_meta()) {
+    return nullptr;  // a later chunk with meta: ExecuteUpload checks it first
+  }
   PendingUpload& up = it->second;
   if (head.offset() != up.received || n > up.total_bytes - up.received) return nullptr;
   placed_bytes_ = n;
@@ -839,6 +856,47 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
 
 // ------------------------------------------------------------------- uploads
 
+absl::Status Session::CheckFirstChunk(const v1::Upload& u, uint64_t data_bytes, absl::string_view what,
+                                      TensorMeta* m, uint64_t* expected, bool* report_meta) {
+  *report_meta = false;
+  if (!u.has_meta()) return RuntimeErr(absl::StrCat(what, ": the first chunk carries no meta"));
+  absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
+  if (!meta.ok()) return meta.status();
+  *m = *std::move(meta);
+  if (!m->device.is_cpu()) return RuntimeErr(absl::StrCat(what, ": device must be cpu, got ", m->device.ToString()));
+  if (!m->is_contiguous() || m->storage_offset != 0) {
+    return RuntimeErr(absl::StrCat(what, ": uploads must be contiguous with storage_offset 0, got sizes ",
+                                   ShapeToString(m->sizes), ", strides ", ShapeToString(m->strides),
+                                   ", storage_offset ", m->storage_offset));
+  }
+  // Canonical strides (a size-1 dim's stride may be anything in a contiguous tensor).
+  m->strides = ContiguousStrides(m->sizes);
+  *expected = static_cast<uint64_t>(m->numel()) * static_cast<uint64_t>(m->itemsize());
+  *report_meta = true;
+  uint64_t total = u.total_bytes();
+  if (total == 0 && u.last()) total = data_bytes;  // a one-message upload may omit total_bytes
+  if (total != *expected) {
+    return RuntimeErr(absl::StrCat(what, ": total_bytes is ", total, " but sizes ", ShapeToString(m->sizes), " of ",
+                                   DtypeName(m->dtype), " need ", *expected, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& meta, uint64_t expected) {
+  // Not zero-filled: the chunks overwrite every byte, and the storage is
+  // published only once all of them arrived.
+  absl::StatusOr<std::shared_ptr<Storage>> st =
+      memory_->Allocate(static_cast<int64_t>(expected), "upload", /*zero_fill=*/false);
+  if (!st.ok()) return st.status();
+  PendingUpload up;
+  up.meta = meta;
+  up.storage = *std::move(st);
+  up.total_bytes = expected;
+  up.call_id = u.call_id();
+  uploads_.emplace(u.handle(), std::move(up));
+  return absl::OkStatus();
+}
+
 void Session::ExecuteUpload(const v1::Upload& u) {
   const uint64_t h = u.handle();
   auto fail = [&](absl::Status s, const TensorMeta* meta) {
@@ -854,28 +912,11 @@ void Session::ExecuteUpload(const v1::Upload& u) {
       RecordError(RuntimeErr(absl::StrCat(what, ": ", s.message())), "upload", u.call_id(), "");
       return;
     }
-    if (!u.has_meta()) return fail(RuntimeErr(absl::StrCat(what, ": the first chunk carries no meta")), nullptr);
-    absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
-    if (!meta.ok()) return fail(meta.status(), nullptr);
-    TensorMeta& m = *meta;
-    if (!m.device.is_cpu()) {
-      return fail(RuntimeErr(absl::StrCat(what, ": device must be cpu, got ", m.device.ToString())), nullptr);
-    }
-    if (!m.is_contiguous() || m.storage_offset != 0) {
-      return fail(RuntimeErr(absl::StrCat(what, ": uploads must be contiguous with storage_offset 0, got sizes ",
-                                          ShapeToString(m.sizes), ", strides ", ShapeToString(m.strides),
-                                          ", storage_offset ", m.storage_offset)),
-                  nullptr);
-    }
-    // Canonical strides (a size-1 dim's stride may be anything in a contiguous tensor).
-    m.strides = ContiguousStrides(m.sizes);
-    const uint64_t expected = static_cast<uint64_t>(m.numel()) * static_cast<uint64_t>(m.itemsize());
-    uint64_t total = u.total_bytes();
-    if (total == 0 && u.last()) total = u.data().size();  // a one-message upload may omit total_bytes
-    if (total != expected) {
-      return fail(RuntimeErr(absl::StrCat(what, ": total_bytes is ", total, " but sizes ", ShapeToString(m.sizes),
-                                          " of ", DtypeName(m.dtype), " need ", expected, " bytes")),
-                  &m);
+    TensorMeta m;
+    uint64_t expected = 0;
+    bool report_meta = false;
+    if (absl::Status s = CheckFirstChunk(u, u.data().size(), what, &m, &expected, &report_meta); !s.ok()) {
+      return fail(std::move(s), report_meta ? &m : nullptr);
     }
     if (u.shm_adopt()) {
       // One message whose storage is the client's segment: no copy here.
@@ -893,17 +934,8 @@ void Session::ExecuteUpload(const v1::Upload& u) {
       tensors_.emplace(h, std::move(t));
       return;
     }
-    // Not zero-filled: the chunks overwrite every byte, and the storage is
-    // published only once all of them arrived.
-    absl::StatusOr<std::shared_ptr<Storage>> st =
-        memory_->Allocate(static_cast<int64_t>(expected), "upload", /*zero_fill=*/false);
-    if (!st.ok()) return fail(st.status(), &m);
-    PendingUpload up;
-    up.meta = std::move(m);
-    up.storage = *std::move(st);
-    up.total_bytes = expected;
-    up.call_id = u.call_id();
-    it = uploads_.emplace(h, std::move(up)).first;
+    if (absl::Status s = StartUploadLocked(u, m, expected); !s.ok()) return fail(std::move(s), &m);
+    it = uploads_.find(h);
   } else if (u.shm_adopt()) {
     TensorMeta m = it->second.meta;
     uploads_.erase(it);

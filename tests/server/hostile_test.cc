@@ -308,6 +308,54 @@ TEST_F(HostileTest, TruncatedChunkedUploads) {
   ExpectBystanderServed();
 }
 
+// A first chunk of 64 KiB or more is placed straight into a storage it
+// starts while the message is parsed (Session::PlaceUploadData): it is
+// checked as any first chunk, and one that fails (a wrong total, a handle in
+// use, a strided meta, the session's memory limit) is reported as before,
+// leaving no upload behind; good ones, whole or continued, keep their bytes.
+using LargeUploadTest = DaemonFixture;
+
+TEST_F(LargeUploadTest, FirstChunksAreCheckedAsSmallOnes) {
+  StartDaemon(/*session_memory_limit_bytes=*/1 << 20);
+  RawSession s(stub_.get());
+  std::vector<float> values(32768);  // 128 KiB
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  s.Send(UploadReq(1, MetaProto({32768}, ScalarType::kFloat32), Bytes(values)));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(s.FetchValues<float>(1), values);
+  // The same handle again.
+  s.Send(UploadReq(1, MetaProto({32768}, ScalarType::kFloat32), Bytes(values)));
+  ExpectOneError(s.Sync(), "already in use");
+  // total_bytes that disagrees with the meta.
+  v1::Request wrong = UploadReq(2, MetaProto({32768}, ScalarType::kFloat32), Bytes(values));
+  wrong.mutable_upload()->set_total_bytes(1000);
+  s.Send(wrong);
+  ExpectOneError(s.Sync(), "total_bytes is 1000 but sizes [32768] of float32 need 131072 bytes");
+  // A strided meta.
+  v1::TensorMetaProto strided = MetaProto({128, 256}, ScalarType::kFloat32);
+  strided.set_strides(0, 1);
+  strided.set_strides(1, 128);
+  s.Send(UploadReq(3, strided, Bytes(values)));
+  ExpectOneError(s.Sync(), "contiguous");
+  // Over the session's memory limit (1 MiB; 128 KiB in use).
+  std::vector<float> big(262144);  // 1 MiB
+  s.Send(UploadReq(4, MetaProto({262144}, ScalarType::kFloat32), Bytes(big)));
+  std::vector<v1::Error> errors = s.Sync();
+  ExpectOneError(errors, "out of memory");
+  EXPECT_EQ(errors[0].kind(), "MemoryError");
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->pending_uploads, 0u);
+  // A large first chunk continued by a second.
+  const std::string bytes = Bytes(values);
+  v1::Request first = Chunk(5, 0, bytes.substr(0, 98304), false);
+  *first.mutable_upload()->mutable_meta() = MetaProto({32768}, ScalarType::kFloat32);
+  first.mutable_upload()->set_total_bytes(bytes.size());
+  s.Send(first);
+  s.Send(Chunk(5, 98304, bytes.substr(98304), true));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(s.FetchValues<float>(5), values);
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->pending_uploads, 0u);
+}
+
 TEST_F(HostileTest, MalformedRequestsAndMetaDevices) {
   RawSession s(stub_.get());
   s.Send(v1::Request());

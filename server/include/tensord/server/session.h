@@ -117,7 +117,9 @@ class Session {
   // data) may be copied before the message carrying it runs: straight into
   // the storage of the handle's unfinished upload, when the chunk continues
   // it exactly (the offset received so far, no meta, no shared-memory
-  // segment, within total_bytes) and nothing else waits to run first. The
+  // segment, within total_bytes) and nothing else waits to run first; or,
+  // for a first chunk that ExecuteUpload would accept, into the storage of
+  // the upload it starts here (its meta checked, its storage allocated). The
   // next ExecuteMessage (of that one-request message) then counts them as
   // received, with the upload's total_bytes as the transfer's size. A null
   // placement: the data goes in the message as usual. `*keep`
@@ -275,6 +277,16 @@ class Session {
   // A tensor of the table by handle (nullptr when unknown or being uploaded).
   Tensor* FindTensor(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteUpload(const v1::Upload& upload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A first chunk's meta and total_bytes (`data_bytes`: the bytes it
+  // carries), checked: the meta with canonical strides in `*m`, its size in
+  // `*expected`; `*report_meta` says whether an error should report `*m`.
+  absl::Status CheckFirstChunk(const v1::Upload& u, uint64_t data_bytes, absl::string_view what, TensorMeta* m,
+                               uint64_t* expected, bool* report_meta);
+  // Allocates the storage of an upload that `u` (a checked first chunk)
+  // starts and registers it (error: the allocation's, e.g. the session's
+  // memory limit).
+  absl::Status StartUploadLocked(const v1::Upload& u, const TensorMeta& meta, uint64_t expected)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRelease(const v1::Release& release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteFetch(const v1::Fetch& fetch, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteSync(const v1::Sync& sync, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
