@@ -368,7 +368,9 @@ struct Session::Impl {
     if (got.ok() && *got) return true;
     absl::Status why = !got.ok()                         ? got.status()
                        : receiver->ended_with_record() ? receiver->end_status()
-                                                       : absl::UnavailableError("the daemon closed the socket");
+                                                       : absl::UnavailableError(
+                                                             "the daemon closed the stream's socket without saying why (it "
+                                                             "may have shut down, or closed the session)");
     *end = grpc::Status(static_cast<grpc::StatusCode>(why.code()), std::string(why.message()));
     return false;
   }

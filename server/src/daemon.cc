@@ -369,8 +369,11 @@ void Daemon::Shutdown() {
   if (server_) {
     if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
   }
-  for (auto& c : side_channels_) c->Stop();
+  // Sessions first, so that each is closed (and logged) as "daemon shutting
+  // down"; then the side channels and TCP acceptors, whose streams have
+  // ended with their sessions.
   if (service_) service_->BeginShutdown();
+  for (auto& c : side_channels_) c->Stop();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.shutdown_grace)));

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -250,6 +251,13 @@ int Serve(const std::vector<std::string>& args) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // Every client takes a descriptor or two (its connections, shared-memory
+  // segments): the soft open-file limit (often 1,024) goes up to the hard
+  // one, as servers usually do.
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   // Holds a reference on the gRPC library for the life of the process, so
   // that destroying the server does not run grpc_shutdown(), which can wait

@@ -240,6 +240,7 @@ SessionStats Session::Close() {
     }
     tensors.swap(tensors_);
     uploads.swap(uploads_);
+    dropped_uploads_.clear();
     unreported_.clear();
     queue_.clear();
     // A .grad made with create_graph can reach, through its graph, the
@@ -899,17 +900,27 @@ absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& m
 
 void Session::ExecuteUpload(const v1::Upload& u) {
   const uint64_t h = u.handle();
+  bool first_chunk = false;
   auto fail = [&](absl::Status s, const TensorMeta* meta) {
     auto err = RecordError(std::move(s), "upload", u.call_id(), "");
     InsertFailed(h, meta, err);
+    // The rest of the upload is already on its way: its chunks are dropped
+    // (the one error says what went wrong), not each refused again.
+    if (first_chunk && !u.last()) dropped_uploads_.insert(h);
   };
   const std::string what = absl::StrCat("upload of handle ", h);
 
   auto it = uploads_.find(h);
   if (it == uploads_.end()) {
+    if (!dropped_uploads_.empty() && !u.has_meta() && dropped_uploads_.contains(h)) {
+      if (u.last()) dropped_uploads_.erase(h);
+      return;
+    }
     // The first chunk.
+    first_chunk = true;
     if (absl::Status s = CheckNewHandle(h); !s.ok()) {
       RecordError(RuntimeErr(absl::StrCat(what, ": ", s.message())), "upload", u.call_id(), "");
+      if (!u.last()) dropped_uploads_.insert(h);
       return;
     }
     TensorMeta m;
@@ -1022,6 +1033,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
 
 void Session::ExecuteRelease(const v1::Release& release) {
   for (uint64_t h : release.handles()) {
+    if (!dropped_uploads_.empty()) dropped_uploads_.erase(h);
     if (Uploading(h)) {
       AbandonUpload(h, "a release");
       tensors_.erase(h);

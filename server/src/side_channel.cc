@@ -190,7 +190,22 @@ void SideChannelServer::AcceptLoop() {
     if (p[1].revents != 0) return;
     if (r <= 0 || (p[0].revents & POLLIN) == 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors or memory: the connection stays queued and the
+        // socket readable, so retrying at once would spin. Say so (the
+        // first time and every 1,000th) and retry in 100 ms (Stop still
+        // wakes the wait).
+        if (accept_failures_++ % 1000 == 0) {
+          Log(LogLevel::kError, path_.empty() ? "tcp port" : "shared-memory channel", ": cannot accept: ",
+              std::strerror(errno), " (", accept_failures_,
+              " so far; raise the daemon's open-file limit, e.g. LimitNOFILE= under systemd)");
+        }
+        pollfd w{wake_[0], POLLIN, 0};
+        if (::poll(&w, 1, 100) > 0) return;
+      }
+      continue;
+    }
     ucred cred{};
     socklen_t len = sizeof(cred);
     if (path_.empty()) {
@@ -211,26 +226,50 @@ void SideChannelServer::AcceptLoop() {
       ::close(fd);
       return;
     }
-    if (pending_hellos_ >= kMaxPendingHellos) {
+    if (pending_.size() >= static_cast<size_t>(kMaxPendingHellos)) {
       // Logged for the first and then every 1,000th, so that a loop of
       // connections cannot flood the log either.
       if (refused_++ % 1000 == 0) {
-        Log(LogLevel::kWarning, path_.empty() ? "tcp port" : "shared-memory channel",
-            ": closed a new connection: ", kMaxPendingHellos,
-            " connections are already waiting for their first frame (", refused_, " closed so far)");
+        Log(LogLevel::kWarning, path_.empty() ? "tcp port" : "shared-memory channel", ": ", kMaxPendingHellos,
+            " connections are already waiting for their first frame; ",
+            path_.empty() ? "closed the one that waited longest" : "closed the new one", " (", refused_,
+            " so far)");
       }
-      ::close(fd);
-      continue;
+      if (!path_.empty()) {
+        // The side channel's peers are the daemon's user: the new one goes.
+        ::close(fd);
+        continue;
+      }
+      // Anyone may connect to a TCP port: the connection that waited longest
+      // goes (its thread sees the socket shut and leaves), so that idle or
+      // half-open connections cannot keep every new client out.
+      ::shutdown(pending_.front(), SHUT_RDWR);
+      pending_.pop_front();
     }
-    ++pending_hellos_;
+    pending_.push_back(fd);
     conns_.push_back(fd);
-    threads_.emplace_back([this, fd] { Serve(fd); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHelloTimeoutSeconds);
+    threads_.emplace_back([this, fd, deadline] { Serve(fd, deadline); });
   }
 }
 
-void SideChannelServer::HelloDone() {
+void SideChannelServer::HelloDone(int fd) {
   absl::MutexLock l(&mu_);
-  --pending_hellos_;
+  auto it = std::find(pending_.begin(), pending_.end(), fd);
+  if (it != pending_.end()) pending_.erase(it);  // else pushed out by a newer one (TCP)
+}
+
+void SideChannelServer::LogRefusedHello(absl::string_view who, const absl::Status& why) {
+  uint64_t n;
+  {
+    absl::MutexLock l(&mu_);
+    n = ++refused_hellos_;
+  }
+  // The first and then every 1,000th: peers that send junk in a loop
+  // cannot flood the log.
+  if (n % 1000 == 1) {
+    Log(LogLevel::kWarning, who, ": hello refused: ", why.message(), n > 1 ? absl::StrCat(" (", n, " refused so far)") : "");
+  }
 }
 
 void SideChannelServer::Forget(int fd) {
@@ -238,24 +277,47 @@ void SideChannelServer::Forget(int fd) {
   finished_.push_back(std::this_thread::get_id());
 }
 
-SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd) {
-  // The first four bytes, peeked (they stay for whoever reads next):
-  // "PRI " begins every HTTP/2 connection, a ShmFrame's magic ours.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHelloTimeoutSeconds);
-  char first[4];
+SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::steady_clock::time_point deadline) {
+  // The first bytes, peeked (they stay for whoever reads next). A ShmFrame
+  // begins with tensord's magic: ours as soon as 4 bytes show it. gRPC's
+  // connection begins with HTTP/2's 24-byte preface and the client's first
+  // SETTINGS frame: handed over only once the preface and that frame's
+  // header came, which gRPC's own listener also waits for (within its
+  // handshake deadline) before it takes a connection on. Anything else is
+  // closed without a word.
+  static constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  static constexpr size_t kPrefaceBytes = sizeof(kPreface) - 1;  // 24
+  static constexpr size_t kNeed = kPrefaceBytes + 9;             // and a frame header
+  static constexpr uint8_t kSettingsFrame = 0x4;
+  char first[kNeed];
+  int backoff_ms = 1;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return FirstBytes::kNone;  // silent
-    pollfd p{fd, POLLIN, 0};
+    if (left.count() <= 0) return FirstBytes::kNone;  // too slow
+    pollfd p{fd, POLLIN | POLLRDHUP, 0};
     const int r = ::poll(&p, 1, static_cast<int>(left.count()));
     if (r < 0 && errno != EINTR) return FirstBytes::kNone;
     if (r <= 0) continue;
     const ssize_t n = ::recv(fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
-    if (n == static_cast<ssize_t>(sizeof(first))) break;
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return FirstBytes::kNone;  // closed or failed
-    if (n > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a partial start: poll would not wait
+    const size_t got = n > 0 ? static_cast<size_t>(n) : 0;
+    uint32_t magic = 0;
+    if (got >= sizeof(magic)) {
+      std::memcpy(&magic, first, sizeof(magic));
+      if (magic == wire::kShmMagic) return FirstBytes::kTensord;
+    }
+    if (std::memcmp(first, kPreface, std::min(got, kPrefaceBytes)) != 0) return FirstBytes::kNone;
+    if (got == kNeed) {
+      if (static_cast<uint8_t>(first[kPrefaceBytes + 3]) != kSettingsFrame) return FirstBytes::kNone;
+      break;
+    }
+    // A start that may yet become one: poll says "readable" at once while
+    // bytes wait, so wait a little (longer each time) unless the peer has
+    // closed its end.
+    if ((p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) return FirstBytes::kNone;
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(backoff_ms, left.count())));
+    backoff_ms = std::min(backoff_ms * 2, 64);
   }
-  if (std::memcmp(first, "PRI ", sizeof(first)) != 0) return FirstBytes::kTensord;
   // gRPC's event engine wants a non-blocking socket; from here on it owns it.
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return FirstBytes::kNone;
@@ -270,14 +332,14 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd) {
   return FirstBytes::kGrpc;
 }
 
-void SideChannelServer::Serve(int fd) {
+void SideChannelServer::Serve(int fd, std::chrono::steady_clock::time_point deadline) {
   std::weak_ptr<Session> weak;
   uint64_t session_id = 0;
   const bool tcp = path_.empty();
   if (tcp) {
-    const FirstBytes first = Sniff(fd);
+    const FirstBytes first = Sniff(fd, deadline);
     if (first != FirstBytes::kTensord) {
-      HelloDone();
+      HelloDone(fd);
       absl::MutexLock l(&mu_);
       if (first == FirstBytes::kGrpc) {
         finished_.push_back(std::this_thread::get_id());  // the fd is gRPC's now
@@ -289,13 +351,16 @@ void SideChannelServer::Serve(int fd) {
     }
   }
   {
-    // The hello, within a deadline (a silent peer must not hold a thread).
-    timeval tv{kHelloTimeoutSeconds, 0};
+    // The hello, within what is left of the deadline (a silent peer must
+    // not hold a thread).
+    const int64_t left_us = std::max<int64_t>(
+        1000, std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now()).count());
+    timeval tv{static_cast<time_t>(left_us / 1000000), static_cast<suseconds_t>(left_us % 1000000)};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     wire::ShmFrame f;
     int extra = -1;
     absl::StatusOr<bool> got = wire::RecvShmFrame(fd, &f, &extra);
-    HelloDone();  // a frame, the end or the deadline: no longer waiting for the hello
+    HelloDone(fd);  // a frame, the end or the deadline: no longer waiting for the hello
     if (extra >= 0) ::close(extra);
     absl::Status st;
     bool served_stream = false;
@@ -303,7 +368,10 @@ void SideChannelServer::Serve(int fd) {
       st = got.status();
     } else if (!*got) {
       st = absl::CancelledError("closed before the hello");
-    } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kHelloStream) && f.token_size <= wire::kShmMaxTokenBytes) {
+    } else if (f.token_size > wire::kShmMaxTokenBytes) {
+      st = absl::InvalidArgumentError(absl::StrCat("a hello's token is at most ", wire::kShmMaxTokenBytes,
+                                                   " bytes, this one says ", f.token_size));
+    } else if (f.op == static_cast<uint32_t>(wire::ShmOp::kHelloStream)) {
       // The session's stream: served on this thread until it ends.
       tv = timeval{0, 0};  // no deadline between messages
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -314,7 +382,7 @@ void SideChannelServer::Serve(int fd) {
     } else if (tcp) {
       st = absl::InvalidArgumentError(
           "a TCP connection carries gRPC or a session stream only (shared memory needs the daemon's Unix socket)");
-    } else if (f.op != static_cast<uint32_t>(wire::ShmOp::kHello) || f.token_size > wire::kShmMaxTokenBytes) {
+    } else if (f.op != static_cast<uint32_t>(wire::ShmOp::kHello)) {
       st = absl::InvalidArgumentError("the first frame must be a hello with a session id and token");
     } else {
       absl::StatusOr<std::shared_ptr<Session>> s = service_->FindSession(
@@ -335,8 +403,7 @@ void SideChannelServer::Serve(int fd) {
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
       Log(LogLevel::kDebug, "session ", absl::Hex(session_id, absl::kZeroPad16), ": shared-memory channel attached");
     } else {
-      Log(LogLevel::kWarning, tcp ? absl::StrCat("tcp port: connection from ", PeerName(fd)) : "shared-memory channel",
-          ": hello refused: ", st.message());
+      LogRefusedHello(tcp ? absl::StrCat("tcp port: connection from ", PeerName(fd)) : "shared-memory channel", st);
     }
     if (served_stream || !wire::SendShmReply(fd, st).ok() || !st.ok()) weak.reset();
   }

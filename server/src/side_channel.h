@@ -12,6 +12,8 @@
 #ifndef TENSORD_SERVER_SRC_SIDE_CHANNEL_H_
 #define TENSORD_SERVER_SRC_SIDE_CHANNEL_H_
 
+#include <chrono>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,8 +42,9 @@ class SideChannelServer {
   // session with the right token; each session takes one connection (and
   // one more for its same-host stream). At most kMaxPendingHellos
   // connections may wait for their hello at once (each has kHelloTimeoutSeconds
-  // to send it); more are closed at once, so that a peer opening
-  // connections in a loop cannot take a thread each.
+  // from its accept to send it); more are closed at once, so that a peer
+  // opening connections in a loop cannot take a thread each. A failed
+  // accept (out of descriptors) is retried after 100 ms, not at once.
   static absl::StatusOr<std::unique_ptr<SideChannelServer>> Start(const std::string& path, TensordService* service);
 
   // Binds and listens on every address HOST (a name or a literal, no
@@ -55,9 +58,12 @@ class SideChannelServer {
   // Serves TCP port connections accepted on `listen_fd` (from ListenTcp;
   // this server owns it from now on): gRPC's go to `grpc_server` (which
   // must outlive Stop), tensord's TCP streams to `service`. A connection
-  // has kHelloTimeoutSeconds to send its first bytes; one that sends
-  // neither is closed. The same cap on connections waiting for their first
-  // frame applies (kMaxPendingHellos).
+  // has kHelloTimeoutSeconds from its accept to send gRPC's preface and
+  // first SETTINGS frame header, or a whole hello; one that sends anything
+  // else, or closes, is closed at once, without a reply. At most
+  // kMaxPendingHellos connections wait at once; a new one pushes out the one
+  // that has waited longest (anyone may connect: idle or half-open
+  // connections must not keep new clients out).
   static std::unique_ptr<SideChannelServer> StartTcp(int listen_fd, TensordService* service,
                                                      grpc::Server* grpc_server);
   ~SideChannelServer();
@@ -72,15 +78,17 @@ class SideChannelServer {
   SideChannelServer() = default;
   void StartAccepting();
   void AcceptLoop();
-  void Serve(int fd);
+  // Serves one connection; its first frame must come before `deadline`.
+  void Serve(int fd, std::chrono::steady_clock::time_point deadline);
   // TCP: waits (kHelloTimeoutSeconds at most) for a connection's first
   // bytes. kGrpc: they were HTTP/2's, and the connection now belongs to the
   // gRPC server; kTensord: a hello may follow; kNone: nothing came, the
   // peer closed, or the daemon is stopping (the caller closes it).
   enum class FirstBytes { kGrpc, kTensord, kNone };
-  FirstBytes Sniff(int fd);
+  FirstBytes Sniff(int fd, std::chrono::steady_clock::time_point deadline);
   void Forget(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HelloDone();  // a connection stopped waiting for its hello (a frame came, or none will)
+  void HelloDone(int fd);  // `fd` stopped waiting for its hello (a frame came, or none will)
+  void LogRefusedHello(absl::string_view who, const absl::Status& why);
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::string path_;                    // Unix; empty for TCP
@@ -94,8 +102,10 @@ class SideChannelServer {
   std::vector<int> conns_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread::id> finished_ ABSL_GUARDED_BY(mu_);
-  int pending_hellos_ ABSL_GUARDED_BY(mu_) = 0;  // connections not past their hello yet
+  std::deque<int> pending_ ABSL_GUARDED_BY(mu_);  // connections not past their hello yet, oldest first
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;     // connections closed for exceeding the cap
+  uint64_t refused_hellos_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t accept_failures_ = 0;                  // the acceptor thread's own
 };
 
 }  // namespace tensord::server

@@ -2,7 +2,9 @@
 // taken TCP port or live Unix socket as a clear error (never a hang), stale
 // sockets, the config file, usage errors. The binary comes from TENSORD_BIN
 // (set by tests/CMakeLists.txt), else ../bin/tensord next to this test.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -29,7 +31,8 @@ std::string TensordBin() {
 // A child process with its stdout and stderr on pipes.
 class Proc {
  public:
-  explicit Proc(const std::vector<std::string>& args) {
+  // `max_files` > 0: the child's open-file limit, soft and hard.
+  explicit Proc(const std::vector<std::string>& args, int max_files = 0) {
     int out[2], err[2];
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(err, O_CLOEXEC), 0);
@@ -42,6 +45,10 @@ class Proc {
     if (pid_ == 0) {
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
+      if (max_files > 0) {
+        const rlimit files{static_cast<rlim_t>(max_files), static_cast<rlim_t>(max_files)};
+        ::setrlimit(RLIMIT_NOFILE, &files);
+      }
       ::execv(bin.c_str(), argv.data());
       ::_exit(127);
     }
@@ -406,6 +413,32 @@ TEST_F(BinaryTest, UsageErrors) {
     EXPECT_EQ(p.Wait(), 2);
     EXPECT_THAT(p.Stderr(), HasSubstr("unknown command 'frobnicate'"));
   }
+}
+
+// Out of file descriptors, the TCP port's acceptor neither spins nor dies:
+// it says so in the log, waits, and takes connections again once some
+// close.
+TEST_F(BinaryTest, OutOfDescriptorsTheTcpPortSaysSoAndRecovers) {
+  Proc p({"serve", "--listen", "127.0.0.1:0"}, /*max_files=*/48);
+  const std::string line = p.ReadLine();
+  ASSERT_THAT(line, HasSubstr("listening on 127.0.0.1:"));
+  const std::string address = line.substr(line.rfind(' ') + 1);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(std::stoi(address.substr(address.rfind(':') + 1)));
+  std::vector<int> held;
+  for (int i = 0; i < 80; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);  // queued by the kernel
+    held.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int fd : held) ::close(fd);
+  EXPECT_TRUE(HandshakeAccepted(address));
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0);
+  EXPECT_THAT(p.Stderr(), HasSubstr("cannot accept: Too many open files"));
 }
 
 }  // namespace

@@ -344,6 +344,19 @@ TEST_F(LargeUploadTest, FirstChunksAreCheckedAsSmallOnes) {
   ExpectOneError(errors, "out of memory");
   EXPECT_EQ(errors[0].kind(), "MemoryError");
   EXPECT_EQ(daemon_->service().session_stats(s.id())->pending_uploads, 0u);
+  // ... and in chunks: one error for the upload, not one per chunk that
+  // follows the failed first one.
+  const std::string big_bytes = Bytes(big);
+  v1::Request big_first = Chunk(6, 0, big_bytes.substr(0, 393216), false);
+  *big_first.mutable_upload()->mutable_meta() = MetaProto({262144}, ScalarType::kFloat32);
+  big_first.mutable_upload()->set_total_bytes(big_bytes.size());
+  s.Send(big_first);
+  s.Send(Chunk(6, 393216, big_bytes.substr(393216, 393216), false));
+  s.Send(Chunk(6, 786432, big_bytes.substr(786432), true));
+  errors = s.Sync();
+  ExpectOneError(errors, "out of memory");
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->pending_uploads, 0u);
   // A large first chunk continued by a second.
   const std::string bytes = Bytes(values);
   v1::Request first = Chunk(5, 0, bytes.substr(0, 98304), false);

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../server/src/side_channel.h"
 #include "raw_client.h"
 #include "tensord/wire/cpus.h"
 #include "tensord/wire/shm.h"
@@ -613,6 +614,15 @@ INSTANTIATE_TEST_SUITE_P(Framings, SocketStreamTest,
 // shared-memory hello (which needs a Unix socket) is refused with a reason.
 using TcpPortTest = DaemonFixture;
 
+// Whether the daemon closed `fd` (its end of the stream, or a reset for
+// bytes it left unread) before anything came and before the socket's
+// receive timeout.
+bool ClosedByPeer(int fd) {
+  char byte;
+  const ssize_t r = ::recv(fd, &byte, 1, 0);
+  return r == 0 || (r < 0 && errno == ECONNRESET);
+}
+
 TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {
   const std::string& address = daemon_->addresses()[1];
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
@@ -629,16 +639,15 @@ TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {
   };
   // A silent connection, held open through the rest of the test.
   const int silent = connect_raw();
-  // Junk: answered with an error reply and closed.
-  const int junk = connect_raw();
-  const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x');
-  ASSERT_EQ(::send(junk, garbage.data(), garbage.size(), MSG_NOSIGNAL), static_cast<ssize_t>(garbage.size()));
-  wire::ShmReply reply;
-  ASSERT_EQ(::recv(junk, &reply, sizeof(reply), MSG_WAITALL), static_cast<ssize_t>(sizeof(reply)));
-  EXPECT_NE(reply.code, 0);
-  char more;
-  EXPECT_LE(::recv(junk, &more, 1, 0), 0);  // then closed (reset: the daemon left bytes unread)
-  ::close(junk);
+  // Junk, and a start of HTTP/2's preface that goes wrong: closed at once,
+  // without a reply (recv sees the end, or a reset for the unread bytes).
+  for (const std::string& garbage :
+       {"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x'), std::string("PRI * HTTP/1.1\r\n")}) {
+    const int junk = connect_raw();
+    ASSERT_EQ(::send(junk, garbage.data(), garbage.size(), MSG_NOSIGNAL), static_cast<ssize_t>(garbage.size()));
+    EXPECT_TRUE(ClosedByPeer(junk)) << garbage;
+    ::close(junk);
+  }
   // A shared-memory hello: refused, naming why.
   RawSession raw(stub_.get(), /*attach=*/false);
   const int shm = connect_raw();
@@ -663,6 +672,49 @@ TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {
   EXPECT_TRUE(s.Sync(1).empty());
   EXPECT_EQ(FromBytes<float>(s.Fetch(2, 1)), (std::vector<float>{1, 2, 3}));
   ::close(silent);
+}
+
+// Anyone may connect to the TCP port: connections that never finish their
+// first bytes (silent, half a preface, "PRI " alone) cannot keep clients
+// out. Past the cap the one that waited longest is closed, a peer that goes
+// away frees its place at once, and what stays silent is closed at the
+// deadline.
+TEST_F(TcpPortTest, ConnectionsThatNeverFinishTheirFirstBytesCannotKeepClientsOut) {
+  const std::string& address = daemon_->addresses()[1];
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(std::stoi(address.substr(address.rfind(':') + 1)));
+  const auto connect_raw = [&](const std::string& first) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+    if (!first.empty()) EXPECT_EQ(::send(fd, first.data(), first.size(), MSG_NOSIGNAL), static_cast<ssize_t>(first.size()));
+    timeval tv{20, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+  };
+  // Hit and run: half a preface, then gone (the daemon must not wait out
+  // the deadline for each).
+  for (int i = 0; i < server::SideChannelServer::kMaxPendingHellos; ++i) ::close(connect_raw("PR"));
+  // More idle connections than the cap, held open.
+  std::vector<int> held;
+  for (int i = 0; i < server::SideChannelServer::kMaxPendingHellos + 8; ++i) {
+    held.push_back(connect_raw(i % 2 == 0 ? "" : "PRI "));
+  }
+  // A new client still gets in: a gRPC session and its TCP stream.
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto stub = v1::Tensord::NewStub(channel);
+  RawSession fresh(stub.get(), /*attach=*/false);
+  SocketStream s(StreamFraming::kByteStream, address, fresh.id(), fresh.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  EXPECT_TRUE(s.Sync(1).empty());
+  // The first held ones were pushed out (closed), the last are closed at
+  // the deadline; none is kept (a receive timeout, 20 s, would fail this).
+  for (int fd : held) {
+    EXPECT_TRUE(ClosedByPeer(fd));
+    ::close(fd);
+  }
+  EXPECT_TRUE(s.Sync(2).empty());
 }
 
 }  // namespace

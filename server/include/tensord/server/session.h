@@ -26,6 +26,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -341,6 +342,10 @@ class Session {
   // node_hash_map: metas stay put while an op holds pointers to its inputs.
   absl::node_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
   absl::node_hash_map<uint64_t, PendingUpload> uploads_ ABSL_GUARDED_BY(mu_);
+  // Handles whose upload failed at its first chunk (the error reported):
+  // their later chunks are dropped without another error, until the last
+  // one or the handle's release.
+  absl::flat_hash_set<uint64_t> dropped_uploads_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<OpError>> unreported_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ops_executed_ ABSL_GUARDED_BY(mu_) = 0;
