@@ -301,12 +301,12 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::stea
     const ssize_t n = ::recv(fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return FirstBytes::kNone;  // closed or failed
     const size_t got = n > 0 ? static_cast<size_t>(n) : 0;
-    uint32_t magic = 0;
-    if (got >= sizeof(magic)) {
-      std::memcpy(&magic, first, sizeof(magic));
-      if (magic == wire::kShmMagic) return FirstBytes::kTensord;
+    const uint32_t magic = wire::kShmMagic;  // as a ShmFrame carries it (little-endian)
+    if (std::memcmp(first, &magic, std::min(got, sizeof(magic))) == 0) {
+      if (got >= sizeof(magic)) return FirstBytes::kTensord;
+    } else if (std::memcmp(first, kPreface, std::min(got, kPrefaceBytes)) != 0) {
+      return FirstBytes::kNone;
     }
-    if (std::memcmp(first, kPreface, std::min(got, kPrefaceBytes)) != 0) return FirstBytes::kNone;
     if (got == kNeed) {
       if (static_cast<uint8_t>(first[kPrefaceBytes + 3]) != kSettingsFrame) return FirstBytes::kNone;
       break;

@@ -661,6 +661,24 @@ TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {
   EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
   EXPECT_THAT(refused.message(), HasSubstr("Unix socket"));
   ::close(shm);
+  // A hello whose first bytes come alone (fewer than its magic): still a
+  // hello, answered once the rest comes.
+  {
+    RawSession split(stub_.get(), /*attach=*/false);
+    const int fd = connect_raw();
+    wire::ShmFrame f;
+    f.op = static_cast<uint32_t>(wire::ShmOp::kHelloStream);
+    f.session_id = split.id();
+    f.token_size = static_cast<uint32_t>(split.token().size());
+    std::memcpy(f.token, split.token().data(), split.token().size());
+    const char* bytes = reinterpret_cast<const char*>(&f);
+    ASSERT_EQ(::send(fd, bytes, 2, MSG_NOSIGNAL), 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(::send(fd, bytes + 2, sizeof(f) - 2, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(f) - 2));
+    absl::Status answered = wire::RecvShmReply(fd);
+    EXPECT_TRUE(answered.ok()) << answered;
+    ::close(fd);
+  }
   // gRPC on the same port, while the silent one waits: a new channel
   // (a new connection) opens a session, and a TCP stream runs it.
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
