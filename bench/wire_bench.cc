@@ -758,6 +758,26 @@ double MemcpySeconds(const char* src, char* dst, size_t nbytes, int repeats) {
 
 std::string SizeName(size_t nbytes) { return absl::StrCat(nbytes >> 20, " MiB"); }
 
+// Times `repeats` uploads and downloads of `nbytes` through `peer` (a
+// BulkClient or a BareTcpClient; one warm-up of each first) and adds their
+// rates in GB/s to the upload and download rows as `key`.
+template <typename Peer>
+void AddBareRates(Peer& peer, const char* key, const char* src, char* dst, size_t nbytes, int repeats,
+                  std::vector<Row>* rows) {
+  std::vector<double> up, down;
+  for (int i = 0; i <= repeats; ++i) {
+    auto t0 = Clock::now();
+    peer.Upload(src, nbytes);
+    if (i > 0) up.push_back(Seconds(t0, Clock::now()));
+    t0 = Clock::now();
+    peer.Download(dst, nbytes);
+    if (i > 0) down.push_back(Seconds(t0, Clock::now()));
+  }
+  const double gb = static_cast<double>(nbytes) * 1e-9;
+  (*rows)[0].extra.push_back({key, gb / Median(up)});
+  (*rows)[1].extra.push_back({key, gb / Median(down)});
+}
+
 // Upload and download rows for one size on one transport. `src` holds
 // `nbytes` of float32 data; `dst` is a touched buffer of the same size. Each
 // row also gives the CPU share of the client (this process) and of the daemon
@@ -850,30 +870,10 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
   if (absl::StartsWith(echo_addr, "tcp ")) {
     // The TCP stream's rows: the same transfers over a bare TCP connection.
     BareTcpClient bare(echo_addr.substr(4));
-    std::vector<double> bare_up, bare_down;
-    for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
-      auto t0 = Clock::now();
-      bare.Upload(src, nbytes);
-      if (i > 0) bare_up.push_back(Seconds(t0, Clock::now()));
-      t0 = Clock::now();
-      bare.Download(dst, nbytes);
-      if (i > 0) bare_down.push_back(Seconds(t0, Clock::now()));
-    }
-    rows[0].extra.push_back({"bare_tcp_gbs", gb / Median(bare_up)});
-    rows[1].extra.push_back({"bare_tcp_gbs", gb / Median(bare_down)});
+    AddBareRates(bare, "bare_tcp_gbs", src, dst, nbytes, repeats, &rows);
   } else if (!echo_addr.empty()) {
     BulkClient echo(echo_addr);
-    std::vector<double> bare_up, bare_down;
-    for (int i = 0; i <= repeats; ++i) {  // the first of each is a warm-up
-      auto t0 = Clock::now();
-      echo.Upload(src, nbytes);
-      if (i > 0) bare_up.push_back(Seconds(t0, Clock::now()));
-      t0 = Clock::now();
-      echo.Download(dst, nbytes);
-      if (i > 0) bare_down.push_back(Seconds(t0, Clock::now()));
-    }
-    rows[0].extra.push_back({"bare_grpc_gbs", gb / Median(bare_up)});
-    rows[1].extra.push_back({"bare_grpc_gbs", gb / Median(bare_down)});
+    AddBareRates(echo, "bare_grpc_gbs", src, dst, nbytes, repeats, &rows);
   }
   return rows;
 }

@@ -614,6 +614,16 @@ INSTANTIATE_TEST_SUITE_P(Framings, SocketStreamTest,
 // shared-memory hello (which needs a Unix socket) is refused with a reason.
 using TcpPortTest = DaemonFixture;
 
+// A hello frame (`op`) naming `s` and its token.
+wire::ShmFrame Hello(wire::ShmOp op, const RawSession& s) {
+  wire::ShmFrame f;
+  f.op = static_cast<uint32_t>(op);
+  f.session_id = s.id();
+  f.token_size = static_cast<uint32_t>(s.token().size());
+  std::memcpy(f.token, s.token().data(), s.token().size());
+  return f;
+}
+
 // Whether the daemon closed `fd` (its end of the stream, or a reset for
 // bytes it left unread) before anything came and before the socket's
 // receive timeout.
@@ -651,12 +661,7 @@ TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {
   // A shared-memory hello: refused, naming why.
   RawSession raw(stub_.get(), /*attach=*/false);
   const int shm = connect_raw();
-  wire::ShmFrame hello;
-  hello.op = static_cast<uint32_t>(wire::ShmOp::kHello);
-  hello.session_id = raw.id();
-  hello.token_size = static_cast<uint32_t>(raw.token().size());
-  std::memcpy(hello.token, raw.token().data(), raw.token().size());
-  ASSERT_TRUE(wire::SendShmFrame(shm, hello).ok());
+  ASSERT_TRUE(wire::SendShmFrame(shm, Hello(wire::ShmOp::kHello, raw)).ok());
   absl::Status refused = wire::RecvShmReply(shm);
   EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
   EXPECT_THAT(refused.message(), HasSubstr("Unix socket"));
@@ -666,11 +671,7 @@ TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {
   {
     RawSession split(stub_.get(), /*attach=*/false);
     const int fd = connect_raw();
-    wire::ShmFrame f;
-    f.op = static_cast<uint32_t>(wire::ShmOp::kHelloStream);
-    f.session_id = split.id();
-    f.token_size = static_cast<uint32_t>(split.token().size());
-    std::memcpy(f.token, split.token().data(), split.token().size());
+    const wire::ShmFrame f = Hello(wire::ShmOp::kHelloStream, split);
     const char* bytes = reinterpret_cast<const char*>(&f);
     ASSERT_EQ(::send(fd, bytes, 2, MSG_NOSIGNAL), 2);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -706,7 +707,9 @@ TEST_F(TcpPortTest, ConnectionsThatNeverFinishTheirFirstBytesCannotKeepClientsOu
   const auto connect_raw = [&](const std::string& first) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-    if (!first.empty()) EXPECT_EQ(::send(fd, first.data(), first.size(), MSG_NOSIGNAL), static_cast<ssize_t>(first.size()));
+    if (!first.empty()) {
+      EXPECT_EQ(::send(fd, first.data(), first.size(), MSG_NOSIGNAL), static_cast<ssize_t>(first.size()));
+    }
     timeval tv{20, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return fd;
