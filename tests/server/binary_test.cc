@@ -419,6 +419,13 @@ TEST_F(BinaryTest, UsageErrors) {
 // it says so in the log, waits, and takes connections again once some
 // close.
 TEST_F(BinaryTest, OutOfDescriptorsTheTcpPortSaysSoAndRecovers) {
+#ifdef TENSORD_SANITIZE_UNDEFINED
+  // UBSan's vptr check probes memory through a pipe it opens each time
+  // (libsanitizer's IsAccessibleMemoryRange); with every descriptor in use
+  // that pipe fails and UBSan reports a false "invalid vptr" and exits.
+  // strace showed pipe2() = EMFILE in the reporting thread.
+  GTEST_SKIP() << "the sanitizers need descriptors of their own; run this test in a build without TENSORD_SANITIZE";
+#endif
   Proc p({"serve", "--listen", "127.0.0.1:0"}, /*max_files=*/48);
   const std::string line = p.ReadLine();
   ASSERT_THAT(line, HasSubstr("listening on 127.0.0.1:"));
