@@ -36,7 +36,6 @@ struct ListenAddress {
   std::string path;       // unix
   std::string host;       // tcp, without brackets
   int port = 0;           // tcp
-  std::string grpc_uri;   // what gRPC binds
 };
 
 absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
@@ -55,64 +54,41 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
     }
     a.is_unix = true;
     a.path = std::string(path);
-    a.grpc_uri = absl::StrCat("unix:", a.path);
     return a;
   }
-  absl::string_view host, port;
-  if (absl::StartsWith(text, "[")) {
-    const size_t close = text.find(']');
-    if (close == absl::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected [IPV6]:PORT"));
-    }
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == absl::string_view::npos) {
+  absl::StatusOr<wire::HostPort> hp = wire::ParseHostPort(text);
+  if (!hp.ok()) {
+    if (text.find(':') == absl::string_view::npos) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", text, "': expected unix:PATH or HOST:PORT (e.g. 127.0.0.1:7070)"));
     }
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
+    return hp.status();
   }
-  int p = -1;
-  if (host.empty() || !absl::SimpleAtoi(port, &p) || p < 0 || p > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "': expected HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:7070)"));
-  }
-  a.host = std::string(host);
-  a.port = p;
-  a.grpc_uri = std::string(text);
+  a.host = std::move(hp->host);
+  a.port = hp->port;
   return a;
 }
 
-std::string TcpAddress(const std::string& host, int port) {
-  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
-  return absl::StrCat(host, ":", port);
-}
-
-// Why binding a Unix socket failed, as the OS says it (gRPC only logs it).
+// Why binding the Unix socket `a` failed, as the OS says it (gRPC only logs
+// it). TCP ports are bound by SideChannelServer::ListenTcp, which says why.
 std::string DiagnoseBind(const ListenAddress& a) {
-  if (a.is_unix) {
-    sockaddr_un sa;
-    if (!FillSockaddr(a.path, &sa)) return "path too long";
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return std::strerror(errno);
-    std::string why = "gRPC could not listen on it";
-    if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
-      why = std::strerror(errno);
-      if (errno == ENOENT) {
-        const size_t slash = a.path.rfind('/');
-        const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : a.path.substr(0, slash);
-        absl::StrAppend(&why, " (the directory ", dir, " does not exist; create it first)");
-      }
-    } else {
-      ::unlink(a.path.c_str());
+  sockaddr_un sa;
+  if (!FillSockaddr(a.path, &sa)) return "path too long";
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::strerror(errno);
+  std::string why = "gRPC could not listen on it";
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    why = std::strerror(errno);
+    if (errno == ENOENT) {
+      const size_t slash = a.path.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : a.path.substr(0, slash);
+      absl::StrAppend(&why, " (the directory ", dir, " does not exist; create it first)");
     }
-    ::close(fd);
-    return why;
+  } else {
+    ::unlink(a.path.c_str());
   }
-  return "gRPC could not listen on it";  // not called for TCP: SideChannelServer::ListenTcp binds those
+  ::close(fd);
+  return why;
 }
 
 }  // namespace
@@ -299,7 +275,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   quota.SetMaxThreads(kMaxThreads);
   builder.SetResourceQuota(quota);
   for (size_t i = 0; i < addrs.size(); ++i) {  // AddListeningPort keeps &ports[i]
-    if (addrs[i].is_unix) builder.AddListeningPort(addrs[i].grpc_uri, grpc::InsecureServerCredentials(), &ports[i]);
+    if (addrs[i].is_unix) builder.AddListeningPort(absl::StrCat("unix:", addrs[i].path), grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(d->service_.get());
   d->server_ = builder.BuildAndStart();
@@ -334,7 +310,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
       d->addresses_.push_back(absl::StrCat("unix:", addrs[i].path));
       d->socket_paths_.push_back(addrs[i].path);
     } else {
-      d->addresses_.push_back(TcpAddress(addrs[i].host, ports[i]));
+      d->addresses_.push_back(wire::FormatHostPort(addrs[i].host, ports[i]));
       for (int fd : tcp_fds[i]) {
         d->side_channels_.push_back(SideChannelServer::StartTcp(fd, d->service_.get(), d->server_.get()));
       }

@@ -19,10 +19,12 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_posix.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/server/log.h"
 #include "tensord/server/session.h"
 #include "tensord/wire/shm.h"
+#include "tensord/wire/socket_stream.h"
 #include "unix_socket.h"
 
 namespace tensord::server {
@@ -38,7 +40,8 @@ std::string PeerName(int fd) {
                     NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return "?";
   }
-  return ss.ss_family == AF_INET6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+  int p = 0;
+  return absl::SimpleAtoi(port, &p) ? wire::FormatHostPort(host, p) : "?";
 }
 
 }  // namespace
@@ -73,8 +76,7 @@ absl::StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::Start(cons
 }
 
 absl::StatusOr<std::vector<int>> SideChannelServer::ListenTcp(const std::string& host, int port, int* bound_port) {
-  const std::string where = host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                                                 : absl::StrCat(host, ":", port);
+  const std::string where = wire::FormatHostPort(host, port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

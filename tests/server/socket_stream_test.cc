@@ -19,6 +19,7 @@
 #include <numeric>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "../../server/src/side_channel.h"
@@ -131,6 +132,49 @@ class SocketStream {
 // Byte streams: a message and an end record arrive whole however the bytes
 // are split (here one byte per send, on a real TCP connection), and a
 // receiver takes messages of any size up to its limit.
+// The one HOST:PORT parser (the daemon's --listen, the client's TCP stream).
+TEST(HostPort, ParsesWhatItFormats) {
+  for (const auto& [text, host, port] : std::vector<std::tuple<std::string, std::string, int>>{
+           {"127.0.0.1:7070", "127.0.0.1", 7070},
+           {"localhost:0", "localhost", 0},
+           {"[::1]:65535", "::1", 65535},
+           {"[fe80::1%lo]:1", "fe80::1%lo", 1}}) {
+    absl::StatusOr<wire::HostPort> hp = wire::ParseHostPort(text);
+    ASSERT_TRUE(hp.ok()) << text << ": " << hp.status();
+    EXPECT_EQ(hp->host, host);
+    EXPECT_EQ(hp->port, port);
+    EXPECT_EQ(wire::FormatHostPort(hp->host, hp->port), text);
+  }
+  for (const auto& [text, says] : std::vector<std::pair<std::string, std::string>>{
+           {"nonsense", "expected HOST:PORT"},
+           {"::1:7070", "an IPv6 host needs brackets"},
+           {"[::1]7070", "expected [IPV6]:PORT"},
+           {"[::1:7070", "expected [IPV6]:PORT"},
+           {":7070", "port in 0..65535"},
+           {"host:65536", "port in 0..65535"},
+           {"host:-1", "port in 0..65535"},
+           {"host: 5", "port in 0..65535"},
+           {"host:+5", "port in 0..65535"},
+           {"host:", "port in 0..65535"}}) {
+    absl::StatusOr<wire::HostPort> hp = wire::ParseHostPort(text);
+    ASSERT_FALSE(hp.ok()) << text;
+    EXPECT_EQ(hp.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(hp.status().message()), HasSubstr(says)) << text;
+    EXPECT_THAT(std::string(hp.status().message()), HasSubstr(text));
+  }
+}
+
+// A stream's target may also be a gRPC URI of one address; lists, Unix
+// sockets and port 0 are not one TCP address to connect to.
+TEST(HostPort, TcpStreamTargetsThatAreNotOneAddressAreRefused) {
+  for (const std::string target : {"unix:/tmp/x.sock", "ipv4:127.0.0.1:1,127.0.0.1:2", "127.0.0.1:0",
+                                   "dns://8.8.8.8", "::1:7070"}) {
+    absl::StatusOr<int> fd = wire::ConnectTcpStream(target, 1, "t", 1000);
+    ASSERT_FALSE(fd.ok()) << target;
+    EXPECT_EQ(fd.status().code(), absl::StatusCode::kInvalidArgument) << target << ": " << fd.status();
+  }
+}
+
 TEST(SocketStreamBytes, MessagesArriveWholeHoweverTheBytesAreSplit) {
   const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};

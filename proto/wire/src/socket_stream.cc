@@ -354,38 +354,22 @@ absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuff
 
 namespace {
 
-// HOST and PORT of a gRPC target naming one TCP address: HOST:PORT,
-// [IPV6]:PORT, or that behind ipv4:, ipv6: or dns: (with or without an
-// authority). False for anything else (unix:, lists, names without a port).
-bool SplitTcpTarget(absl::string_view target, std::string* host, std::string* port) {
+// The HOST:PORT of a gRPC target naming one TCP address: itself, or what
+// follows ipv4:, ipv6: or dns: (with or without an authority). Empty for
+// anything else (unix:, lists of addresses).
+absl::string_view TcpTargetAddress(absl::string_view target) {
   for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:"}) {
     if (absl::ConsumePrefix(&target, scheme)) {
       if (absl::ConsumePrefix(&target, "//")) {
         const size_t slash = target.find('/');
-        if (slash == absl::string_view::npos) return false;
+        if (slash == absl::string_view::npos) return {};
         target.remove_prefix(slash + 1);
       }
       break;
     }
   }
-  if (target.find(',') != absl::string_view::npos || target.find('/') != absl::string_view::npos) return false;
-  absl::string_view h, p;
-  if (absl::ConsumePrefix(&target, "[")) {
-    const size_t close = target.find(']');
-    if (close == absl::string_view::npos || close + 1 >= target.size() || target[close + 1] != ':') return false;
-    h = target.substr(0, close);
-    p = target.substr(close + 2);
-  } else {
-    const size_t colon = target.rfind(':');
-    if (colon == absl::string_view::npos || target.find(':') != colon) return false;
-    h = target.substr(0, colon);
-    p = target.substr(colon + 1);
-  }
-  int n = 0;
-  if (h.empty() || !absl::SimpleAtoi(p, &n) || n <= 0 || n > 65535) return false;
-  *host = std::string(h);
-  *port = std::string(p);
-  return true;
+  if (target.find(',') != absl::string_view::npos || target.find('/') != absl::string_view::npos) return {};
+  return target;
 }
 
 // Connects `fd` (non-blocking) to `addr` within `timeout_ms`.
@@ -411,12 +395,51 @@ absl::Status ConnectWithin(int fd, const sockaddr* addr, socklen_t len, int time
 
 }  // namespace
 
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
+  absl::string_view host, port;
+  absl::string_view rest = text;
+  if (absl::ConsumePrefix(&rest, "[")) {
+    const size_t close = rest.find(']');
+    if (close == absl::string_view::npos || close + 1 >= rest.size() || rest[close + 1] != ':') {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected [IPV6]:PORT (e.g. [::1]:7070)"));
+    }
+    host = rest.substr(0, close);
+    port = rest.substr(close + 2);
+  } else {
+    const size_t colon = rest.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected HOST:PORT (e.g. 127.0.0.1:7070)"));
+    }
+    if (rest.find(':') != colon) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "': an IPv6 host needs brackets, as in [::1]:7070"));
+    }
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+  }
+  HostPort hp;
+  if (host.empty() || !absl::SimpleAtoi(port, &hp.port) || hp.port < 0 || hp.port > 65535 ||
+      !absl::ascii_isdigit(static_cast<unsigned char>(port.front()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': expected HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:7070)"));
+  }
+  hp.host = std::string(host);
+  return hp;
+}
+
+std::string FormatHostPort(absl::string_view host, int port) {
+  if (host.find(':') != absl::string_view::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
 absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session_id, absl::string_view token,
                                      int timeout_ms) {
-  std::string host, port;
-  if (!SplitTcpTarget(address, &host, &port)) {
+  absl::StatusOr<HostPort> hp = ParseHostPort(TcpTargetAddress(address));
+  if (!hp.ok() || hp->port == 0) {
     return absl::InvalidArgumentError(absl::StrCat("tcp stream: '", address, "' is not one HOST:PORT"));
   }
+  const std::string& host = hp->host;
+  const std::string port = absl::StrCat(hp->port);
   if (token.size() > kShmMaxTokenBytes) return absl::InvalidArgumentError("tcp stream: session token too long");
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

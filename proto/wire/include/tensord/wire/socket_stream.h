@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -83,6 +84,22 @@ absl::Status SendStreamMessage(int sock, const grpc::ByteBuffer& bb,
 // Sends the end record with `why` (OK: the stream ended normally; its
 // message is cut to 4 KiB).
 absl::Status SendStreamEnd(int sock, const absl::Status& why, StreamFraming framing = StreamFraming::kRecords);
+
+// A TCP address as a host (an IPv6 one without brackets) and a port.
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+// Parses "HOST:PORT" or "[IPV6]:PORT" (an IPv6 host needs its brackets),
+// with a port in 0..65535 (0: "any free port", for a listener). The one
+// parser of both the daemon's --listen and the client's TCP stream target.
+// InvalidArgument naming `text` and the expected form otherwise.
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text);
+
+// "HOST:PORT", or "[HOST]:PORT" when the host is an IPv6 address (has a
+// colon): the form ParseHostPort reads and gRPC targets take.
+std::string FormatHostPort(absl::string_view host, int port);
 
 // Opens the session stream over TCP to the daemon at `address` (HOST:PORT,
 // [IPV6]:PORT, or ipv4:/ipv6:/dns: URIs of one such address): connects
