@@ -191,8 +191,7 @@ struct Session::Impl {
   // stream carries them. Set before the stream is used, closed by Close.
   int sock = -1;
   bool same_host_stream = false;  // sock was set by Start (kept after Close)
-  bool tcp_stream = false;        // the same, for a TCP stream
-  wire::StreamFraming framing = wire::StreamFraming::kRecords;  // kByteStream on TCP
+  bool tcp_stream = false;        // the same, for a TCP stream (framed as a byte stream)
   std::unique_ptr<wire::StreamReceiver> receiver;  // used by the reading thread only
   std::string token;
   internal::EmbeddedDaemon daemon;
@@ -353,7 +352,10 @@ struct Session::Impl {
   }
   // Writes one message's bytes on whichever stream the session uses.
   bool WriteBytes(const grpc::ByteBuffer& bb) {
-    if (sock >= 0) return wire::SendStreamMessage(sock, bb, framing).ok();
+    if (sock >= 0) {
+      return wire::SendStreamMessage(sock, bb, tcp_stream ? wire::StreamFraming::kByteStream : wire::StreamFraming::kRecords)
+          .ok();
+    }
     return stream->Write(bb);
   }
   // Reads the next message's bytes; false at the end of the stream, with
@@ -955,7 +957,6 @@ absl::Status Session::Start() {
     if (fd.ok()) {
       im.sock = *fd;
       im.tcp_stream = true;
-      im.framing = wire::StreamFraming::kByteStream;
       im.receiver =
           std::make_unique<wire::StreamReceiver>(size_t{64} << 20, *spin_ns, wire::StreamFraming::kByteStream);
     }

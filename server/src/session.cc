@@ -951,8 +951,10 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     TensorMeta m = it->second.meta;
     uploads_.erase(it);
     return fail(RuntimeErr(absl::StrCat(what, ": only a first (and only) chunk can adopt a shared-memory segment")), &m);
-  } else if (u.has_meta()) {
-    // Later chunks need no meta; if one comes, it must be the same.
+  } else if (u.has_meta() && !(placed_bytes_ > 0 && placed_handle_ == h && it->second.received == 0)) {
+    // Later chunks need no meta; if one comes, it must be the same. (A
+    // first chunk placed by PlaceUploadData started its upload there, and
+    // its meta was checked then.)
     absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
     if (!meta.ok() || meta->sizes != it->second.meta.sizes || meta->dtype != it->second.meta.dtype) {
       TensorMeta m = it->second.meta;
