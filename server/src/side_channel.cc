@@ -2,6 +2,7 @@
 #include "side_channel.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -67,7 +68,7 @@ absl::StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::Start(cons
     ::unlink(path.c_str());
     return absl::UnavailableError(absl::StrCat("cannot listen on ", path, ": ", why));
   }
-  if (::pipe2(c->wake_, O_CLOEXEC) != 0) {
+  if (::pipe2(c->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     ::unlink(path.c_str());
     return absl::InternalError(absl::StrCat("pipe2(): ", std::strerror(errno)));
   }
@@ -129,7 +130,7 @@ std::unique_ptr<SideChannelServer> SideChannelServer::StartTcp(int listen_fd, Te
   c->service_ = service;
   c->grpc_server_ = grpc_server;
   c->listen_fd_ = listen_fd;
-  if (::pipe2(c->wake_, O_CLOEXEC) != 0) {
+  if (::pipe2(c->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     // Without the pipe Stop could not wake the acceptor: serve nothing
     // (the port then refuses every connection) rather than hang at exit.
     Log(LogLevel::kError, "tcp port: pipe2(): ", std::strerror(errno), "; not accepting connections");
@@ -157,11 +158,7 @@ void SideChannelServer::Stop() {
     stopping_ = true;
     for (int fd : conns_) ::shutdown(fd, SHUT_RDWR);  // wakes their threads
   }
-  if (wake_[1] >= 0) {
-    const char b = 1;
-    while (::write(wake_[1], &b, 1) < 0 && errno == EINTR) {
-    }
-  }
+  Wake(kWakeToStop);
   if (acceptor_.joinable()) acceptor_.join();
   std::vector<std::thread> threads;
   {
@@ -171,6 +168,36 @@ void SideChannelServer::Stop() {
   for (std::thread& t : threads) t.join();
   struct stat st;
   if (!path_.empty() && ::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path_.c_str());
+}
+
+void SideChannelServer::Wake(char why) {
+  if (wake_[1] < 0) return;
+  // Non-blocking: a full pipe already holds a wake-up for the acceptor.
+  while (::write(wake_[1], &why, 1) < 0 && errno == EINTR) {
+  }
+}
+
+bool SideChannelServer::Woken() {
+  char buf[256];
+  bool stop = false;
+  ssize_t n;
+  while ((n = ::read(wake_[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+    for (ssize_t i = 0; i < n; ++i) stop = stop || buf[i] == kWakeToStop;
+  }
+  bool idle = false;
+  {
+    absl::MutexLock l(&mu_);
+    if (stop || stopping_) return true;
+    const size_t before = threads_.size();
+    ReapFinished();
+    idle = threads_.size() < before && threads_.empty();
+  }
+  // The last connection's thread is gone, and with it what it freed on
+  // its way out (after its session closed and the service trimmed): glibc
+  // gives those arenas' free pages back too, so that the daemon shrinks to
+  // where it started when its clients leave.
+  if (idle) malloc_trim(0);
+  return false;
 }
 
 void SideChannelServer::ReapFinished() {
@@ -189,7 +216,7 @@ void SideChannelServer::AcceptLoop() {
     pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
     const int r = ::poll(p, 2, -1);
     if (r < 0 && errno != EINTR) return;
-    if (p[1].revents != 0) return;
+    if (p[1].revents != 0 && Woken()) return;
     if (r <= 0 || (p[0].revents & POLLIN) == 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
@@ -204,7 +231,7 @@ void SideChannelServer::AcceptLoop() {
               " so far; raise the daemon's open-file limit, e.g. LimitNOFILE= under systemd)");
         }
         pollfd w{wake_[0], POLLIN, 0};
-        if (::poll(&w, 1, 100) > 0) return;
+        if (::poll(&w, 1, 100) > 0 && Woken()) return;
       }
       continue;
     }
@@ -276,7 +303,14 @@ void SideChannelServer::LogRefusedHello(absl::string_view who, const absl::Statu
 
 void SideChannelServer::Forget(int fd) {
   conns_.erase(std::find(conns_.begin(), conns_.end(), fd));
+  Finished();
+}
+
+void SideChannelServer::Finished() {
+  // Joined by the acceptor, woken for it: a finished thread's stack stays
+  // mapped (and partly resident) until it is joined.
   finished_.push_back(std::this_thread::get_id());
+  Wake(kWakeToReap);
 }
 
 SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::steady_clock::time_point deadline) {
@@ -344,7 +378,7 @@ void SideChannelServer::Serve(int fd, std::chrono::steady_clock::time_point dead
       HelloDone(fd);
       absl::MutexLock l(&mu_);
       if (first == FirstBytes::kGrpc) {
-        finished_.push_back(std::this_thread::get_id());  // the fd is gRPC's now
+        Finished();  // the fd is gRPC's now
       } else {
         Forget(fd);
         ::close(fd);

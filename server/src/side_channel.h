@@ -74,6 +74,14 @@ class SideChannelServer {
 
   const std::string& path() const { return path_; }
 
+  // Connection threads started and not yet joined: those serving, and
+  // those that returned and wait for the acceptor to join them (it is woken
+  // for each, so that a finished thread's stack does not stay mapped).
+  size_t threads_held() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    return threads_.size();
+  }
+
  private:
   SideChannelServer() = default;
   void StartAccepting();
@@ -90,12 +98,21 @@ class SideChannelServer {
   void HelloDone(int fd);  // `fd` stopped waiting for its hello (a frame came, or none will)
   void LogRefusedHello(absl::string_view who, const absl::Status& why);
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This connection's thread is about to return: the acceptor joins it.
+  void Finished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The wake pipe carries one byte per wake-up: a thread finished, or Stop.
+  static constexpr char kWakeToReap = 0;
+  static constexpr char kWakeToStop = 1;
+  void Wake(char why);
+  // The acceptor's answer to a readable wake pipe: drains it, joins the
+  // finished threads; true when it is to stop.
+  bool Woken() ABSL_LOCKS_EXCLUDED(mu_);
 
   std::string path_;                    // Unix; empty for TCP
   grpc::Server* grpc_server_ = nullptr;  // TCP
   TensordService* service_ = nullptr;
   int listen_fd_ = -1;
-  int wake_[2] = {-1, -1};
+  int wake_[2] = {-1, -1};  // non-blocking pipe: Wake writes, the acceptor reads
   std::thread acceptor_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
