@@ -81,11 +81,13 @@ class Daemon:
         self.stop()
         raise RuntimeError("the tensord daemon did not start (see its stderr)")
 
-    def rss_bytes(self):
-        """The daemon's resident set size in bytes (VmRSS of /proc/PID/status)."""
+    def rss_bytes(self, field="VmRSS"):
+        """The daemon's resident memory in bytes: `field` of /proc/PID/status,
+        VmRSS (all of it) or RssAnon (without the code and files it has
+        mapped, which the kernel can drop and read again)."""
         with open(f"/proc/{self.pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
         return 0
 
@@ -374,9 +376,11 @@ def _run_clients(mode, address, n_clients, n_ops, every):
 
 def fig7_many_clients(daemon, n_clients, n_ops, every):
     before = daemon.rss_bytes()
+    anon_before = daemon.rss_bytes("RssAnon")
     wall, res = _run_clients("tensord", daemon.unix, n_clients, n_ops, every)
     time.sleep(1.0)                          # let the daemon close the sessions
     after = daemon.rss_bytes()
+    anon_after = daemon.rss_bytes("RssAnon")
     # A second round, not timed: what the first added that a second does not
     # (thread pools, touched code pages) is warm-up, not growth per client.
     _run_clients("tensord", daemon.unix, n_clients, n_ops, every)
@@ -394,7 +398,8 @@ def fig7_many_clients(daemon, n_clients, n_ops, every):
     return [row(7, f"{n_clients} clients x {n_ops} ops, sync every {every} ({transport})", "ops/s", ours, peer,
                 f"{n_clients} local PyTorch processes", "(none)", p50_sync_us=p50, p99_sync_us=p99,
                 errors=errors, daemon_rss_before=before, daemon_rss_after=after,
-                daemon_rss_after_second=after_second)]
+                daemon_rss_after_second=after_second, daemon_anon_before=anon_before,
+                daemon_anon_after=anon_after)]
 
 
 # ---------------------------------------------------------------- main
@@ -425,7 +430,8 @@ def main(argv=None):
         if r["figure"] == 7:
             extra = (f"  p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us, {r['errors']} errors, "
                      f"daemon RSS {r['daemon_rss_before'] / 2**20:.1f} -> {r['daemon_rss_after'] / 2**20:.1f} MiB "
-                     f"(after a second round {r['daemon_rss_after_second'] / 2**20:.1f} MiB)")
+                     f"(after a second round {r['daemon_rss_after_second'] / 2**20:.1f} MiB; anonymous "
+                     f"{r['daemon_anon_before'] / 2**20:.1f} -> {r['daemon_anon_after'] / 2**20:.1f} MiB)")
         print(f"{r['figure']}  {r['name']:58} {r['ours']:10.3f} {r['peer']:10.3f} {r['unit']:8} "
               f"ratio {r['ratio']:.2f} (target {r['target']}){extra}")
     if args.json:

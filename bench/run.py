@@ -121,7 +121,8 @@ def _note(r):
     if "p50_sync_us" in r:
         return (f"sync p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us, {r['errors']} errors, "
                 f"daemon RSS {r['daemon_rss_before'] / 2**20:.1f} -> {r['daemon_rss_after'] / 2**20:.1f} MiB, "
-                f"{r['daemon_rss_after_second'] / 2**20:.1f} MiB after a second round")
+                f"{r['daemon_rss_after_second'] / 2**20:.1f} MiB after a second round; anonymous memory "
+                f"{r['daemon_anon_before'] / 2**20:.1f} -> {r['daemon_anon_after'] / 2**20:.1f} MiB")
     return ""
 
 
