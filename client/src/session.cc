@@ -923,6 +923,9 @@ absl::Status Session::Start() {
     session_id_ = resp.session_id();
     im.session_id = session_id_;
     im.token = resp.token();
+    // The address gRPC's resolver chose ("ipv4:127.0.0.1:7070",
+    // "ipv6:[::1]:7070"): the TCP stream connects to the same daemon there.
+    daemon_peer_ = ctx.peer();
   }
   predict_backward_ = options_.predict_backward && !EnvSaysOff("TENSORD_PREDICT_BACKWARD");
   const bool shm_allowed = options_.shared_memory && !EnvSaysOff("TENSORD_SHM");
@@ -952,8 +955,15 @@ absl::Status Session::Start() {
   } else if (options_.tcp_stream && !EnvSaysOff("TENSORD_TCP_STREAM")) {
     // Over TCP: the stream on a connection of its own to the same port (the
     // hello attaches it), gRPC when that fails.
-    absl::StatusOr<int> fd = wire::ConnectTcpStream(address_, session_id_, im.token,
-                                                    std::max(1, std::min(options_.connect_timeout_ms, 10000)));
+    // Where gRPC connected first: a name may resolve to addresses gRPC's
+    // resolver and getaddrinfo order differently (localhost to ::1 or to
+    // 127.0.0.1), and only one of them may be the daemon's.
+    const int timeout_ms = std::max(1, std::min(options_.connect_timeout_ms, 10000));
+    absl::StatusOr<int> fd = absl::UnavailableError("no peer address");
+    if (!daemon_peer_.empty()) fd = wire::ConnectTcpStream(daemon_peer_, session_id_, im.token, timeout_ms);
+    if (!fd.ok() && (absl::IsUnavailable(fd.status()) || absl::IsInvalidArgument(fd.status()))) {
+      fd = wire::ConnectTcpStream(address_, session_id_, im.token, timeout_ms);
+    }
     if (fd.ok()) {
       im.sock = *fd;
       im.tcp_stream = true;

@@ -84,6 +84,29 @@ def test_over_tcp_the_session_stream_takes_a_connection_of_its_own_unless_told_n
         d.stop()
 
 
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_the_tcp_stream_goes_where_grpc_connected():
+    # A daemon on [::1] only, reached as localhost:PORT: getaddrinfo may give
+    # 127.0.0.1 first (or only) where gRPC's resolver reached ::1. The stream
+    # connects to the address gRPC chose (the call's peer), not the name.
+    try:
+        d = Daemon(DAEMON_BIN, extra_args=["--listen", "[::1]:0"])
+    except RuntimeError as e:
+        pytest.skip(f"no IPv6 loopback here: {e}")
+    try:
+        port = next(a for a in d.addresses if a.startswith("[::1]:")).rsplit(":", 1)[1]
+        try:
+            s = tensord.connect(f"localhost:{port}", set_default=False)
+        except RuntimeError as e:
+            pytest.skip(f"gRPC does not resolve localhost to ::1 here: {e}")
+        with s:
+            assert s.uses_tcp_stream
+            assert (tensord.arange(4) * 2).tolist() == [0, 2, 4, 6]
+        s.close()
+    finally:
+        d.stop()
+
+
 def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):
     # The time flush: ops streamed and then left alone (no sync, no full
     # batch) reach the daemon anyway; the daemon's session statistics show

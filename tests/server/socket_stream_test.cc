@@ -168,7 +168,8 @@ TEST(HostPort, ParsesWhatItFormats) {
 // sockets and port 0 are not one TCP address to connect to.
 TEST(HostPort, TcpStreamTargetsThatAreNotOneAddressAreRefused) {
   for (const std::string target : {"unix:/tmp/x.sock", "ipv4:127.0.0.1:1,127.0.0.1:2", "127.0.0.1:0",
-                                   "dns://8.8.8.8", "::1:7070"}) {
+                                   "dns://8.8.8.8", "::1:7070", "ipv6:%5B::1%5", "ipv6:%zz::1]:1",
+                                   "ipv4:127.0.0.1%3A0", "%5B::1%5D:7070"}) {
     absl::StatusOr<int> fd = wire::ConnectTcpStream(target, 1, "t", 1000);
     ASSERT_FALSE(fd.ok()) << target;
     EXPECT_EQ(fd.status().code(), absl::StatusCode::kInvalidArgument) << target << ": " << fd.status();

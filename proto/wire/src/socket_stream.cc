@@ -354,12 +354,23 @@ absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuff
 
 namespace {
 
+// The value of hex digit `c`, or -1.
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 // The HOST:PORT of a gRPC target naming one TCP address: itself, or what
-// follows ipv4:, ipv6: or dns: (with or without an authority). Empty for
-// anything else (unix:, lists of addresses).
-absl::string_view TcpTargetAddress(absl::string_view target) {
+// follows ipv4:, ipv6: or dns: (with or without an authority), with URI
+// escapes decoded (gRPC names a peer "ipv6:%5B::1%5D:7070"). Empty for
+// anything else (unix:, lists of addresses, a broken escape).
+std::string TcpTargetAddress(absl::string_view target) {
+  bool uri = false;
   for (absl::string_view scheme : {"ipv4:", "ipv6:", "dns:"}) {
     if (absl::ConsumePrefix(&target, scheme)) {
+      uri = true;
       if (absl::ConsumePrefix(&target, "//")) {
         const size_t slash = target.find('/');
         if (slash == absl::string_view::npos) return {};
@@ -369,7 +380,20 @@ absl::string_view TcpTargetAddress(absl::string_view target) {
     }
   }
   if (target.find(',') != absl::string_view::npos || target.find('/') != absl::string_view::npos) return {};
-  return target;
+  std::string out;
+  for (size_t i = 0; i < target.size(); ++i) {
+    int hi, lo;
+    if (uri && target[i] == '%') {
+      if (i + 2 >= target.size() || (hi = HexDigit(target[i + 1])) < 0 || (lo = HexDigit(target[i + 2])) < 0) {
+        return {};
+      }
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else {
+      out.push_back(target[i]);
+    }
+  }
+  return out;
 }
 
 // Connects `fd` (non-blocking) to `addr` within `timeout_ms`.

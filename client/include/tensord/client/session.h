@@ -248,6 +248,7 @@ class Session : public std::enable_shared_from_this<Session> {
   SessionOptions options_;
   bool predict_backward_ = true;  // options_.predict_backward and $TENSORD_PREDICT_BACKWARD
   std::string address_;
+  std::string daemon_peer_;  // the daemon's address as gRPC reached it (ClientContext::peer)
   uint64_t session_id_ = 0;
   DaemonInfo daemon_info_;
   std::unique_ptr<Impl> impl_;

@@ -102,7 +102,8 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text);
 std::string FormatHostPort(absl::string_view host, int port);
 
 // Opens the session stream over TCP to the daemon at `address` (HOST:PORT,
-// [IPV6]:PORT, or ipv4:/ipv6:/dns: URIs of one such address): connects
+// [IPV6]:PORT, or ipv4:/ipv6:/dns: URIs of one such address, %-escapes
+// decoded, as gRPC's ClientContext::peer names it): connects
 // (within `timeout_ms` milliseconds), turns Nagle's algorithm off, says
 // ShmFrame{kHelloStream, session_id, token} and waits (as long again) for
 // the daemon's ShmReply. Returns the connected socket (blocking,
