@@ -7,6 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -293,6 +294,14 @@ struct Session::Impl {
 
   absl::Status StreamLost() {
     absl::MutexLock l(&wmu);
+    if (sock >= 0 && !reader_done && !reading) {
+      // The daemon shut the socket: what it sent before (replies, and the
+      // end record saying why, e.g. that it is shutting down) can still be
+      // read, and the socket's end follows it. Only if something comes
+      // within a second: a daemon that hangs must not hang this error.
+      pollfd p{sock, POLLIN, 0};
+      if (::poll(&p, 1, 1000) > 0) PumpLocked(+[](Impl*) { return false; }, this);
+    }
     if (reader_done && !stream_status.ok()) return stream_status;
     return RuntimeErr(absl::StrCat("tensord session ", session_id, ": the connection to the daemon at ", address,
                                    " was lost"));

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
@@ -377,6 +378,7 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
 }
 
 absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end) {
+  bool shutting_down = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
@@ -384,11 +386,15 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
       it->second.stream = nullptr;
       it->second.socket = -1;
     }
+    shutting_down = shutting_down_;
   }
-  const char* why = end == StreamEnd::kMalformed ? "a message did not parse"
+  const char* why = shutting_down                ? "daemon shutting down"
+                    : end == StreamEnd::kMalformed ? "a message did not parse"
                     : end == StreamEnd::kClient  ? "stream ended by the client"
                                                  : "stream lost";
-  if (session->closed() || !Remove(id, why)) {
+  const bool removed = !session->closed() && Remove(id, why);
+  if (shutting_down) return absl::UnavailableError("the daemon is shutting down");
+  if (!removed) {
     // CloseSession or the daemon's shutdown closed the session and ended this stream.
     return absl::CancelledError(absl::StrCat("session ", HexId(id), " was closed"));
   }
@@ -435,6 +441,15 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
   }
   std::shared_ptr<Session> session = *std::move(attached);
   Log(LogLevel::kInfo, "session ", HexId(session_id), ": ", kind, " attached");
+  {
+    absl::MutexLock lock(&mu_);
+    ++socket_streams_;
+  }
+  // Counted until the end record went out (BeginShutdown waits for it).
+  absl::Cleanup uncount = [this] {
+    absl::MutexLock lock(&mu_);
+    --socket_streams_;
+  };
   // Fetched data: the kernel copies it from the storage into the socket.
   const StreamWriters w = WritersOver(
       [sock, framing](const grpc::ByteBuffer& bb) { return wire::SendStreamMessage(sock, bb, framing).ok(); });
@@ -505,6 +520,24 @@ void TensordService::BeginShutdown() {
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
+    // Socket streams are ended from their own side first: a stream's
+    // thread reads the end of its socket, and EndStream tells the client
+    // why with the end record (Remove's shutdown of both directions would
+    // leave it no way to). One that does not end within the grace (busy in
+    // a long op, or blocked writing to a client that does not read) is
+    // ended by Remove below, as gRPC's streams are.
+    bool any = false;
+    for (const auto& [id, e] : sessions_) {
+      if (e.socket >= 0) {
+        ::shutdown(e.socket, SHUT_RD);
+        any = true;
+      }
+    }
+    if (any) {
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](int* streams) { return *streams == 0; }, &socket_streams_),
+                           kShutdownGrace);
+    }
     for (const auto& [id, e] : sessions_) ids.push_back(id);
   }
   for (uint64_t id : ids) Remove(id, "daemon shutting down");

@@ -107,6 +107,31 @@ def test_the_tcp_stream_goes_where_grpc_connected():
         d.stop()
 
 
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+@pytest.mark.parametrize("where", ["unix", "tcp"])
+def test_a_session_stream_says_when_the_daemon_shut_down(where):
+    # SIGTERM ends each same-host or TCP stream with an end record; the
+    # client's next sync point raises with the daemon's reason.
+    d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
+    try:
+        address = d.address if where == "unix" else next(a for a in d.addresses if not a.startswith("unix:"))
+        s = tensord.connect(address, set_default=False)
+        with s:
+            assert s.uses_same_host_stream if where == "unix" else s.uses_tcp_stream
+            x = tensord.ones(4)
+            assert x.sum().item() == 4.0
+            d.proc.terminate()
+            assert d.proc.wait(timeout=30) == 0
+            with pytest.raises(RuntimeError, match="the daemon is shutting down"):
+                (x + 1).sum().item()
+        try:
+            s.close()
+        except RuntimeError:
+            pass  # the session is gone with the daemon
+    finally:
+        d.stop()
+
+
 def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):
     # The time flush: ops streamed and then left alone (no sync, no full
     # batch) reach the daemon anyway; the daemon's session statistics show

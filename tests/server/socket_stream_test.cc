@@ -648,6 +648,48 @@ TEST_P(SocketStreamTest, ClosingTheSessionOfAClientThatDoesNotReadCompletes) {
   ExpectBystanderServed(bystander);
 }
 
+// At shutdown a stream's client is told why its stream ends: the daemon
+// stops reading the socket, and the stream's thread sends the end record.
+TEST_P(SocketStreamTest, ShutdownEndsTheStreamSayingSo) {
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  EXPECT_TRUE(s.Sync(1).empty());
+  const auto t0 = std::chrono::steady_clock::now();
+  daemon_->Shutdown();
+  // The stream ended at once, well within the grace a busy stream gets.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  absl::Status end = s.End();
+  EXPECT_TRUE(absl::IsUnavailable(end)) << end;
+  EXPECT_THAT(end.message(), HasSubstr("shutting down"));
+}
+
+// One that stays busy past the grace (its write blocked on a client that
+// does not read) is ended as before: shutdown does not wait for it.
+TEST_P(SocketStreamTest, ShutdownDoesNotWaitForAStreamThatCannotEnd) {
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  s.Send(UploadReq(1, MetaProto({1 << 18}, ScalarType::kFloat32), Bytes(std::vector<float>(1 << 18, 1.0f))));
+  for (uint64_t i = 1; i <= 4; ++i) {
+    v1::Request r;
+    r.mutable_fetch()->set_request_id(i);
+    r.mutable_fetch()->set_handle(1);
+    s.Send(r);
+  }
+  int queued = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (::ioctl(s.fd(), SIOCINQ, &queued) == 0 && queued < (64 << 10) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GE(queued, 64 << 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  daemon_->Shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(daemon_->service().live_sessions(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Framings, SocketStreamTest,
                          ::testing::Values(StreamFraming::kRecords, StreamFraming::kByteStream),
                          [](const ::testing::TestParamInfo<StreamFraming>& info) {

@@ -86,8 +86,11 @@ class TensordService final : public v1::Tensord::Service {
                          wire::StreamFraming framing = wire::StreamFraming::kRecords);
 
   // Refuses new sessions, cancels every attached stream and closes every
-  // session. Called before the gRPC server shuts down.
+  // session. Called before the gRPC server shuts down. A same-host or TCP
+  // stream's client gets an end record saying the daemon is shutting down
+  // (Unavailable) unless its stream is still busy after kShutdownGrace.
   void BeginShutdown();
+  static constexpr absl::Duration kShutdownGrace = absl::Milliseconds(500);
 
   // The session `session_id` when `token` is its token (the shared-memory
   // side channel's hello): NotFound or PermissionDenied otherwise.
@@ -145,6 +148,7 @@ class TensordService final : public v1::Tensord::Service {
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  int socket_streams_ ABSL_GUARDED_BY(mu_) = 0;  // ServeSocketStream calls between attach and end record
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
