@@ -887,6 +887,13 @@ absl::Status Session::Start() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
+  // No transparent retries: gRPC would keep every message sent on the
+  // stream (up to 256 KiB of them) for a replay until the daemon's first
+  // reply, holding on to an upload's borrowed bytes, which Upload waits for
+  // (an upload of 64-256 KiB as the stream's first message never returned).
+  // A session stream is never replayed anyway: its requests are not
+  // idempotent.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   uint64_t never = 0;
   g_grpc_used_generation_plus1.compare_exchange_strong(never, g_fork_generation.load(std::memory_order_relaxed) + 1);
   im.channel = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);

@@ -84,6 +84,36 @@ def test_over_tcp_the_session_stream_takes_a_connection_of_its_own_unless_told_n
         d.stop()
 
 
+FIRST_UPLOAD_SCRIPT = r"""
+import sys
+import numpy as np
+import tensord
+for n in map(int, sys.argv[2:]):
+    with tensord.connect(sys.argv[1], set_default=False) as s:
+        assert not s.uses_same_host_stream and not s.uses_tcp_stream and not s.uses_shared_memory
+        a = (np.arange(n) % 251).astype(np.uint8)
+        t = tensord.tensor(a)  # the stream's first message after attach
+        np.testing.assert_array_equal(t.numpy(), a)
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+@pytest.mark.parametrize("where", ["unix", "tcp"])
+def test_an_upload_of_64_to_256_kib_as_the_first_message_on_a_grpc_stream_returns(where):
+    # Above 64 KiB the gRPC stream sends an upload around the caller's bytes
+    # and waits until gRPC lets go of them. gRPC's transparent retries kept
+    # the messages of a call that had no reply yet (up to 256 KiB) for a
+    # replay, so such an upload as a session's first message never returned.
+    d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
+    try:
+        address = d.address if where == "unix" else next(a for a in d.addresses if not a.startswith("unix:"))
+        run_script_ok(FIRST_UPLOAD_SCRIPT, address, ["65537", "100000", "250000", "262143", "1148576"],
+                      TENSORD_SHM="0", TENSORD_SAME_HOST_STREAM="0", TENSORD_TCP_STREAM="0")
+    finally:
+        d.stop()
+
+
 @pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
 def test_the_tcp_stream_goes_where_grpc_connected():
     # A daemon on [::1] only, reached as localhost:PORT: getaddrinfo may give
