@@ -975,11 +975,9 @@ absl::Status Session::Start() {
     // resolver and getaddrinfo order differently (localhost to ::1 or to
     // 127.0.0.1), and only one of them may be the daemon's.
     const int timeout_ms = std::max(1, std::min(options_.connect_timeout_ms, 10000));
-    absl::StatusOr<int> fd = absl::UnavailableError("no peer address");
-    if (!daemon_peer_.empty()) fd = wire::ConnectTcpStream(daemon_peer_, session_id_, im.token, timeout_ms);
-    if (!fd.ok() && (absl::IsUnavailable(fd.status()) || absl::IsInvalidArgument(fd.status()))) {
-      fd = wire::ConnectTcpStream(address_, session_id_, im.token, timeout_ms);
-    }
+    // Through a proxy (gRPC's peer is not an address the name resolves to)
+    // the stream stays on gRPC.
+    absl::StatusOr<int> fd = wire::ConnectTcpStream(address_, session_id_, im.token, timeout_ms, daemon_peer_);
     if (fd.ok()) {
       im.sock = *fd;
       im.tcp_stream = true;

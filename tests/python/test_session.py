@@ -114,6 +114,93 @@ def test_an_upload_of_64_to_256_kib_as_the_first_message_on_a_grpc_stream_return
         d.stop()
 
 
+class ConnectProxy:
+    """An HTTP CONNECT proxy on 127.0.0.1 (port `port`) that tunnels every
+    connection it is asked for, recording the targets in `targets`."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self._socket, self._threading = socket, threading
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.targets = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.listener.accept()
+            except OSError:
+                return
+            self._threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        head = b""
+        while b"\r\n\r\n" not in head:
+            got = c.recv(4096)
+            if not got:
+                return
+            head += got
+        line = head.split(b"\r\n", 1)[0].decode()
+        method, target, _ = line.split(" ", 2)
+        self.targets.append(f"{method} {target}")
+        host, port = target.rsplit(":", 1)
+        up = self._socket.create_connection((host, int(port)))
+        c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        rest = head.split(b"\r\n\r\n", 1)[1]
+        if rest:
+            up.sendall(rest)
+
+        def pump(a, b):
+            try:
+                while (data := a.recv(65536)):
+                    b.sendall(data)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(self._socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        t = self._threading.Thread(target=pump, args=(up, c), daemon=True)
+        t.start()
+        pump(c, up)
+        t.join()
+
+    def close(self):
+        self.listener.close()
+
+
+PROXIED_SCRIPT = r"""
+import sys
+import tensord
+with tensord.connect(sys.argv[1], set_default=False) as s:
+    assert not s.uses_tcp_stream
+    assert (tensord.arange(4) * 2).tolist() == [0, 2, 4, 6]
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_through_a_proxy_the_session_stays_on_grpc():
+    # gRPC goes through $grpc_proxy; its peer is then the proxy, which the
+    # daemon's name does not resolve to. The TCP stream's hello carries the
+    # session's token: it is not sent to the proxy (nor anywhere else), and
+    # the session runs on the gRPC stream through the proxy.
+    d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
+    proxy = ConnectProxy()
+    try:
+        tcp = next(a for a in d.addresses if not a.startswith("unix:"))
+        run_script_ok(PROXIED_SCRIPT, tcp, grpc_proxy=f"http://127.0.0.1:{proxy.port}", no_proxy="", NO_PROXY="")
+        assert proxy.targets == [f"CONNECT {tcp}"]
+    finally:
+        proxy.close()
+        d.stop()
+
+
 @pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
 def test_the_tcp_stream_goes_where_grpc_connected():
     # A daemon on [::1] only, reached as localhost:PORT: getaddrinfo may give

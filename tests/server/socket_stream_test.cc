@@ -155,6 +155,9 @@ TEST(HostPort, ParsesWhatItFormats) {
            {"host:-1", "port in 0..65535"},
            {"host: 5", "port in 0..65535"},
            {"host:+5", "port in 0..65535"},
+           {"host:5 ", "port in 0..65535"},
+           {"ipv4:127.0.0.1:0", "expected HOST:PORT"},
+           {"tcp://host:0", "expected HOST:PORT"},
            {"host:", "port in 0..65535"}}) {
     absl::StatusOr<wire::HostPort> hp = wire::ParseHostPort(text);
     ASSERT_FALSE(hp.ok()) << text;
@@ -718,6 +721,86 @@ bool ClosedByPeer(int fd) {
   char byte;
   const ssize_t r = ::recv(fd, &byte, 1, 0);
   return r == 0 || (r < 0 && errno == ECONNRESET);
+}
+
+// A listening socket on `family`'s loopback at `port` (0: any), non-blocking
+// (accept says EAGAIN while no one connected); -1 when it cannot be had.
+int LoopbackListener(int family, int port) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -1;
+  sockaddr_storage ss{};
+  socklen_t len;
+  if (family == AF_INET) {
+    auto* sa = reinterpret_cast<sockaddr_in*>(&ss);
+    sa->sin_family = AF_INET;
+    sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa->sin_port = htons(port);
+    len = sizeof(*sa);
+  } else {
+    auto* sa = reinterpret_cast<sockaddr_in6*>(&ss);
+    sa->sin6_family = AF_INET6;
+    sa->sin6_addr = in6addr_loopback;
+    sa->sin6_port = htons(port);
+    len = sizeof(*sa);
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd, 4) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  return ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                       : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+// Whether someone connected to listener `fd` (and is waiting to be accepted).
+bool SomeoneConnected(int fd) {
+  const int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (c < 0) return false;
+  ::close(c);
+  return true;
+}
+
+// The client hands ConnectTcpStream gRPC's peer as the address to prefer.
+// Through a proxy that peer is the proxy's: then no hello (which carries the
+// session's token) goes anywhere, and the session stays on gRPC.
+TEST_F(TcpPortTest, TheHelloGoesOnlyWhereTheNameResolves) {
+  const std::string& address = daemon_->addresses()[1];  // 127.0.0.1:PORT
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  const int proxy = LoopbackListener(AF_INET, 0);
+  ASSERT_GE(proxy, 0);
+  {
+    RawSession s(stub_.get(), /*attach=*/false);
+    const std::string peer = absl::StrCat("ipv4:127.0.0.1:", BoundPort(proxy));
+    absl::StatusOr<int> fd = wire::ConnectTcpStream(address, s.id(), s.token(), 10000, peer);
+    ASSERT_FALSE(fd.ok());
+    EXPECT_TRUE(absl::IsFailedPrecondition(fd.status())) << fd.status();
+    EXPECT_THAT(std::string(fd.status().message()), HasSubstr(peer));
+    EXPECT_FALSE(SomeoneConnected(proxy));
+    // The session was not attached: a gRPC stream still can be.
+    fd = wire::ConnectTcpStream(address, s.id(), s.token(), 10000, absl::StrCat("ipv6:%5B::ffff:127.0.0.1%5D:", port));
+    ASSERT_TRUE(fd.ok()) << fd.status();  // the same address, IPv4-mapped
+    ::close(*fd);
+  }
+  // localhost may resolve to ::1 before 127.0.0.1; with something else on
+  // [::1]:PORT, the peer gRPC reached (127.0.0.1) goes first.
+  const int decoy = LoopbackListener(AF_INET6, port);
+  if (decoy < 0) GTEST_SKIP() << "no IPv6 loopback here to put a decoy on";
+  for (int i = 0; i < 3; ++i) {
+    RawSession s(stub_.get(), /*attach=*/false);
+    absl::StatusOr<int> fd = wire::ConnectTcpStream(absl::StrCat("localhost:", port), s.id(), s.token(), 10000,
+                                                    absl::StrCat("ipv4:127.0.0.1:", port));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    ::close(*fd);
+    EXPECT_FALSE(SomeoneConnected(decoy));
+  }
+  ::close(decoy);
+  ::close(proxy);
 }
 
 TEST_F(TcpPortTest, TellsGrpcFromStreamsAndClosesAnythingElse) {

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -417,6 +418,38 @@ absl::Status ConnectWithin(int fd, const sockaddr* addr, socklen_t len, int time
   return absl::OkStatus();
 }
 
+// A TCP socket address as (port, 16 address bytes), an IPv4 address as its
+// IPv4-mapped IPv6 one; port 0 for anything else.
+std::pair<uint16_t, in6_addr> AddressKey(const sockaddr* sa, socklen_t n) {
+  std::pair<uint16_t, in6_addr> k{0, in6_addr{}};
+  if (sa->sa_family == AF_INET && n >= sizeof(sockaddr_in)) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(sa);
+    k.first = v4->sin_port;
+    k.second.s6_addr[10] = k.second.s6_addr[11] = 0xff;
+    std::memcpy(&k.second.s6_addr[12], &v4->sin_addr, 4);
+  } else if (sa->sa_family == AF_INET6 && n >= sizeof(sockaddr_in6)) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    k.first = v6->sin6_port;
+    k.second = v6->sin6_addr;
+  }
+  return k;
+}
+
+bool SameAddress(const addrinfo* a, const addrinfo* b) {
+  const auto ka = AddressKey(a->ai_addr, a->ai_addrlen);
+  const auto kb = AddressKey(b->ai_addr, b->ai_addrlen);
+  return ka.first != 0 && ka.first == kb.first && std::memcmp(&ka.second, &kb.second, sizeof(in6_addr)) == 0;
+}
+
+// Whether `ai` is a loopback address (127.0.0.0/8, ::1, or IPv4-mapped).
+bool IsLoopback(const addrinfo* ai) {
+  const auto k = AddressKey(ai->ai_addr, ai->ai_addrlen);
+  const uint8_t* b = k.second.s6_addr;
+  static constexpr uint8_t kV6Loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const bool mapped = std::all_of(b, b + 10, [](uint8_t x) { return x == 0; }) && b[10] == 0xff && b[11] == 0xff;
+  return k.first != 0 && ((mapped && b[12] == 127) || std::memcmp(b, kV6Loopback, 16) == 0);
+}
+
 }  // namespace
 
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
@@ -435,15 +468,21 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
       return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected HOST:PORT (e.g. 127.0.0.1:7070)"));
     }
     if (rest.find(':') != colon) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", text, "': an IPv6 host needs brackets, as in [::1]:7070"));
+      const absl::string_view head = rest.substr(0, colon);
+      const bool ipv6_like = std::all_of(head.begin(), head.end(), [](char c) {
+        return absl::ascii_isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
+      });
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "': ",
+          ipv6_like ? "an IPv6 host needs brackets, as in [::1]:7070" : "expected HOST:PORT (e.g. 127.0.0.1:7070)"));
     }
     host = rest.substr(0, colon);
     port = rest.substr(colon + 1);
   }
   HostPort hp;
   if (host.empty() || !absl::SimpleAtoi(port, &hp.port) || hp.port < 0 || hp.port > 65535 ||
-      !absl::ascii_isdigit(static_cast<unsigned char>(port.front()))) {
+      !absl::ascii_isdigit(static_cast<unsigned char>(port.front())) ||
+      !absl::ascii_isdigit(static_cast<unsigned char>(port.back()))) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", text, "': expected HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:7070)"));
   }
@@ -457,7 +496,7 @@ std::string FormatHostPort(absl::string_view host, int port) {
 }
 
 absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session_id, absl::string_view token,
-                                     int timeout_ms) {
+                                     int timeout_ms, absl::string_view prefer) {
   absl::StatusOr<HostPort> hp = ParseHostPort(TcpTargetAddress(address));
   if (!hp.ok() || hp->port == 0) {
     return absl::InvalidArgumentError(absl::StrCat("tcp stream: '", address, "' is not one HOST:PORT"));
@@ -473,8 +512,38 @@ absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session
     return absl::UnavailableError(absl::StrCat("tcp stream: cannot resolve ", host, ": ", gai_strerror(rc)));
   }
   absl::Status why = absl::UnavailableError(absl::StrCat("tcp stream: no address for ", address));
+  std::vector<const addrinfo*> order;
+  // The preferred address (numeric, as gRPC names its peer) goes first.
+  addrinfo* peer = nullptr;
+  absl::StatusOr<HostPort> peer_hp = ParseHostPort(TcpTargetAddress(prefer));
+  if (!prefer.empty() && peer_hp.ok()) {
+    addrinfo numeric{};
+    numeric.ai_family = AF_UNSPEC;
+    numeric.ai_socktype = SOCK_STREAM;
+    numeric.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if (::getaddrinfo(peer_hp->host.c_str(), absl::StrCat(peer_hp->port).c_str(), &numeric, &peer) != 0) peer = nullptr;
+  }
+  if (peer != nullptr) {
+    bool resolved = false;
+    for (const addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) resolved = resolved || SameAddress(ai, peer);
+    // gRPC's resolver may give localhost both loopbacks where getaddrinfo
+    // gives one (RFC 6761 names it loopback whatever /etc/hosts says).
+    const bool local = (absl::EqualsIgnoreCase(host, "localhost") || absl::EndsWithIgnoreCase(host, ".localhost")) &&
+                       IsLoopback(peer) && peer_hp->port == hp->port;
+    if (!resolved && !local) {
+      ::freeaddrinfo(peer);
+      ::freeaddrinfo(res);
+      return absl::FailedPreconditionError(absl::StrCat("tcp stream: gRPC reached the daemon at ", prefer, ", which ",
+                                                        host, " does not resolve to (a proxy?)"));
+    }
+    order.push_back(peer);
+  }
+  for (const addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    if (peer == nullptr || !SameAddress(ai, peer)) order.push_back(ai);
+  }
   int fd = -1;
-  for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
+  for (size_t i = 0; i < order.size() && fd < 0; ++i) {
+    const addrinfo* ai = order[i];
     const int s = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (s < 0) continue;
     why = ConnectWithin(s, ai->ai_addr, ai->ai_addrlen, timeout_ms);
@@ -485,6 +554,7 @@ absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session
     }
   }
   ::freeaddrinfo(res);
+  if (peer != nullptr) ::freeaddrinfo(peer);
   if (fd < 0) return why;
   const int flags = ::fcntl(fd, F_GETFL);
   const int one = 1;

@@ -112,8 +112,15 @@ std::string FormatHostPort(absl::string_view host, int port);
 // kShmMaxTokenBytes, Unavailable when no connection could be made or the
 // daemon did not answer in time, or the reply's error (a daemon that
 // refused the hello).
+// `prefer` (optional; as ClientContext::peer names an address, e.g.
+// "ipv6:%5B::1%5D:7000") goes first when it is one of the addresses
+// `address` resolves to: the one gRPC reached, where a name resolves to
+// several (localhost to ::1 and 127.0.0.1) and only one is the daemon's.
+// When it is not (gRPC went through a proxy), FailedPrecondition and
+// nothing is contacted: the proxy may be the only way to the daemon, and
+// the hello, which carries the session's token, goes to no one else.
 absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session_id, absl::string_view token,
-                                     int timeout_ms);
+                                     int timeout_ms, absl::string_view prefer = {});
 
 // How long a receiver polls the socket for the next record before it
 // blocks (see StreamReceiver): 100 us. On this project's virtual machines a
