@@ -188,14 +188,19 @@ bool SideChannelServer::Woken() {
   {
     absl::MutexLock l(&mu_);
     if (stop || stopping_) return true;
-    const size_t before = threads_.size();
     ReapFinished();
-    idle = threads_.size() < before && threads_.empty();
+    idle = trim_when_idle_ && threads_.empty();
+    if (idle) {
+      trim_when_idle_ = false;
+      ++trims_;
+    }
   }
   // The last connection's thread is gone, and with it what it freed on
   // its way out (after its session closed and the service trimmed): glibc
   // gives those arenas' free pages back too, so that the daemon shrinks to
-  // where it started when its clients leave.
+  // where it started when its clients leave. Only after a session's stream
+  // or channel ended: a trim walks the whole heap, too slow to do for every
+  // gRPC connection or probe of the port.
   if (idle) malloc_trim(0);
   return false;
 }
@@ -371,6 +376,7 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::stea
 void SideChannelServer::Serve(int fd, std::chrono::steady_clock::time_point deadline) {
   std::weak_ptr<Session> weak;
   uint64_t session_id = 0;
+  bool served_session = false;  // a stream or shared-memory channel: worth a trim once idle
   const bool tcp = path_.empty();
   if (tcp) {
     const FirstBytes first = Sniff(fd, deadline);
@@ -415,6 +421,7 @@ void SideChannelServer::Serve(int fd, std::chrono::steady_clock::time_point dead
                                   absl::string_view(reinterpret_cast<const char*>(f.token), f.token_size),
                                   tcp ? wire::StreamFraming::kByteStream : wire::StreamFraming::kRecords);
       served_stream = true;
+      served_session = true;
     } else if (tcp) {
       st = absl::InvalidArgumentError(
           "a TCP connection carries gRPC or a session stream only (shared memory needs the daemon's Unix socket)");
@@ -430,6 +437,7 @@ void SideChannelServer::Serve(int fd, std::chrono::steady_clock::time_point dead
       } else {
         weak = *s;
         session_id = f.session_id;
+        served_session = true;
       }
     }
     if (served_stream) {
@@ -466,6 +474,7 @@ void SideChannelServer::Serve(int fd, std::chrono::steady_clock::time_point dead
     if (!wire::SendShmReply(fd, st).ok()) break;
   }
   absl::MutexLock l(&mu_);
+  trim_when_idle_ = trim_when_idle_ || served_session;
   Forget(fd);
   ::close(fd);
 }

@@ -81,6 +81,12 @@ class SideChannelServer {
     absl::MutexLock l(&mu_);
     return threads_.size();
   }
+  // How often the acceptor gave free memory back (malloc_trim) when its
+  // last connection thread ended after a session's stream or channel.
+  uint64_t trims() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock l(&mu_);
+    return trims_;
+  }
 
  private:
   SideChannelServer() = default;
@@ -119,6 +125,8 @@ class SideChannelServer {
   std::vector<int> conns_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread::id> finished_ ABSL_GUARDED_BY(mu_);
+  bool trim_when_idle_ ABSL_GUARDED_BY(mu_) = false;  // a session's connection ended since the last trim
+  uint64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<int> pending_ ABSL_GUARDED_BY(mu_);  // connections not past their hello yet, oldest first
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;     // connections closed for exceeding the cap
   uint64_t refused_hellos_ ABSL_GUARDED_BY(mu_) = 0;

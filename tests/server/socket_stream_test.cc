@@ -653,6 +653,33 @@ TEST_P(SocketStreamTest, ClosingTheSessionOfAClientThatDoesNotReadCompletes) {
 
 // At shutdown a stream's client is told why its stream ends: the daemon
 // stops reading the socket, and the stream's thread sends the end record.
+// When the last connection of a side channel or TCP port ends after a
+// session's stream ran on it, the acceptor gives free memory back once;
+// gRPC connections and probes of the port do not trim.
+TEST_P(SocketStreamTest, TheEndOfTheLastStreamGivesMemoryBack) {
+  server::SideChannelServer& acceptor = *daemon_->side_channels()[tcp() ? 0 : 1];  // TCP acceptors come first
+  RawSession bystander(stub_.get());  // gRPC only
+  ExpectBystanderServed(bystander);
+  EXPECT_EQ(acceptor.trims(), 0u);
+  for (int round = 1; round <= 2; ++round) {
+    RawSession raw(stub_.get(), /*attach=*/false);
+    {
+      SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
+      ASSERT_TRUE(s.hello().ok()) << s.hello();
+      v1::Request r;
+      r.mutable_sync()->set_request_id(1);
+      s.Send(r);
+      v1::ServerMessage m;
+      ASSERT_TRUE(s.Read(&m));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (acceptor.trims() < static_cast<uint64_t>(round) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(acceptor.trims(), static_cast<uint64_t>(round));
+  }
+}
+
 TEST_P(SocketStreamTest, ShutdownEndsTheStreamSayingSo) {
   RawSession raw(stub_.get(), /*attach=*/false);
   SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
@@ -898,6 +925,9 @@ TEST(SideChannelServerThreads, AreJoinedAsSoonAsTheyFinish) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(server->threads_held(), 0u);
+  // No session was served: no malloc_trim (it walks the whole heap, too
+  // slow for every probe of the port).
+  EXPECT_EQ(server->trims(), 0u);
   server->Stop();
 }
 
