@@ -327,11 +327,22 @@ int Check(const std::vector<std::string>& args) {
 // arenas each holding a few hundred KiB that malloc_trim cannot return
 // (live blocks scattered among them), 3 MiB in all. One arena per core
 // (at least 2) kept that under 1.5 MiB at the same ops/s in figure 7.
-// MALLOC_ARENA_MAX in the environment still decides when set.
+// What the environment sets (MALLOC_ARENA_MAX and the like, or the same
+// tunable in GLIBC_TUNABLES) still decides.
+bool EnvironmentSets(const char* variable, absl::string_view tunable) {
+  const char* v = std::getenv(variable);
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  return (v != nullptr && *v != '\0') || (t != nullptr && absl::StrContains(t, tunable));
+}
+
 void KeepChunkSizedAllocationsWarm() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
-  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
+  if (!EnvironmentSets("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold=")) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  }
+  if (!EnvironmentSets("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold=")) {
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  }
+  if (!EnvironmentSets("MALLOC_ARENA_MAX", "glibc.malloc.arena_max=")) {
     mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
   }
 }
