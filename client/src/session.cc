@@ -320,6 +320,15 @@ struct Session::Impl {
     }
   }
 
+  // Queued releases go before a request that allocates at least
+  // kReleaseFirstBytes, so that what they free no longer counts against the
+  // session's memory limit when the daemon allocates for it; smaller ones
+  // leave them for the batch's end (one Release request for many handles).
+  static constexpr int64_t kReleaseFirstBytes = int64_t{64} << 10;
+  void ReleaseBeforeLocked(int64_t allocates_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (allocates_bytes >= kReleaseFirstBytes) AppendReleasesLocked();
+  }
+
   // Sends the pending batch (with queued releases) as one message.
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     TD_RETURN_IF_ERROR(Usable());
@@ -1155,6 +1164,9 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
+    int64_t output_bytes = 0;
+    for (const TensorMeta& m : outputs) output_bytes += m.numel() * m.itemsize();
+    im.ReleaseBeforeLocked(output_bytes);
     // Built in place on the batch's arena.
     v1::OpCall* call = im.pending->add_requests()->mutable_call();
     for (const Value& v : args) {
@@ -1273,6 +1285,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
+    im.ReleaseBeforeLocked(static_cast<int64_t>(nbytes));
     handle = im.next_handle++;
     const uint64_t call_id = im.next_call_id++;
     ++im.stats.uploads;

@@ -457,6 +457,46 @@ def test_error_of_an_unread_result_raises_at_the_next_read(session):
     assert x.tolist() == [[0.0] * 3, [0.0, 0.0, 4.0]]
 
 
+FREED_THEN_ALLOCATED_SCRIPT = r"""
+import sys
+import numpy as np
+import tensord
+with tensord.connect(sys.argv[1], set_default=False) as s:
+    for _ in range(3):
+        a = np.full(196608, 7, dtype=np.uint8)
+        t = tensord.tensor(a)
+        assert np.array_equal(t.numpy(), a)
+        del t  # 192 KiB of the 1 MiB limit, queued for release
+        b = np.arange(900000, dtype=np.uint8)
+        u = tensord.tensor(b)  # 879 KiB: fits once t is gone
+        assert np.array_equal(u.numpy(), b)
+        del u
+        x = tensord.zeros(200000, dtype=tensord.uint8) + 1
+        assert x.sum().item() == 200000
+        del x
+        y = tensord.ones(900000, dtype=tensord.uint8)  # an op's output, likewise
+        assert y[:3].tolist() == [1, 1, 1]
+        del y
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+@pytest.mark.parametrize("path", ["shm", "same-host", "grpc", "tcp"])
+def test_a_tensor_freed_before_a_large_allocation_is_released_first(path):
+    # Releases are batched; they go before a request that allocates 64 KiB
+    # or more, so that a session near its memory limit can reuse what it
+    # freed (the shared-memory path once raised out of memory here).
+    d = Daemon(DAEMON_BIN, extra_args=["--session-memory-limit", "1MiB", "--listen", "127.0.0.1:0"])
+    try:
+        address = next(a for a in d.addresses if not a.startswith("unix:")) if path == "tcp" else d.address
+        env = {"shm": {}, "same-host": {"TENSORD_SHM": "0"},
+               "grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"}, "tcp": {}}[path]
+        run_script_ok(FREED_THEN_ALLOCATED_SCRIPT, address, **env)
+    finally:
+        d.stop()
+
+
 def test_kernel_scratch_counts_against_the_session_memory_limit():
     """Temporaries inside kernels (conv2d's im2col buffer, the contiguous copy
     of an expanded matmul operand) are charged to the session like outputs: over
