@@ -328,21 +328,23 @@ int Check(const std::vector<std::string>& args) {
 // (live blocks scattered among them), 3 MiB in all. One arena per core
 // (at least 2) kept that under 1.5 MiB at the same ops/s in figure 7.
 // What the environment sets (MALLOC_ARENA_MAX and the like, or the same
-// tunable in GLIBC_TUNABLES) still decides.
-bool EnvironmentSets(const char* variable, absl::string_view tunable) {
+// tunable in GLIBC_TUNABLES) still decides. A variable counts when it holds
+// a number of at least `least`: glibc ignores anything else.
+bool EnvironmentSets(const char* variable, absl::string_view tunable, int64_t least) {
   const char* v = std::getenv(variable);
   const char* t = std::getenv("GLIBC_TUNABLES");
-  return (v != nullptr && *v != '\0') || (t != nullptr && absl::StrContains(t, tunable));
+  int64_t n = 0;
+  return (v != nullptr && absl::SimpleAtoi(v, &n) && n >= least) || (t != nullptr && absl::StrContains(t, tunable));
 }
 
 void KeepChunkSizedAllocationsWarm() {
-  if (!EnvironmentSets("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold=")) {
+  if (!EnvironmentSets("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold=", 0)) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
   }
-  if (!EnvironmentSets("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold=")) {
+  if (!EnvironmentSets("MALLOC_TRIM_THRESHOLD_", "glibc.malloc.trim_threshold=", 0)) {
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
   }
-  if (!EnvironmentSets("MALLOC_ARENA_MAX", "glibc.malloc.arena_max=")) {
+  if (!EnvironmentSets("MALLOC_ARENA_MAX", "glibc.malloc.arena_max=", 1)) {
     mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
   }
 }
