@@ -325,8 +325,14 @@ int Check(const std::vector<std::string>& args) {
 // glibc also gives each new thread that meets a locked arena an arena of its
 // own, up to 8 per core: with a thread per stream, 16 clients left a dozen
 // arenas each holding a few hundred KiB that malloc_trim cannot return
-// (live blocks scattered among them), 3 MiB in all. One arena per core
-// (at least 2) kept that under 1.5 MiB at the same ops/s in figure 7.
+// (live blocks scattered among them), 3 MiB in all. And malloc_trim gives
+// back only the main arena's free top: another arena keeps up to the trim
+// threshold (64 MiB) at its top until a large free there. With one arena per
+// core, 8 clients uploading tensors of up to 3 MiB over the TCP stream left
+// the daemon's anonymous memory 4-27 MB above its start once they had gone
+// (2 cores, 4 runs); with one arena 3.2-3.5 MB, with no change in figures 2
+// and 7 beyond their noise (tcache serves the hot path's small allocations
+// without the arena's lock).
 // What the environment sets (MALLOC_ARENA_MAX and the like, or the same
 // tunable in GLIBC_TUNABLES) still decides. A variable counts when it holds
 // a number of at least `least`: glibc ignores anything else.
@@ -345,7 +351,7 @@ void KeepChunkSizedAllocationsWarm() {
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
   }
   if (!EnvironmentSets("MALLOC_ARENA_MAX", "glibc.malloc.arena_max=", 1)) {
-    mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
+    mallopt(M_ARENA_MAX, 1);
   }
 }
 
