@@ -156,6 +156,7 @@ TEST(HostPort, ParsesWhatItFormats) {
            {"host: 5", "port in 0..65535"},
            {"host:+5", "port in 0..65535"},
            {"host:5 ", "port in 0..65535"},
+           {" 127.0.0.1:5", "without spaces"},
            {"ipv4:127.0.0.1:0", "expected HOST:PORT"},
            {"tcp://host:0", "expected HOST:PORT"},
            {"host:", "port in 0..65535"}}) {

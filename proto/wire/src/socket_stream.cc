@@ -480,6 +480,9 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
     port = rest.substr(colon + 1);
   }
   HostPort hp;
+  if (std::any_of(host.begin(), host.end(), [](char c) { return absl::ascii_isspace(static_cast<unsigned char>(c)); })) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected HOST:PORT without spaces (e.g. 127.0.0.1:7070)"));
+  }
   if (host.empty() || !absl::SimpleAtoi(port, &hp.port) || hp.port < 0 || hp.port > 65535 ||
       !absl::ascii_isdigit(static_cast<unsigned char>(port.front())) ||
       !absl::ascii_isdigit(static_cast<unsigned char>(port.back()))) {
