@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <exception>
 
 #include <grpcpp/server.h>
 #include <grpcpp/server_posix.h>
@@ -283,7 +284,25 @@ void SideChannelServer::AcceptLoop() {
     pending_.push_back(fd);
     conns_.push_back(fd);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHelloTimeoutSeconds);
-    threads_.emplace_back([this, fd, deadline] { Serve(fd, deadline); });
+    try {
+      threads_.emplace_back([this, fd, deadline] { Serve(fd, deadline); });
+    } catch (const std::exception& e) {
+      // Out of threads (or memory): this connection is closed and the
+      // daemon goes on serving the others; the next accept waits a little,
+      // as when out of descriptors.
+      pending_.pop_back();
+      conns_.pop_back();
+      ::close(fd);
+      if (thread_failures_++ % 1000 == 0) {
+        Log(LogLevel::kWarning, path_.empty() ? "tcp port" : "shared-memory channel",
+            ": cannot start a thread for a connection (", e.what(), "); closed it (", thread_failures_, " so far)");
+      }
+      mu_.Unlock();
+      pollfd w{wake_[0], POLLIN, 0};
+      const bool stop = ::poll(&w, 1, 100) > 0 && Woken();
+      mu_.Lock();
+      if (stop) return;
+    }
   }
 }
 

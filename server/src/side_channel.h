@@ -131,6 +131,7 @@ class SideChannelServer {
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;     // connections closed for exceeding the cap
   uint64_t refused_hellos_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t accept_failures_ = 0;                  // the acceptor thread's own
+  uint64_t thread_failures_ ABSL_GUARDED_BY(mu_) = 0;  // connections closed for want of a thread
 };
 
 }  // namespace tensord::server
