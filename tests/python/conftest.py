@@ -94,6 +94,11 @@ class Daemon:
         self.stderr.seek(0)
         raise RuntimeError(f"tensord daemon did not become ready: {line!r}; stderr: {self.stderr.read()[-2000:]}")
 
+    @property
+    def tcp_address(self):
+        """The first HOST:PORT it listens on (give it `--listen HOST:0`)."""
+        return next(a for a in self.addresses if not a.startswith("unix:"))
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.terminate()

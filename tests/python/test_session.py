@@ -59,7 +59,7 @@ def test_over_tcp_the_session_stream_takes_a_connection_of_its_own_unless_told_n
     # on gRPC. Both give the same values, errors and uploads of any size.
     d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
     try:
-        tcp = next(a for a in d.addresses if not a.startswith("unix:"))
+        tcp = d.tcp_address
         monkeypatch.setenv("TENSORD_TCP_STREAM", tcp_stream)
         s = tensord.connect(tcp, set_default=False)
         with s:
@@ -107,7 +107,7 @@ def test_an_upload_of_64_to_256_kib_as_the_first_message_on_a_grpc_stream_return
     # replay, so such an upload as a session's first message never returned.
     d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
     try:
-        address = d.address if where == "unix" else next(a for a in d.addresses if not a.startswith("unix:"))
+        address = d.address if where == "unix" else d.tcp_address
         run_script_ok(FIRST_UPLOAD_SCRIPT, address, ["65537", "100000", "250000", "262143", "1148576"],
                       TENSORD_SHM="0", TENSORD_SAME_HOST_STREAM="0", TENSORD_TCP_STREAM="0")
     finally:
@@ -193,7 +193,7 @@ def test_through_a_proxy_the_session_stays_on_grpc():
     d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
     proxy = ConnectProxy()
     try:
-        tcp = next(a for a in d.addresses if not a.startswith("unix:"))
+        tcp = d.tcp_address
         run_script_ok(PROXIED_SCRIPT, tcp, grpc_proxy=f"http://127.0.0.1:{proxy.port}", no_proxy="", NO_PROXY="")
         assert proxy.targets == [f"CONNECT {tcp}"]
     finally:
@@ -231,7 +231,7 @@ def test_a_session_stream_says_when_the_daemon_shut_down(where):
     # client's next sync point raises with the daemon's reason.
     d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
     try:
-        address = d.address if where == "unix" else next(a for a in d.addresses if not a.startswith("unix:"))
+        address = d.address if where == "unix" else d.tcp_address
         s = tensord.connect(address, set_default=False)
         with s:
             assert s.uses_same_host_stream if where == "unix" else s.uses_tcp_stream
@@ -489,7 +489,7 @@ def test_a_tensor_freed_before_a_large_allocation_is_released_first(path):
     # freed (the shared-memory path once raised out of memory here).
     d = Daemon(DAEMON_BIN, extra_args=["--session-memory-limit", "1MiB", "--listen", "127.0.0.1:0"])
     try:
-        address = next(a for a in d.addresses if not a.startswith("unix:")) if path == "tcp" else d.address
+        address = d.tcp_address if path == "tcp" else d.address
         env = {"shm": {}, "same-host": {"TENSORD_SHM": "0"},
                "grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"}, "tcp": {}}[path]
         run_script_ok(FREED_THEN_ALLOCATED_SCRIPT, address, **env)

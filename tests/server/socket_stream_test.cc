@@ -476,6 +476,26 @@ class SocketStreamTest : public DaemonFixture, public ::testing::WithParamInterf
     ExpectBystanderServed(bystander);
   }
 
+  // 4 MB of fetched data `s` never reads: returns once the daemon's write
+  // blocks on the full socket, inside the session's message.
+  void BlockTheDaemonOnUnreadFetches(SocketStream& s) {
+    s.Send(UploadReq(1, MetaProto({1 << 18}, ScalarType::kFloat32), Bytes(std::vector<float>(1 << 18, 1.0f))));
+    for (uint64_t i = 1; i <= 4; ++i) {
+      v1::Request r;
+      r.mutable_fetch()->set_request_id(i);
+      r.mutable_fetch()->set_handle(1);
+      s.Send(r);
+    }
+    // Until the daemon is inside the fetches (its replies fill our buffer).
+    int queued = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (::ioctl(s.fd(), SIOCINQ, &queued) == 0 && queued < (64 << 10) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GE(queued, 64 << 10);
+  }
+
   // A bystander session on gRPC still works.
   void ExpectBystanderServed(RawSession& bystander) {
     bystander.Upload<float>(1, {2}, ScalarType::kFloat32, {1.5f, 2.5f});
@@ -622,24 +642,9 @@ TEST_P(SocketStreamTest, ClosingTheSessionOfAClientThatDoesNotReadCompletes) {
   RawSession raw(stub_.get(), /*attach=*/false);
   SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
-  // 4 MB of fetched data the client never reads: the daemon's write blocks
-  // on the full socket, inside the session's message. CloseSession (here on
-  // gRPC, as another process might) still closes the session.
-  s.Send(UploadReq(1, MetaProto({1 << 18}, ScalarType::kFloat32), Bytes(std::vector<float>(1 << 18, 1.0f))));
-  for (uint64_t i = 1; i <= 4; ++i) {
-    v1::Request r;
-    r.mutable_fetch()->set_request_id(i);
-    r.mutable_fetch()->set_handle(1);
-    s.Send(r);
-  }
-  // Until the daemon is inside the fetches (its replies fill our buffer).
-  int queued = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (::ioctl(s.fd(), SIOCINQ, &queued) == 0 && queued < (64 << 10) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_GE(queued, 64 << 10);
+  // The daemon's write blocks inside the session's message. CloseSession
+  // (here on gRPC, as another process might) still closes the session.
+  ASSERT_NO_FATAL_FAILURE(BlockTheDaemonOnUnreadFetches(s));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));  // a hang fails, not blocks
   v1::CloseSessionRequest req;
@@ -701,20 +706,7 @@ TEST_P(SocketStreamTest, ShutdownDoesNotWaitForAStreamThatCannotEnd) {
   RawSession raw(stub_.get(), /*attach=*/false);
   SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(s.hello().ok()) << s.hello();
-  s.Send(UploadReq(1, MetaProto({1 << 18}, ScalarType::kFloat32), Bytes(std::vector<float>(1 << 18, 1.0f))));
-  for (uint64_t i = 1; i <= 4; ++i) {
-    v1::Request r;
-    r.mutable_fetch()->set_request_id(i);
-    r.mutable_fetch()->set_handle(1);
-    s.Send(r);
-  }
-  int queued = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (::ioctl(s.fd(), SIOCINQ, &queued) == 0 && queued < (64 << 10) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_GE(queued, 64 << 10);
+  ASSERT_NO_FATAL_FAILURE(BlockTheDaemonOnUnreadFetches(s));
   const auto t0 = std::chrono::steady_clock::now();
   daemon_->Shutdown();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
