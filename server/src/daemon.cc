@@ -228,8 +228,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (!a.ok()) return a.status();
     addrs.push_back(*std::move(a));
   }
-  for (const ListenAddress& a : addrs) {
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    const ListenAddress& a = addrs[i];
     if (!a.is_unix) continue;
+    // A path gRPC cannot bind is refused here with the reason, before gRPC
+    // logs its own error dump for it.
+    sockaddr_un sa;
+    const size_t slash = a.path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : a.path.substr(0, slash);
+    struct stat st;
+    if (!FillSockaddr(a.path, &sa) || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i], ": ", DiagnoseBind(a)));
+    }
     if (absl::Status s = PrepareUnixSocket(a.path, SOCK_STREAM); !s.ok()) return s;
   }
   // TCP ports are the daemon's own: it accepts their connections and hands
