@@ -71,6 +71,12 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
 
 // Why binding the Unix socket `a` failed, as the OS says it (gRPC only logs
 // it). TCP ports are bound by SideChannelServer::ListenTcp, which says why.
+// The directory a Unix socket's path lies in.
+std::string SocketDirectory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
 std::string DiagnoseBind(const ListenAddress& a) {
   sockaddr_un sa;
   if (!FillSockaddr(a.path, &sa)) return "path too long";
@@ -80,9 +86,7 @@ std::string DiagnoseBind(const ListenAddress& a) {
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
     why = std::strerror(errno);
     if (errno == ENOENT) {
-      const size_t slash = a.path.rfind('/');
-      const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : a.path.substr(0, slash);
-      absl::StrAppend(&why, " (the directory ", dir, " does not exist; create it first)");
+      absl::StrAppend(&why, " (the directory ", SocketDirectory(a.path), " does not exist; create it first)");
     }
   } else {
     ::unlink(a.path.c_str());
@@ -234,10 +238,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     // A path gRPC cannot bind is refused here with the reason, before gRPC
     // logs its own error dump for it.
     sockaddr_un sa;
-    const size_t slash = a.path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : a.path.substr(0, slash);
     struct stat st;
-    if (!FillSockaddr(a.path, &sa) || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    if (!FillSockaddr(a.path, &sa) || ::stat(SocketDirectory(a.path).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i], ": ", DiagnoseBind(a)));
     }
     if (absl::Status s = PrepareUnixSocket(a.path, SOCK_STREAM); !s.ok()) return s;
