@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -144,26 +145,29 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   while (digits < t.size() && absl::ascii_isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
   int64_t n = 0;
   if (digits == 0 || !absl::SimpleAtoi(t.substr(0, digits), &n)) {
-    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte count (e.g. 1073741824, 512MiB, 2G)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a byte count (e.g. 1073741824, 512MiB, 2G, 4GB)"));
   }
   const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(t.substr(digits)));
-  int shift = 0;
-  if (unit.empty() || unit == "b") {
-    shift = 0;
-  } else if (unit == "k" || unit == "kb" || unit == "kib") {
-    shift = 10;
-  } else if (unit == "m" || unit == "mb" || unit == "mib") {
-    shift = 20;
-  } else if (unit == "g" || unit == "gb" || unit == "gib") {
-    shift = 30;
-  } else if (unit == "t" || unit == "tb" || unit == "tib") {
-    shift = 40;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "': unknown unit '", unit, "' (expected K, M, G or T, binary)"));
+  // K, M, G, T and KiB...TiB are powers of 1024 (as systemd's and ulimit's
+  // sizes); KB, MB, GB, TB are powers of 1000 (SI, as disk sizes).
+  static constexpr std::pair<absl::string_view, int64_t> kUnits[] = {
+      {"", 1},           {"b", 1},
+      {"k", 1LL << 10},  {"kib", 1LL << 10}, {"kb", 1000LL},
+      {"m", 1LL << 20},  {"mib", 1LL << 20}, {"mb", 1000LL * 1000},
+      {"g", 1LL << 30},  {"gib", 1LL << 30}, {"gb", 1000LL * 1000 * 1000},
+      {"t", 1LL << 40},  {"tib", 1LL << 40}, {"tb", 1000LL * 1000 * 1000 * 1000},
+  };
+  int64_t scale = 0;
+  for (const auto& [name, factor] : kUnits) {
+    if (unit == name) scale = factor;
   }
-  if (n > (INT64_MAX >> shift)) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
-  return n << shift;
+  if (scale == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "': unknown unit '", unit, "' (expected K, M, G, T or KiB..TiB, powers of 1024; KB..TB, of 1000)"));
+  }
+  if (n > INT64_MAX / scale) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  return n * scale;
 }
 
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {

@@ -63,7 +63,8 @@ constexpr char kUsage[] =
     "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
     "                                 cpu_cache_limit_bytes, log_level, stream_spin_us\n"
     "                                 (command-line options take precedence)\n"
-    "  --session-memory-limit BYTES   per-session limit on tensor memory (e.g. 4GiB; 0 = none)\n"
+    "  --session-memory-limit BYTES   per-session limit on tensor memory (e.g. 4GiB or 4G = 4 * 2^30,\n"
+    "                                 4GB = 4 * 10^9; 0 = none)\n"
     "  --cpu-cache-limit BYTES        most bytes of freed large (>= 2 MiB) storages kept mapped\n"
     "                                 for reuse (default min(1GiB, physical memory / 8); 0 = off;\n"
     "                                 also $TENSORD_CPU_CACHE_LIMIT); emptied when a session\n"
@@ -96,8 +97,14 @@ int WaitForStopSignal() {
   }
 }
 
-int UsageError(const std::string& message) {
-  std::fprintf(stderr, "tensord: %s\n\n%s", message.c_str(), kUsage);
+// Prints `message` and a pointer to --help (the whole usage only when no
+// command was given: after a bad value, it would push the error off screen).
+int UsageError(const std::string& message, bool with_usage = false) {
+  if (with_usage) {
+    std::fprintf(stderr, "tensord: %s\n\n%s", message.c_str(), kUsage);
+  } else {
+    std::fprintf(stderr, "tensord: %s\n(tensord --help lists the commands and options)\n", message.c_str());
+  }
   return 2;
 }
 
@@ -365,7 +372,7 @@ int main(int argc, char** argv) {
   // keep it on and catch lock-order bugs there.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) return UsageError("no command given");
+  if (args.empty()) return UsageError("no command given", /*with_usage=*/true);
   const std::string cmd = args[0];
   args.erase(args.begin());
   if (cmd == "--version" || cmd == "version") {

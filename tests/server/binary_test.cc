@@ -343,6 +343,15 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
               HasSubstr("cpu cache up to 16.00 MiB"));
   EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock, "--cpu-cache-limit", "0"}),
               HasSubstr("cpu cache up to 0 bytes"));
+  // K, M, G, T and KiB..TiB are powers of 1024; KB..TB powers of 1000.
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "4m"}),
+              HasSubstr("cpu cache up to 4.00 MiB;"));
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "4 MB"}),
+              HasSubstr("cpu cache up to 3.81 MiB;"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "4XB"}),
+              HasSubstr("unknown unit 'xb' (expected K, M, G, T or KiB..TiB, powers of 1024; KB..TB, of 1000)"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "10000000TB"}),
+              HasSubstr("is too large"));
   {
     ScopedEnv bad("TENSORD_CPU_CACHE_LIMIT", "lots");
     EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock}),
@@ -385,7 +394,11 @@ TEST_F(BinaryTest, UsageErrors) {
   {
     Proc p({"serve", "--bogus"});
     EXPECT_EQ(p.Wait(), 2);
-    EXPECT_THAT(p.Stderr(), HasSubstr("unknown option '--bogus'"));
+    const std::string err = p.Stderr();
+    EXPECT_THAT(err, HasSubstr("unknown option '--bogus'"));
+    // The error stays on screen: a pointer to --help, not the whole usage.
+    EXPECT_THAT(err, HasSubstr("tensord --help lists the commands and options"));
+    EXPECT_THAT(err, ::testing::Not(HasSubstr("usage:")));
   }
   {
     Proc p({"serve"});

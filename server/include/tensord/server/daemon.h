@@ -47,7 +47,10 @@ struct DaemonOptions {
   absl::Duration shutdown_grace = absl::Milliseconds(100);
 };
 
-// Parses a byte count: "1048576", "512K", "64MiB", "2G" (binary units).
+// Parses a byte count: "1048576", "512K", "64MiB", "2G" (K, M, G, T and
+// KiB..TiB are powers of 1024), "4GB" (KB, MB, GB, TB are powers of 1000);
+// units in any case, spaces allowed around them. InvalidArgument otherwise
+// or past INT64_MAX.
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
 
 // Applies a config file of `key = value` lines (# comments, blank lines):
