@@ -30,12 +30,12 @@ absl::StatusOr<std::shared_ptr<Session>> SessionOf(absl::string_view what, const
     if (s == nullptr) {
       s = t->session();
     } else if (t->session() != s) {
-      return RuntimeErr(absl::StrCat(what, ": tensors belong to different sessions (session ", s->session_id(),
-                                     " and session ", t->session()->session_id(), ")"));
+      return RuntimeErr(absl::StrCat(what, ": tensors belong to different sessions (", s->label(), " and ",
+                                     t->session()->label(), ")"));
     }
   }
   if (s != nullptr && s->closed()) {
-    return RuntimeErr(absl::StrCat(what, ": tensord session ", s->session_id(),
+    return RuntimeErr(absl::StrCat(what, ": ", s->label(),
                                    " is closed; its tensors can no longer be used"));
   }
   return s;

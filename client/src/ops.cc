@@ -265,14 +265,14 @@ absl::StatusOr<std::shared_ptr<Session>> SessionFor(const OpEntry& op, absl::Spa
     if (s == nullptr) {
       s = t.session();
     } else if (t.session() != s) {
-      return RuntimeErr(absl::StrCat(op.full_name(), ": tensors belong to different sessions (session ",
-                                     s->session_id(), " and session ", t.session()->session_id(),
+      return RuntimeErr(absl::StrCat(op.full_name(), ": tensors belong to different sessions (",
+                                     s->label(), " and ", t.session()->label(),
                                      "); a tensor can only be used in the session that created it"));
     }
   }
   if (s != nullptr) {
     if (s->closed()) {
-      return RuntimeErr(absl::StrCat(op.full_name(), ": tensord session ", s->session_id(),
+      return RuntimeErr(absl::StrCat(op.full_name(), ": ", s->label(),
                                      " is closed; its tensors can no longer be used"));
     }
     return s;

@@ -282,12 +282,12 @@ struct Session::Impl {
 
   absl::Status Usable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (Inherited()) {
-      return RuntimeErr(absl::StrCat("tensord session ", session_id, " belongs to process ", owner_pid,
+      return RuntimeErr(absl::StrCat(Session::Label(session_id), " belongs to process ", owner_pid,
                                      "; this process (", ::getpid(),
                                      ") was forked from it and cannot use it: start child processes with the "
                                      "'spawn' or 'forkserver' method of multiprocessing"));
     }
-    if (closed.load()) return RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
+    if (closed.load()) return RuntimeErr(absl::StrCat(Session::Label(session_id), " is closed"));
     if (!write_error.ok()) return write_error;
     return absl::OkStatus();
   }
@@ -303,7 +303,7 @@ struct Session::Impl {
       if (::poll(&p, 1, 1000) > 0) PumpLocked(+[](Impl*) { return false; }, this);
     }
     if (reader_done && !stream_status.ok()) return stream_status;
-    return RuntimeErr(absl::StrCat("tensord session ", session_id, ": the connection to the daemon at ", address,
+    return RuntimeErr(absl::StrCat(Session::Label(session_id), ": the connection to the daemon at ", address,
                                    " was lost"));
   }
 
@@ -564,12 +564,12 @@ struct Session::Impl {
   void EndOfStreamLocked(const grpc::Status& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
     reader_done = true;
     if (closed.load()) {
-      stream_status = RuntimeErr(absl::StrCat("tensord session ", session_id, " is closed"));
+      stream_status = RuntimeErr(absl::StrCat(Session::Label(session_id), " is closed"));
     } else if (st.ok()) {
-      stream_status = RuntimeErr(absl::StrCat("tensord session ", session_id, ": the daemon at ", address,
+      stream_status = RuntimeErr(absl::StrCat(Session::Label(session_id), ": the daemon at ", address,
                                               " ended the session stream"));
     } else {
-      stream_status = GrpcError(absl::StrCat("tensord session ", session_id, ": the session stream failed"), address, st);
+      stream_status = GrpcError(absl::StrCat(Session::Label(session_id), ": the session stream failed"), address, st);
     }
     for (auto& [id, w] : waiters) {
       if (!w->done) {
@@ -1100,7 +1100,7 @@ absl::Status Session::Close() {
     for (auto& [id, w] : im.waiters) {
       if (!w->done) {
         w->done = true;
-        w->status = RuntimeErr(absl::StrCat("tensord session ", session_id_, " is closed"));
+        w->status = RuntimeErr(absl::StrCat(Label(session_id_), " is closed"));
       }
     }
   }
@@ -1281,6 +1281,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallDataDependent(const OpEntry& op
 
 absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site) {
   Impl& im = *impl_;
+  const std::string site_text = site.Text();  // named in the daemon's error, if the upload fails
   uint64_t handle = 0;
   {
     absl::MutexLock l(&im.mu);
@@ -1314,6 +1315,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_shm_offset(0);
       u->set_last(true);
       u->set_call_id(call_id);
+      u->set_call_site(site_text);
       if (adopt) {
         // Busy until a reply lists it in shm_freed (the storage is gone).
         u->set_shm_adopt(true);
@@ -1333,6 +1335,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_data(bytes, nbytes);
       u->set_last(true);
       u->set_call_id(call_id);
+      u->set_call_site(site_text);
       TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else {
       // The requests queued before this upload go first.
@@ -1351,6 +1354,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
         if (off == 0) {
           wire::ToProto(meta, u.mutable_meta());
           u.set_total_bytes(nbytes);
+          u.set_call_site(site_text);
         }
         u.set_offset(off);
         u.set_last(off + n == nbytes);
@@ -1366,7 +1370,6 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       }
     }
   }
-  (void)site;
   return Tensor(std::make_shared<TensorImpl>(shared_from_this(), handle, meta));
 }
 
@@ -1823,6 +1826,10 @@ absl::Status ManualSeed(uint64_t seed) {
   if (s == nullptr || s->closed()) s = DefaultSessionIfAny();
   if (s == nullptr || s->closed()) return absl::OkStatus();
   return s->SendManualSeed(seed);
+}
+
+std::string Session::Label(uint64_t session_id) {
+  return absl::StrCat("tensord session ", absl::Hex(session_id, absl::kZeroPad16));
 }
 
 }  // namespace tensord::client

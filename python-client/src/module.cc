@@ -34,13 +34,19 @@ namespace {
 
 // ---------------------------------------------------------------- errors
 
+// tensord.OutOfMemoryError, made at import (PYBIND11_MODULE): a RuntimeError,
+// as PyTorch's allocation failures are, and a MemoryError.
+PyObject* g_out_of_memory_error = nullptr;
+
 [[noreturn]] void Raise(const absl::Status& s) {
   PyObject* type = PyExc_RuntimeError;
   switch (tensord::KindOf(s)) {
     case tensord::ErrorKind::kType: type = PyExc_TypeError; break;
     case tensord::ErrorKind::kIndex: type = PyExc_IndexError; break;
     case tensord::ErrorKind::kNotImplemented: type = PyExc_NotImplementedError; break;
-    case tensord::ErrorKind::kOutOfMemory: type = PyExc_MemoryError; break;
+    case tensord::ErrorKind::kOutOfMemory:
+      type = g_out_of_memory_error != nullptr ? g_out_of_memory_error : PyExc_MemoryError;
+      break;
     case tensord::ErrorKind::kRuntime:
     case tensord::ErrorKind::kInternal: type = PyExc_RuntimeError; break;
   }
@@ -847,6 +853,19 @@ PYBIND11_MODULE(_C, m) {
   // test binaries keep abseil's deadlock detection on).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
+  {
+    py::tuple bases = py::make_tuple(py::handle(PyExc_RuntimeError), py::handle(PyExc_MemoryError));
+    g_out_of_memory_error = PyErr_NewExceptionWithDoc(
+        "tensord.OutOfMemoryError",
+        "Raised when the daemon cannot allocate a tensor's storage: over the session's\n"
+        "--session-memory-limit (bytes), or the machine refused. A RuntimeError, as\n"
+        "PyTorch's allocation failures are (torch.cuda.OutOfMemoryError is one too), and\n"
+        "a MemoryError. The session stays usable.",
+        bases.ptr(), nullptr);
+    if (g_out_of_memory_error == nullptr) throw py::error_already_set();
+    m.attr("OutOfMemoryError") = py::handle(g_out_of_memory_error);  // the module keeps a reference too
+  }
+
   // ---- Tensor ---------------------------------------------------------------
   // ---- autograd graph nodes ---------------------------------------------------
   py::class_<tc::GradNode, std::shared_ptr<tc::GradNode>>(m, "Node", R"doc(A node of the autograd graph (a tensor's grad_fn).
@@ -980,12 +999,21 @@ if it failed in the daemon.)doc")
           },
           "The data as nested Python lists (a number for a 0-dim tensor). A sync point.")
       .def(
-          "numpy", [](const tc::Tensor& t) { return ToNumpy(t, false); },
-          R"doc(A NumPy array holding a copy of the data (a sync point).
+          "numpy",
+          [](const tc::Tensor& t, bool force) {
+            if (t.requires_grad() && !force) {
+              Raise(tensord::RuntimeErr(
+                  "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead."));
+            }
+            return ToNumpy(t, false);
+          },
+          py::kw_only(), py::arg("force") = false,
+          R"doc(numpy(*, force=False): a NumPy array holding a copy of the data (a sync point).
 
 dtypes map by name (float32 -> numpy.float32, bool -> numpy.bool_); bfloat16
 and float8 raise TypeError (NumPy has no such types); meta tensors raise
-NotImplementedError.)doc")
+NotImplementedError. A tensor that requires grad raises RuntimeError unless
+force=True, as in PyTorch (use tensor.detach().numpy()).)doc")
       .def("_host_array", [](const tc::Tensor& t) { return ToNumpy(t, true); })
       .def("_cpp_repr", &tc::Tensor::ToString);
 

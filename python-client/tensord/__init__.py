@@ -42,7 +42,8 @@ from . import _reduction  # noqa: E402  (torch.norm's Python-level arguments)
 _reduction.install(globals(), Tensor)
 return_types = _ops.return_types
 from . import autograd  # noqa: E402
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402
+from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: E402
+                       no_grad, set_grad_enabled)
 
 
 def manual_seed(seed):
@@ -63,8 +64,18 @@ from . import nn, optim  # noqa: E402  (tensord.nn, tensord.optim)
 from .serialization import load, save  # noqa: E402  (safetensors files)
 _atexit.register(_C.shutdown)
 
+OutOfMemoryError = _C.OutOfMemoryError
+
+
+def is_tensor(obj):
+    """True when ``obj`` is a tensord.Tensor (of any device, meta included), as
+    torch.is_tensor."""
+    return isinstance(obj, Tensor)
+
+
 __all__ = (["Tensor", "Size", "device", "dtype", "tensor", "from_numpy", "as_tensor", "connect", "Session",
             "default_session", "synchronize", "stats", "return_types", "autograd", "no_grad", "enable_grad",
-            "set_grad_enabled", "is_grad_enabled", "manual_seed", "TensorMeta", "DLDeviceType", "einsum"]
+            "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled",
+            "manual_seed", "is_tensor", "OutOfMemoryError", "TensorMeta", "DLDeviceType", "einsum"]
            + sorted(_functions) + sorted(_BY_NAME) + sorted(_ALIASES))
 __version__ = "0.1.0"

@@ -36,7 +36,9 @@ class Session:
 
     @property
     def session_id(self):
-        """The daemon's id of this session (int)."""
+        """The daemon's id of this session (int). Error messages and the
+        daemon's log lines print it as 16 hex digits ("tensord session
+        00000000075bcd15"), as does repr()."""
         return self._raw.session_id
 
     @property
@@ -129,7 +131,7 @@ class Session:
 
     def __repr__(self):
         state = "closed" if self.closed else "open"
-        return f"<tensord.Session {self.session_id} at {self.address} ({state})>"
+        return f"<tensord.Session {self.session_id:016x} at {self.address} ({state})>"
 
 
 def connect(address=None, *, set_default=True, flush_interval=None):

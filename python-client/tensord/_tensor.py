@@ -84,6 +84,14 @@ def _T(self):
     return _call_method("permute", self, list(range(self.dim() - 1, -1, -1)))
 
 
+def _mT(self):
+    """The tensor with its last two dims swapped (a batch of matrices
+    transposed); a view. RuntimeError for fewer than 2 dims, as in PyTorch."""
+    if self.dim() < 2:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.dim()}-D tensor.")
+    return _call_method("transpose", self, -2, -1)
+
+
 def _itemsize(self):
     """Bytes per element."""
     return self.dtype.itemsize
@@ -474,6 +482,7 @@ def install_tensor_api():
     T.device = property(_device, doc=_device.__doc__)
     T.ndim = property(_ndim, doc=_ndim.__doc__)
     T.T = property(_T, doc=_T.__doc__)
+    T.mT = property(_mT, doc=_mT.__doc__)
     T.itemsize = property(_itemsize, doc=_itemsize.__doc__)
     T.nbytes = property(_nbytes, doc=_nbytes.__doc__)
     T.size = _size

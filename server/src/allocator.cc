@@ -55,6 +55,17 @@ char* MapAligned(size_t bytes) {
   return p;
 }
 
+// What a session's failed allocation of `nbytes` for `op` says: the same
+// words whether the storage was to be allocated or adopted (a shared-memory
+// upload).
+absl::Status OutOfMemory(absl::string_view op, int64_t nbytes, int64_t in_use, int64_t limit, absl::string_view why) {
+  std::string msg = absl::StrCat(op, ": out of memory: tried to allocate ", FormatBytes(nbytes), " (", nbytes,
+                                 " bytes); this session has ", FormatBytes(in_use), " in use");
+  if (limit > 0) absl::StrAppend(&msg, " of its ", FormatBytes(limit), " limit (", limit, " bytes)");
+  if (!why.empty()) absl::StrAppend(&msg, "; ", why);
+  return OutOfMemoryErr(msg);
+}
+
 }  // namespace
 
 CpuAllocator::CpuAllocator(const CpuAllocatorOptions& options)
@@ -217,13 +228,7 @@ std::shared_ptr<MemoryAccount> MemoryAccount::Create(std::shared_ptr<CpuAllocato
 
 absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes, absl::string_view op, bool zero_fill) {
   if (nbytes < 0) return RuntimeErr(absl::StrCat(op, ": cannot allocate a negative number of bytes (", nbytes, ")"));
-  auto oom = [&](absl::string_view why) {
-    std::string msg = absl::StrCat(op, ": out of memory: tried to allocate ", FormatBytes(nbytes), " (", nbytes,
-                                   " bytes); this session has ", FormatBytes(bytes_in_use()), " in use");
-    if (limit_ > 0) absl::StrAppend(&msg, " of its ", FormatBytes(limit_), " limit (", limit_, " bytes)");
-    if (!why.empty()) absl::StrAppend(&msg, "; ", why);
-    return OutOfMemoryErr(msg);
-  };
+  auto oom = [&](absl::string_view why) { return OutOfMemory(op, nbytes, bytes_in_use(), limit_, why); };
   if (nbytes > allocator_->physical_memory_bytes()) {
     return oom(absl::StrCat("the machine has ", FormatBytes(allocator_->physical_memory_bytes()),
                             " of physical memory"));
@@ -310,9 +315,7 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Adopt(char* data, int64_
   int64_t cur = in_use_.load(std::memory_order_relaxed);
   for (;;) {
     if (limit_ > 0 && nbytes > limit_ - cur) {
-      return OutOfMemoryErr(absl::StrCat(op, ": out of memory: a storage of ", FormatBytes(nbytes), " (", nbytes,
-                                         " bytes) would exceed this session's ", FormatBytes(limit_), " limit (",
-                                         limit_, " bytes; ", FormatBytes(cur), " in use)"));
+      return OutOfMemory(op, nbytes, cur, limit_, "");
     }
     if (in_use_.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
   }

@@ -477,7 +477,7 @@ std::shared_ptr<OpError> Session::AbandonUpload(uint64_t handle, absl::string_vi
   auto err = RecordError(RuntimeErr(absl::StrCat("upload of handle ", handle, " is incomplete: received ",
                                                  up.received, " of ", up.total_bytes, " bytes before ",
                                                  interrupted_by, " used the handle")),
-                         "upload", up.call_id, "");
+                         "upload", up.call_id, up.call_site);
   InsertFailed(handle, &up.meta, err);
   return err;
 }
@@ -894,6 +894,7 @@ absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& m
   up.storage = *std::move(st);
   up.total_bytes = expected;
   up.call_id = u.call_id();
+  up.call_site = u.call_site();
   uploads_.emplace(u.handle(), std::move(up));
   return absl::OkStatus();
 }
@@ -901,8 +902,12 @@ absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& m
 void Session::ExecuteUpload(const v1::Upload& u) {
   const uint64_t h = u.handle();
   bool first_chunk = false;
+  // The site the first chunk named (later chunks name none; their failures
+  // may erase the upload before reporting).
+  std::string later_site;
+  auto site = [&]() -> const std::string& { return u.call_site().empty() ? later_site : u.call_site(); };
   auto fail = [&](absl::Status s, const TensorMeta* meta) {
-    auto err = RecordError(std::move(s), "upload", u.call_id(), "");
+    auto err = RecordError(std::move(s), "upload", u.call_id(), site());
     InsertFailed(h, meta, err);
     // The rest of the upload is already on its way: its chunks are dropped
     // (the one error says what went wrong), not each refused again.
@@ -911,6 +916,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
   const std::string what = absl::StrCat("upload of handle ", h);
 
   auto it = uploads_.find(h);
+  if (it != uploads_.end() && u.call_site().empty()) later_site = it->second.call_site;
   if (it == uploads_.end()) {
     if (!dropped_uploads_.empty() && !u.has_meta() && dropped_uploads_.contains(h)) {
       if (u.last()) dropped_uploads_.erase(h);
@@ -919,7 +925,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     // The first chunk.
     first_chunk = true;
     if (absl::Status s = CheckNewHandle(h); !s.ok()) {
-      RecordError(RuntimeErr(absl::StrCat(what, ": ", s.message())), "upload", u.call_id(), "");
+      RecordError(RuntimeErr(absl::StrCat(what, ": ", s.message())), "upload", u.call_id(), site());
       if (!u.last()) dropped_uploads_.insert(h);
       return;
     }

@@ -173,7 +173,9 @@ absl::StatusOr<std::shared_ptr<Storage>> Session::AdoptShmRange(absl::string_vie
   // only this session's tensor (as writing through a numpy array that a
   // torch.from_numpy tensor shares would), never another session's memory
   // or the daemon's bookkeeping, and the seals keep the pages from going away.
-  return memory_->Adopt(m->data + offset, static_cast<int64_t>(nbytes), std::move(keeper), what);
+  // Charged as "upload", as StartUploadLocked's allocation is: an upload over
+  // the session's limit reads the same on every path.
+  return memory_->Adopt(m->data + offset, static_cast<int64_t>(nbytes), std::move(keeper), "upload");
 }
 
 }  // namespace tensord::server

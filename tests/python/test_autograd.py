@@ -92,6 +92,42 @@ class TestMetaFlags:
             with pytest.raises(TypeError):
                 tensord.set_grad_enabled(1)
 
+    def test_inference_mode(self):
+        # As torch.inference_mode: no recording inside (True), no change
+        # (False); a context manager and a decorator; the previous mode back
+        # on exit, even from inside enable_grad.
+        with tensord.device("meta"):
+            x = tensord.randn(3, requires_grad=True)
+            assert not tensord.is_inference_mode_enabled()
+            with tensord.inference_mode():
+                assert tensord.is_inference_mode_enabled() and not tensord.is_grad_enabled()
+                assert not (x * 2).requires_grad
+            assert tensord.is_grad_enabled() and not tensord.is_inference_mode_enabled()
+            with tensord.inference_mode(False):
+                assert tensord.is_grad_enabled() and (x * 2).requires_grad
+            with tensord.no_grad(), tensord.inference_mode(False):
+                assert not tensord.is_grad_enabled()
+
+            @tensord.inference_mode()
+            def f():
+                return x * 3, tensord.is_grad_enabled()
+            out, mode = f()
+            assert not out.requires_grad and mode is False and tensord.is_grad_enabled()
+            with pytest.raises(TypeError):
+                tensord.inference_mode(1)
+            assert tensord.autograd.inference_mode is tensord.inference_mode
+
+    def test_numpy_of_a_tensor_that_requires_grad_is_refused_as_in_pytorch(self, session):
+        x = tensord.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad. "
+                                               r"Use tensor.detach\(\).numpy\(\) instead."):
+            x.numpy()
+        with pytest.raises(RuntimeError, match="requires grad"):
+            np.asarray(x * 2)
+        assert x.numpy(force=True).tolist() == [1.0, 1.0, 1.0]
+        assert x.detach().numpy().tolist() == [1.0, 1.0, 1.0]
+        assert x.tolist() == [1.0, 1.0, 1.0]  # tolist() and item() stay allowed, as in PyTorch
+
     def test_grad_mode_is_thread_local(self):
         seen = []
         with tensord.no_grad():
@@ -332,7 +368,7 @@ class TestBackward:
         y = (x ** 3).sum()
         g, = tensord.autograd.grad(y, x, create_graph=True)
         assert g.requires_grad
-        np.testing.assert_allclose(g.numpy(), 3 * a ** 2)
+        np.testing.assert_allclose(g.detach().numpy(), 3 * a ** 2)
         g.sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), 6 * a)
 
@@ -346,7 +382,7 @@ class TestBackward:
         x.requires_grad_()
         g, = tensord.autograd.grad(z.sum(), w, create_graph=True)
         assert g.requires_grad
-        np.testing.assert_allclose(g.numpy(), a)
+        np.testing.assert_allclose(g.detach().numpy(), a)
         gx, = tensord.autograd.grad((g * g).sum(), x)
         np.testing.assert_allclose(gx.numpy(), 2 * a)
         if torch is not None:
@@ -944,7 +980,7 @@ class TestFunctionSavedTensors:
         v = f64(4, seed=3)
         x = leaf(v)
         g, = tensord.autograd.grad(ExpOut.apply(x).sum(), x, create_graph=True)
-        np.testing.assert_allclose(g.numpy(), np.exp(v), rtol=1e-12)
+        np.testing.assert_allclose(g.detach().numpy(), np.exp(v), rtol=1e-12)
         assert g.requires_grad
         gg, = tensord.autograd.grad(g.sum(), x)
         np.testing.assert_allclose(gg.numpy(), np.exp(v), rtol=1e-12)
@@ -968,7 +1004,7 @@ class TestFunctionSavedTensors:
             def backward(ctx, g):
                 x, none = ctx.saved_tensors
                 seen["none"] = none
-                seen["x"] = x.numpy()
+                seen["x"] = x.detach().numpy()
                 return g * 3
 
         v = f64(3, seed=5)

@@ -45,7 +45,7 @@ def geometry(t):
 
 
 def close(ours, ref, rtol=1e-4, atol=1e-5):
-    np.testing.assert_allclose(ours.numpy().astype(np.float64), ref.detach().numpy().astype(np.float64),
+    np.testing.assert_allclose(ours.detach().numpy().astype(np.float64), ref.detach().numpy().astype(np.float64),
                                rtol=rtol, atol=atol, equal_nan=True)
 
 
@@ -497,7 +497,8 @@ def test_conv2d_module_parameters_init_and_repr(session):
     m = nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2)
     assert tuple(m.weight.shape) == (6, 2, 3, 3) and tuple(m.bias.shape) == (6,)
     bound = 1 / math.sqrt(2 * 9)
-    assert np.all(np.abs(m.weight.numpy()) <= bound + 1e-7) and np.all(np.abs(m.bias.numpy()) <= bound + 1e-7)
+    assert np.all(np.abs(m.weight.detach().numpy()) <= bound + 1e-7)
+    assert np.all(np.abs(m.bias.detach().numpy()) <= bound + 1e-7)
     for args, kw in [((4, 6, 3), dict(stride=2, padding=1, groups=2)), ((3, 8, (3, 5)), dict(bias=False)),
                      ((3, 8, 3), dict(padding="same", dilation=2)), ((3, 8, 1), dict(padding="valid"))]:
         assert repr(nn.Conv2d(*args, **kw)) == repr(torch.nn.Conv2d(*args, **kw))
@@ -527,7 +528,7 @@ def test_pooling_and_rmsnorm_modules(session):
     assert i.dtype._name == "int64"
     r = nn.RMSNorm(8)
     assert repr(r) == "RMSNorm((8,), eps=None, elementwise_affine=True)"
-    assert r.weight.numpy().tolist() == [1.0] * 8
+    assert r.weight.detach().numpy().tolist() == [1.0] * 8
     assert repr(nn.RMSNorm([2, 3], eps=1e-6, elementwise_affine=False)) == \
         "RMSNorm((2, 3), eps=1e-06, elementwise_affine=False)"
     x = arr(3, 8)

@@ -457,6 +457,51 @@ def test_error_of_an_unread_result_raises_at_the_next_read(session):
     assert x.tolist() == [[0.0] * 3, [0.0, 0.0, 4.0]]
 
 
+OUT_OF_MEMORY_SCRIPT = r"""
+import sys
+import numpy as np
+import tensord
+with tensord.connect(sys.argv[1], set_default=False) as s:
+    # sizes for each way an upload travels: chunked on the stream, or (shared
+    # memory) copied through a segment or adopted as the storage
+    for n in (1_500_000, 3_000_000, 20_000_000):
+        try:
+            tensord.tensor(np.zeros(n, dtype=np.uint8)).sum().item()  # line 10 of <string>
+        except tensord.OutOfMemoryError as e:
+            msg = str(e)
+            assert isinstance(e, RuntimeError) and isinstance(e, MemoryError), type(e).__mro__
+            assert msg.startswith("upload (call ") and " at <string>:10): out of memory: tried to allocate " in msg, msg
+            assert f"({n} bytes); this session has 0 bytes in use of its 1.00 MiB limit (1048576 bytes)" in msg, msg
+        else:
+            raise AssertionError(f"an upload of {n} bytes over a 1 MiB limit did not fail")
+    try:
+        tensord.zeros(2_000_000, dtype=tensord.uint8).sum().item()
+    except RuntimeError as e:
+        assert type(e) is tensord.OutOfMemoryError and "zeros (call " in str(e), repr(e)
+    else:
+        raise AssertionError("zeros over the limit did not fail")
+    assert (tensord.ones(3) + 1).tolist() == [2.0, 2.0, 2.0]  # the session goes on
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+@pytest.mark.parametrize("path", ["shm", "same-host", "grpc", "tcp"])
+def test_out_of_session_memory_is_a_runtime_error_naming_the_line_on_every_path(path):
+    # PyTorch raises RuntimeError when an allocation fails; tensord's
+    # OutOfMemoryError is one, and a MemoryError. An upload's error names
+    # the line that made the tensor, and reads the same whichever way its
+    # bytes travelled (the shared-memory adoption once said it otherwise).
+    d = Daemon(DAEMON_BIN, extra_args=["--session-memory-limit", "1MiB", "--listen", "127.0.0.1:0"])
+    try:
+        address = d.tcp_address if path == "tcp" else d.address
+        env = {"shm": {}, "same-host": {"TENSORD_SHM": "0"},
+               "grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"}, "tcp": {}}[path]
+        run_script_ok(OUT_OF_MEMORY_SCRIPT, address, **env)
+    finally:
+        d.stop()
+
+
 FREED_THEN_ALLOCATED_SCRIPT = r"""
 import sys
 import numpy as np

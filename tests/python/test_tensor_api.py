@@ -381,3 +381,15 @@ def test_non_native_byte_order_is_refused_as_pytorch_does():
             getattr(torch, make.__name__)(big)
         assert "byte order" in str(theirs.value)
     np.testing.assert_array_equal(tensord.from_numpy(big.astype("<f4")).numpy(), [0, 1, 2])
+
+
+def test_mT_and_is_tensor_as_in_pytorch():
+    with tensord.device("meta"):
+        x = tensord.empty(2, 3, 4)
+        assert x.mT.shape == (2, 4, 3) and x.mT.stride() == (12, 1, 4)
+        assert tensord.empty(5, 6).mT.shape == (6, 5)
+        with pytest.raises(RuntimeError, match="only supported on matrices or batches of matrices. Got 1-D tensor"):
+            tensord.empty(3).mT
+        assert tensord.is_tensor(x) and not tensord.is_tensor(np.zeros(3)) and not tensord.is_tensor([1])
+    t = torch.empty(2, 3, 4)
+    assert tuple(t.mT.shape) == (2, 4, 3) and t.mT.stride() == (12, 1, 4)

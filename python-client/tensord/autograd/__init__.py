@@ -13,10 +13,12 @@ rules, so they answer without a round trip.
 """
 from .. import _C
 from .function import Function, FunctionCtx, _run_engine
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                        set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "no_grad", "enable_grad", "set_grad_enabled",
+           "inference_mode", "is_inference_mode_enabled",
            "is_grad_enabled", "gradcheck", "gradgradcheck", "GradcheckError"]
 
 Tensor = _C.Tensor

@@ -5,10 +5,12 @@ and as function decorators, as in PyTorch. The flag is thread-local and kept
 by the C++ client (it decides ``OpCall.record_grad`` for every call).
 """
 import functools
+import threading
 
 from .. import _C
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
+           "is_inference_mode_enabled"]
 
 
 def is_grad_enabled():
@@ -93,3 +95,54 @@ class set_grad_enabled(_GradModeContext):
     def clone(self):
         """A new context with the same mode."""
         return set_grad_enabled(self._mode)
+
+
+_inference = threading.local()  # depth: inference_mode blocks entered on this thread
+
+
+def is_inference_mode_enabled():
+    """True inside an ``inference_mode()`` block on this thread."""
+    return getattr(_inference, "depth", 0) > 0
+
+
+class inference_mode(_GradModeContext):
+    """``inference_mode(mode=True)``: context manager (and decorator) for
+    inference, as in PyTorch. With ``mode`` True it disables gradient recording
+    as ``no_grad`` does; with False it changes nothing. Unlike PyTorch, tensors
+    made inside are ordinary tensors (PyTorch marks them as inference tensors
+    that autograd later refuses); the daemon keeps no version counters to
+    skip, so there is nothing further to save. TypeError when ``mode`` is not a
+    bool."""
+
+    def __init__(self, mode=True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode() expects a bool, got {type(mode).__name__}")
+        self._enabled = mode
+
+    def __enter__(self):
+        self._prev = _C.is_grad_enabled()
+        if self._enabled:
+            _C._set_grad_enabled(False)
+            _inference.depth = getattr(_inference, "depth", 0) + 1
+        return self
+
+    def __exit__(self, *exc):
+        if self._enabled:
+            _inference.depth -= 1
+        _C._set_grad_enabled(self._prev)
+        return False
+
+    def __call__(self, func):
+        if not callable(func):
+            raise TypeError("inference_mode() used as a decorator takes a function")
+        enabled = self._enabled
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with inference_mode(enabled):
+                return func(*args, **kwargs)
+        return wrapper
+
+    def clone(self):
+        """A new context with the same mode."""
+        return inference_mode(self._enabled)

@@ -151,6 +151,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   Stats stats() const;
   uint64_t session_id() const { return session_id_; }
+  // "tensord session 00000000075bcd15": the id as error messages and the
+  // daemon's log lines print it (16 hex digits).
+  std::string label() const { return Label(session_id_); }
+  static std::string Label(uint64_t session_id);
   const std::string& address() const { return address_; }
   const DaemonInfo& daemon_info() const { return daemon_info_; }
   // Process id of the embedded daemon, or 0 when connected to an external one.

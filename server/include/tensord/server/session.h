@@ -211,6 +211,7 @@ class Session {
     uint64_t total_bytes = 0;
     uint64_t received = 0;
     uint64_t call_id = 0;
+    std::string call_site;  // the first chunk's, named in errors of later ones
   };
 
   bool ExecuteLocked(const v1::Request& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
