@@ -398,6 +398,38 @@ def test_cross_entropy_and_nll_match_pytorch(session, kw):
         np.testing.assert_allclose(np_of(n), tn.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_loss_modules_match_pytorch(session):
+    # nn.CrossEntropyLoss, NLLLoss, MSELoss and L1Loss: the functions' values
+    # and gradients, PyTorch's constructor arguments, weight as a buffer, repr.
+    torch = _torch()
+    rng = np.random.RandomState(2)
+    x = rng.randn(6, 5).astype(np.float32)
+    y = np.array([0, 2, 4, 2, 1, 3])
+    t = rng.randn(6, 5).astype(np.float32)
+    w = [0.5, 1.0, 2.0, 0.1, 3.0]
+    cases = [
+        ("CrossEntropyLoss", dict(), y), ("CrossEntropyLoss", dict(weight=w, ignore_index=1, reduction="sum"), y),
+        ("CrossEntropyLoss", dict(label_smoothing=0.2, reduction="none"), y), ("NLLLoss", dict(weight=w), y),
+        ("MSELoss", dict(), t), ("MSELoss", dict(reduction="sum"), t), ("L1Loss", dict(reduction="none"), t),
+    ]
+    for name, kw, target in cases:
+        tkw = {k: torch.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        dkw = {k: tensord.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        tm, dm = getattr(torch.nn, name)(**tkw), getattr(nn, name)(**dkw)
+        assert repr(dm) == repr(tm) == f"{name}()"
+        assert [k for k, _ in dm.named_buffers()] == [k for k, _ in tm.named_buffers()], name
+        tx = torch.tensor(x, requires_grad=True)
+        tl = tm(tx, torch.from_numpy(target))
+        tl.sum().backward()
+        xx = _td(x, grad=True)
+        loss = dm(xx, tensord.from_numpy(target))
+        loss.sum().backward()
+        np.testing.assert_allclose(np_of(loss), tl.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(np_of(xx.grad), tx.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    with pytest.raises(ValueError, match="avg is not a valid value for reduction"):
+        nn.MSELoss(reduction="avg")
+
+
 def test_cross_entropy_shapes_and_errors(session):
     torch = _torch()
     x = np.random.RandomState(2).randn(2, 3, 4).astype(np.float32)
