@@ -265,6 +265,9 @@ struct Session::Impl {
   std::vector<v1::Error> unclaimed_errors ABSL_GUARDED_BY(wmu);
   bool reader_done ABSL_GUARDED_BY(wmu) = false;
   absl::Status stream_status ABSL_GUARDED_BY(wmu);
+  // Why the daemon ended the gRPC stream (a StreamEnd message; a socket
+  // stream's end record gives it instead): what the stream's end reports.
+  absl::Status daemon_ended ABSL_GUARDED_BY(wmu);
 
   // Tensors whose .grad the daemon may change, by handle.
   absl::Mutex grad_mu;
@@ -301,6 +304,10 @@ struct Session::Impl {
       // within a second: a daemon that hangs must not hang this error.
       pollfd p{sock, POLLIN, 0};
       if (::poll(&p, 1, 1000) > 0) PumpLocked(+[](Impl*) { return false; }, this);
+    } else if (sock < 0 && !reader_done && !reading) {
+      // A failed Write means the call is over: Read gives what the daemon
+      // sent before (a StreamEnd saying why), then its end, without waiting.
+      PumpLocked(+[](Impl*) { return false; }, this);
     }
     if (reader_done && !stream_status.ok()) return stream_status;
     return RuntimeErr(absl::StrCat(Session::Label(session_id), ": the connection to the daemon at ", address,
@@ -561,13 +568,23 @@ struct Session::Impl {
 
   // The stream ended (Read returned false; `st` is what Finish said): fail
   // every wait still in flight.
-  void EndOfStreamLocked(const grpc::Status& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
+  void EndOfStreamLocked(grpc::Status st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(wmu) {
     reader_done = true;
+    if (!daemon_ended.ok()) {
+      st = grpc::Status(static_cast<grpc::StatusCode>(daemon_ended.code()), std::string(daemon_ended.message()));
+    }
     if (closed.load()) {
       stream_status = RuntimeErr(absl::StrCat(Session::Label(session_id), " is closed"));
     } else if (st.ok()) {
       stream_status = RuntimeErr(absl::StrCat(Session::Label(session_id), ": the daemon at ", address,
                                               " ended the session stream"));
+    } else if (st.error_code() == grpc::StatusCode::UNAVAILABLE && daemon_ended.ok() && sock < 0) {
+      // The connection broke before a StreamEnd was read (over a Unix
+      // socket, gRPC drops what the daemon sent once a write to the closed
+      // socket fails): most often the daemon stopped.
+      stream_status = GrpcError(
+          absl::StrCat(Session::Label(session_id), ": the session stream broke (the daemon may have stopped)"),
+          address, st);
     } else {
       stream_status = GrpcError(absl::StrCat(Session::Label(session_id), ": the session stream failed"), address, st);
     }
@@ -711,6 +728,13 @@ struct Session::Impl {
       }
       case v1::ServerMessage::kCallback:
         callbacks.push_back(msg.callback());
+        return;
+      case v1::ServerMessage::kStreamEnd:
+        // Nothing after it counts: end the stream now (the reads that
+        // follow see its end, and report this).
+        daemon_ended = wire::FromProto(msg.stream_end());
+        if (daemon_ended.ok()) daemon_ended = absl::UnavailableError("the daemon ended the session stream");
+        CancelStream();
         return;
       case v1::ServerMessage::KIND_NOT_SET:
         return;

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <memory>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/server/log.h"
@@ -278,7 +280,8 @@ StreamWriters WritersOver(std::function<bool(const grpc::ByteBuffer&)> send) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, absl::string_view token,
-                                                               grpc::ServerContext* context, int sock) {
+                                                               grpc::ServerContext* context, int sock,
+                                                               std::shared_ptr<GrpcStreamWriter> writer) {
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
   auto it = sessions_.find(id);
@@ -291,6 +294,7 @@ absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, abs
   }
   it->second.attached = true;
   it->second.stream = context;
+  it->second.writer = std::move(writer);
   it->second.socket = sock;
   return it->second.session;
 }
@@ -384,6 +388,7 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
     auto it = sessions_.find(id);
     if (it != sessions_.end() && it->second.session == session) {
       it->second.stream = nullptr;
+      it->second.writer = nullptr;
       it->second.socket = -1;
     }
     shutting_down = shutting_down_;
@@ -416,17 +421,29 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
                         "the first message on a stream must carry attach (session id and token)");
   }
   const uint64_t id = msg.attach().session_id();
-  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(id, msg.attach().token(), context, -1);
+  auto writer = std::make_shared<GrpcStreamWriter>();
+  {
+    absl::MutexLock l(&writer->mu);
+    writer->stream = stream;
+  }
+  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(id, msg.attach().token(), context, -1, writer);
   if (!attached.ok()) return ToGrpcStatus(attached.status());
   std::shared_ptr<Session> session = *std::move(attached);
   Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
 
-  const StreamWriters w = WritersOver([stream](const grpc::ByteBuffer& bb) { return stream->Write(bb); });
+  const StreamWriters w = WritersOver([&out = *writer](const grpc::ByteBuffer& bb) {
+    absl::MutexLock l(&out.mu);
+    return out.stream->Write(bb);
+  });
   const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
     if (stream->Read(bb)) return 1;
     return context->IsCancelled() ? -1 : 0;
   };
   const StreamEnd end = RunStream(id, session, &msg, read_bytes, w.write, w.write_data);
+  {
+    absl::MutexLock l(&writer->mu);  // waits for a StreamEnd being written
+    writer->stream = nullptr;
+  }
   return ToGrpcStatus(EndStream(id, session, end));
 }
 
@@ -516,7 +533,9 @@ void TensordService::ReapUnattached() {
 }
 
 void TensordService::BeginShutdown() {
-  std::vector<uint64_t> ids;
+  const absl::Time deadline = absl::Now() + kShutdownGrace;
+  bool any_socket = false;
+  std::vector<std::shared_ptr<GrpcStreamWriter>> writers;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
@@ -526,21 +545,52 @@ void TensordService::BeginShutdown() {
     // leave it no way to). One that does not end within the grace (busy in
     // a long op, or blocked writing to a client that does not read) is
     // ended by Remove below, as gRPC's streams are.
-    bool any = false;
     for (const auto& [id, e] : sessions_) {
       if (e.socket >= 0) {
         ::shutdown(e.socket, SHUT_RD);
-        any = true;
+        any_socket = true;
       }
+      if (e.writer != nullptr) writers.push_back(e.writer);
     }
-    if (any) {
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](int* streams) { return *streams == 0; }, &socket_streams_),
-                           kShutdownGrace);
+  }
+  // A gRPC stream's thread waits in Read, which only a cancel ends: its
+  // client is told why first, by a StreamEnd message, from a thread of its
+  // own (a client that does not read can block the write until Remove
+  // cancels the stream).
+  absl::Notification told;
+  std::thread teller;
+  if (!writers.empty()) {
+    try {
+      teller = std::thread([&writers, &told] {
+        v1::ServerMessage m;
+        wire::ToProto(absl::UnavailableError("the daemon is shutting down"), "", 0, "", m.mutable_stream_end());
+        grpc::ByteBuffer bb;
+        bool own = false;
+        if (grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) {
+          for (const auto& w : writers) {
+            absl::MutexLock l(&w->mu);
+            if (w->stream != nullptr) w->stream->Write(bb);
+          }
+        }
+        told.Notify();
+      });
+    } catch (const std::system_error& e) {
+      Log(LogLevel::kWarning, "shutdown: cannot start a thread to tell gRPC streams why they end (", e.what(), ")");
+    }
+  }
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    if (any_socket) {
+      mu_.AwaitWithDeadline(absl::Condition(
+                                +[](int* streams) { return *streams == 0; }, &socket_streams_),
+                            deadline);
     }
     for (const auto& [id, e] : sessions_) ids.push_back(id);
   }
+  if (teller.joinable()) told.WaitForNotificationWithDeadline(deadline);
   for (uint64_t id : ids) Remove(id, "daemon shutting down");
+  if (teller.joinable()) teller.join();  // Remove cancelled any write it was blocked in
 }
 
 absl::StatusOr<std::shared_ptr<Session>> TensordService::FindSession(uint64_t session_id,

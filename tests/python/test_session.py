@@ -224,27 +224,102 @@ def test_the_tcp_stream_goes_where_grpc_connected():
         d.stop()
 
 
+SHUTDOWN_SCRIPT = r"""
+import sys
+import tensord
+s = tensord.connect(sys.argv[1], set_default=False)
+with s:
+    assert {"same-host": s.uses_same_host_stream, "tcp": s.uses_tcp_stream,
+            "unix-grpc": not s.uses_same_host_stream, "tcp-grpc": not s.uses_tcp_stream}[sys.argv[2]]
+    x = tensord.ones(4)
+    assert x.sum().item() == 4.0
+    print("ready", flush=True)
+    sys.stdin.readline()  # the daemon has stopped
+    try:
+        (x + 1).sum().item()
+    except RuntimeError as e:
+        # An idle gRPC client on a Unix socket cannot read the StreamEnd: its
+        # write to the closed socket fails first, and gRPC drops what the
+        # daemon sent. It says what most likely happened instead.
+        expect = "the daemon may have stopped" if sys.argv[2] == "unix-grpc" else "the daemon is shutting down"
+        assert expect in str(e), str(e)
+    else:
+        raise AssertionError("a sync point after the daemon stopped succeeded")
+print("ok")
+"""
+
+
+BUSY_SHUTDOWN_SCRIPT = r"""
+import sys
+import tensord
+s = tensord.connect(sys.argv[1], set_default=False)
+with s:
+    assert s.uses_same_host_stream is False and s.uses_tcp_stream is False
+    a = tensord.ones(2048, 2048)
+    y = a
+    for _ in range(30):  # seconds of matmuls: the daemon is busy when SIGTERM comes
+        y = a @ y
+    print("ready", flush=True)
+    try:
+        y.sum().item()
+    except RuntimeError as e:
+        assert "the daemon is shutting down" in str(e), str(e)
+    else:
+        raise AssertionError("the sync point across the daemon's shutdown succeeded")
+print("ok")
+"""
+
+
 @pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
-@pytest.mark.parametrize("where", ["unix", "tcp"])
-def test_a_session_stream_says_when_the_daemon_shut_down(where):
-    # SIGTERM ends each same-host or TCP stream with an end record; the
-    # client's next sync point raises with the daemon's reason.
+@pytest.mark.parametrize("where", ["unix-grpc", "tcp-grpc"])
+def test_a_grpc_stream_waiting_on_the_daemon_hears_why_it_stopped(where):
+    # A client waiting in a sync point reads the StreamEnd that SIGTERM sends
+    # on its gRPC stream while the daemon is still busy with its ops.
     d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
     try:
-        address = d.address if where == "unix" else d.tcp_address
-        s = tensord.connect(address, set_default=False)
-        with s:
-            assert s.uses_same_host_stream if where == "unix" else s.uses_tcp_stream
-            x = tensord.ones(4)
-            assert x.sum().item() == 4.0
+        address = d.tcp_address if where == "tcp-grpc" else d.address
+        env = {"unix-grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"},
+               "tcp-grpc": {"TENSORD_TCP_STREAM": "0"}}[where]
+        p = subprocess.Popen([sys.executable, "-c", BUSY_SHUTDOWN_SCRIPT, address], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=subprocess_env(**env))
+        try:
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()
+            time.sleep(0.5)  # the item() is sent and waiting
+            d.proc.terminate()
+            out, err = p.communicate(timeout=120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 0 and out.strip() == "ok", out + err
+        assert d.proc.wait(timeout=60) == 0
+    finally:
+        d.stop()
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+@pytest.mark.parametrize("where", ["same-host", "tcp", "unix-grpc", "tcp-grpc"])
+def test_a_session_stream_says_when_the_daemon_shut_down(where):
+    # SIGTERM ends each same-host or TCP stream with an end record, and a
+    # gRPC stream with a StreamEnd message before cancelling it; the
+    # client's next sync point raises with the daemon's reason (the gRPC
+    # stream once said only "Cancelled on the server side").
+    d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
+    try:
+        address = d.tcp_address if where.startswith("tcp") else d.address
+        env = {"same-host": {"TENSORD_SHM": "0"}, "tcp": {},
+               "unix-grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"},
+               "tcp-grpc": {"TENSORD_TCP_STREAM": "0"}}[where]
+        p = subprocess.Popen([sys.executable, "-c", SHUTDOWN_SCRIPT, address, where], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(**env))
+        try:
+            assert p.stdout.readline().strip() == "ready", p.stderr.read()
             d.proc.terminate()
             assert d.proc.wait(timeout=30) == 0
-            with pytest.raises(RuntimeError, match="the daemon is shutting down"):
-                (x + 1).sum().item()
-        try:
-            s.close()
-        except RuntimeError:
-            pass  # the session is gone with the daemon
+            out, err = p.communicate("\n", timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 0 and out.strip() == "ok", out + err
     finally:
         d.stop()
 

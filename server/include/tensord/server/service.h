@@ -88,7 +88,10 @@ class TensordService final : public v1::Tensord::Service {
   // Refuses new sessions, cancels every attached stream and closes every
   // session. Called before the gRPC server shuts down. A same-host or TCP
   // stream's client gets an end record saying the daemon is shutting down
-  // (Unavailable) unless its stream is still busy after kShutdownGrace.
+  // (Unavailable) unless its stream is still busy after kShutdownGrace; a
+  // gRPC stream's client gets the same reason as a StreamEnd message unless
+  // its stream cannot take it within kShutdownGrace (a client that does not
+  // read), before the stream is cancelled.
   void BeginShutdown();
   static constexpr absl::Duration kShutdownGrace = absl::Milliseconds(500);
 
@@ -107,9 +110,17 @@ class TensordService final : public v1::Tensord::Service {
   const ServiceOptions& options() const { return options_; }
 
  private:
+  // A gRPC stream's writes, one at a time as gRPC's synchronous API
+  // requires: the stream's replies, and BeginShutdown's StreamEnd message.
+  // `stream` is null once the handler is done with the stream.
+  struct GrpcStreamWriter {
+    absl::Mutex mu;
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream ABSL_GUARDED_BY(mu) = nullptr;
+  };
   struct Entry {
     std::shared_ptr<Session> session;
     grpc::ServerContext* stream = nullptr;  // the attached gRPC stream's context
+    std::shared_ptr<GrpcStreamWriter> writer;  // and its writes
     int socket = -1;                        // or the attached same-host stream's socket
     bool attached = false;
     absl::Time opened;
@@ -121,7 +132,9 @@ class TensordService final : public v1::Tensord::Service {
   // same-host stream's `sock`): NotFound, PermissionDenied (token),
   // FailedPrecondition (attached already) or Unavailable (shutting down).
   absl::StatusOr<std::shared_ptr<Session>> Attach(uint64_t id, absl::string_view token,
-                                                  grpc::ServerContext* context, int sock) ABSL_LOCKS_EXCLUDED(mu_);
+                                                  grpc::ServerContext* context, int sock,
+                                                  std::shared_ptr<GrpcStreamWriter> writer = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // How a session stream ended.
   enum class StreamEnd { kClient, kLost, kMalformed };
   // Reads the next message's bytes: 1 when it did, 0 when the client ended
