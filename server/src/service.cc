@@ -567,9 +567,12 @@ void TensordService::BeginShutdown() {
         grpc::ByteBuffer bb;
         bool own = false;
         if (grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) {
+          // Written through to the socket before Write returns: the cancel
+          // that follows would drop it from gRPC's send queue otherwise.
+          const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
           for (const auto& w : writers) {
             absl::MutexLock l(&w->mu);
-            if (w->stream != nullptr) w->stream->Write(bb);
+            if (w->stream != nullptr) w->stream->Write(bb, through);
           }
         }
         told.Notify();

@@ -180,9 +180,14 @@ TEST_F(BinaryTest, ServesOnAUnixSocketAndExitsCleanlyOnSigterm) {
     s.Upload<float>(1, {2}, ScalarType::kFloat32, {1, 2});
     EXPECT_THAT(s.FetchValues<float>(1), ::testing::ElementsAre(1, 2));
     p.Signal(SIGTERM);
-    EXPECT_EQ(p.Wait(), 0);
+    // The daemon tells a stream that reads why, then ends it.
     v1::ServerMessage m;
-    EXPECT_FALSE(s.Read(&m));  // the daemon ended the stream
+    ASSERT_TRUE(s.Read(&m));
+    ASSERT_TRUE(m.has_stream_end()) << m.DebugString();
+    EXPECT_EQ(m.stream_end().message(), "the daemon is shutting down");
+    EXPECT_EQ(m.stream_end().kind(), "RuntimeError");
+    EXPECT_FALSE(s.Read(&m));
+    EXPECT_EQ(p.Wait(), 0);
   }
   EXPECT_FALSE(std::filesystem::exists(sock));
   const std::string log = p.Stderr();
