@@ -65,7 +65,8 @@ def subprocess_env(**extra):
 class Daemon:
     """A `tensord serve --listen unix:<tmp>/sock [extra_args]` child process.
     `addresses`: every address it listens on, as its ready line gives them
-    (a TCP port 0 replaced by the port chosen)."""
+    (a TCP port 0 replaced by the port chosen). A context manager: `with
+    Daemon(...) as d:` stops it on exit, as stop() does."""
 
     def __init__(self, binary, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="tensord-pytest-")
@@ -98,6 +99,13 @@ class Daemon:
     def tcp_address(self):
         """The first HOST:PORT it listens on (give it `--listen HOST:0`)."""
         return next(a for a in self.addresses if not a.startswith("unix:"))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
 
     def stop(self):
         if self.proc.poll() is None:

@@ -230,7 +230,7 @@ import tensord
 s = tensord.connect(sys.argv[1], set_default=False)
 with s:
     assert {"same-host": s.uses_same_host_stream, "tcp": s.uses_tcp_stream,
-            "unix-grpc": not s.uses_same_host_stream, "tcp-grpc": not s.uses_tcp_stream}[sys.argv[2]]
+            "grpc": not s.uses_same_host_stream, "tcp-grpc": not s.uses_tcp_stream}[sys.argv[2]]
     x = tensord.ones(4)
     assert x.sum().item() == 4.0
     print("ready", flush=True)
@@ -241,7 +241,7 @@ with s:
         # An idle gRPC client on a Unix socket cannot read the StreamEnd: its
         # write to the closed socket fails first, and gRPC drops what the
         # daemon sent. It says what most likely happened instead.
-        expect = "the daemon may have stopped" if sys.argv[2] == "unix-grpc" else "the daemon is shutting down"
+        expect = "the daemon may have stopped" if sys.argv[2] == "grpc" else "the daemon is shutting down"
         assert expect in str(e), str(e)
     else:
         raise AssertionError("a sync point after the daemon stopped succeeded")
@@ -271,15 +271,12 @@ print("ok")
 
 
 @pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
-@pytest.mark.parametrize("where", ["unix-grpc", "tcp-grpc"])
+@pytest.mark.parametrize("where", ["grpc", "tcp-grpc"])
 def test_a_grpc_stream_waiting_on_the_daemon_hears_why_it_stopped(where):
     # A client waiting in a sync point reads the StreamEnd that SIGTERM sends
     # on its gRPC stream while the daemon is still busy with its ops.
-    d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
-    try:
-        address = d.tcp_address if where == "tcp-grpc" else d.address
-        env = {"unix-grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"},
-               "tcp-grpc": {"TENSORD_TCP_STREAM": "0"}}[where]
+    with Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"]) as d:
+        address, env = address_and_env(d, where)
         p = subprocess.Popen([sys.executable, "-c", BUSY_SHUTDOWN_SCRIPT, address], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=subprocess_env(**env))
         try:
@@ -292,23 +289,17 @@ def test_a_grpc_stream_waiting_on_the_daemon_hears_why_it_stopped(where):
                 p.kill()
         assert p.returncode == 0 and out.strip() == "ok", out + err
         assert d.proc.wait(timeout=60) == 0
-    finally:
-        d.stop()
 
 
 @pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
-@pytest.mark.parametrize("where", ["same-host", "tcp", "unix-grpc", "tcp-grpc"])
+@pytest.mark.parametrize("where", ["same-host", "tcp", "grpc", "tcp-grpc"])
 def test_a_session_stream_says_when_the_daemon_shut_down(where):
     # SIGTERM ends each same-host or TCP stream with an end record, and a
     # gRPC stream with a StreamEnd message before cancelling it; the
     # client's next sync point raises with the daemon's reason (the gRPC
     # stream once said only "Cancelled on the server side").
-    d = Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"])
-    try:
-        address = d.tcp_address if where.startswith("tcp") else d.address
-        env = {"same-host": {"TENSORD_SHM": "0"}, "tcp": {},
-               "unix-grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"},
-               "tcp-grpc": {"TENSORD_TCP_STREAM": "0"}}[where]
+    with Daemon(DAEMON_BIN, extra_args=["--listen", "127.0.0.1:0"]) as d:
+        address, env = address_and_env(d, where)
         p = subprocess.Popen([sys.executable, "-c", SHUTDOWN_SCRIPT, address, where], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(**env))
         try:
@@ -320,8 +311,6 @@ def test_a_session_stream_says_when_the_daemon_shut_down(where):
             if p.poll() is None:
                 p.kill()
         assert p.returncode == 0 and out.strip() == "ok", out + err
-    finally:
-        d.stop()
 
 
 def test_a_burst_of_ops_is_sent_without_a_sync_point(session, daemon):
@@ -567,14 +556,7 @@ def test_out_of_session_memory_is_a_runtime_error_naming_the_line_on_every_path(
     # OutOfMemoryError is one, and a MemoryError. An upload's error names
     # the line that made the tensor, and reads the same whichever way its
     # bytes travelled (the shared-memory adoption once said it otherwise).
-    d = Daemon(DAEMON_BIN, extra_args=["--session-memory-limit", "1MiB", "--listen", "127.0.0.1:0"])
-    try:
-        address = d.tcp_address if path == "tcp" else d.address
-        env = {"shm": {}, "same-host": {"TENSORD_SHM": "0"},
-               "grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"}, "tcp": {}}[path]
-        run_script_ok(OUT_OF_MEMORY_SCRIPT, address, **env)
-    finally:
-        d.stop()
+    run_script_on_path(OUT_OF_MEMORY_SCRIPT, path, ["--session-memory-limit", "1MiB"])
 
 
 FREED_THEN_ALLOCATED_SCRIPT = r"""
@@ -607,14 +589,7 @@ def test_a_tensor_freed_before_a_large_allocation_is_released_first(path):
     # Releases are batched; they go before a request that allocates 64 KiB
     # or more, so that a session near its memory limit can reuse what it
     # freed (the shared-memory path once raised out of memory here).
-    d = Daemon(DAEMON_BIN, extra_args=["--session-memory-limit", "1MiB", "--listen", "127.0.0.1:0"])
-    try:
-        address = d.tcp_address if path == "tcp" else d.address
-        env = {"shm": {}, "same-host": {"TENSORD_SHM": "0"},
-               "grpc": {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"}, "tcp": {}}[path]
-        run_script_ok(FREED_THEN_ALLOCATED_SCRIPT, address, **env)
-    finally:
-        d.stop()
+    run_script_on_path(FREED_THEN_ALLOCATED_SCRIPT, path, ["--session-memory-limit", "1MiB"])
 
 
 def test_kernel_scratch_counts_against_the_session_memory_limit():
@@ -666,6 +641,32 @@ def run_script_ok(script, address, argv=(), **env):
                        env=subprocess_env(**env))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "ok"
+
+
+# How a client reaches a daemon on each transport path: by its TCP address
+# (else its Unix socket), with these environment variables.
+PATHS = {
+    "shm": (False, {}),
+    "same-host": (False, {"TENSORD_SHM": "0"}),
+    "grpc": (False, {"TENSORD_SHM": "0", "TENSORD_SAME_HOST_STREAM": "0"}),
+    "tcp": (True, {}),
+    "tcp-grpc": (True, {"TENSORD_TCP_STREAM": "0"}),
+}
+
+
+def address_and_env(daemon, path):
+    """The address a client on `path` (a key of PATHS) connects to, and the
+    environment it needs; the daemon must also listen on a TCP port."""
+    tcp, env = PATHS[path]
+    return (daemon.tcp_address if tcp else daemon.address), env
+
+
+def run_script_on_path(script, path, daemon_args=()):
+    """Starts a daemon with `daemon_args` (and a TCP port), and runs
+    `script` as run_script_ok does, from a client on `path`."""
+    with Daemon(DAEMON_BIN, extra_args=[*daemon_args, "--listen", "127.0.0.1:0"]) as d:
+        address, env = address_and_env(d, path)
+        run_script_ok(script, address, **env)
 
 
 FORK_SCRIPT = r"""

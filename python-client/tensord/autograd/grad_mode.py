@@ -34,11 +34,9 @@ class _GradModeContext:
         return False
 
     def __call__(self, func):
-        mode_cls = type(self)
-
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with mode_cls():
+            with self.clone():  # a context of its own per call (calls may nest or run on several threads)
                 return func(*args, **kwargs)
         return wrapper
 
@@ -84,13 +82,7 @@ class set_grad_enabled(_GradModeContext):
 
     def __call__(self, func):
         _C._set_grad_enabled(self._prev)  # as a decorator, the mode applies only inside calls
-        mode = self._mode
-
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return func(*args, **kwargs)
-        return wrapper
+        return super().__call__(func)
 
     def clone(self):
         """A new context with the same mode."""
@@ -131,17 +123,6 @@ class inference_mode(_GradModeContext):
             _inference.depth -= 1
         _C._set_grad_enabled(self._prev)
         return False
-
-    def __call__(self, func):
-        if not callable(func):
-            raise TypeError("inference_mode() used as a decorator takes a function")
-        enabled = self._enabled
-
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with inference_mode(enabled):
-                return func(*args, **kwargs)
-        return wrapper
 
     def clone(self):
         """A new context with the same mode."""
