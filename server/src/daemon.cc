@@ -20,8 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
-#include "health.h"
 #include "side_channel.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
@@ -283,6 +283,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   }
   d->service_ = *std::move(service);
 
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -293,8 +294,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (addrs[i].is_unix) builder.AddListeningPort(absl::StrCat("unix:", addrs[i].path), grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(d->service_.get());
-  d->health_ = std::make_unique<HealthService>();
-  builder.RegisterService(d->health_.get());
   d->server_ = builder.BuildAndStart();
   bool all_bound = d->server_ != nullptr;
   for (int p : ports) all_bound = all_bound && p != 0;
@@ -318,6 +317,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (why.empty()) why.push_back(absl::StrCat("cannot listen on ", absl::StrJoin(options.listen, ", ")));
     d->server_.reset();
     return absl::UnavailableError(absl::StrJoin(why, "; "));
+  }
+  if (grpc::HealthCheckServiceInterface* health = d->server_->GetHealthCheckService()) {
+    health->SetServingStatus(v1::Tensord::service_full_name(), true);
   }
   for (size_t i = 0; i < addrs.size(); ++i) {
     if (addrs[i].is_unix) {
@@ -356,7 +358,9 @@ Daemon::~Daemon() { Shutdown(); }
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (health_) health_->Shutdown();
+  if (server_) {
+    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
+  }
   // Sessions first, so that each is closed (and logged) as "daemon shutting
   // down"; then the side channels and TCP acceptors, whose streams have
   // ended with their sessions.

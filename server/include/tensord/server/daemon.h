@@ -26,7 +26,6 @@
 namespace tensord::server {
 
 class SideChannelServer;  // server/src/side_channel.h
-class HealthService;      // server/src/health.h
 
 // Largest gRPC message the daemon accepts or sends (batches of op calls and
 // upload chunks; fetch data is chunked at 3 MiB).
@@ -85,7 +84,6 @@ class Daemon {
 
   DaemonOptions options_;
   std::unique_ptr<TensordService> service_;
-  std::unique_ptr<HealthService> health_;  // grpc.health.v1, registered with server_
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
   std::vector<std::string> socket_paths_;  // to remove at shutdown
