@@ -86,7 +86,10 @@ def _T(self):
 
 def _mT(self):
     """The tensor with its last two dims swapped (a batch of matrices
-    transposed); a view. RuntimeError for fewer than 2 dims, as in PyTorch."""
+    transposed); a view. As PyTorch 1.13: a 0-dim tensor gives a view of
+    itself, a 1-dim one RuntimeError."""
+    if self.dim() == 0:
+        return self.view(())
     if self.dim() < 2:
         raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.dim()}-D tensor.")
     return _call_method("transpose", self, -2, -1)

@@ -105,16 +105,32 @@ class TestMetaFlags:
             assert tensord.is_grad_enabled() and not tensord.is_inference_mode_enabled()
             with tensord.inference_mode(False):
                 assert tensord.is_grad_enabled() and (x * 2).requires_grad
+            # As torch: inference_mode(False) records gradients again, even
+            # inside no_grad or inference_mode; leaving restores both modes.
             with tensord.no_grad(), tensord.inference_mode(False):
+                assert tensord.is_grad_enabled() and not tensord.is_inference_mode_enabled()
+            with tensord.inference_mode():
+                with tensord.inference_mode(False):
+                    assert tensord.is_grad_enabled() and not tensord.is_inference_mode_enabled()
+                assert not tensord.is_grad_enabled() and tensord.is_inference_mode_enabled()
+            im = tensord.inference_mode()
+            with im:
+                with im:  # the same object entered again inside itself
+                    assert not tensord.is_grad_enabled()
                 assert not tensord.is_grad_enabled()
+            assert tensord.is_grad_enabled() and not tensord.is_inference_mode_enabled()
+            with pytest.raises(ValueError):
+                with tensord.inference_mode():
+                    raise ValueError("inside")
+            assert tensord.is_grad_enabled() and not tensord.is_inference_mode_enabled()
 
             @tensord.inference_mode()
             def f():
                 return x * 3, tensord.is_grad_enabled()
             out, mode = f()
             assert not out.requires_grad and mode is False and tensord.is_grad_enabled()
-            with pytest.raises(TypeError):
-                tensord.inference_mode(1)
+            with tensord.inference_mode(1):  # read as a bool, as torch does
+                assert not tensord.is_grad_enabled()
             assert tensord.autograd.inference_mode is tensord.inference_mode
 
     def test_numpy_of_a_tensor_that_requires_grad_is_refused_as_in_pytorch(self, session):

@@ -426,8 +426,38 @@ def test_loss_modules_match_pytorch(session):
         loss.sum().backward()
         np.testing.assert_allclose(np_of(loss), tl.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(np_of(xx.grad), tx.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+    # A bad reduction fails at forward, as in PyTorch; the deprecated
+    # positional size_average and reduce set it as PyTorch reads them.
+    bad = nn.MSELoss(reduction="avg")
     with pytest.raises(ValueError, match="avg is not a valid value for reduction"):
-        nn.MSELoss(reduction="avg")
+        bad(tensord.zeros(2), tensord.zeros(2))
+    assert nn.NLLLoss(None, None, 2).ignore_index == 2
+    for args, kw in [((False,), {}), ((None, False), {}), ((True, True), {}), ((), dict(reduce=False))]:
+        with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
+            ours = nn.MSELoss(*args, **kw).reduction
+        with pytest.warns(UserWarning):
+            assert ours == torch.nn.MSELoss(*args, **kw).reduction, (args, kw)
+
+
+def test_a_batch_with_every_target_ignored_gives_nan_loss_and_zero_gradients(session):
+    # As PyTorch's kernels: 'mean' over zero weight is NaN, but the gradient
+    # is 0, not NaN (a fully padded batch must not poison the parameters).
+    torch = _torch()
+    x = np.random.RandomState(3).randn(4, 5).astype(np.float32)
+    for fn, kw in [("cross_entropy", {}), ("cross_entropy", dict(label_smoothing=0.2)), ("nll_loss", {}),
+                   ("cross_entropy", dict(weight=[1.0, 2.0, 3.0, 4.0, 5.0]))]:
+        tx = torch.tensor(x, requires_grad=True)
+        tkw = {k: torch.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        getattr(torch.nn.functional, fn)(tx, torch.full((4,), -100), **tkw).backward()
+        xx = _td(x, grad=True)
+        dkw = {k: tensord.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        loss = getattr(F, fn)(xx, tensord.full((4,), -100), **dkw)
+        loss.backward()
+        assert math.isnan(loss.item()), (fn, kw)
+        np.testing.assert_array_equal(np_of(xx.grad), tx.grad.numpy(), err_msg=f"{fn} {kw}")
+    y = F.cross_entropy(_td(x, grad=True), tensord.tensor([0, 1, -100, 3]))  # some ignored: the usual mean
+    assert y.item() == pytest.approx(torch.nn.functional.cross_entropy(
+        torch.tensor(x), torch.tensor([0, 1, -100, 3])).item(), rel=1e-6)
 
 
 def test_cross_entropy_shapes_and_errors(session):

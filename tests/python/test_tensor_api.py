@@ -391,5 +391,6 @@ def test_mT_and_is_tensor_as_in_pytorch():
         with pytest.raises(RuntimeError, match="only supported on matrices or batches of matrices. Got 1-D tensor"):
             tensord.empty(3).mT
         assert tensord.is_tensor(x) and not tensord.is_tensor(np.zeros(3)) and not tensord.is_tensor([1])
+        assert tensord.empty(()).mT.shape == ()  # torch 1.13 allows 0-dim
     t = torch.empty(2, 3, 4)
-    assert tuple(t.mT.shape) == (2, 4, 3) and t.mT.stride() == (12, 1, 4)
+    assert tuple(t.mT.shape) == (2, 4, 3) and t.mT.stride() == (12, 1, 4) and torch.empty(()).mT.shape == ()

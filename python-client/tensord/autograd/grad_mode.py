@@ -89,39 +89,41 @@ class set_grad_enabled(_GradModeContext):
         return set_grad_enabled(self._mode)
 
 
-_inference = threading.local()  # depth: inference_mode blocks entered on this thread
+_inference = threading.local()  # modes: the inference_mode blocks entered on this thread, innermost last
 
 
 def is_inference_mode_enabled():
-    """True inside an ``inference_mode()`` block on this thread."""
-    return getattr(_inference, "depth", 0) > 0
+    """True inside an ``inference_mode()`` block on this thread (and not in an
+    ``inference_mode(False)`` nested in it)."""
+    modes = getattr(_inference, "modes", None)
+    return bool(modes) and modes[-1]
 
 
 class inference_mode(_GradModeContext):
     """``inference_mode(mode=True)``: context manager (and decorator) for
-    inference, as in PyTorch. With ``mode`` True it disables gradient recording
-    as ``no_grad`` does; with False it changes nothing. Unlike PyTorch, tensors
-    made inside are ordinary tensors (PyTorch marks them as inference tensors
-    that autograd later refuses); the daemon keeps no version counters to
-    skip, so there is nothing further to save. TypeError when ``mode`` is not a
-    bool."""
+    inference, as in PyTorch: inside ``inference_mode()`` gradients are not
+    recorded (as in ``no_grad``) and ``is_inference_mode_enabled()`` is True;
+    inside ``inference_mode(False)`` gradients are recorded again and it is
+    False. The previous modes come back on exit. ``mode`` is read as a bool.
+    Unlike PyTorch, tensors made inside are ordinary tensors (PyTorch marks
+    them as inference tensors that autograd later refuses); the daemon keeps
+    no version counters to skip, so there is nothing further to save."""
 
     def __init__(self, mode=True):
-        if not isinstance(mode, bool):
-            raise TypeError(f"inference_mode() expects a bool, got {type(mode).__name__}")
-        self._enabled = mode
+        self._enabled = bool(mode)
+        self._prevs = []  # one per enter: the same object may be entered again inside itself
 
     def __enter__(self):
-        self._prev = _C.is_grad_enabled()
-        if self._enabled:
-            _C._set_grad_enabled(False)
-            _inference.depth = getattr(_inference, "depth", 0) + 1
+        self._prevs.append(_C.is_grad_enabled())
+        _C._set_grad_enabled(not self._enabled)
+        if not hasattr(_inference, "modes"):
+            _inference.modes = []
+        _inference.modes.append(self._enabled)
         return self
 
     def __exit__(self, *exc):
-        if self._enabled:
-            _inference.depth -= 1
-        _C._set_grad_enabled(self._prev)
+        _inference.modes.pop()
+        _C._set_grad_enabled(self._prevs.pop())
         return False
 
     def clone(self):

@@ -246,6 +246,18 @@ def _picked_and_weights(input, target, weight, ignore_index, cdim):
     return -picked * w, w
 
 
+def _mean_over(total, denom):
+    """``total / denom`` for a 'mean' over weights (0-dim tensors), as PyTorch's
+    nll_loss kernel: NaN when ``denom`` is 0 (every position ignored), with a
+    zero gradient then instead of 0 * inf = NaN (one fully padded batch must
+    not poison the parameters)."""
+    zero = denom == 0
+    nan = _call("where", zero, float("nan"), 0.0)
+    if nan.dtype != total.dtype:
+        nan = nan.to(total.dtype)
+    return total / _call("where", zero, 1.0, denom) + nan
+
+
 @_named("nll_loss")
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of class indices: ``-input[n, target[n]] * weight[target[n]]``.
@@ -269,7 +281,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
         return loss
     if reduction == "sum":
         return loss.sum()
-    return loss.sum() / w.sum()
+    return _mean_over(loss.sum(), w.sum())
 
 
 @_named("cross_entropy")
@@ -305,7 +317,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     elif reduction == "sum":
         nll = loss.sum()
     else:
-        nll = loss.sum() / w.sum()
+        nll = _mean_over(loss.sum(), w.sum())
     if label_smoothing == 0.0:
         return nll
     n_classes = input.size(cdim)
@@ -319,7 +331,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     smooth = _call("where", valid, smooth, 0.0)
     if reduction == "mean":
         denom = w.sum() if weight is not None else valid.sum()
-        smooth = smooth.sum() / denom
+        smooth = _mean_over(smooth.sum(), denom)
     elif reduction == "sum":
         smooth = smooth.sum()
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)

@@ -1,27 +1,44 @@
 """The loss modules of ``tensord.nn``: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss.
 
-Each takes its PyTorch namesake's constructor arguments (without the
-deprecated ``size_average`` and ``reduce``) and calls the function of the
+Each takes its PyTorch namesake's constructor arguments in the same order
+(the deprecated ``size_average`` and ``reduce`` included: given, they set
+``reduction`` as in PyTorch, with its warning) and calls the function of the
 same name in ``tensord.nn.functional`` on ``forward(input, target)``, so
-shapes, dtypes, reductions and errors are those functions'. A class weight is
-a buffer named ``weight``, as in PyTorch; ``repr`` is PyTorch's.
+shapes, dtypes, reductions and errors are those functions' (a bad
+``reduction`` is a ValueError at forward). A class weight is a buffer named
+``weight``, as in PyTorch; ``repr`` is PyTorch's.
 """
+import warnings
+
 from . import functional as F
 from .module import Module
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss"]
 
 
+def _legacy_reduction(size_average, reduce):
+    """PyTorch's reading of the deprecated size_average and reduce flags
+    (None counts as True): both -> 'mean', reduce alone -> 'sum', else 'none'."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        return "mean"
+    return "sum" if reduce else "none"
+
+
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        F._check_reduction(reduction)
-        self.reduction = reduction
+        if size_average is not None or reduce is not None:
+            warnings.warn("size_average and reduce args will be deprecated, please use reduction='"
+                          f"{_legacy_reduction(size_average, reduce)}' instead.", stacklevel=3)
+            reduction = _legacy_reduction(size_average, reduce)
+        self.reduction = reduction  # checked by the function at forward, as in PyTorch
 
 
 class _WeightedLoss(_Loss):
-    def __init__(self, weight=None, reduction="mean"):
-        super().__init__(reduction)
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
 
 
@@ -29,11 +46,11 @@ class CrossEntropyLoss(_WeightedLoss):
     """Cross entropy of unnormalised scores against class indices (int64) or
     class probabilities: ``F.cross_entropy(input, target, weight, ignore_index,
     reduction, label_smoothing)``. ``input`` [N, C] (or [C], or [N, C, d1, ...]);
-    the result is a 0-dim tensor unless ``reduction='none'``. ValueError for a
-    bad reduction."""
+    the result is a 0-dim tensor unless ``reduction='none'``."""
 
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(weight, reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
 
@@ -44,11 +61,10 @@ class CrossEntropyLoss(_WeightedLoss):
 
 class NLLLoss(_WeightedLoss):
     """Negative log-likelihood of log-probabilities against int64 class
-    indices: ``F.nll_loss(input, target, weight, ignore_index, reduction)``.
-    ValueError for a bad reduction."""
+    indices: ``F.nll_loss(input, target, weight, ignore_index, reduction)``."""
 
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        super().__init__(weight, reduction)
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
@@ -59,7 +75,7 @@ class NLLLoss(_WeightedLoss):
 class MSELoss(_Loss):
     """Mean squared error ``(input - target)**2`` (broadcast, with PyTorch's
     warning when the shapes differ), reduced by ``reduction``:
-    ``F.mse_loss``. ValueError for a bad reduction."""
+    ``F.mse_loss``."""
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
@@ -67,7 +83,7 @@ class MSELoss(_Loss):
 
 class L1Loss(_Loss):
     """Mean absolute error ``|input - target|``, reduced by ``reduction``:
-    ``F.l1_loss``. ValueError for a bad reduction."""
+    ``F.l1_loss``."""
 
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
