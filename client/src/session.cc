@@ -717,6 +717,9 @@ struct Session::Impl {
       }
       case v1::ServerMessage::kError: {
         if (shm != nullptr) shm->Answered(msg.error().request_id());
+        if (msg.error().shm_freed_size() > 0 && shm != nullptr) {
+          shm->Freed(msg.error().shm_freed().data(), msg.error().shm_freed_size());
+        }
         auto it = waiters.find(msg.error().request_id());
         if (it == waiters.end() || it->second->done) {
           unclaimed_errors.push_back(msg.error().error());
@@ -732,8 +735,9 @@ struct Session::Impl {
       case v1::ServerMessage::kStreamEnd:
         // Nothing after it counts: end the stream now (the reads that
         // follow see its end, and report this).
-        daemon_ended = wire::FromProto(msg.stream_end());
-        if (daemon_ended.ok()) daemon_ended = absl::UnavailableError("the daemon ended the session stream");
+        // Unavailable, as a socket stream's end record says it.
+        daemon_ended = absl::UnavailableError(msg.stream_end().message().empty() ? "the daemon ended the session stream"
+                                                                                 : msg.stream_end().message());
         CancelStream();
         return;
       case v1::ServerMessage::KIND_NOT_SET:

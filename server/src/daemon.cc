@@ -144,11 +144,25 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   size_t digits = 0;
   while (digits < t.size() && absl::ascii_isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
   int64_t n = 0;
-  if (digits == 0 || !absl::SimpleAtoi(t.substr(0, digits), &n)) {
+  if (digits == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", text, "' is not a byte count (e.g. 1073741824, 512MiB, 2G, 4GB)"));
   }
+  if (!absl::SimpleAtoi(t.substr(0, digits), &n)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is too large"));
+  }
   const std::string unit = absl::AsciiStrToLower(absl::StripAsciiWhitespace(t.substr(digits)));
+  if (!unit.empty() && (unit[0] == '.' || unit[0] == ',')) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': a byte count is a whole number (write 1.5G as 1536M)"));
+  }
+  const bool hex = t.substr(0, digits) == "0" && unit.size() > 1 && unit[0] == 'x' && absl::ascii_isxdigit(unit[1]);
+  const bool exponent = unit.size() > 1 && unit[0] == 'e' && (absl::ascii_isdigit(unit[1]) || unit[1] == '+' ||
+                                                              unit[1] == '-');
+  if (hex || exponent) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "': a byte count is a decimal integer with an optional unit (no hex, no exponent)"));
+  }
   // K, M, G, T and KiB...TiB are powers of 1024 (as systemd's and ulimit's
   // sizes); KB, MB, GB, TB are powers of 1000 (SI, as disk sizes).
   static constexpr std::pair<absl::string_view, int64_t> kUnits[] = {

@@ -134,6 +134,16 @@ struct FlagParser {
     }
     return false;
   }
+  // Match, and an empty value is an error too: `--session-memory-limit
+  // "$LIMIT"` with LIMIT unset must not silently mean "no limit".
+  bool MatchNonEmpty(absl::string_view name, std::string* value) {
+    if (!Match(name, value)) return false;
+    if (value->empty()) {
+      error = absl::StrCat(name, " needs a value (got an empty one)");
+      return false;
+    }
+    return true;
+  }
 };
 
 
@@ -161,19 +171,19 @@ int Serve(const std::vector<std::string>& args) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (p.Match("--listen", &value)) {
+    if (p.MatchNonEmpty("--listen", &value)) {
       listen.push_back(value);
-    } else if (p.Match("--config", &value)) {
+    } else if (p.MatchNonEmpty("--config", &value)) {
       config = value;
-    } else if (p.Match("--session-memory-limit", &value)) {
+    } else if (p.MatchNonEmpty("--session-memory-limit", &value)) {
       memory_limit = value;
-    } else if (p.Match("--cpu-cache-limit", &value)) {
+    } else if (p.MatchNonEmpty("--cpu-cache-limit", &value)) {
       cache_limit = value;
-    } else if (p.Match("--stream-spin-us", &value)) {
+    } else if (p.MatchNonEmpty("--stream-spin-us", &value)) {
       stream_spin = value;
-    } else if (p.Match("--log-level", &value)) {
+    } else if (p.MatchNonEmpty("--log-level", &value)) {
       log_level = value;
-    } else if (p.Match("--private-dir", &value)) {
+    } else if (p.MatchNonEmpty("--private-dir", &value)) {
       private_dir = value;
     } else if (!p.error.empty()) {
       return UsageError(p.error);

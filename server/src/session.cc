@@ -1059,6 +1059,7 @@ bool Session::WriteRequestError(uint64_t request_id, const OpError& error, const
   v1::ServerMessage msg;
   msg.mutable_error()->set_request_id(request_id);
   error.ToProto(msg.mutable_error()->mutable_error());
+  shm_freed_->TakeInto(msg.mutable_error()->mutable_shm_freed());
   return write(msg);
 }
 

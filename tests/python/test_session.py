@@ -263,7 +263,8 @@ with s:
     try:
         y.sum().item()
     except RuntimeError as e:
-        assert "the daemon is shutting down" in str(e), str(e)
+        # Unavailable (gRPC code 14), as the socket streams' end record says it
+        assert "the daemon is shutting down (gRPC code 14)" in str(e), str(e)
     else:
         raise AssertionError("the sync point across the daemon's shutdown succeeded")
 print("ok")
@@ -557,6 +558,38 @@ def test_out_of_session_memory_is_a_runtime_error_naming_the_line_on_every_path(
     # the line that made the tensor, and reads the same whichever way its
     # bytes travelled (the shared-memory adoption once said it otherwise).
     run_script_on_path(OUT_OF_MEMORY_SCRIPT, path, ["--session-memory-limit", "1MiB"])
+
+
+FAILED_SHM_UPLOADS_SCRIPT = r"""
+import sys
+import numpy as np
+import tensord
+with tensord.connect(sys.argv[1], set_default=False) as s:
+    assert s.uses_shared_memory
+    held = tensord.zeros(40 << 18)  # 40 MiB of the 64 MiB limit
+    arr = np.ones(30 << 20, np.uint8)
+    for _ in range(30):
+        t = tensord.tensor(arr)  # adopted from a segment of its own, over the limit
+        try:
+            t.sum().item()
+        except tensord.OutOfMemoryError:
+            pass
+        else:
+            raise AssertionError("an upload over the limit succeeded")
+        del t
+    st = s.stats()
+    # the failed syncs' replies hand each segment back: one or two in turn
+    assert st["shm_segments_created"] <= 3 and st["shm_adopted_uploads"] == 30, st
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_failed_shared_memory_uploads_give_their_segments_back():
+    # Once, only successful replies listed freed segments: a session whose
+    # syncs kept failing made a new segment for every upload, until it gave
+    # up adopting (17 segments for 30 uploads).
+    run_script_on_path(FAILED_SHM_UPLOADS_SCRIPT, "shm", ["--session-memory-limit", "64MiB"])
 
 
 FREED_THEN_ALLOCATED_SCRIPT = r"""

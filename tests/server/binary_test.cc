@@ -357,6 +357,20 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
               HasSubstr("unknown unit 'xb' (expected K, M, G, T or KiB..TiB, powers of 1024; KB..TB, of 1000)"));
   EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "10000000TB"}),
               HasSubstr("is too large"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "99999999999999999999"}),
+              HasSubstr("'99999999999999999999' is too large"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "1.5G"}),
+              HasSubstr("a byte count is a whole number (write 1.5G as 1536M)"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "0x10"}),
+              HasSubstr("no hex, no exponent"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "1e9"}),
+              HasSubstr("no hex, no exponent"));
+  // An empty value (an unset shell variable) is an error, not "no limit".
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--session-memory-limit", "4G",
+                                     "--session-memory-limit", ""}),
+              HasSubstr("--session-memory-limit needs a value (got an empty one)"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit="}),
+              HasSubstr("--cpu-cache-limit needs a value (got an empty one)"));
   {
     ScopedEnv bad("TENSORD_CPU_CACHE_LIMIT", "lots");
     EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock}),
