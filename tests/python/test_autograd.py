@@ -129,6 +129,30 @@ class TestMetaFlags:
                 return x * 3, tensord.is_grad_enabled()
             out, mode = f()
             assert not out.requires_grad and mode is False and tensord.is_grad_enabled()
+            # A decorated generator runs in the mode; its caller between
+            # resumes does not (as torch's decorators).
+            @tensord.inference_mode()
+            def gen():
+                got = yield tensord.is_grad_enabled(), tensord.is_inference_mode_enabled()
+                yield got, tensord.is_grad_enabled()
+                return "done"
+            g = gen()
+            assert next(g) == (False, True)
+            assert tensord.is_grad_enabled() and not tensord.is_inference_mode_enabled()
+            assert g.send("x") == ("x", False)
+            with pytest.raises(StopIteration) as stop:
+                next(g)
+            assert stop.value.value == "done" and tensord.is_grad_enabled()
+
+            @tensord.no_grad()
+            def counting():
+                for i in range(3):
+                    yield i, tensord.is_grad_enabled()
+            assert list(counting()) == [(0, False), (1, False), (2, False)] and tensord.is_grad_enabled()
+            c = counting()
+            next(c)
+            c.close()  # closing inside the mode, the caller's mode stays
+            assert tensord.is_grad_enabled()
             with tensord.inference_mode(1):  # read as a bool, as torch does
                 assert not tensord.is_grad_enabled()
             assert tensord.autograd.inference_mode is tensord.inference_mode

@@ -5,6 +5,7 @@ and as function decorators, as in PyTorch. The flag is thread-local and kept
 by the C++ client (it decides ``OpCall.record_grad`` for every call).
 """
 import functools
+import inspect
 import threading
 
 from .. import _C
@@ -34,10 +35,39 @@ class _GradModeContext:
         return False
 
     def __call__(self, func):
+        if inspect.isgeneratorfunction(func):
+            return self._wrap_generator(func)
+
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with self.clone():  # a context of its own per call (calls may nest or run on several threads)
                 return func(*args, **kwargs)
+        return wrapper
+
+    def _wrap_generator(self, func):
+        """A generator function decorated: the mode holds while the generator
+        runs (each resume), not in the caller between resumes, as in PyTorch."""
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            gen = func(*args, **kwargs)
+            try:
+                with self.clone():
+                    value = next(gen)
+                while True:
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        with self.clone():
+                            gen.close()
+                        raise
+                    except BaseException as e:  # thrown in by the caller: pass it on inside the mode
+                        with self.clone():
+                            value = gen.throw(e)
+                    else:
+                        with self.clone():
+                            value = gen.send(sent)
+            except StopIteration as stop:
+                return stop.value
         return wrapper
 
     def clone(self):
