@@ -353,18 +353,18 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
               HasSubstr("cpu cache up to 4.00 MiB;"));
   EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "4 MB"}),
               HasSubstr("cpu cache up to 3.81 MiB;"));
-  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "4XB"}),
-              HasSubstr("unknown unit 'xb' (expected K, M, G, T or KiB..TiB, powers of 1024; KB..TB, of 1000)"));
-  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "10000000TB"}),
-              HasSubstr("is too large"));
-  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "99999999999999999999"}),
-              HasSubstr("'99999999999999999999' is too large"));
-  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "1.5G"}),
-              HasSubstr("a byte count is a whole number (write 1.5G as 1536M)"));
-  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "0x10"}),
-              HasSubstr("no hex, no exponent"));
-  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", "1e9"}),
-              HasSubstr("no hex, no exponent"));
+  const std::pair<std::string, std::string> refused[] = {
+      {"4XB", "unknown unit 'xb' (expected K, M, G, T or KiB..TiB, powers of 1024; KB..TB, of 1000)"},
+      {"10000000TB", "is too large"},
+      {"99999999999999999999", "'99999999999999999999' is too large"},
+      {"1.5G", "a byte count is a whole number (write 1.5G as 1536M)"},
+      {"0x10", "no hex, no exponent"},
+      {"1e9", "no hex, no exponent"},
+  };
+  for (const auto& [value, why] : refused) {
+    EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cpu-cache-limit", value}),
+                HasSubstr(why));
+  }
   // An empty value (an unset shell variable) is an error, not "no limit".
   EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--session-memory-limit", "4G",
                                      "--session-memory-limit", ""}),
