@@ -115,7 +115,7 @@ def _check_state(obj):
             raise ValueError("save: the key '__metadata__' is reserved by the safetensors format; pass "
                              "metadata=... instead")
         if not isinstance(v, _C.Tensor):
-            raise TypeError(f"save: the value of {k!r} is a {type(v).__name__}, not a tensord.Tensor "
+            raise TypeError(f"save: the value of {k!r} is of type {type(v).__name__}, not a tensord.Tensor "
                             "(the safetensors format holds only tensors)")
         if v.is_meta and not _zeros_for_meta:
             raise RuntimeError(f"save: tensor {k!r} is on the meta device and has no data to save; "

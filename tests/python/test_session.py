@@ -592,6 +592,31 @@ def test_failed_shared_memory_uploads_give_their_segments_back():
     run_script_on_path(FAILED_SHM_UPLOADS_SCRIPT, "shm", ["--session-memory-limit", "64MiB"])
 
 
+BACKWARD_OUT_OF_MEMORY_SCRIPT = r"""
+import sys
+import tensord
+import tensord.nn as nn
+with tensord.connect(sys.argv[1], set_default=False) as s:
+    m = nn.Linear(1024, 1024)  # 4 MiB of weight; its grad does not fit in the 8 MiB limit
+    loss = m(tensord.randn(64, 1024)).pow(2).mean()
+    loss.backward()
+    try:
+        m.weight.grad.sum().item()
+    except tensord.OutOfMemoryError as e:
+        msg = str(e)
+        assert "in the backward of linear (matmul): " in msg and ": out of memory: tried to allocate" in msg, msg
+    else:
+        raise AssertionError("a backward over the limit succeeded")
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_an_out_of_memory_in_backward_names_the_forward_op():
+    # The message once ran "in the backward of linear (matmul)matmul: out of memory".
+    run_script_on_path(BACKWARD_OUT_OF_MEMORY_SCRIPT, "same-host", ["--session-memory-limit", "8MiB"])
+
+
 FREED_THEN_ALLOCATED_SCRIPT = r"""
 import sys
 import numpy as np

@@ -191,7 +191,7 @@ std::vector<Tensor> FormulaContext::call_all(absl::string_view full_name, std::v
   if (RequireOp(full_name, &status_) == nullptr) return {};
   absl::StatusOr<std::vector<Tensor>> r = run_(full_name, std::move(args));
   if (!r.ok()) {
-    Fail(WithContext(r.status(), absl::StrCat("in the backward of ", node_->op->full_name(), " (", full_name, ")")));
+    Fail(WithContext(r.status(), absl::StrCat("in the backward of ", node_->op->full_name(), " (", full_name, "): ")));
     return {};
   }
   return *std::move(r);
