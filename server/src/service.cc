@@ -84,6 +84,9 @@ std::string Printable(absl::string_view s, size_t max_bytes) {
   return out;
 }
 
+// Why every stream and request ends once BeginShutdown began.
+absl::Status ShuttingDown() { return absl::UnavailableError("the daemon is shutting down"); }
+
 std::string HexId(uint64_t id) { return absl::StrCat(absl::Hex(id, absl::kZeroPad16)); }
 
 int64_t CpuCores() {
@@ -192,7 +195,7 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the daemon is shutting down");
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(ShuttingDown().message()));
     if (sessions_.size() >= options_.max_sessions) {
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           absl::StrCat("the daemon already has ", sessions_.size(), " open sessions (its limit)"));
@@ -280,10 +283,9 @@ StreamWriters WritersOver(std::function<bool(const grpc::ByteBuffer&)> send) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, absl::string_view token,
-                                                               grpc::ServerContext* context, int sock,
-                                                               std::shared_ptr<GrpcStreamWriter> writer) {
+                                                               std::shared_ptr<GrpcStream> grpc, int sock) {
   absl::MutexLock lock(&mu_);
-  if (shutting_down_) return absl::UnavailableError("the daemon is shutting down");
+  if (shutting_down_) return ShuttingDown();
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("attach: unknown session ", HexId(id)));
   if (!TokenEquals(std::string(token), it->second.session->token())) {
@@ -293,8 +295,7 @@ absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, abs
     return absl::FailedPreconditionError(absl::StrCat("attach: session ", HexId(id), " already has a stream attached"));
   }
   it->second.attached = true;
-  it->second.stream = context;
-  it->second.writer = std::move(writer);
+  it->second.grpc = std::move(grpc);
   it->second.socket = sock;
   return it->second.session;
 }
@@ -387,8 +388,7 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
     if (it != sessions_.end() && it->second.session == session) {
-      it->second.stream = nullptr;
-      it->second.writer = nullptr;
+      it->second.grpc = nullptr;
       it->second.socket = -1;
     }
     shutting_down = shutting_down_;
@@ -398,7 +398,7 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
                     : end == StreamEnd::kClient  ? "stream ended by the client"
                                                  : "stream lost";
   const bool removed = !session->closed() && Remove(id, why);
-  if (shutting_down) return absl::UnavailableError("the daemon is shutting down");
+  if (shutting_down) return ShuttingDown();
   if (!removed) {
     // CloseSession or the daemon's shutdown closed the session and ended this stream.
     return absl::CancelledError(absl::StrCat("session ", HexId(id), " was closed"));
@@ -421,17 +421,17 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
                         "the first message on a stream must carry attach (session id and token)");
   }
   const uint64_t id = msg.attach().session_id();
-  auto writer = std::make_shared<GrpcStreamWriter>();
+  auto grpc_stream = std::make_shared<GrpcStream>(context);
   {
-    absl::MutexLock l(&writer->mu);
-    writer->stream = stream;
+    absl::MutexLock l(&grpc_stream->mu);
+    grpc_stream->stream = stream;
   }
-  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(id, msg.attach().token(), context, -1, writer);
+  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(id, msg.attach().token(), grpc_stream, -1);
   if (!attached.ok()) return ToGrpcStatus(attached.status());
   std::shared_ptr<Session> session = *std::move(attached);
   Log(LogLevel::kInfo, "session ", HexId(id), ": stream attached (", context->peer(), ")");
 
-  const StreamWriters w = WritersOver([&out = *writer](const grpc::ByteBuffer& bb) {
+  const StreamWriters w = WritersOver([&out = *grpc_stream](const grpc::ByteBuffer& bb) {
     absl::MutexLock l(&out.mu);
     return out.stream->Write(bb);
   });
@@ -441,8 +441,8 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   };
   const StreamEnd end = RunStream(id, session, &msg, read_bytes, w.write, w.write_data);
   {
-    absl::MutexLock l(&writer->mu);  // waits for a StreamEnd being written
-    writer->stream = nullptr;
+    absl::MutexLock l(&grpc_stream->mu);  // waits for a StreamEnd being written
+    grpc_stream->stream = nullptr;
   }
   return ToGrpcStatus(EndStream(id, session, end));
 }
@@ -450,7 +450,7 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
 void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::string_view token,
                                        wire::StreamFraming framing) {
   const char* kind = framing == wire::StreamFraming::kByteStream ? "tcp stream" : "same-host stream";
-  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(session_id, token, nullptr, sock);
+  absl::StatusOr<std::shared_ptr<Session>> attached = Attach(session_id, token, /*grpc=*/nullptr, sock);
   if (!wire::SendShmReply(sock, attached.status()).ok() || !attached.ok()) {
     if (!attached.ok()) Log(LogLevel::kWarning, kind, ": hello refused: ", attached.status().message());
     if (attached.ok()) EndStream(session_id, *attached, StreamEnd::kLost).IgnoreError();
@@ -496,7 +496,7 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
     if (it == sessions_.end()) return std::nullopt;
-    if (it->second.stream != nullptr) it->second.stream->TryCancel();
+    if (it->second.grpc != nullptr) it->second.grpc->context->TryCancel();
     // Wakes its reader, and fails a write that blocks because the client
     // does not read (which holds the session's lock that Close needs), as
     // TryCancel does on gRPC. No end record follows then.
@@ -535,7 +535,7 @@ void TensordService::ReapUnattached() {
 void TensordService::BeginShutdown() {
   const absl::Time deadline = absl::Now() + kShutdownGrace;
   bool any_socket = false;
-  std::vector<std::shared_ptr<GrpcStreamWriter>> writers;
+  std::vector<std::shared_ptr<GrpcStream>> grpc_streams;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
@@ -550,7 +550,7 @@ void TensordService::BeginShutdown() {
         ::shutdown(e.socket, SHUT_RD);
         any_socket = true;
       }
-      if (e.writer != nullptr) writers.push_back(e.writer);
+      if (e.grpc != nullptr) grpc_streams.push_back(e.grpc);
     }
   }
   // A gRPC stream's thread waits in Read, which only a cancel ends: its
@@ -559,18 +559,18 @@ void TensordService::BeginShutdown() {
   // cancels the stream).
   absl::Notification told;
   std::thread teller;
-  if (!writers.empty()) {
+  if (!grpc_streams.empty()) {
     try {
-      teller = std::thread([&writers, &told] {
+      teller = std::thread([&grpc_streams, &told] {
         v1::ServerMessage m;
-        wire::ToProto(absl::UnavailableError("the daemon is shutting down"), "", 0, "", m.mutable_stream_end());
+        wire::ToProto(ShuttingDown(), "", 0, "", m.mutable_stream_end());
         grpc::ByteBuffer bb;
         bool own = false;
         if (grpc::SerializationTraits<v1::ServerMessage>::Serialize(m, &bb, &own).ok()) {
           // Written through to the socket before Write returns: the cancel
           // that follows would drop it from gRPC's send queue otherwise.
           const grpc::WriteOptions through = grpc::WriteOptions().set_write_through();
-          for (const auto& w : writers) {
+          for (const auto& w : grpc_streams) {
             absl::MutexLock l(&w->mu);
             if (w->stream != nullptr) w->stream->Write(bb, through);
           }

@@ -110,30 +110,31 @@ class TensordService final : public v1::Tensord::Service {
   const ServiceOptions& options() const { return options_; }
 
  private:
-  // A gRPC stream's writes, one at a time as gRPC's synchronous API
-  // requires: the stream's replies, and BeginShutdown's StreamEnd message.
-  // `stream` is null once the handler is done with the stream.
-  struct GrpcStreamWriter {
+  // An attached gRPC stream: its context (to cancel it) and its writes, one
+  // at a time as gRPC's synchronous API requires (the stream's replies, and
+  // BeginShutdown's StreamEnd message). `stream` is null once the handler
+  // is done with the stream.
+  struct GrpcStream {
+    explicit GrpcStream(grpc::ServerContext* c) : context(c) {}
+    grpc::ServerContext* const context;
     absl::Mutex mu;
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream ABSL_GUARDED_BY(mu) = nullptr;
   };
   struct Entry {
     std::shared_ptr<Session> session;
-    grpc::ServerContext* stream = nullptr;  // the attached gRPC stream's context
-    std::shared_ptr<GrpcStreamWriter> writer;  // and its writes
-    int socket = -1;                        // or the attached same-host stream's socket
+    std::shared_ptr<GrpcStream> grpc;  // the attached gRPC stream
+    int socket = -1;                   // or the attached same-host or TCP stream's socket
     bool attached = false;
     absl::Time opened;
   };
 
   TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels);
 
-  // Marks the session attached to a stream (gRPC's `context`, or the
-  // same-host stream's `sock`): NotFound, PermissionDenied (token),
+  // Marks the session attached to a stream (a gRPC stream, or the same-host
+  // or TCP stream's `sock`): NotFound, PermissionDenied (token),
   // FailedPrecondition (attached already) or Unavailable (shutting down).
   absl::StatusOr<std::shared_ptr<Session>> Attach(uint64_t id, absl::string_view token,
-                                                  grpc::ServerContext* context, int sock,
-                                                  std::shared_ptr<GrpcStreamWriter> writer = nullptr)
+                                                  std::shared_ptr<GrpcStream> grpc, int sock)
       ABSL_LOCKS_EXCLUDED(mu_);
   // How a session stream ended.
   enum class StreamEnd { kClient, kLost, kMalformed };
