@@ -11,12 +11,41 @@
 namespace tensord::cpu {
 namespace {
 
+// The step's constants in the compute type C (float for half types).
+template <typename C>
+struct AdamConstants {
+  C sign, b1, omb1, b2, omb2, wd, decay, bc2_sqrt, eps, neg_step;
+};
+
 // Per element, in the parameter's dtype, with the rounding of the op-by-op
 // step of tensord.optim.Adam (PyTorch 1.13's single-tensor Adam):
 //   g = -g (maximize); g = g + wd * p (Adam) or p = p * (1 - lr * wd) (AdamW)
 //   m = m * beta1 + (1 - beta1) * g
 //   v = v * beta2 + (1 - beta2) * g * g
 //   p = p + (-lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+//
+// Elements [begin, end) of one step, one case per (kL2, kDecay) so that the
+// loop has no branch and GCC vectorises it, sqrt and division included (the
+// kernels build with -fno-math-errno). Pointers and constants are passed by
+// value: read through a lambda's captures they were reloaded per element and
+// the loop stayed scalar. No __restrict: the four tensors may share storage,
+// and GCC checks for overlap at run time instead.
+template <typename T, typename C, bool kL2, bool kDecay>
+void AdamSpan(T* p, const T* g, T* m, T* v, int64_t begin, int64_t end, const AdamConstants<C> c) {
+  for (int64_t k = begin; k < end; ++k) {
+    C gk = static_cast<C>(g[k]) * c.sign;
+    C pk = static_cast<C>(p[k]);
+    if constexpr (kDecay) pk = pk * c.decay;
+    if constexpr (kL2) gk = gk + c.wd * pk;
+    const C mk = static_cast<C>(m[k]) * c.b1 + c.omb1 * gk;
+    const C vk = static_cast<C>(v[k]) * c.b2 + (c.omb2 * gk) * gk;
+    const C denom = std::sqrt(vk) / c.bc2_sqrt + c.eps;
+    m[k] = static_cast<T>(mk);
+    v[k] = static_cast<T>(vk);
+    p[k] = static_cast<T>(pk + c.neg_step * mk / denom);
+  }
+}
+
 absl::Status FusedAdam(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 3));
   TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 1));
@@ -42,27 +71,20 @@ absl::Status FusedAdam(KernelContext& ctx) {
       const T* g = grad.data<T>();
       T* m = exp_avg.data<T>();
       T* v = exp_avg_sq.data<T>();
-      const C b1 = static_cast<C>(beta1), omb1 = static_cast<C>(1 - beta1);
-      const C b2 = static_cast<C>(beta2), omb2 = static_cast<C>(1 - beta2);
-      const C wd = static_cast<C>(weight_decay), decay = static_cast<C>(1 - lr * weight_decay);
-      const C c_bc2_sqrt = static_cast<C>(bc2_sqrt), c_eps = static_cast<C>(eps);
-      const C neg_step = static_cast<C>(-step_size);
-      const bool l2 = weight_decay != 0 && !decoupled, decay_p = weight_decay != 0 && decoupled;
-      ParallelFor(n, 8, [&](int64_t begin, int64_t end, int64_t) {
-        for (int64_t k = begin; k < end; ++k) {
-          C gk = g[k];
-          C pk = p[k];
-          if (maximize) gk = -gk;
-          if (decay_p) pk = pk * decay;
-          if (l2) gk = gk + wd * pk;
-          const C mk = m[k] * b1 + omb1 * gk;
-          const C vk = v[k] * b2 + (omb2 * gk) * gk;
-          const C denom = std::sqrt(vk) / c_bc2_sqrt + c_eps;
-          m[k] = mk;
-          v[k] = vk;
-          p[k] = pk + neg_step * mk / denom;
-        }
-      });
+      AdamConstants<C> c;
+      c.sign = maximize ? C(-1) : C(1);
+      c.b1 = static_cast<C>(beta1);
+      c.omb1 = static_cast<C>(1 - beta1);
+      c.b2 = static_cast<C>(beta2);
+      c.omb2 = static_cast<C>(1 - beta2);
+      c.wd = static_cast<C>(weight_decay);
+      c.decay = static_cast<C>(1 - lr * weight_decay);
+      c.bc2_sqrt = static_cast<C>(bc2_sqrt);
+      c.eps = static_cast<C>(eps);
+      c.neg_step = static_cast<C>(-step_size);
+      auto* span = &AdamSpan<T, C, false, false>;                     // Adam, AdamW without decay
+      if (weight_decay != 0) span = decoupled ? &AdamSpan<T, C, false, true> : &AdamSpan<T, C, true, false>;
+      ParallelFor(n, 8, [&](int64_t begin, int64_t end, int64_t) { span(p, g, m, v, begin, end, c); });
       return absl::OkStatus();
     }
   });
