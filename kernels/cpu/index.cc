@@ -248,19 +248,42 @@ absl::Status IndexTensor(KernelContext& ctx) {
   const size_t nidx = idx.size();
   TD_RETURN_IF_ERROR(DispatchBySize(item, [&](auto tag) -> absl::Status {
     using U = typename decltype(tag)::type;
-    loop.RunUntil([&](char* const* p, const int64_t* s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t off = 0;
-        for (size_t k = 0; k < nidx; ++k) {
-          int64_t v = LoadIndex(p[2 + k] + i * s[2 + k], idx_type[k]);
-          if (v < -dim_size[k] || v >= dim_size[k]) {
-            bad = BadIndex{true, v};
-            bad_k = k;
-            return false;
-          }
-          if (v < 0) v += dim_size[k];
-          off += v * dim_stride[k];
+    // The source offset that element i's indices select, or false (with
+    // bad and bad_k set) when one is out of bounds.
+    auto offset_of = [&](char* const* p, const int64_t* s, int64_t i, int64_t* off) {
+      *off = 0;
+      for (size_t k = 0; k < nidx; ++k) {
+        int64_t v = LoadIndex(p[2 + k] + i * s[2 + k], idx_type[k]);
+        if (v < -dim_size[k] || v >= dim_size[k]) {
+          bad = BadIndex{true, v};
+          bad_k = k;
+          return false;
         }
+        if (v < 0) v += dim_size[k];
+        *off += v * dim_stride[k];
+      }
+      return true;
+    };
+    loop.RunUntil([&](char* const* p, const int64_t* s, int64_t n) {
+      // Along a run where no index moves (x[rows] with the row as the inner
+      // dim: a batch taken from a dataset, an embedding lookup) the source
+      // offset is the same for the whole run: one lookup, then a row copy.
+      bool idx_fixed = true;
+      for (size_t k = 0; k < nidx; ++k) idx_fixed &= s[2 + k] == 0;
+      if (idx_fixed) {
+        int64_t off;
+        if (!offset_of(p, s, 0, &off)) return false;
+        const char* src = p[1] + off;
+        if (s[0] == static_cast<int64_t>(sizeof(U)) && s[1] == static_cast<int64_t>(sizeof(U))) {
+          std::memcpy(p[0], src, static_cast<size_t>(n) * sizeof(U));
+        } else {
+          for (int64_t i = 0; i < n; ++i) std::memcpy(p[0] + i * s[0], src + i * s[1], sizeof(U));
+        }
+        return true;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t off;
+        if (!offset_of(p, s, i, &off)) return false;
         std::memcpy(p[0] + i * s[0], p[1] + i * s[1] + off, sizeof(U));
       }
       return true;
