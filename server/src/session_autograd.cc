@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <deque>
 #include <limits>
 #include <queue>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -129,8 +129,15 @@ absl::StatusOr<std::vector<Tensor>> Session::RunOp(absl::string_view full_name, 
     return InternalErr(absl::StrCat("autograd called ", full_name, " with ", args.size(), " arguments; it takes ",
                                     schema.arguments.size()));
   }
-  std::deque<Tensor> holders;  // stable addresses for the metas the values point at
+  // The argument tensors, moved out of `args` into stable addresses for the
+  // metas the values point at: reserved for all of them up front, so no
+  // push_back moves them (a formula's call runs this per op of a backward).
+  size_t n_tensors = 0;
+  for (const Arg& g : args) n_tensors += g.kind == Arg::Kind::kTensor ? 1 : g.list.size();
+  absl::InlinedVector<Tensor, 4> holders;
+  holders.reserve(n_tensors);
   std::vector<Tensor*> inputs;
+  inputs.reserve(n_tensors);
   std::vector<Value> vals;
   vals.reserve(schema.arguments.size());
   for (size_t i = 0; i < schema.arguments.size(); ++i) {
@@ -153,19 +160,19 @@ absl::StatusOr<std::vector<Tensor>> Session::RunOp(absl::string_view full_name, 
           break;
         }
         if (g.tensor.failed()) return g.tensor.error->status;
-        holders.push_back(g.tensor);
+        holders.push_back(std::move(g.tensor));
         inputs.push_back(&holders.back());
         vals.emplace_back(&holders.back().meta);
         break;
       case Arg::Kind::kTensorList: {
         TensorList l;
-        for (const Tensor& t : g.list) {
+        for (Tensor& t : g.list) {
           if (!t.defined()) {
             l.push_back(nullptr);
             continue;
           }
           if (t.failed()) return t.error->status;
-          holders.push_back(t);
+          holders.push_back(std::move(t));
           inputs.push_back(&holders.back());
           l.push_back(&holders.back().meta);
         }

@@ -203,7 +203,7 @@ Tensor FormulaContext::call(absl::string_view full_name, std::vector<Arg> args) 
     if (status_.ok()) Fail(InternalErr(absl::StrCat(full_name, " returned no tensor")));
     return Tensor();
   }
-  return r[0];
+  return std::move(r[0]);
 }
 
 }  // namespace tensord::server
