@@ -257,12 +257,19 @@ def test_to_dtype_and_buffers(session):
 
 def test_zero_grad(session):
     m = nn.Linear(3, 2)
-    m(tensord.randn(4, 3)).sum().backward()
-    assert m.weight.grad is not None
-    m.zero_grad(set_to_none=False)
-    assert m.weight.grad is not None and np.all(np_of(m.weight.grad) == 0)
-    m.zero_grad()
+    x = tensord.randn(4, 3)
+    m(x).sum().backward()
+    first = np_of(m.weight.grad).copy()
+    assert np.any(first != 0)
+    g = m.weight.grad
+    m.zero_grad()                                   # PyTorch 1.13's default: set_to_none=False
+    assert m.weight.grad is g and np.all(np_of(m.weight.grad) == 0) and np.all(np_of(m.bias.grad) == 0)
+    m(x).sum().backward()                           # accumulates into the zeroed grad
+    np.testing.assert_array_equal(np_of(m.weight.grad), first)
+    m.zero_grad(set_to_none=True)
     assert m.weight.grad is None and m.bias.grad is None
+    m.zero_grad()                                   # no grads: nothing to do
+    assert m.weight.grad is None
 
 
 # ------------------------------------------------------------------ init

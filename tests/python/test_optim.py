@@ -108,9 +108,10 @@ def test_params_without_grad_are_skipped_and_zero_grad():
     opt.step()
     assert np_of(a).tolist() == [0.5, 0.0] and np_of(b).tolist() == [1.0, 1.0]
     assert b not in opt.state
-    opt.zero_grad(set_to_none=False)
-    assert np_of(a.grad).tolist() == [0.0, 0.0] and b.grad is None
-    opt.zero_grad()
+    g = a.grad
+    opt.zero_grad()                                 # PyTorch 1.13's default: set_to_none=False
+    assert a.grad is g and np_of(a.grad).tolist() == [0.0, 0.0] and b.grad is None
+    opt.zero_grad(set_to_none=True)
     assert a.grad is None
 
 

@@ -288,9 +288,12 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
-        """Resets the gradients of every parameter: ``p.grad = None`` (default),
-        or, with ``set_to_none=False``, zeroes existing grads in place in the daemon."""
+    def zero_grad(self, set_to_none=False):
+        """Resets the gradients of every parameter, as PyTorch 1.13: by default
+        (``set_to_none=False``) zeroes each existing grad in place in the
+        daemon (a grad that has a grad_fn is detached first); with
+        ``set_to_none=True`` sets ``p.grad = None``. Parameters without a
+        grad are left alone. Returns None."""
         for p in self.parameters():
             g = p.grad
             if g is None:

@@ -101,9 +101,14 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
-    def zero_grad(self, set_to_none=True):
-        """Resets the grads of every parameter: ``p.grad = None`` (default) or, with
-        ``set_to_none=False``, zeroes them in place in the daemon."""
+    def zero_grad(self, set_to_none=False):
+        """Resets the grads of every parameter, as PyTorch 1.13: by default
+        (``set_to_none=False``) zeroes each existing ``p.grad`` in place in the
+        daemon (one ``zero_`` op each, no round trip; a grad that has a
+        grad_fn is detached first), so the next backward accumulates into it;
+        with ``set_to_none=True`` sets ``p.grad = None`` instead (no op at
+        all; the next backward allocates a fresh grad). Parameters without a
+        grad are left alone. Returns None."""
         for g in self.param_groups:
             for p in g["params"]:
                 grad = p.grad
