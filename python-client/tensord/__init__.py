@@ -40,6 +40,8 @@ _install_op_overrides(Tensor)
 _wrap_factories(globals(), _C.op_table())
 from . import _reduction  # noqa: E402  (torch.norm's Python-level arguments)
 _reduction.install(globals(), Tensor)
+from . import _isclose  # noqa: E402  (isclose/allclose: composites of table ops)
+_isclose.install(globals(), Tensor)
 return_types = _ops.return_types
 from . import autograd  # noqa: E402
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: E402
@@ -76,6 +78,7 @@ def is_tensor(obj):
 __all__ = (["Tensor", "Size", "device", "dtype", "tensor", "from_numpy", "as_tensor", "connect", "Session",
             "default_session", "synchronize", "stats", "return_types", "autograd", "no_grad", "enable_grad",
             "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled",
-            "manual_seed", "is_tensor", "OutOfMemoryError", "TensorMeta", "DLDeviceType", "einsum"]
+            "manual_seed", "is_tensor", "OutOfMemoryError", "TensorMeta", "DLDeviceType", "einsum", "isclose",
+            "allclose"]
            + sorted(_functions) + sorted(_BY_NAME) + sorted(_ALIASES))
 __version__ = "0.1.0"

@@ -1,6 +1,7 @@
 """The Tensor surface a PyTorch user reaches for, against a daemon: creation,
 operators (and their reflected forms), indexing, conversions, reading data,
-repr, and the exception types of errors. References: NumPy and PyTorch 1.13."""
+repr, the exception types of errors, and isclose/allclose. References: NumPy and
+PyTorch 1.13."""
 import numpy as np
 import pytest
 import torch
@@ -394,3 +395,73 @@ def test_mT_and_is_tensor_as_in_pytorch():
         assert tensord.empty(()).mT.shape == ()  # torch 1.13 allows 0-dim
     t = torch.empty(2, 3, 4)
     assert tuple(t.mT.shape) == (2, 4, 3) and t.mT.stride() == (12, 1, 4) and torch.empty(()).mT.shape == ()
+
+
+# ---------------------------------------------------------------- isclose, allclose
+
+_NAN, _INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("a, b, dtype, kw", [
+    ([1.0, 2.0, _NAN, _INF, -_INF, 1e-9, 0.0, 100.0], [1.0 + 1e-6, 2.1, _NAN, _INF, _INF, 0.0, -0.0, 100.001],
+     "float32", {}),
+    ([1.0, 2.0, _NAN, _INF, -_INF, 1e-9, 0.0, 100.0], [1.0 + 1e-6, 2.1, _NAN, _INF, _INF, 0.0, -0.0, 100.001],
+     "float32", dict(equal_nan=True)),
+    ([1.0, 2.0, _NAN, 3.0], [1.05, 2.0, 1.0, 3.3], "float64", dict(rtol=0.1, atol=0.0)),
+    ([1.0, 2.0, _NAN, 3.0], [1.0, 2.0 + 1e-12, _NAN, 3.0], "float64", dict(rtol=0.0, atol=0.0, equal_nan=True)),
+    ([1.0, 2.0, 3.0], [1.5, 2.0, 2.0], "float32", dict(rtol=0.0, atol=0.5)),
+    ([0, 5, -7, 100], [1, 5, -5, 103], "int64", dict(atol=2)),
+    ([0, 5, -7, 100], [1, 5, -5, 103], "int64", dict(rtol=0.02, atol=0)),
+    ([True, False, True], [True, True, False], "bool", {}),
+])
+def test_isclose_matches_pytorch(a, b, dtype, kw):
+    ours = tensord.isclose(tensord.tensor(a, dtype=getattr(tensord, dtype)),
+                           tensord.tensor(b, dtype=getattr(tensord, dtype)), **kw)
+    ref = torch.isclose(torch.tensor(a, dtype=getattr(torch, dtype)), torch.tensor(b, dtype=getattr(torch, dtype)),
+                        **kw)
+    assert ours.dtype is tensord.bool
+    assert ours.tolist() == ref.tolist()
+    one = tensord.tensor(a, dtype=getattr(tensord, dtype))
+    assert one.isclose(tensord.tensor(b, dtype=getattr(tensord, dtype)), **kw).tolist() == ref.tolist()
+    want_all = torch.allclose(torch.tensor(a, dtype=getattr(torch, dtype)), torch.tensor(b, dtype=getattr(torch, dtype)),
+                              **kw)
+    got_all = tensord.allclose(one, tensord.tensor(b, dtype=getattr(tensord, dtype)), **kw)
+    assert type(got_all) is bool and got_all == want_all
+
+
+def test_isclose_broadcasts_and_allclose_is_one_round_trip(session):
+    r = rng()
+    a = r.standard_normal((3, 4)).astype(np.float32)
+    b = (a[1] * (1 + 3e-6)).astype(np.float32)                   # close to row 1 only
+    ta, tb = tensord.from_numpy(a), tensord.from_numpy(b)
+    tensord.synchronize()
+    before = tensord.stats()["round_trips"]
+    close = tensord.isclose(ta, tb)
+    assert tensord.stats()["round_trips"] == before              # streamed, no wait
+    assert close.shape == (3, 4)
+    np.testing.assert_array_equal(close.numpy(), torch.isclose(torch.from_numpy(a), torch.from_numpy(b)).numpy())
+    before = tensord.stats()["round_trips"]
+    assert ta[1].allclose(tb) is True and ta.allclose(tb) is False
+    assert tensord.stats()["round_trips"] - before == 2         # one per allclose
+    assert tensord.allclose(ta, ta + 1e-3, atol=1e-2) and not tensord.allclose(ta, ta + 1e-3)
+
+
+def test_isclose_errors_as_pytorch():
+    f32, f64 = tensord.ones(2), tensord.ones(2, dtype=tensord.float64)
+    with pytest.raises(RuntimeError, match="^Float did not match Double$"):
+        tensord.isclose(f32, f64)
+    with pytest.raises(RuntimeError, match="rtol must be greater than or equal to zero, but got -1"):
+        tensord.isclose(f32, f32, rtol=-1)
+    with pytest.raises(RuntimeError, match="atol must be greater than or equal to zero, but got -0.5"):
+        f32.allclose(f32, atol=-0.5)
+    with pytest.raises(TypeError, match=r"isclose\(\): argument 'other' \(position 2\) must be Tensor, not float"):
+        tensord.isclose(f32, 1.0)
+    with pytest.raises(TypeError, match=r"allclose\(\): argument 'input' \(position 1\) must be Tensor, not list"):
+        tensord.allclose([1.0], f32)
+    with pytest.raises(RuntimeError):
+        tensord.isclose(tensord.ones(2, 3), tensord.ones(2))
+    with tensord.device("meta"):
+        m = tensord.isclose(tensord.ones(2, 3), tensord.ones(3))     # shapes only: no daemon
+        assert m.is_meta and m.shape == (2, 3) and m.dtype is tensord.bool
+        with pytest.raises(NotImplementedError, match="meta"):
+            tensord.allclose(tensord.ones(3), tensord.ones(3))    # a meta tensor has no value to read
