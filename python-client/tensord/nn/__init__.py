@@ -10,10 +10,12 @@ from . import functional, init
 from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear, LogSoftmax, ModuleList, ReLU,
                      Sequential, Sigmoid, Softmax, Tanh)
 from .layers import AvgPool2d, Conv2d, MaxPool2d, RMSNorm
-from .loss import CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
+                   SmoothL1Loss)
 from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "Identity", "Linear", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "Flatten", "Sequential", "ModuleList", "Dropout", "Embedding", "LayerNorm", "functional", "init",
-           "Conv2d", "MaxPool2d", "AvgPool2d", "RMSNorm", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss"]
+           "Conv2d", "MaxPool2d", "AvgPool2d", "RMSNorm", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
+           "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss"]

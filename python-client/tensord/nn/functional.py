@@ -2,7 +2,8 @@
 
 Every function is either one op of the table run by the daemon (relu, gelu,
 softmax, log_softmax, sigmoid, tanh) or a short composite of table ops
-(linear, layer_norm, embedding, nll_loss, cross_entropy, mse_loss, dropout),
+(linear, layer_norm, embedding, nll_loss, cross_entropy, mse_loss, dropout,
+one_hot, binary_cross_entropy(_with_logits), smooth_l1_loss, huber_loss),
 so autograd records it like any other computation and it works on meta
 tensors wherever its ops do. Results equal PyTorch's up to floating-point
 rounding (the composites may round differently from PyTorch's fused kernels).
@@ -15,7 +16,8 @@ from ._util import detach
 
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "linear", "dropout", "layer_norm",
            "embedding", "nll_loss", "cross_entropy", "mse_loss", "l1_loss", "conv2d", "max_pool2d",
-           "max_pool2d_with_indices", "avg_pool2d", "rms_norm", "scaled_dot_product_attention"]
+           "max_pool2d_with_indices", "avg_pool2d", "rms_norm", "scaled_dot_product_attention", "one_hot",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss"]
 
 _call = _C.call_any
 
@@ -25,6 +27,43 @@ _REDUCTIONS = ("none", "mean", "sum")
 def _check_reduction(reduction):
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _legacy_reduction(size_average, reduce, stacklevel):
+    """PyTorch's reading of the deprecated size_average and reduce flags
+    (None counts as True): both -> 'mean', reduce alone -> 'sum', else
+    'none'; warns as PyTorch does (``stacklevel`` as warnings.warn's, counted
+    from the caller of this function)."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        reduction = "mean"
+    else:
+        reduction = "sum" if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{reduction}' instead.",
+                  stacklevel=stacklevel + 1)
+    return reduction
+
+
+def _reduction_of(size_average, reduce, reduction):
+    """The reduction a loss function runs: ``reduction`` (checked: ValueError
+    for another string), or the legacy flags' reading when either is given
+    (with PyTorch's warning, pointing at the line that called the loss
+    function: this, the function, and its ``_named`` wrapper lie between)."""
+    if size_average is not None or reduce is not None:
+        return _legacy_reduction(size_average, reduce, stacklevel=4)
+    _check_reduction(reduction)
+    return reduction
+
+
+def _warn_if_broadcast(input, target):
+    """PyTorch's warning for an elementwise loss whose target shape differs
+    from the input's (the two broadcast); it points at the line that called
+    the loss function (through its ``_named`` wrapper)."""
+    if tuple(input.shape) != tuple(target.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+                      "This will likely lead to incorrect results due to broadcasting. Please ensure they have "
+                      "the same size.", stacklevel=4)
 
 
 def _reduce(loss, reduction):
@@ -206,6 +245,47 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     return out
 
 
+def one_hot(tensor, num_classes=-1):
+    """One-hot encoding of class indices, as PyTorch 1.13's F.one_hot.
+
+    ``tensor``: int64 class indices of any shape [*]; the result is int64
+    [*, num_classes] with a 1 at each index and 0 elsewhere (no gradient).
+
+    ``num_classes=-1`` takes ``tensor.max() + 1``: that reads the data, so it
+    is a sync point (one round trip, which also checks that no value is
+    negative: RuntimeError "Class values must be non-negative."), and
+    RuntimeError for a meta tensor ("Can not infer total number of classes
+    from meta tensor.") or an empty one. A given ``num_classes`` needs no
+    round trip (it works on meta tensors too, where PyTorch raises): the
+    result is ``zeros([*, num_classes]).scatter(-1, tensor.unsqueeze(-1), 1)``,
+    so a value that is negative or not below num_classes is scatter's
+    RuntimeError ("index 5 is out of bounds for dimension 1 with size 3"),
+    raised at the next sync point (PyTorch's CUDA behaviour; its CPU kernel
+    checks at once). RuntimeError for a non-int64 ``tensor`` ("one_hot is
+    only applicable to index tensor.") and for num_classes 0 or below -1
+    with a non-empty tensor ("Class values must be smaller than
+    num_classes.").
+    """
+    if tensor.dtype._name != "int64":
+        raise RuntimeError("one_hot is only applicable to index tensor.")
+    shape = list(tensor.shape)
+    if tensor.numel() == 0:
+        if num_classes <= 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        return _call("zeros", shape + [num_classes], dtype=tensor.dtype, device=tensor.device)
+    if num_classes == -1:
+        if tensor.is_meta:
+            raise RuntimeError("Can not infer total number of classes from meta tensor.")
+        low, high = _call("stack", [tensor.min(), tensor.max()]).tolist()   # the one round trip
+        if low < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        num_classes = high + 1
+    elif num_classes <= 0:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    out = _call("zeros", shape + [num_classes], dtype=tensor.dtype, device=tensor.device)
+    return _call("scatter", out, -1, tensor.unsqueeze(-1), 1)
+
+
 def _class_dim(input):
     return 1 if input.dim() >= 2 else 0
 
@@ -342,10 +422,7 @@ def mse_loss(input, target, reduction="mean"):
     """Mean squared error (input - target)**2 with broadcasting (a warning when the
     shapes differ, as PyTorch), reduced by ``reduction``."""
     _check_reduction(reduction)
-    if tuple(input.shape) != tuple(target.shape):
-        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
-                      "This will likely lead to incorrect results due to broadcasting. Please ensure they have "
-                      "the same size.", stacklevel=2)
+    _warn_if_broadcast(input, target)
     d = input - target
     return _reduce(d * d, reduction)
 
@@ -355,6 +432,151 @@ def l1_loss(input, target, reduction="mean"):
     """Mean absolute error |input - target| with broadcasting, reduced by ``reduction``."""
     _check_reduction(reduction)
     return _reduce((input - target).abs(), reduction)
+
+
+def _clamped_log(x):
+    """``max(log(x), -100)`` as PyTorch's binary_cross_entropy kernel, with a
+    finite gradient: ``1 / x`` where the log is above -100, else 0 (at x = 0
+    the log's gradient is never formed, so no 0 * inf = NaN)."""
+    zero = x == 0
+    return _call("where", zero, -100.0, _call("clamp_min", _call("log", _call("where", zero, 1.0, x)), -100.0))
+
+
+@_named("binary_cross_entropy")
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """Binary cross entropy of probabilities, as PyTorch 1.13's
+    F.binary_cross_entropy: ``-weight * (target * log(input) + (1 - target)
+    * log(1 - input))`` per element, each log clamped below at -100 (so an
+    input of exactly 0 or 1 gives a finite loss, as PyTorch).
+
+    Args:
+        input: probabilities in [0, 1], any shape, floating.
+        target: the same shape and dtype as ``input``, values in [0, 1].
+        weight: optional, broadcast to ``input``'s shape (a rescaling per element).
+        size_average, reduce: PyTorch's deprecated flags; given, they set the
+            reduction (with PyTorch's warning).
+        reduction: 'none' (input's shape), 'mean' or 'sum' (0-dim).
+
+    Gradients flow to input, target and weight (PyTorch 1.13 refuses a
+    weight that requires grad) and equal PyTorch's for inputs strictly
+    between 0 and 1. At an input of exactly 0 or 1 they are the clamped
+    expression's, finite: 0 through a clamped log (PyTorch's formula
+    ``(input - target) / max(input * (1 - input), 1e-12)`` gives -+1e12
+    there, and +-inf to the target) and +-1 through the other (PyTorch: 0
+    when the input equals the target).
+
+    Raises ValueError for a bad reduction or when target's shape differs from
+    input's, RuntimeError when their dtypes differ ("Found dtype Long but
+    expected Float") or weight does not broadcast to input. Not as PyTorch:
+    an input or target outside [0, 1] is not checked (that needs the data,
+    a round trip); it gives NaN or a meaningless loss instead of
+    PyTorch's RuntimeError.
+    """
+    reduction = _reduction_of(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}) "
+                         "is deprecated. Please ensure they have the same size.")
+    if target.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {target.dtype._c10} but expected {input.dtype._c10}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f'"binary_cross_entropy" not implemented for \'{input.dtype._c10}\'')
+    loss = (target - 1) * _clamped_log(1 - input) - target * _clamped_log(input)
+    if weight is not None:
+        loss = loss * _call("expand", weight, list(input.shape))
+    return _reduce(loss, reduction)
+
+
+@_named("binary_cross_entropy_with_logits")
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """Binary cross entropy of unnormalised scores (logits), as PyTorch 1.13's
+    F.binary_cross_entropy_with_logits: ``binary_cross_entropy(sigmoid(input),
+    target)`` computed stably (PyTorch's formula, with ``m = max(-input, 0)``:
+    ``(1 - target) * input + l * (log(exp(-m) + exp(-input - m)) + m)`` where
+    ``l = (pos_weight - 1) * target + 1``, then ``* weight``).
+
+    Args:
+        input: logits, any shape, floating.
+        target: the same shape as ``input``, floating (values in [0, 1]).
+        weight: optional, broadcast with the loss (a rescaling per element).
+        size_average, reduce: PyTorch's deprecated flags (see binary_cross_entropy).
+        reduction: 'none' (input's shape), 'mean' or 'sum' (0-dim).
+        pos_weight: optional weight of the positive term, broadcast with
+            target (e.g. [C] for the last dim's C classes).
+
+    Gradients flow to input, target, weight and pos_weight. Raises ValueError
+    for a bad reduction or when target's shape differs from input's
+    ("Target size (...) must be the same as input size (...)"),
+    RuntimeError for a non-floating input or target (PyTorch's "result type
+    Float can't be cast to the desired output type Long") or when weight or
+    pos_weight does not broadcast.
+    """
+    reduction = _reduction_of(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    for t in (target, input):
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(f"result type Float can't be cast to the desired output type {t.dtype._c10}")
+    max_val = _call("clamp_min", -input, 0.0)
+    log_term = ((-max_val).exp() + (-input - max_val).exp()).log()
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1) * target + 1
+        loss = (1 - target) * input + log_weight * (log_term + max_val)
+    else:
+        loss = (1 - target) * input + max_val + log_term
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+@_named("smooth_l1_loss")
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """Smooth L1 loss, as PyTorch 1.13's F.smooth_l1_loss: with ``z = |input -
+    target|`` (broadcast, with PyTorch's warning when the shapes differ),
+    ``0.5 * z**2 / beta`` where ``z < beta``, else ``z - 0.5 * beta``;
+    ``beta == 0`` is l1_loss. Reduced by ``reduction`` ('none', 'mean',
+    'sum'; size_average and reduce are PyTorch's deprecated flags). The
+    gradient is ``(input - target) / beta`` inside, ``sign(input - target)``
+    outside, as PyTorch's; with ``beta == 0`` it is 0 where input == target
+    (as l1_loss's), where PyTorch 1.13's kernel gives -1 to both input and
+    target.
+
+    Raises ValueError for a bad reduction, RuntimeError for a negative beta
+    ("smooth_l1_loss does not support negative values for beta.") or shapes
+    that do not broadcast.
+    """
+    _warn_if_broadcast(input, target)
+    reduction = _reduction_of(size_average, reduce, reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    d = input - target
+    z = d.abs()
+    if beta == 0.0:
+        return _reduce(z, reduction)
+    loss = _call("where", z < beta, d * d * (0.5 / beta), z - 0.5 * beta)
+    return _reduce(loss, reduction)
+
+
+@_named("huber_loss")
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """Huber loss, as PyTorch 1.13's F.huber_loss: with ``z = |input - target|``
+    (broadcast, with PyTorch's warning when the shapes differ), ``0.5 * z**2``
+    where ``z < delta``, else ``delta * (z - 0.5 * delta)`` (smooth_l1_loss
+    times delta, for delta = beta). Reduced by ``reduction`` ('none',
+    'mean', 'sum').
+
+    Raises ValueError for a bad reduction, RuntimeError for delta <= 0
+    ("huber_loss does not support non-positive values for delta.") or shapes
+    that do not broadcast.
+    """
+    _warn_if_broadcast(input, target)
+    _check_reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    d = input - target
+    z = d.abs()
+    loss = _call("where", z < delta, d * d * 0.5, (z - 0.5 * delta) * delta)
+    return _reduce(loss, reduction)
 
 
 def _cross_entropy_probs(input, target, weight, ignore_index, reduction, label_smoothing):

@@ -1,4 +1,5 @@
-"""The loss modules of ``tensord.nn``: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss.
+"""The loss modules of ``tensord.nn``: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss,
+BCELoss, BCEWithLogitsLoss, SmoothL1Loss, HuberLoss.
 
 Each takes its PyTorch namesake's constructor arguments in the same order
 (the deprecated ``size_average`` and ``reduce`` included: given, they set
@@ -6,33 +7,21 @@ Each takes its PyTorch namesake's constructor arguments in the same order
 same name in ``tensord.nn.functional`` on ``forward(input, target)``, so
 shapes, dtypes, reductions and errors are those functions' (a bad
 ``reduction`` is a ValueError at forward). A class weight is a buffer named
-``weight``, as in PyTorch; ``repr`` is PyTorch's.
+``weight`` (and BCEWithLogitsLoss's ``pos_weight`` one named ``pos_weight``),
+as in PyTorch; ``repr`` is PyTorch's.
 """
-import warnings
-
 from . import functional as F
 from .module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss"]
-
-
-def _legacy_reduction(size_average, reduce):
-    """PyTorch's reading of the deprecated size_average and reduce flags
-    (None counts as True): both -> 'mean', reduce alone -> 'sum', else 'none'."""
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    if size_average and reduce:
-        return "mean"
-    return "sum" if reduce else "none"
+__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss",
+           "HuberLoss"]
 
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
         if size_average is not None or reduce is not None:
-            warnings.warn("size_average and reduce args will be deprecated, please use reduction='"
-                          f"{_legacy_reduction(size_average, reduce)}' instead.", stacklevel=3)
-            reduction = _legacy_reduction(size_average, reduce)
+            reduction = F._legacy_reduction(size_average, reduce, stacklevel=2)
         self.reduction = reduction  # checked by the function at forward, as in PyTorch
 
 
@@ -87,3 +76,51 @@ class L1Loss(_Loss):
 
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class BCELoss(_WeightedLoss):
+    """Binary cross entropy of probabilities in [0, 1] against targets of the
+    same shape and dtype: ``F.binary_cross_entropy(input, target, weight,
+    reduction)`` (``weight`` broadcast to the input's shape)."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Binary cross entropy of logits (sigmoid folded in, computed stably):
+    ``F.binary_cross_entropy_with_logits(input, target, weight, reduction,
+    pos_weight)``; ``weight`` and ``pos_weight`` are buffers, as in PyTorch."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, pos_weight=self.pos_weight,
+                                                  reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Smooth L1 loss (quadratic below ``beta``, linear above):
+    ``F.smooth_l1_loss(input, target, reduction, beta)``."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """Huber loss (quadratic below ``delta``, linear above):
+    ``F.huber_loss(input, target, reduction, delta)``."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
