@@ -1,7 +1,9 @@
 """tensord.nn additions a PyTorch user reaches for, against PyTorch 1.13:
 F.one_hot; the losses binary_cross_entropy(_with_logits), smooth_l1_loss and
 huber_loss with their modules (values, gradients, reductions, the deprecated
-size_average/reduce, errors)."""
+size_average/reduce, errors); nn.utils.clip_grad_norm_ and clip_grad_value_
+(values, round trips, errors)."""
+import math
 import warnings
 
 import numpy as np
@@ -265,3 +267,87 @@ def test_loss_modules_match_pytorch():
         assert nn.BCEWithLogitsLoss(reduce=False).reduction == "none"
     with pytest.raises(ValueError, match="avg is not a valid value for reduction"):
         nn.HuberLoss(reduction="avg")(tensord.zeros(2), tensord.zeros(2))
+
+
+# ---------------------------------------------------------------- nn.utils
+
+def test_nn_utils_is_importable_both_ways():
+    import tensord.nn.utils as utils_module
+    from tensord.nn.utils import clip_grad_norm_, clip_grad_value_
+    from tensord.nn.utils.clip_grad import clip_grad_norm_ as same
+    assert tensord.nn.utils is utils_module and nn.utils.clip_grad_norm_ is clip_grad_norm_ is same
+    assert callable(clip_grad_value_)
+
+
+def _twin_models():
+    tm = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    m = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 2))
+    m.load_state_dict({k: tensord.from_numpy(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.random.RandomState(4).randn(6, 4).astype(np.float32)
+    (tm(torch.tensor(x)) ** 2).sum().backward()
+    (m(tensord.tensor(x)) ** 2).sum().backward()
+    return tm, m
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1, 3.5, math.inf, "inf", -math.inf, 0.5])
+@pytest.mark.parametrize("max_norm", [0.1, 1e6])
+def test_clip_grad_norm_matches_pytorch(norm_type, max_norm):
+    tm, m = _twin_models()
+    grads = [p.grad for p in m.parameters()]
+    tensord.synchronize()
+    before = round_trips()
+    total = tensord.nn.utils.clip_grad_norm_(m.parameters(), max_norm, norm_type)
+    assert round_trips() == before                               # no value read
+    ref = torch.nn.utils.clip_grad_norm_(tm.parameters(), max_norm, norm_type)
+    assert isinstance(total, tensord.Tensor) and total.shape == () and total.dtype is tensord.float32
+    np.testing.assert_allclose(total.item(), ref.item(), rtol=1e-5, atol=1e-7)   # -inf: the smallest |g|
+    for (name, p), tp in zip(m.named_parameters(), tm.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
+    assert all(p.grad is g for p, g in zip(m.parameters(), grads))   # in place
+
+
+def test_clip_grad_norm_edges():
+    a = nn.Parameter(tensord.tensor([3.0, 4.0]))
+    b = nn.Parameter(tensord.ones(2))                            # no grad: skipped
+    a.grad = tensord.tensor([3.0, 4.0])
+    total = tensord.nn.utils.clip_grad_norm_([a, b], 1.0)         # a list
+    assert total.item() == 5.0 and b.grad is None
+    np.testing.assert_allclose(a.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+    total = tensord.nn.utils.clip_grad_norm_(a, 10.0)            # one Tensor; within the bound: unchanged
+    np.testing.assert_allclose(total.item(), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(a.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+    none = tensord.nn.utils.clip_grad_norm_([b], 1.0)
+    assert none.shape == () and none.item() == 0.0
+    with pytest.raises(ValueError):
+        tensord.nn.utils.clip_grad_norm_([a], 1.0, norm_type="fro")     # float('fro'), as PyTorch
+    # Non-finite norms: an error (one round trip, grads untouched) when asked, else scaled as PyTorch.
+    a.grad = tensord.tensor([math.inf, 1.0])
+    tensord.synchronize()
+    before = round_trips()
+    with pytest.raises(RuntimeError, match="The total norm of order 2.0 for gradients from `parameters` is "
+                                           "non-finite, so it cannot be clipped"):
+        tensord.nn.utils.clip_grad_norm_([a], 1.0, error_if_nonfinite=True)
+    assert round_trips() == before + 1
+    assert a.grad.tolist() == [math.inf, 1.0]
+    ta = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+    ta.grad = torch.tensor([math.inf, 1.0])
+    ref = torch.nn.utils.clip_grad_norm_([ta], 1.0)
+    total = tensord.nn.utils.clip_grad_norm_([a], 1.0)
+    assert total.item() == ref.item() == math.inf
+    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())   # nan, 0
+
+
+def test_clip_grad_value_matches_pytorch():
+    tm, m = _twin_models()
+    tensord.synchronize()
+    before = round_trips()
+    assert tensord.nn.utils.clip_grad_value_(m.parameters(), 0.05) is None
+    assert round_trips() == before
+    torch.nn.utils.clip_grad_value_(tm.parameters(), 0.05)
+    for (name, p), tp in zip(m.named_parameters(), tm.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-8, err_msg=name)
+    assert max(np.abs(p.grad.numpy()).max() for p in m.parameters()) == np.float32(0.05)
+    w = nn.Parameter(tensord.tensor([1.0, -2.0]))
+    w.grad = tensord.tensor([5.0, -5.0])
+    tensord.nn.utils.clip_grad_value_(w, 2)                      # one Tensor, an int bound
+    assert w.grad.tolist() == [2.0, -2.0]
