@@ -1,7 +1,8 @@
 """Tensors from host data: ``tensord.tensor``, ``tensord.from_numpy``,
 ``tensord.as_tensor``. The data is gathered into a C-contiguous NumPy buffer
 and handed to the C++ client, which uploads it (inline when small, chunked
-when large) or, for ``device='meta'``, keeps only its shape.
+when large) or, for ``device='meta'``, keeps only its shape. Also
+``tensord.randperm``, a factory composed of the table's rand and topk.
 """
 import numpy as np
 
@@ -9,7 +10,7 @@ from . import _C
 from ._dtype import BY_NAME, dtype as _dtype_cls, from_numpy_dtype
 from ._device import device as _device_cls
 
-__all__ = ["tensor", "from_numpy", "as_tensor"]
+__all__ = ["tensor", "from_numpy", "as_tensor", "randperm"]
 
 _NUMPY_NAMES = {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"}
 
@@ -151,3 +152,49 @@ def as_tensor(data, dtype=None, device=None):
             out = _C.call_method("to", out, _device_arg(device))
         return out
     return tensor(data, dtype=dtype, device=device)
+
+
+def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    """A random permutation of ``0 .. n-1`` as a 1-D tensor of ``n`` elements,
+    drawn from the session's generator (seeded by ``tensord.manual_seed``),
+    as PyTorch 1.13's torch.randperm (the permutations themselves differ
+    from PyTorch's for the same seed).
+
+    Computed in the daemon, with no round trip, as the order of ``n``
+    uniform float64 keys (``topk(rand(n, dtype=float64), n).indices``). Every
+    order is equally likely except that two of the n keys may be equal
+    (each key has 53 random bits; the chance of any tie is below
+    n**2 / 2**54, about 6e-5 for n = 10**6), in which case those two keep
+    their index order. Sorting costs O(n log n) in the daemon.
+
+    ``dtype``: default int64; integer and floating dtypes as PyTorch
+    (RuntimeError for bool, for an integer dtype that cannot hold n - 1,
+    "value cannot be converted to type int8_t without overflow", and for
+    float16 with n > 2049). ``device`` as the other factories (``'meta'``
+    gives a meta tensor). ``requires_grad=True`` needs a floating dtype
+    (RuntimeError otherwise). PyTorch's ``generator``, ``out``, ``layout``
+    and ``pin_memory`` are not accepted (TypeError). TypeError for a
+    non-int ``n``; RuntimeError for a negative one.
+    """
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"randperm(): argument 'n' (position 1) must be int, not {type(n).__name__}")
+    _check_dtype(dtype)
+    dtype = BY_NAME["int64"] if dtype is None else dtype
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    name = dtype._name
+    if name == "bool" or name.startswith("float8"):
+        raise RuntimeError(f'"randperm" not implemented for \'{dtype._c10}\'')
+    if not dtype.is_floating_point and n > 0 and n - 1 > np.iinfo(name).max:
+        raise RuntimeError(f"value cannot be converted to type {name}_t without overflow")
+    if name == "float16" and n > 2049:
+        raise RuntimeError("n cannot be greater than 2049 for Half type.")
+    if requires_grad and not dtype.is_floating_point:
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+    keys = _C.call("rand", [n], dtype=BY_NAME["float64"], device=_device_arg(device))
+    out = _C.call("topk", keys, n)[1]   # (values, indices)
+    if name != "int64":
+        out = _C.call_method("to", out, dtype)
+    if requires_grad:
+        out._set_requires_grad(True)
+    return out

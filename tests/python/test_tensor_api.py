@@ -1,7 +1,9 @@
 """The Tensor surface a PyTorch user reaches for, against a daemon: creation,
 operators (and their reflected forms), indexing, conversions, reading data,
-repr, the exception types of errors, and isclose/allclose. References: NumPy and
-PyTorch 1.13."""
+repr, the exception types of errors, isclose/allclose and randperm. References:
+NumPy and PyTorch 1.13."""
+import collections
+
 import numpy as np
 import pytest
 import torch
@@ -465,3 +467,67 @@ def test_isclose_errors_as_pytorch():
         assert m.is_meta and m.shape == (2, 3) and m.dtype is tensord.bool
         with pytest.raises(NotImplementedError, match="meta"):
             tensord.allclose(tensord.ones(3), tensord.ones(3))    # a meta tensor has no value to read
+
+
+# ---------------------------------------------------------------- randperm
+
+def test_randperm_is_a_seeded_permutation(session):
+    for n in (0, 1, 2, 7, 1000):
+        p = tensord.randperm(n)
+        assert p.dtype is tensord.int64 and p.shape == (n,)
+        assert sorted(p.tolist()) == list(range(n))
+    tensord.manual_seed(5)
+    first = tensord.randperm(50).tolist()
+    tensord.manual_seed(5)
+    assert tensord.randperm(50).tolist() == first
+    assert tensord.randperm(50).tolist() != first                # the generator moved on
+    f = tensord.randperm(6, dtype=tensord.float32, requires_grad=True)
+    assert f.dtype is tensord.float32 and f.requires_grad and f.is_leaf
+    assert sorted(f.tolist()) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert sorted(tensord.randperm(100, dtype=tensord.int8).tolist()) == list(range(100))
+    assert sorted(tensord.randperm(128, dtype=tensord.int8).tolist()) == list(range(128))   # 127 fits, as torch
+    m = tensord.randperm(4, device="meta")
+    assert m.is_meta and m.shape == (4,) and m.dtype is tensord.int64
+    before = tensord.stats()["round_trips"]
+    tensord.randperm(10)
+    assert tensord.stats()["round_trips"] == before
+
+
+def test_randperm_orders_are_uniform(session):
+    # Every order of 3 elements about equally often (a chi-square test with
+    # 5 degrees of freedom at p = 0.001: 20.5), and every value at every
+    # position of a permutation of 5 (20 degrees of freedom: 45.3). Seeded,
+    # so it cannot flake; an order biased toward index order (say, ties kept
+    # in place, or a sort of keys that are not random) fails.
+    tensord.manual_seed(1234)
+    draws = 3000
+    perms = tensord.stack([tensord.randperm(3) for _ in range(draws)]).tolist()
+    counts = collections.Counter(tuple(p) for p in perms)
+    assert len(counts) == 6
+    expected = draws / 6
+    assert sum((c - expected) ** 2 / expected for c in counts.values()) < 20.5, counts
+    five = np.array(tensord.stack([tensord.randperm(5) for _ in range(draws)]).tolist())
+    table = np.stack([(five == v).sum(0) for v in range(5)])     # [value, position] counts
+    expected = draws / 5
+    assert ((table - expected) ** 2 / expected).sum() < 45.3, table
+
+
+def test_randperm_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match=r"Trying to create tensor with negative dimension -1: \[-1\]"):
+        tensord.randperm(-1)
+    with pytest.raises(TypeError, match="must be int, not float"):
+        tensord.randperm(2.5)
+    with pytest.raises(RuntimeError, match="\"randperm\" not implemented for 'Bool'"):
+        tensord.randperm(3, dtype=tensord.bool)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int8_t without overflow"):
+        tensord.randperm(200, dtype=tensord.int8)
+    with pytest.raises(RuntimeError, match="n cannot be greater than 2049 for Half type"):
+        tensord.randperm(3000, dtype=tensord.float16)
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point"):
+        tensord.randperm(3, requires_grad=True)
+    with pytest.raises(TypeError):
+        tensord.randperm(3, generator=None)                      # PyTorch's generator= is not accepted
+    for args, kw in [((-1,), {}), ((200,), dict(dtype=torch.int8)), ((3000,), dict(dtype=torch.float16)),
+                     ((3,), dict(requires_grad=True))]:
+        with pytest.raises(RuntimeError):
+            torch.randperm(*args, **kw)                          # the same cases fail in PyTorch 1.13
