@@ -196,6 +196,12 @@ bool WrittenReturn(const OpEntry& op, size_t i) {
 
 void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
 
+absl::Status OpError::WithOrigin() const {
+  v1::Error e;
+  ToProto(&e);
+  return wire::FromProto(e);
+}
+
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
                  const KernelRegistry* kernels)
     : id_(id),

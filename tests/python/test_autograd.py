@@ -6,6 +6,7 @@ mark_dirty, set_materialize_grads, needs_input_grad, a Python backward inside a
 graph of daemon ops). Values are compared with NumPy and, where torch is
 importable, with PyTorch.
 """
+import inspect
 import os
 import threading
 
@@ -572,6 +573,30 @@ def test_a_conversion_that_changes_nothing_returns_self(session, device):
         w.float().sum().backward()  # only sum goes to the daemon
         assert session.stats()["ops_issued"] == before + 1
         np.testing.assert_allclose(w.grad.numpy(), np.ones(3))
+
+
+def test_a_backward_over_a_failed_op_names_the_line_that_failed(session_predicting):
+    # The forward op fails in the daemon (the data decides). The error that
+    # backward() raises (predicted: at the next sync point; waited: at once)
+    # names both lines: the backward's and, after it, the op that failed.
+    x = tensord.randn(3, requires_grad=True)
+    index_line = _line() + 1
+    y = x[tensord.tensor([5])]
+    loss = y.sum()
+    with pytest.raises(IndexError) as e:
+        backward_line = _line() + 1
+        loss.backward()
+        x.grad.numpy()
+    msg = str(e.value)
+    assert msg.startswith(f"backward (at test_autograd.py:{backward_line}): index.Tensor (call "), msg
+    assert msg.endswith(f" at test_autograd.py:{index_line}): index 5 is out of bounds for dimension 0 with size 3"), msg
+    with pytest.raises(IndexError, match=rf"^index.Tensor \(call \d+ at test_autograd.py:{index_line}\): index 5"):
+        loss.item()
+
+
+def _line():
+    """The number of the caller's line."""
+    return inspect.currentframe().f_back.f_lineno
 
 
 class TestPredictedBackward:

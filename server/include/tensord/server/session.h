@@ -57,6 +57,12 @@ struct OpError {
   bool reported = false;   // sent to the client already (guarded by the session's mutex)
 
   void ToProto(v1::Error* out) const;
+  // The status with its origin in front, as the client prints it
+  // ("index.Tensor (call 4 at train.py:3): index 5 is out of bounds ..."):
+  // what a later request (a backward, say) reports when this failed tensor
+  // is the reason it cannot run, so that the message names the line that
+  // failed first, not only the later one.
+  absl::Status WithOrigin() const;
 };
 
 struct SessionStats {
