@@ -248,6 +248,10 @@ struct Session::Impl {
   // Releases queued by ~TensorImpl (any thread).
   absl::Mutex release_mu;
   std::vector<uint64_t> releases ABSL_GUARDED_BY(release_mu);
+  // The bytes of the tensors in `releases` (written under release_mu, read
+  // without it by ReleaseBeforeLocked: a stale value only moves the
+  // releases one request later or earlier).
+  std::atomic<int64_t> release_bytes{0};
 
   // Reader side: waits in flight and what the stream's end said. There is no
   // reader thread: the daemon only writes replies to requests a client thread
@@ -324,16 +328,22 @@ struct Session::Impl {
       r->mutable_handles()->Add(releases.begin(), releases.end());
       stats.releases += static_cast<int64_t>(releases.size());
       releases.clear();
+      release_bytes.store(0, std::memory_order_relaxed);
     }
   }
 
   // Queued releases go before a request that allocates at least
-  // kReleaseFirstBytes, so that what they free no longer counts against the
-  // session's memory limit when the daemon allocates for it; smaller ones
-  // leave them for the batch's end (one Release request for many handles).
+  // kReleaseFirstBytes, or before any request that allocates once the
+  // tensors queued hold that much, so that what they free no longer counts
+  // against the session's memory limit when the daemon allocates for it
+  // (a large tensor deleted near the limit, then a small op). Otherwise
+  // they wait for the batch's end (one Release request for many handles).
   static constexpr int64_t kReleaseFirstBytes = int64_t{64} << 10;
   void ReleaseBeforeLocked(int64_t allocates_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (allocates_bytes >= kReleaseFirstBytes) AppendReleasesLocked();
+    if (allocates_bytes >= kReleaseFirstBytes ||
+        (allocates_bytes > 0 && release_bytes.load(std::memory_order_relaxed) >= kReleaseFirstBytes)) {
+      AppendReleasesLocked();
+    }
   }
 
   // Sends the pending batch (with queued releases) as one message.
@@ -1158,7 +1168,7 @@ Stats Session::stats() const {
   return s;
 }
 
-void Session::QueueRelease(uint64_t handle) {
+void Session::QueueRelease(uint64_t handle, int64_t bytes) {
   if (impl_->closed.load()) return;
   if (impl_->any_grad_targets.load(std::memory_order_acquire)) {
     absl::MutexLock gl(&impl_->grad_mu);
@@ -1166,6 +1176,7 @@ void Session::QueueRelease(uint64_t handle) {
   }
   absl::MutexLock rl(&impl_->release_mu);
   impl_->releases.push_back(handle);
+  impl_->release_bytes.store(impl_->release_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
 }
 
 absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl::Span<const Value> args,

@@ -646,7 +646,9 @@ TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
     ASSERT_OK_AND_ASSIGN(tc::Tensor t,
                          tc::FromBlob(bytes.data(), n, {static_cast<int64_t>(n)}, ScalarType::kUInt8));
     const tc::Stats after = stream->stats();
-    if (n > 100) EXPECT_GE(after.messages_sent - before.messages_sent, static_cast<int64_t>((n + chunk - 1) / chunk)) << n;
+    if (n > 100) {
+      EXPECT_GE(after.messages_sent - before.messages_sent, static_cast<int64_t>((n + chunk - 1) / chunk)) << n;
+    }
     std::fill(bytes.begin(), bytes.end(), 0xee);  // the daemon has its own copy
     ASSERT_OK_AND_ASSIGN(tc::HostData d, t.Fetch());
     ASSERT_EQ(d.byte_size(), n);

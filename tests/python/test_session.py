@@ -637,6 +637,12 @@ with tensord.connect(sys.argv[1], set_default=False) as s:
         y = tensord.ones(900000, dtype=tensord.uint8)  # an op's output, likewise
         assert y[:3].tolist() == [1, 1, 1]
         del y
+        big = tensord.ones(1040000, dtype=tensord.uint8)  # nearly all of the limit
+        assert big[:1].tolist() == [1]
+        del big
+        small = tensord.ones(16384, dtype=tensord.uint8)  # 16 KiB: fits once big is gone
+        assert small.sum().item() == 16384
+        del small
 print("ok")
 """
 
@@ -645,8 +651,10 @@ print("ok")
 @pytest.mark.parametrize("path", ["shm", "same-host", "grpc", "tcp"])
 def test_a_tensor_freed_before_a_large_allocation_is_released_first(path):
     # Releases are batched; they go before a request that allocates 64 KiB
-    # or more, so that a session near its memory limit can reuse what it
-    # freed (the shared-memory path once raised out of memory here).
+    # or more, or before any that allocates once 64 KiB wait for release,
+    # so that a session near its memory limit can reuse what it freed (the
+    # shared-memory path once raised out of memory here, and a small op
+    # after a large tensor's del on every path).
     run_script_on_path(FREED_THEN_ALLOCATED_SCRIPT, path, ["--session-memory-limit", "1MiB"])
 
 
