@@ -1,4 +1,13 @@
-"""``tensord.save`` / ``tensord.load``: flat dicts of tensors in the safetensors format.
+"""``tensord.save`` / ``tensord.load``: tensors in the safetensors format.
+
+A flat dict of tensors (a ``state_dict()``) is stored as its tensors, under
+its keys. Any other structure of dicts, lists and tuples holding tensors,
+numbers, strings, bools and None (an optimizer's ``state_dict()``, a
+checkpoint ``{"model": ..., "optimizer": ..., "epoch": 3}``) is stored as
+its tensors, named by their path (``optimizer.state.0.exp_avg``), plus
+the structure itself as JSON in ``"__metadata__"`` under the key
+``TREE_KEY``; ``load`` rebuilds it. Other safetensors readers see the
+tensors under those names.
 
 The file layout is the safetensors specification:
 
@@ -34,7 +43,10 @@ from . import _C
 from ._device import device as _device_cls
 from ._dtype import BY_NAME
 
-__all__ = ["save", "load", "load_metadata", "SAFETENSORS_DTYPES"]
+__all__ = ["save", "load", "load_metadata", "SAFETENSORS_DTYPES", "TREE_KEY"]
+
+# The "__metadata__" key that holds a nested object's structure (see save).
+TREE_KEY = "tensord.tree"
 
 # tensord dtype name -> safetensors dtype name.
 SAFETENSORS_DTYPES = {
@@ -104,24 +116,85 @@ def _encode_bytes(t):
     return np.ascontiguousarray(arr, dtype=_little(arr.dtype)).tobytes()
 
 
-def _check_state(obj):
-    if not isinstance(obj, collections.abc.Mapping):
-        raise TypeError(f"save: expected a dict mapping str to tensord.Tensor (e.g. a state_dict), "
-                        f"got {type(obj).__name__}")
-    for k, v in obj.items():
-        if not isinstance(k, str):
-            raise TypeError(f"save: keys must be str, got {type(k).__name__} ({k!r})")
-        if k == "__metadata__":
-            raise ValueError("save: the key '__metadata__' is reserved by the safetensors format; pass "
-                             "metadata=... instead")
-        if not isinstance(v, _C.Tensor):
-            raise TypeError(f"save: the value of {k!r} is of type {type(v).__name__}, not a tensord.Tensor "
-                            "(the safetensors format holds only tensors)")
-        if v.is_meta and not _zeros_for_meta:
-            raise RuntimeError(f"save: tensor {k!r} is on the meta device and has no data to save; "
-                               "materialise it first (e.g. Module.to_empty + reset_parameters)")
-        if v.dtype._name not in SAFETENSORS_DTYPES:
-            raise TypeError(f"save: tensor {k!r} has dtype {v.dtype!r}, which safetensors cannot hold")
+def _check_tensor(name, v):
+    if v.is_meta and not _zeros_for_meta:
+        raise RuntimeError(f"save: tensor {name!r} is on the meta device and has no data to save; "
+                           "materialise it first (e.g. Module.to_empty + reset_parameters)")
+    if v.dtype._name not in SAFETENSORS_DTYPES:
+        raise TypeError(f"save: tensor {name!r} has dtype {v.dtype!r}, which safetensors cannot hold")
+
+
+def _is_flat(obj):
+    """True for a mapping whose keys are all str and values all tensors."""
+    return isinstance(obj, collections.abc.Mapping) and all(
+        isinstance(k, str) and isinstance(v, _C.Tensor) for k, v in obj.items())
+
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _flatten(obj):
+    """(tensors, tree) for a nested object: tensors maps a unique name (the
+    path of keys and indices joined by '.') to each tensor, in the order
+    met; tree is the object as JSON-ready data, each tensor replaced by
+    {"t": name}, dicts by {"d": [[key, value], ...]} (keys may be str, int,
+    float, bool or None), lists by {"l": [...]}, tuples by {"u": [...]},
+    scalars by {"v": value}."""
+    tensors = {}
+
+    def name_for(path):
+        base = ".".join(str(p) for p in path) or "tensor"
+        name, n = base, 1
+        while name in tensors or name == "__metadata__":
+            n += 1
+            name = f"{base}#{n}"
+        return name
+
+    def where(path):
+        return "the object" + "".join(f"[{p!r}]" for p in path)
+
+    def walk(v, path):
+        if isinstance(v, _C.Tensor):
+            name = name_for(path)
+            _check_tensor(name, v)
+            tensors[name] = v
+            return {"t": name}
+        if isinstance(v, _SCALARS):
+            return {"v": v}
+        if isinstance(v, collections.abc.Mapping):
+            items = []
+            for k, x in v.items():
+                if not isinstance(k, _SCALARS):
+                    raise TypeError(f"save: a key of {where(path)} is of type {type(k).__name__} ({k!r}); keys "
+                                    "must be str, int, float, bool or None")
+                items.append([k, walk(x, path + [k])])
+            return {"d": items}
+        if isinstance(v, (list, tuple)):
+            return {"u" if isinstance(v, tuple) else "l": [walk(x, path + [i]) for i, x in enumerate(v)]}
+        raise TypeError(f"save: {where(path)} is of type {type(v).__name__}, which tensord.save cannot "
+                        "store (it stores tensors, numbers, strings, bools, None, and dicts, lists and "
+                        "tuples of them)")
+
+    return tensors, walk(obj, [])
+
+
+def _unflatten(tree, tensors):
+    """The object that _flatten's tree describes, with the loaded tensors."""
+    if not isinstance(tree, dict) or len(tree) != 1:
+        raise RuntimeError(f"load: the {TREE_KEY!r} metadata is malformed (at {str(tree)[:60]!r})")
+    (kind, v), = tree.items()
+    if kind == "t":
+        if v not in tensors:
+            raise RuntimeError(f"load: the {TREE_KEY!r} metadata names a tensor {v!r} that the file lacks")
+        return tensors[v]
+    if kind == "v":
+        return v
+    if kind == "d":
+        return {k: _unflatten(x, tensors) for k, x in v}
+    if kind in ("l", "u"):
+        items = [_unflatten(x, tensors) for x in v]
+        return tuple(items) if kind == "u" else items
+    raise RuntimeError(f"load: the {TREE_KEY!r} metadata has an unknown entry kind {kind!r}")
 
 
 # Set by `tensord check` (every tensor is on meta there): save() then writes
@@ -131,32 +204,56 @@ _zeros_for_meta = False
 
 
 def save(obj, f, metadata=None):
-    """Writes a flat dict of tensors to ``f`` in the safetensors format.
+    """Writes tensors to ``f`` in the safetensors format.
 
     Args:
-        obj: a mapping str -> tensord.Tensor (a ``state_dict()``, for instance).
-            Tensors may be any layout and any device with data; each is
-            written as its own contiguous copy (views of one storage are
-            stored separately, as safetensors requires).
+        obj: a mapping str -> tensord.Tensor (a ``state_dict()``, for
+            instance), stored as its tensors under its keys; or any nesting
+            of dicts (keys str, int, float, bool or None), lists and tuples
+            of tensors, numbers, strings, bools and None (an optimizer's
+            ``state_dict()``, a whole checkpoint), stored as its tensors,
+            each named by its path of keys joined with '.'
+            (``"state.0.exp_avg"``; ``#2``, ``#3`` appended where two paths
+            give one name), and its structure as JSON under ``TREE_KEY`` in
+            ``"__metadata__"``, so that ``load`` gives the same structure
+            back (tuples as tuples; an OrderedDict as a dict). A tensor that
+            appears twice is stored twice. Tensors may be any layout and any
+            device with data; each is written as its own contiguous copy
+            (views of one storage are stored separately, as safetensors
+            requires).
         f: a path (str or os.PathLike) or a binary file object with ``write``.
-        metadata: optional mapping str -> str, stored as ``"__metadata__"``.
+        metadata: optional mapping str -> str, stored as ``"__metadata__"``
+            (``TREE_KEY`` is reserved).
 
     The header lists the tensors in ``obj``'s order; the data region holds
     them sorted by element size (largest first, then in ``obj``'s order) so
     that every tensor starts at an offset aligned to its element size. The
     header is padded with spaces to a multiple of 8 bytes.
 
-    Raises TypeError when ``obj`` is not such a mapping (or a dtype has no
-    safetensors name), ValueError for the reserved key ``__metadata__`` or
-    non-string metadata, RuntimeError for meta tensors (no data) and the
+    Raises TypeError for a value or key of another type (naming where it
+    is) or a dtype with no safetensors name, ValueError for the key
+    ``__metadata__`` in a flat dict, non-string metadata or metadata that
+    uses ``TREE_KEY``, RuntimeError for meta tensors (no data) and the
     error of any op that produced a tensor. Reading the tensors is a sync
     point.
     """
-    _check_state(obj)
     if metadata is not None:
         if not isinstance(metadata, collections.abc.Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
             raise ValueError("save: metadata must be a dict mapping str to str")
+        if TREE_KEY in metadata:
+            raise ValueError(f"save: the metadata key {TREE_KEY!r} is reserved for the structure of a "
+                             "nested object")
+    if _is_flat(obj):
+        if "__metadata__" in obj:
+            raise ValueError("save: the key '__metadata__' is reserved by the safetensors format; pass "
+                             "metadata=... instead")
+        for k, v in obj.items():
+            _check_tensor(k, v)
+    else:
+        obj, tree = _flatten(obj)
+        metadata = dict(metadata or {})
+        metadata[TREE_KEY] = json.dumps(tree, separators=(",", ":"), ensure_ascii=False)
     names = list(obj.keys())
     order = sorted(range(len(names)), key=lambda i: (-obj[names[i]].dtype.itemsize, i))
     blobs = {}
@@ -293,11 +390,15 @@ def _open(f):
 
 
 def load_metadata(f):
-    """The ``"__metadata__"`` dict of a safetensors file (None when it has none);
-    reads only the header."""
+    """The ``"__metadata__"`` dict of a safetensors file (None when it has
+    none), without the ``TREE_KEY`` entry of a nested object saved by
+    ``save`` (None when that was all); reads only the header."""
     fh, own = _open(f)
     try:
-        return _parse_header(fh)[1]
+        metadata = _parse_header(fh)[1]
+        if metadata is not None and TREE_KEY in metadata:
+            metadata = {k: v for k, v in metadata.items() if k != TREE_KEY} or None
+        return metadata
     finally:
         if own:
             fh.close()
@@ -324,13 +425,16 @@ def load(f, map_location=None):
             dtypes, made from the header alone — the data region is never
             read (it need not even be present).
 
-    Returns a dict name -> Tensor in the header's order (contiguous tensors).
+    Returns a dict name -> Tensor in the header's order (contiguous
+    tensors); for a file of a nested object saved by ``save`` (its
+    metadata has ``TREE_KEY``), that object, rebuilt.
 
     Raises RuntimeError for a malformed file: a truncated header or data
     region, invalid JSON, a header entry whose byte span does not match its
     shape and dtype, or tensors that do not tile the data region exactly;
     TypeError for a safetensors dtype tensord lacks (U16, U32, U64);
-    RuntimeError when map_location names a device the daemon does not have.
+    RuntimeError when map_location names a device the daemon does not have,
+    or when the ``TREE_KEY`` metadata is not valid.
     """
     dev = _target_device(map_location)
     if dev != "meta":
@@ -341,25 +445,37 @@ def load(f, map_location=None):
                                f"{', '.join(have)})")
     fh, own = _open(f)
     try:
-        entries, _, start, data_len = _parse_header(fh)
-        out = {}
-        if dev == "meta":
-            for name, dt, shape, _, _ in entries:
-                out[name] = _C.call("empty", shape, dtype=BY_NAME[dt], device="meta")
-            return out
-        fh.seek(0, io.SEEK_END)
-        size = fh.tell()
-        if size - start != data_len:
-            raise RuntimeError(f"load: the header describes a data region of {data_len} bytes, but the file "
-                               f"has {size - start} bytes after the header")
-        for name, dt, shape, begin, end in entries:
-            fh.seek(start + begin)
-            data = _read_exact(fh, end - begin, f"tensor {name!r}")
-            buf = np.frombuffer(data, dtype=np.uint8)
-            if sys.byteorder != "little" and BY_NAME[dt].itemsize > 1:  # pragma: no cover - big-endian hosts
-                buf = np.frombuffer(data, dtype=np.dtype(f"<u{BY_NAME[dt].itemsize}")).byteswap().view(np.uint8)
-            out[name] = _C.from_buffer(buf, list(shape), BY_NAME[dt]._code, dev)
-        return out
+        entries, metadata, start, data_len = _parse_header(fh)
+        out = _load_tensors(fh, entries, start, data_len, dev)
     finally:
         if own:
             fh.close()
+    if metadata is None or TREE_KEY not in metadata:
+        return out
+    try:
+        tree = json.loads(metadata[TREE_KEY])
+    except ValueError as e:
+        raise RuntimeError(f"load: the {TREE_KEY!r} metadata is not valid JSON ({e})") from None
+    return _unflatten(tree, out)
+
+
+def _load_tensors(fh, entries, start, data_len, dev):
+    """The file's tensors on `dev` (meta: from the header alone), by name."""
+    out = {}
+    if dev == "meta":
+        for name, dt, shape, _, _ in entries:
+            out[name] = _C.call("empty", shape, dtype=BY_NAME[dt], device="meta")
+        return out
+    fh.seek(0, io.SEEK_END)
+    size = fh.tell()
+    if size - start != data_len:
+        raise RuntimeError(f"load: the header describes a data region of {data_len} bytes, but the file "
+                           f"has {size - start} bytes after the header")
+    for name, dt, shape, begin, end in entries:
+        fh.seek(start + begin)
+        data = _read_exact(fh, end - begin, f"tensor {name!r}")
+        buf = np.frombuffer(data, dtype=np.uint8)
+        if sys.byteorder != "little" and BY_NAME[dt].itemsize > 1:  # pragma: no cover - big-endian hosts
+            buf = np.frombuffer(data, dtype=np.dtype(f"<u{BY_NAME[dt].itemsize}")).byteswap().view(np.uint8)
+        out[name] = _C.from_buffer(buf, list(shape), BY_NAME[dt]._code, dev)
+    return out
