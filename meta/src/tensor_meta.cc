@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tensord/meta/errors.h"
@@ -59,7 +60,7 @@ bool TensorMeta::is_contiguous() const {
 
 bool TensorMeta::is_non_overlapping_and_dense() const {
   if (dim() == 1) return sizes[0] < 2 || strides[0] == 1;
-  std::vector<int64_t> perm(sizes.size());
+  absl::InlinedVector<int64_t, 8> perm(sizes.size());  // no heap for up to 8 dims (run per op)
   std::iota(perm.begin(), perm.end(), 0);
   std::sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
     if (sizes[a] < 2) return false;

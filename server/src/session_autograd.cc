@@ -221,6 +221,12 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
     if (v.kind() == Value::Kind::kTensorList) n_slots += v.tensor_list().size();
   }
   node->saved_inputs.reserve(n_slots);
+  node->next.reserve(n_slots);
+  node->input_metas.reserve(n_slots);
+  node->input_present.reserve(n_slots);
+  node->output_metas.reserve(outs.size());
+  node->output_differentiable.reserve(outs.size());
+  node->saved_outputs.reserve(outs.size());
   node->arg_slots.resize(args.size());
   node->args = args;
   for (size_t i = 0; i < args.size(); ++i) {
