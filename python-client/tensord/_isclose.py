@@ -26,9 +26,10 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     ``input`` and ``other`` are Tensors of the same dtype whose shapes
     broadcast; the result is a bool tensor of the broadcast shape. NaNs are
     never close unless ``equal_nan=True`` (then NaN is close to NaN); an
-    infinity is close only to the same infinity. bool inputs are compared
-    as float32, integer inputs with their difference taken in the integer
-    dtype (as PyTorch). ``rtol == atol == 0`` is exact equality. No round
+    infinity is close only to the same infinity. For bool and integer
+    inputs ``other`` is converted to float32 first, so the difference is
+    taken in float32 and does not wrap (as PyTorch 1.13, whose default
+    dtype is float32). ``rtol == atol == 0`` is exact equality. No round
     trip: the result is streamed like any op (and works on meta tensors).
 
     Raises TypeError when either argument is not a Tensor, RuntimeError when
@@ -50,8 +51,10 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     if rtol == 0 and atol == 0:
         return close
     a, b = input, other
-    if a.dtype._name == "bool":
-        a, b = a.float(), b.float()
+    if not floating:
+        b = b.float()                      # PyTorch: other.to(default dtype)
+        if a.dtype._name == "bool":
+            a = a.float()                  # bool - float is refused; the values are 0 and 1
     allowed = _call("abs", b * rtol) + atol
     actual = _call("abs", a - b)
     within = actual <= allowed

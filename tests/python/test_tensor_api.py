@@ -415,6 +415,11 @@ _NAN, _INF = float("nan"), float("inf")
     ([0, 5, -7, 100], [1, 5, -5, 103], "int64", dict(atol=2)),
     ([0, 5, -7, 100], [1, 5, -5, 103], "int64", dict(rtol=0.02, atol=0)),
     ([True, False, True], [True, True, False], "bool", {}),
+    ([True, False], [True, True], "bool", dict(atol=1.0)),
+    # Integers are compared in float32, as PyTorch: no wrap-around.
+    ([5, 0, 7], [6, 255, 7], "uint8", dict(atol=1)),
+    ([5, 0], [6, 255], "uint8", dict(atol=2, rtol=0)),
+    ([2 ** 62, 3], [-2 ** 62, 3], "int64", {}),
 ])
 def test_isclose_matches_pytorch(a, b, dtype, kw):
     ours = tensord.isclose(tensord.tensor(a, dtype=getattr(tensord, dtype)),
