@@ -413,6 +413,7 @@ void ShareStorageIds(const CallRoles& roles, std::vector<Tensor>& outs) {
     const Tensor* base = roles.alias_base[i];
     if (base != nullptr && base->impl() != outs[i].impl()) {
       outs[i].impl()->storage_id = base->impl()->storage_id;
+      outs[i].impl()->storage_bytes = base->impl()->storage_bytes;
       outs[i].impl()->version_counter = internal::VersionCounter(*base->impl());
     }
   }

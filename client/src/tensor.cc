@@ -53,7 +53,7 @@ uint64_t TensorImpl::NextStorageId() {
 }
 
 TensorImpl::~TensorImpl() {
-  if (session != nullptr && handle != 0) session->QueueRelease(handle, meta.numel() * meta.itemsize());
+  if (session != nullptr && handle != 0) session->QueueRelease(handle, storage_bytes);
 }
 
 // ---------------------------------------------------------------- decoders

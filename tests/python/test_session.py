@@ -643,6 +643,14 @@ with tensord.connect(sys.argv[1], set_default=False) as s:
         small = tensord.ones(16384, dtype=tensord.uint8)  # 16 KiB: fits once big is gone
         assert small.sum().item() == 16384
         del small
+        big = tensord.ones(1040000, dtype=tensord.uint8)
+        row = big[:1]  # a view of one element keeps all of it
+        del big
+        assert row.tolist() == [1]
+        del row
+        small = tensord.ones(16384, dtype=tensord.uint8)
+        assert small.sum().item() == 16384
+        del small
 print("ok")
 """
 

@@ -234,8 +234,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // = the same storage; 0 when it has none).
   absl::StatusOr<TensorMeta> Describe(uint64_t handle, uint64_t* storage_id = nullptr);
   // Queues a handle for release with the next message (called from
-  // ~TensorImpl on any thread). `bytes`: the size of the tensor's data (its
-  // numel times its itemsize; a view counts too, though it frees nothing):
+  // ~TensorImpl on any thread). `bytes`: the size of the storage the tensor
+  // views (a view counts its base's, though releasing it frees nothing
+  // while another tensor views that storage):
   // once 64 KiB or more wait, they go before the next request that
   // allocates, however small, so that the session's memory limit no longer
   // counts them.

@@ -145,7 +145,11 @@ struct GradNode {
 // once).
 struct TensorImpl {
   TensorImpl(std::shared_ptr<Session> s, uint64_t h, TensorMeta m)
-      : session(std::move(s)), handle(h), meta(std::move(m)), storage_id(NextStorageId()) {}
+      : session(std::move(s)),
+        handle(h),
+        meta(std::move(m)),
+        storage_id(NextStorageId()),
+        storage_bytes(meta.numel() * meta.itemsize()) {}
   ~TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
@@ -156,6 +160,10 @@ struct TensorImpl {
   // Which storage this tensor views, as the client predicts it: a fresh id
   // per new tensor, the input's id for an output that aliases it (a view).
   uint64_t storage_id;
+  // The bytes of that storage as the client knows them: its own data for a
+  // new tensor, the base's for a view (a view of one row of a large tensor
+  // may be what keeps it alive). Sizes the release (Session::QueueRelease).
+  int64_t storage_bytes;
   static uint64_t NextStorageId();
   // Meta tensors: the version counter of the storage (shared by views, +1 per
   // in-place op), made on first need; autograd checks saved tensors with it.
