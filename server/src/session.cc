@@ -202,6 +202,12 @@ absl::Status OpError::WithOrigin() const {
   return wire::FromProto(e);
 }
 
+absl::Status Session::AsCause(const std::shared_ptr<OpError>& e) {
+  e->carried = true;
+  if (backward_cause_ == nullptr) backward_cause_ = e;
+  return e->WithOrigin();
+}
+
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
                  const KernelRegistry* kernels)
     : id_(id),
@@ -1167,7 +1173,7 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
 
 void Session::TakeUnreportedErrors(google::protobuf::RepeatedPtrField<v1::Error>* out) {
   for (const auto& e : unreported_) {
-    if (e->reported) continue;
+    if (e->reported || e->carried || (e->cause != nullptr && e->cause->reported)) continue;
     e->reported = true;
     e->ToProto(out->Add());
   }

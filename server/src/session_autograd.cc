@@ -159,7 +159,7 @@ absl::StatusOr<std::vector<Tensor>> Session::RunOp(absl::string_view full_name, 
           vals.emplace_back();
           break;
         }
-        if (g.tensor.failed()) return g.tensor.error->WithOrigin();
+        if (g.tensor.failed()) return AsCause(g.tensor.error);
         holders.push_back(std::move(g.tensor));
         inputs.push_back(&holders.back());
         vals.emplace_back(&holders.back().meta);
@@ -171,7 +171,7 @@ absl::StatusOr<std::vector<Tensor>> Session::RunOp(absl::string_view full_name, 
             l.push_back(nullptr);
             continue;
           }
-          if (t.failed()) return t.error->WithOrigin();
+          if (t.failed()) return AsCause(t.error);
           holders.push_back(std::move(t));
           inputs.push_back(&holders.back());
           l.push_back(&holders.back().meta);
@@ -364,7 +364,7 @@ void Session::ExecuteSetGrad(const v1::SetGrad& r) {
     return;
   }
   if (g->failed()) {
-    RecordError(g->error->WithOrigin(), "grad", 0, "");
+    RecordError(AsCause(g->error), "grad", 0, "");
     return;
   }
   if (g->meta.dtype != t->meta.dtype) {
@@ -423,7 +423,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
   for (uint64_t h : r.outputs()) {
     Tensor* t = FindTensor(h);
     if (t == nullptr) return fail(UnknownHandle(what, h));
-    if (t->failed()) return fail(t->error->WithOrigin());
+    if (t->failed()) return fail(AsCause(t->error));
     if (t->ag == nullptr) t->ag = std::make_shared<AutogradMeta>();
     outs.push_back(t);
   }
@@ -440,7 +440,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
     }
     Tensor* t = FindTensor(h);
     if (t == nullptr) return fail(UnknownHandle(absl::StrCat(what, " saved tensor"), h));
-    if (t->failed()) return fail(t->error->WithOrigin());
+    if (t->failed()) return fail(AsCause(t->error));
     saved.push_back(t);
   }
   bool any = false;
@@ -550,6 +550,7 @@ bool Session::ExecutePredictedBackward(const v1::Backward& r) {
   // The error is the session's, reported at the next sync point; each .grad
   // the client expects holds it too, so that what uses it fails with it.
   std::shared_ptr<OpError> err = RecordError(std::move(s), "backward", 0, r.call_site());
+  err->cause = std::exchange(backward_cause_, nullptr);
   for (int i = 0; i < r.expect_grad_changed_size() && i < r.expect_grad_metas_size(); ++i) {
     Tensor* t = FindTensor(r.expect_grad_changed(i));
     if (t == nullptr || t->ag == nullptr) continue;
@@ -594,6 +595,7 @@ bool Session::ExecuteBackward(const v1::Backward& r) {
 }
 
 absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* stream_ok) {
+  backward_cause_ = nullptr;
   const bool create_graph = r.create_graph();
   const bool retain_graph = r.retain_graph() || create_graph;
   const bool grad_mode = !r.accumulate();
@@ -631,7 +633,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   for (int i = 0; i < r.roots_size(); ++i) {
     Tensor* t = FindTensor(r.roots(i));
     if (t == nullptr) return UnknownHandle("backward", r.roots(i));
-    if (t->failed()) return t->error->WithOrigin();
+    if (t->failed()) return AsCause(t->error);
     if (!t->requires_grad()) {
       return RuntimeErr(absl::StrCat("element ", i, " of tensors does not require grad and does not have a grad_fn"));
     }
@@ -644,7 +646,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     } else {
       Tensor* gt = FindTensor(gh);
       if (gt == nullptr) return UnknownHandle("backward", gh);
-      if (gt->failed()) return gt->error->WithOrigin();
+      if (gt->failed()) return AsCause(gt->error);
       g = *gt;
       if (g.meta.sizes != root.meta.sizes) {
         return RuntimeErr(absl::StrCat("Mismatch in shape: grad_output[", i, "] has a shape of ",
@@ -669,7 +671,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   for (int i = 0; i < r.inputs_size(); ++i) {
     Tensor* t = FindTensor(r.inputs(i));
     if (t == nullptr) return UnknownHandle(grad_mode ? "grad" : "backward", r.inputs(i));
-    if (t->failed()) return t->error->WithOrigin();
+    if (t->failed()) return AsCause(t->error);
     if (!t->requires_grad()) return RuntimeErr("One of the differentiated Tensors does not require grad");
     input_tensors.push_back(*t);
     input_edges.push_back(GradientEdge(*t));
@@ -806,7 +808,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
       return absl::OkStatus();
     }
     Tensor& cur = *ag->grad;
-    if (cur.failed()) return cur.error->WithOrigin();
+    if (cur.failed()) return AsCause(cur.error);
     // Without create_graph, into the .grad already there (as PyTorch's
     // AccumulateGrad under no grad mode), even when it requires grad (left by
     // an earlier create_graph backward): the same tensor, its history kept.
@@ -1123,7 +1125,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     if (h == 0 || !node.input_present[i]) continue;
     const Tensor* t = result_grads[i].has_value() ? &*result_grads[i] : nullptr;
     if (t == nullptr) return UnknownHandle(absl::StrCat(node.name, " backward result"), h);
-    if (t->failed()) return t->error->WithOrigin();
+    if (t->failed()) return AsCause(t->error);
     if (t->meta.sizes != node.input_metas[i].sizes) {
       // Broadcastable gradients are reduced by the engine; others fail there.
       const TensorMeta& want = node.input_metas[i];

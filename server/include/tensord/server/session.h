@@ -55,6 +55,14 @@ struct OpError {
   uint64_t call_id = 0;
   std::string call_site;
   bool reported = false;   // sent to the client already (guarded by the session's mutex)
+  // Its text goes to the client inside a later error (a backward's that it
+  // made fail): not raised again on its own at a sync point. Reading the
+  // failed tensor still raises it. Guarded by the session's mutex.
+  bool carried = false;
+  // For such a later error: the failed tensor's error it carries. Once that
+  // one is reported on its own (the failed tensor was read), this one is
+  // not raised at a sync point either: the same failure, raised once.
+  std::shared_ptr<const OpError> cause;
 
   void ToProto(v1::Error* out) const;
   // The status with its origin in front, as the client prints it
@@ -303,6 +311,10 @@ class Session {
   void TakeUnreportedErrors(google::protobuf::RepeatedPtrField<v1::Error>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteDescribe(const v1::Describe& describe, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // e->WithOrigin(), for the error of a backward that the failed tensor
+  // holding `e` made fail: marks `e` carried, and remembers it as the cause
+  // (the first one) for the backward's own error (backward_cause_).
+  absl::Status AsCause(const std::shared_ptr<OpError>& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates an error and queues it for the next Sync.
   std::shared_ptr<OpError> RecordError(absl::Status status, std::string op, uint64_t call_id,
                                        std::string call_site) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -354,6 +366,8 @@ class Session {
   // one or the handle's release.
   absl::flat_hash_set<uint64_t> dropped_uploads_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<OpError>> unreported_ ABSL_GUARDED_BY(mu_);
+  // The first failed tensor's error that the running backward carries (AsCause).
+  std::shared_ptr<OpError> backward_cause_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_errors_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t ops_executed_ ABSL_GUARDED_BY(mu_) = 0;
   Generator generator_ ABSL_GUARDED_BY(mu_);
