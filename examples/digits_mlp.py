@@ -86,7 +86,7 @@ def train_tensord(data, plan, args):
             sel = order[pos:pos + len(idx)]
             pos += len(idx)
             loss = F.cross_entropy(model(xt[sel]), yt[sel])
-            opt.zero_grad()
+            opt.zero_grad(set_to_none=True)                                # the same work on both sides
             loss.backward()
             opt.step()
             loss_value = loss.item()                                       # the step's one round trip
@@ -116,7 +116,7 @@ def train_torch(data, plan, initial, args):
         for idx in epoch_batches:
             sel = torch.from_numpy(idx)
             loss = torch.nn.functional.cross_entropy(model(xt[sel]), yt[sel])
-            opt.zero_grad()
+            opt.zero_grad(set_to_none=True)                                # the same work on both sides
             loss.backward()
             opt.step()
             loss_value = loss.item()

@@ -262,13 +262,13 @@ def test_zero_grad(session):
     first = np_of(m.weight.grad).copy()
     assert np.any(first != 0)
     g = m.weight.grad
-    m.zero_grad()                                   # PyTorch 1.13's default: set_to_none=False
+    m.zero_grad(set_to_none=False)                  # PyTorch 1.13's default
     assert m.weight.grad is g and np.all(np_of(m.weight.grad) == 0) and np.all(np_of(m.bias.grad) == 0)
     m(x).sum().backward()                           # accumulates into the zeroed grad
     np.testing.assert_array_equal(np_of(m.weight.grad), first)
-    m.zero_grad(set_to_none=True)
+    m.zero_grad()                                   # tensord's default, as PyTorch 2.0: set_to_none=True
     assert m.weight.grad is None and m.bias.grad is None
-    m.zero_grad()                                   # no grads: nothing to do
+    m.zero_grad(set_to_none=False)                  # no grads: nothing to do
     assert m.weight.grad is None
 
 

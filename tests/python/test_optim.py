@@ -109,10 +109,34 @@ def test_params_without_grad_are_skipped_and_zero_grad():
     assert np_of(a).tolist() == [0.5, 0.0] and np_of(b).tolist() == [1.0, 1.0]
     assert b not in opt.state
     g = a.grad
-    opt.zero_grad()                                 # PyTorch 1.13's default: set_to_none=False
+    opt.zero_grad(set_to_none=False)                # PyTorch 1.13's default
     assert a.grad is g and np_of(a.grad).tolist() == [0.0, 0.0] and b.grad is None
-    opt.zero_grad(set_to_none=True)
+    opt.zero_grad()                                 # tensord's default, as PyTorch 2.0: set_to_none=True
     assert a.grad is None
+
+
+def test_training_goes_on_after_a_step_whose_forward_failed(session):
+    # An op that the data makes fail (an index out of range) fails that
+    # step's streamed backward, whose error stays in the .grad tensors. The
+    # error is raised once (here by loss.item()); the default zero_grad()
+    # drops the grads, so the next steps train as usual.
+    tensord.manual_seed(0)
+    m = tensord.nn.Linear(3, 2)
+    opt = optim.SGD(m.parameters(), lr=0.1)
+    x = tensord.randn(4, 3)
+    with pytest.raises(IndexError, match="index 10 is out of bounds"):
+        loss = m(x[tensord.tensor([0, 1, 2, 10])]).sum()
+        loss.backward()
+        opt.step()
+        loss.item()
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = m(x).sum()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[0] > losses[1] > losses[2]
 
 
 def test_param_groups_and_closure():

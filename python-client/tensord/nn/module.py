@@ -288,12 +288,14 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=False):
-        """Resets the gradients of every parameter, as PyTorch 1.13: by default
-        (``set_to_none=False``) zeroes each existing grad in place in the
-        daemon (a grad that has a grad_fn is detached first); with
-        ``set_to_none=True`` sets ``p.grad = None``. Parameters without a
-        grad are left alone. Returns None."""
+    def zero_grad(self, set_to_none=True):
+        """Resets the gradients of every parameter: by default
+        (``set_to_none=True``, PyTorch 2.0's default; 1.13's is False) sets
+        ``p.grad = None``; with ``set_to_none=False`` zeroes each existing
+        grad in place in the daemon (a grad that has a grad_fn is detached
+        first). The default is None for the reason Optimizer.zero_grad
+        gives (a failed backward's error stays in grads zeroed in place).
+        Parameters without a grad are left alone. Returns None."""
         for p in self.parameters():
             g = p.grad
             if g is None:

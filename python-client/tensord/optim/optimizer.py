@@ -101,14 +101,18 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
-    def zero_grad(self, set_to_none=False):
-        """Resets the grads of every parameter, as PyTorch 1.13: by default
-        (``set_to_none=False``) zeroes each existing ``p.grad`` in place in the
-        daemon (one ``zero_`` op each, no round trip; a grad that has a
-        grad_fn is detached first), so the next backward accumulates into it;
-        with ``set_to_none=True`` sets ``p.grad = None`` instead (no op at
-        all; the next backward allocates a fresh grad). Parameters without a
-        grad are left alone. Returns None."""
+    def zero_grad(self, set_to_none=True):
+        """Resets the grads of every parameter: by default
+        (``set_to_none=True``, PyTorch 2.0's default; 1.13's is False) sets
+        ``p.grad = None`` (no op at all; the next backward makes a fresh
+        grad); with ``set_to_none=False``, as PyTorch 1.13's default, zeroes
+        each existing ``p.grad`` in place in the daemon (one ``zero_`` op
+        each, no round trip; a grad that has a grad_fn is detached first), so
+        the next backward accumulates into it. tensord defaults to None
+        because a streamed backward that fails leaves its error in the
+        ``.grad`` tensors: zeroing them in place keeps the error, so every
+        later step would fail too, while dropping them lets training go on.
+        Parameters without a grad are left alone. Returns None."""
         for g in self.param_groups:
             for p in g["params"]:
                 grad = p.grad
