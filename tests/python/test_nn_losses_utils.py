@@ -190,6 +190,19 @@ def test_huber_loss_matches_pytorch(delta, reduction):
     _compare("huber_loss", x, t, dict(reduction=reduction, delta=delta))
 
 
+@pytest.mark.parametrize("name, kw", [("smooth_l1_loss", dict(beta=1.0)), ("huber_loss", dict(delta=0.5))])
+def test_an_infinite_difference_has_the_linear_parts_gradient(name, kw):
+    # |d| = inf is outside the quadratic part: the gradient is sign(d)
+    # (times delta), as PyTorch's, not NaN from 0 * inf in the other branch.
+    a = [float("inf"), -float("inf"), 0.25, 3e38]
+    b = [0.0, 0.0, 0.0, -3e38]                           # float32: 3e38 - (-3e38) overflows to inf
+    x, t = tensord.tensor(a, requires_grad=True), tensord.tensor(b)
+    getattr(F, name)(x, t, reduction="sum", **kw).backward()
+    tx = torch.tensor(a, requires_grad=True)
+    getattr(torch.nn.functional, name)(tx, torch.tensor(b), reduction="sum", **kw).backward()
+    assert x.grad.tolist() == tx.grad.tolist()
+
+
 def test_elementwise_losses_broadcast_with_pytorchs_warning():
     x, _ = _data()
     t = x[0] + 0.5

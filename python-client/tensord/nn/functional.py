@@ -553,7 +553,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     z = d.abs()
     if beta == 0.0:
         return _reduce(z, reduction)
-    loss = _call("where", z < beta, d * d * (0.5 / beta), z - 0.5 * beta)
+    inside = z < beta
+    dq = _call("where", inside, d, 0.0)  # 0 outside: an infinite d gives gradient sign(d), not 0 * inf
+    loss = _call("where", inside, dq * dq * (0.5 / beta), z - 0.5 * beta)
     return _reduce(loss, reduction)
 
 
@@ -575,7 +577,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = input - target
     z = d.abs()
-    loss = _call("where", z < delta, d * d * 0.5, (z - 0.5 * delta) * delta)
+    inside = z < delta
+    dq = _call("where", inside, d, 0.0)  # 0 outside: an infinite d gives gradient delta * sign(d), not NaN
+    loss = _call("where", inside, dq * dq * 0.5, (z - 0.5 * delta) * delta)
     return _reduce(loss, reduction)
 
 
