@@ -66,6 +66,8 @@ def test_one_hot_errors():
             F.one_hot(tensord.tensor([1, 2]), n)
     with pytest.raises(RuntimeError, match="Can not infer total number of classes from empty tensor."):
         F.one_hot(tensord.tensor([], dtype=tensord.int64))
+    with pytest.raises(TypeError, match=r"one_hot\(\): argument 'num_classes' \(position 2\) must be int, not float"):
+        F.one_hot(tensord.tensor([1, 2]), 3.0)
     # A value out of range with num_classes given: scatter's error at the next sync point.
     bad = F.one_hot(tensord.tensor([0, 5, 1]), 4)
     with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 1 with size 4"):

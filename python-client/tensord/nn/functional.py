@@ -264,8 +264,11 @@ def one_hot(tensor, num_classes=-1):
     checks at once). RuntimeError for a non-int64 ``tensor`` ("one_hot is
     only applicable to index tensor.") and for num_classes 0 or below -1
     with a non-empty tensor ("Class values must be smaller than
-    num_classes.").
+    num_classes."); TypeError for a num_classes that is not an int.
     """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int):
+        raise TypeError(f"one_hot(): argument 'num_classes' (position 2) must be int, not "
+                        f"{type(num_classes).__name__}")
     if tensor.dtype._name != "int64":
         raise RuntimeError("one_hot is only applicable to index tensor.")
     shape = list(tensor.shape)
