@@ -461,8 +461,10 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         reduction: 'none' (input's shape), 'mean' or 'sum' (0-dim).
 
     Gradients flow to input, target and weight (PyTorch 1.13 refuses a
-    weight that requires grad) and equal PyTorch's for inputs strictly
-    between 0 and 1. At an input of exactly 0 or 1 they are the clamped
+    weight that requires grad) and equal PyTorch's for inputs with
+    ``input * (1 - input)`` of at least 1e-12 (PyTorch floors that
+    denominator at 1e-12; tensord's gradient is the exact one's, so for an
+    input such as 1e-13 the two differ). At an input of exactly 0 or 1 they are the clamped
     expression's, finite: 0 through a clamped log (PyTorch's formula
     ``(input - target) / max(input * (1 - input), 1e-12)`` gives -+1e12
     there, and +-inf to the target) and +-1 through the other (PyTorch: 0
