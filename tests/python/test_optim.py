@@ -113,6 +113,12 @@ def test_params_without_grad_are_skipped_and_zero_grad():
     assert a.grad is g and np_of(a.grad).tolist() == [0.0, 0.0] and b.grad is None
     opt.zero_grad()                                 # tensord's default, as PyTorch 2.0: set_to_none=True
     assert a.grad is None
+    # A grad that requires grad (a leaf, as create_graph can leave) stops
+    # requiring it when zeroed in place, as in PyTorch.
+    q = tensord.nn.Parameter(tensord.zeros(2))
+    q.grad = tensord.ones(2).requires_grad_()
+    optim.SGD([q], lr=1.0).zero_grad(set_to_none=False)
+    assert not q.grad.requires_grad and q.grad.tolist() == [0.0, 0.0]
 
 
 def test_training_goes_on_after_a_step_whose_forward_failed(session):

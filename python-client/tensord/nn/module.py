@@ -306,6 +306,8 @@ class Module:
                 if g.grad_fn is not None:
                     g = detach(g)
                     p.grad = g
+                elif g.requires_grad:
+                    g.requires_grad_(False)  # as PyTorch: a grad left by create_graph stops requiring grad
                 with no_grad():
                     g.zero_()
 

@@ -124,6 +124,8 @@ class Optimizer:
                     if grad.grad_fn is not None:
                         grad = grad.detach()
                         p.grad = grad
+                    elif grad.requires_grad:
+                        grad.requires_grad_(False)  # as PyTorch: a grad left by create_graph stops requiring grad
                     with no_grad():
                         grad.zero_()
 
