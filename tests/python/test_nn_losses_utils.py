@@ -366,3 +366,24 @@ def test_clip_grad_value_matches_pytorch():
     w.grad = tensord.tensor([5.0, -5.0])
     tensord.nn.utils.clip_grad_value_(w, 2)                      # one Tensor, an int bound
     assert w.grad.tolist() == [2.0, -2.0]
+
+
+def test_older_losses_take_pytorchs_arguments_in_pytorchs_order():
+    # nll_loss, cross_entropy, mse_loss and l1_loss take the deprecated
+    # size_average/reduce where PyTorch has them, so a positional call means
+    # the same thing: here ignore_index=2 in fifth place, and size_average
+    # False (a sum, with PyTorch's warning) in third.
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(4, 3)
+    t = np.array([0, 2, 1, 2])
+    for name in ("nll_loss", "cross_entropy"):
+        ours = getattr(F, name)(tensord.tensor(x), tensord.tensor(t), None, None, 2)
+        ref = getattr(torch.nn.functional, name)(torch.tensor(x), torch.tensor(t), None, None, 2)
+        np.testing.assert_allclose(ours.item(), ref.item(), rtol=1e-6)
+    for name in ("mse_loss", "l1_loss"):
+        with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated") as rec:
+            ours = getattr(F, name)(tensord.tensor(x), tensord.tensor(x * 0.5), False)
+        assert rec[0].filename == __file__
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")       # PyTorch's own copy of the warning
+            ref = getattr(torch.nn.functional, name)(torch.tensor(x), torch.tensor(x * 0.5), False)
+        np.testing.assert_allclose(ours.item(), ref.item(), rtol=1e-6)

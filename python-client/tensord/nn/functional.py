@@ -342,7 +342,7 @@ def _mean_over(total, denom):
 
 
 @_named("nll_loss")
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood of class indices: ``-input[n, target[n]] * weight[target[n]]``.
 
     Args:
@@ -352,12 +352,14 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
         weight: optional per-class weights [C].
         reduction: 'none' (per position), 'sum', or 'mean' (the sum divided by
             the total weight of the non-ignored positions, as PyTorch).
+        size_average, reduce: PyTorch's deprecated flags, in PyTorch's
+            argument order; given, they set the reduction (with its warning).
 
     Raises ValueError for a bad reduction or a batch-size mismatch,
     RuntimeError for non-int64 targets, mismatched shapes or a weight that is
     not [C]; a class index out of range fails in the daemon (gather's error).
     """
-    _check_reduction(reduction)
+    reduction = _reduction_of(size_average, reduce, reduction)
     cdim = _check_targets("nll_loss", input, target)
     loss, w = _picked_and_weights(input, target, weight, ignore_index, cdim)
     if reduction == "none":
@@ -368,7 +370,8 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
 
 
 @_named("cross_entropy")
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
     """Cross entropy of unnormalised scores against class indices:
     ``nll_loss(log_softmax(input, class dim), target, ...)``.
 
@@ -387,7 +390,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     RuntimeError for a non-floating target or an ``ignore_index`` >= 0 with
     probability targets (PyTorch's rule), or a weight that is not [C].
     """
-    _check_reduction(reduction)
+    reduction = _reduction_of(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     if input.dim() >= 1 and tuple(input.shape) == tuple(target.shape):
@@ -421,19 +424,22 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
 
 
 @_named("mse_loss")
-def mse_loss(input, target, reduction="mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error (input - target)**2 with broadcasting (a warning when the
-    shapes differ, as PyTorch), reduced by ``reduction``."""
-    _check_reduction(reduction)
+    shapes differ, as PyTorch), reduced by ``reduction`` (or by PyTorch's
+    deprecated ``size_average``/``reduce``, with its warning)."""
+    reduction = _reduction_of(size_average, reduce, reduction)
     _warn_if_broadcast(input, target)
     d = input - target
     return _reduce(d * d, reduction)
 
 
 @_named("l1_loss")
-def l1_loss(input, target, reduction="mean"):
-    """Mean absolute error |input - target| with broadcasting, reduced by ``reduction``."""
-    _check_reduction(reduction)
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean absolute error |input - target| with broadcasting, reduced by
+    ``reduction`` (or by PyTorch's deprecated ``size_average``/``reduce``,
+    with its warning)."""
+    reduction = _reduction_of(size_average, reduce, reduction)
     return _reduce((input - target).abs(), reduction)
 
 
