@@ -560,7 +560,20 @@ def test_out_of_session_memory_is_a_runtime_error_naming_the_line_on_every_path(
     run_script_on_path(OUT_OF_MEMORY_SCRIPT, path, ["--session-memory-limit", "1MiB"])
 
 
-FAILED_SHM_UPLOADS_SCRIPT = r"""
+# For the scripts below: out_of_memory(read, what) runs read() and returns
+# the tensord.OutOfMemoryError it raises (AssertionError naming `what` if it
+# raises none).
+OUT_OF_MEMORY_HELPER = r"""
+import tensord
+def out_of_memory(read, what):
+    try:
+        read()
+    except tensord.OutOfMemoryError as e:
+        return e
+    raise AssertionError(f"{what} did not fail")
+"""
+
+FAILED_SHM_UPLOADS_SCRIPT = OUT_OF_MEMORY_HELPER + r"""
 import sys
 import numpy as np
 import tensord
@@ -570,12 +583,7 @@ with tensord.connect(sys.argv[1], set_default=False) as s:
     arr = np.ones(30 << 20, np.uint8)
     for _ in range(30):
         t = tensord.tensor(arr)  # adopted from a segment of its own, over the limit
-        try:
-            t.sum().item()
-        except tensord.OutOfMemoryError:
-            pass
-        else:
-            raise AssertionError("an upload over the limit succeeded")
+        out_of_memory(lambda: t.sum().item(), "an upload over the limit")
         del t
     st = s.stats()
     # the failed syncs' replies hand each segment back: one or two in turn
@@ -592,7 +600,7 @@ def test_failed_shared_memory_uploads_give_their_segments_back():
     run_script_on_path(FAILED_SHM_UPLOADS_SCRIPT, "shm", ["--session-memory-limit", "64MiB"])
 
 
-BACKWARD_OUT_OF_MEMORY_SCRIPT = r"""
+BACKWARD_OUT_OF_MEMORY_SCRIPT = OUT_OF_MEMORY_HELPER + r"""
 import sys
 import tensord
 import tensord.nn as nn
@@ -600,13 +608,8 @@ with tensord.connect(sys.argv[1], set_default=False) as s:
     m = nn.Linear(1024, 1024)  # 4 MiB of weight; its grad does not fit in the 8 MiB limit
     loss = m(tensord.randn(64, 1024)).pow(2).mean()
     loss.backward()
-    try:
-        m.weight.grad.sum().item()
-    except tensord.OutOfMemoryError as e:
-        msg = str(e)
-        assert "in the backward of linear (matmul): " in msg and ": out of memory: tried to allocate" in msg, msg
-    else:
-        raise AssertionError("a backward over the limit succeeded")
+    msg = str(out_of_memory(lambda: m.weight.grad.sum().item(), "a backward over the limit"))
+    assert "in the backward of linear (matmul): " in msg and ": out of memory: tried to allocate" in msg, msg
 print("ok")
 """
 
