@@ -2,7 +2,7 @@
 import collections
 
 from .. import _C
-from ._util import detach, no_grad, tensord_module
+from ._util import detach, no_grad, tensord_module, zero_grads
 from .parameter import Parameter
 
 __all__ = ["Module"]
@@ -296,20 +296,7 @@ class Module:
         first). The default is None for the reason Optimizer.zero_grad
         gives (a failed backward's error stays in grads zeroed in place).
         Parameters without a grad are left alone. Returns None."""
-        for p in self.parameters():
-            g = p.grad
-            if g is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                if g.grad_fn is not None:
-                    g = detach(g)
-                    p.grad = g
-                elif g.requires_grad:
-                    g.requires_grad_(False)  # as PyTorch: a grad left by create_graph stops requiring grad
-                with no_grad():
-                    g.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn):
         """Calls ``fn(module)`` on every descendant (children first) and then on self; returns self."""

@@ -3,7 +3,7 @@ import collections
 import copy
 
 from .. import _C
-from ..nn._util import no_grad
+from ..nn._util import no_grad, zero_grads
 
 __all__ = ["Optimizer", "required"]
 
@@ -113,21 +113,7 @@ class Optimizer:
         ``.grad`` tensors: zeroing them in place keeps the error, so every
         later step would fail too, while dropping them lets training go on.
         Parameters without a grad are left alone. Returns None."""
-        for g in self.param_groups:
-            for p in g["params"]:
-                grad = p.grad
-                if grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    if grad.grad_fn is not None:
-                        grad = grad.detach()
-                        p.grad = grad
-                    elif grad.requires_grad:
-                        grad.requires_grad_(False)  # as PyTorch: a grad left by create_graph stops requiring grad
-                    with no_grad():
-                        grad.zero_()
+        zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def step(self, closure=None):
         """Performs one update; subclasses implement it."""
