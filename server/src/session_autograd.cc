@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "internal.h"
@@ -606,7 +606,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   auto run = [&](absl::string_view name, std::vector<Arg> args, bool record) -> absl::StatusOr<Tensor> {
     TD_ASSIGN_OR_RETURN(std::vector<Tensor> o, RunOp(name, std::move(args), record));
     if (o.empty()) return InternalErr(absl::StrCat(name, " returned no tensor"));
-    return o[0];
+    return std::move(o[0]);
   };
 
   if (r.roots_size() == 0) return RuntimeErr("grad requires non-empty inputs: no tensors to differentiate were given");
