@@ -79,10 +79,7 @@ def clip_grad_value_(parameters, clip_value):
     is None are skipped); ``clip_value``: a number (converted with float()).
     One clamp_ op per grad, streamed (no round trip). Returns None.
     """
-    if isinstance(parameters, Tensor):
-        parameters = [parameters]
     clip_value = float(clip_value)
     with no_grad():
-        for p in parameters:
-            if p.grad is not None:
-                p.grad.detach().clamp_(min=-clip_value, max=clip_value)
+        for g in _grads_of(parameters):
+            g.detach().clamp_(min=-clip_value, max=clip_value)
