@@ -540,6 +540,15 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction)
 
 
+def _quadratic_inside(d, z, bound, scale, outside):
+    """``d * d * scale`` where ``z = |d| < bound``, else ``outside`` (smooth_l1
+    and huber). The square sees 0 outside, so that an infinite d gets the
+    outside part's gradient, not 0 * inf = NaN from the branch not taken."""
+    inside = z < bound
+    dq = _call("where", inside, d, 0.0)
+    return _call("where", inside, dq * dq * scale, outside)
+
+
 @_named("smooth_l1_loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Smooth L1 loss, as PyTorch 1.13's F.smooth_l1_loss: with ``z = |input -
@@ -564,9 +573,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     z = d.abs()
     if beta == 0.0:
         return _reduce(z, reduction)
-    inside = z < beta
-    dq = _call("where", inside, d, 0.0)  # 0 outside: an infinite d gives gradient sign(d), not 0 * inf
-    loss = _call("where", inside, dq * dq * (0.5 / beta), z - 0.5 * beta)
+    loss = _quadratic_inside(d, z, beta, 0.5 / beta, z - 0.5 * beta)
     return _reduce(loss, reduction)
 
 
@@ -588,9 +595,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     d = input - target
     z = d.abs()
-    inside = z < delta
-    dq = _call("where", inside, d, 0.0)  # 0 outside: an infinite d gives gradient delta * sign(d), not NaN
-    loss = _call("where", inside, dq * dq * 0.5, (z - 0.5 * delta) * delta)
+    loss = _quadratic_inside(d, z, delta, 0.5, (z - 0.5 * delta) * delta)
     return _reduce(loss, reduction)
 
 
