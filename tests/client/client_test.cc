@@ -664,6 +664,42 @@ TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
   EXPECT_EQ(stream->stats().shm_uploads + stream->stats().shm_fetches, 0);
 }
 
+// Inline uploads (the data inside the batch's message) of sizes on both
+// sides of the one-slice limit (64 KiB) and of the reused write buffer's
+// cap (1 MiB), growing and shrinking, two in one message, round trip
+// exactly over the same-host stream and over the gRPC stream: the reused
+// buffer never leaks one message's bytes into the next.
+TEST_F(WithDaemon, InlineUploadsOfEverySizeRoundTripOnEveryStream) {
+  for (bool same_host : {true, false}) {
+    tc::SessionOptions inline_only;
+    inline_only.shared_memory = false;
+    inline_only.same_host_stream = same_host;
+    inline_only.inline_upload_limit = size_t{2} << 20;
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(session_->address(), inline_only));
+    ASSERT_EQ(s->uses_same_host_stream(), same_host);
+    tc::SessionGuard use(s);
+    for (size_t n : {size_t{65000}, size_t{65536} + 100, size_t{300000}, size_t{70001}, (size_t{1} << 20) + 5,
+                     size_t{200000}, size_t{9}}) {
+      std::vector<uint8_t> a(n), b(n);
+      for (size_t i = 0; i < n; ++i) {
+        a[i] = static_cast<uint8_t>(i * 7 + n);
+        b[i] = static_cast<uint8_t>(i * 13 + 5);
+      }
+      const tc::Stats before = s->stats();
+      ASSERT_OK_AND_ASSIGN(tc::Tensor ta, tc::FromBlob(a.data(), n, {static_cast<int64_t>(n)}, ScalarType::kUInt8));
+      ASSERT_OK_AND_ASSIGN(tc::Tensor tb, tc::FromBlob(b.data(), n, {static_cast<int64_t>(n)}, ScalarType::kUInt8));
+      ASSERT_OK_AND_ASSIGN(tc::HostData da, ta.Fetch());
+      ASSERT_OK_AND_ASSIGN(tc::HostData db, tb.Fetch());
+      EXPECT_EQ(s->stats().uploads - before.uploads, 2);
+      ASSERT_EQ(da.byte_size(), n);
+      ASSERT_EQ(db.byte_size(), n);
+      EXPECT_EQ(std::memcmp(da.byte_data(), a.data(), n), 0) << n << (same_host ? " same-host" : " gRPC");
+      EXPECT_EQ(std::memcmp(db.byte_data(), b.data(), n), 0) << n << (same_host ? " same-host" : " gRPC");
+    }
+    EXPECT_EQ(s->stats().shm_uploads, 0);
+  }
+}
+
 // A large fetch's buffer, once freed, serves the next fetch of its size
 // (no fresh pages for the kernel to zero), holding that fetch's bytes; a
 // fetch of another size gets a buffer of its own.
