@@ -8,7 +8,10 @@ Figures (numbering as in bench/RESULTS.md):
   1  pipelined small ops: 100,000 ``c = a + b`` on 64-element float32 tensors,
      then one ``item()``; microseconds per op through a daemon on a Unix socket
      (with the same-host stream, unless $TENSORD_SAME_HOST_STREAM=0) and on
-     loopback TCP, beside the same loop in local PyTorch on CPU;
+     loopback TCP, beside the same loop in local PyTorch on CPU; and a loop
+     that interleaves ops with Python work (30 ops on 65,536 floats, ten
+     small ops with 20 us of Python before each, one ``item()``), in
+     microseconds per iteration on the Unix socket, beside local PyTorch;
   4  CPU kernels in the daemon (add, mul, exp, sum, softmax over 16M float32,
      matmul 1024x1024 float32) in GB/s or GFLOP/s, beside NumPy (and
      OpenBLAS's cblas_sgemm called directly for matmul);
@@ -183,6 +186,56 @@ def fig1_pipelined(daemon, n_ops, repeats):
         rows.append(row(1, f"pipelined c = a + b, 64 floats ({transport})", "us/op", ours, peer,
                         f"PyTorch {torch.__version__} local", "<= 1.5", **cpu.shares()))
     return rows
+
+
+def _spin(us):
+    """Busy Python work for `us` microseconds (stands for a step's own code)."""
+    end = time.perf_counter() + us * 1e-6
+    while time.perf_counter() < end:
+        pass
+
+
+def fig1_interleaved(daemon, iters, repeats):
+    """Figure 1's second kind of row: ops interleaved with Python work, as in a
+    training step. Each iteration streams 30 `c = c * 1.0001` on 65,536 float32
+    (the daemon's work), then ten `y = y + 1` on 64 floats with 20 us of Python
+    before each (the client's), then one `item()`: microseconds per iteration
+    through the daemon on the Unix socket, beside the same loop in local
+    PyTorch (one thread, as figure 1). The daemon overlaps its work with the
+    client's only once the batch has been sent before the sync point."""
+    import torch
+
+    def loop(a, x):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            c = a
+            for _ in range(30):
+                c = c * 1.0001
+            y = x
+            for _ in range(10):
+                _spin(20)
+                y = y + 1
+            (c[0] + y[0]).item()
+        return (time.perf_counter() - t0) / iters * 1e6
+
+    def tensord_loop(session, cpu):
+        with session:
+            a, x = tensord.randn(65536), tensord.randn(64)
+            loop(a, x)                            # warm: the session, the op path, the caches
+            with cpu:
+                return loop(a, x)
+
+    torch.set_num_threads(1)
+    ta, tx = torch.randn(65536), torch.randn(64)
+    loop(ta, tx)
+    peer = median_of(lambda: loop(ta, tx), repeats)
+    s = tensord.connect(daemon.unix, set_default=False)
+    transport = "unix socket, same-host stream" if s.uses_same_host_stream else "unix socket"
+    cpu = CpuShare(daemon)
+    ours = median_of(lambda: tensord_loop(s, cpu), repeats)
+    s.close()
+    return [row(1, f"30 ops on 64K floats, 10 small ops between Python work, item ({transport})", "us/iter",
+                ours, peer, f"PyTorch {torch.__version__} local", "<= 1.5", **cpu.shares())]
 
 
 # ---------------------------------------------------------------- figure 4
@@ -417,6 +470,7 @@ def main(argv=None):
     try:
         if 1 in only:
             rows += fig1_pipelined(d, 10_000 if args.quick else 100_000, reps)
+            rows += fig1_interleaved(d, 50 if args.quick else 200, reps)
         if 4 in only:
             rows += fig4_kernels(d, reps)
         if 6 in only:

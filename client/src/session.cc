@@ -232,6 +232,13 @@ struct Session::Impl {
   std::chrono::steady_clock::time_point last_batch_open ABSL_GUARDED_BY(mu);
   static constexpr std::chrono::milliseconds kFlusherIdleAfter{100};
   std::chrono::microseconds flush_interval{0};
+  // The open batch's interval: flush_interval, or kIdleFlushInterval when
+  // the batch opened while the daemon had nothing of this session's to run.
+  std::chrono::microseconds batch_interval ABSL_GUARDED_BY(mu){0};
+  static constexpr std::chrono::microseconds kIdleFlushInterval{50};
+  // Set when a wait for the daemon returned (everything sent before it is
+  // done), cleared when the next batch goes out.
+  std::atomic<bool> daemon_idle{false};
 
   // The flusher thread sleeps on flush_cv (with mu). While batches keep
   // opening it wakes every flush_interval by itself and sends a batch that
@@ -352,6 +359,7 @@ struct Session::Impl {
     AppendReleasesLocked();
     if (pending->requests_size() == 0) return absl::OkStatus();
     batch_open = false;
+    daemon_idle.store(false, std::memory_order_relaxed);
     const bool ok = WriteMessage(*pending);
     ++stats.messages_sent;
     arena.Reset();
@@ -458,11 +466,13 @@ struct Session::Impl {
       batch_open = true;
       batch_started = now;
       last_batch_open = now;
+      batch_interval = daemon_idle.load(std::memory_order_relaxed) ? std::min(flush_interval, kIdleFlushInterval)
+                                                                     : flush_interval;
       if (flusher_idle) {
         flusher_idle = false;
         flush_cv.Signal();
       }
-    } else if (now - batch_started >= flush_interval) {
+    } else if (now - batch_started >= batch_interval) {
       ++stats.timed_flushes;
       return FlushLocked();
     }
@@ -484,7 +494,7 @@ struct Session::Impl {
         }
         continue;
       }
-      const auto due = batch_started + flush_interval;
+      const auto due = batch_started + batch_interval;
       if (std::chrono::steady_clock::now() < due) {
         flush_cv.WaitWithTimeout(&mu, absl::FromChrono(due - std::chrono::steady_clock::now()));
         continue;  // the batch open now (maybe a later one) is checked again
@@ -568,6 +578,7 @@ struct Session::Impl {
     absl::MutexLock wl(&wmu);
     PumpLocked(+[](Waiter* w) { return w->done; }, w.get());
     waiters.erase(id);
+    daemon_idle.store(true, std::memory_order_relaxed);
     return w->status;
   }
 

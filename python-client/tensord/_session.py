@@ -148,7 +148,10 @@ def connect(address=None, *, set_default=True, flush_interval=None):
             that is not full is sent anyway, so the daemon starts on it while
             Python computes or waits; None keeps the default (0.002, or
             ``$TENSORD_FLUSH_US`` microseconds), 0 sends only full batches
-            (128 requests) and at sync points.
+            (128 requests) and at sync points. The first batch after a sync
+            point (when the daemon has nothing of this session's left to
+            run) goes out once it is 50 microseconds old instead, if that is
+            shorter.
 
     Raises RuntimeError when the daemon cannot be reached, refuses the
     handshake (different op table: the message says what differs), or the

@@ -564,6 +564,39 @@ TEST_F(WithDaemon, ABatchOpenedWhileTheFlusherWaitsIsStillSent) {
   EXPECT_DOUBLE_EQ(v.to_double(), 4.0);
 }
 
+// The first batch after a wait (the daemon has nothing of the session's to
+// run) is sent once it is 50 us old, by the next call that finds it so; a
+// later batch waits for the session's flush interval (a minute here), a
+// sync point or a full batch. Sleeps give lower bounds only: no timing
+// threshold.
+TEST_F(WithDaemon, TheFirstBatchAfterAWaitIsSentSoon) {
+  guard_.reset();
+  session_->Close().IgnoreError();
+  tc::SessionOptions o;
+  o.flush_interval_us = 60 * 1000 * 1000;
+  ASSERT_OK_AND_ASSIGN(session_, tc::Session::Connect((*daemon_)->address(), o));
+  guard_ = std::make_unique<tc::SessionGuard>(session_);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Zeros({4}));
+  ASSERT_TRUE(session_->Synchronize().ok());
+  const tc::Stats before = session_->stats();
+  ASSERT_OK_AND_ASSIGN(x, tc::Call1("add", {x, 1}));  // opens the first batch after the wait
+  absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_OK_AND_ASSIGN(x, tc::Call1("add", {x, 1}));  // finds it due (or the flusher sent it)
+  const tc::Stats early = session_->stats();
+  EXPECT_EQ(early.messages_sent, before.messages_sent + 1);
+  EXPECT_EQ(early.timed_flushes, before.timed_flushes + 1);
+  // The daemon has work now: the next batch is not due for a minute.
+  ASSERT_OK_AND_ASSIGN(x, tc::Call1("add", {x, 1}));
+  absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_OK_AND_ASSIGN(x, tc::Call1("add", {x, 1}));
+  const tc::Stats later = session_->stats();
+  EXPECT_EQ(later.messages_sent, early.messages_sent);
+  EXPECT_EQ(later.round_trips, before.round_trips);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor total, tc::Sum(x));
+  ASSERT_OK_AND_ASSIGN(tensord::Scalar v, total.Item());
+  EXPECT_DOUBLE_EQ(v.to_double(), 16.0);
+}
+
 TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {
   ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3, 4}, {2, 2}));
   ASSERT_OK_AND_ASSIGN(tc::Tensor bad_index, tc::FromVector(std::vector<int64_t>{0, 7, 1, 0}, {2, 2}));

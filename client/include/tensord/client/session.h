@@ -37,7 +37,10 @@ struct SessionOptions {
   // comes: the daemon starts on a burst of ops while the client computes or
   // waits, instead of at the next sync point. 0 turns the time flush off
   // (full batches and sync points only); -1 (the default) takes
-  // $TENSORD_FLUSH_US when set, else 2000.
+  // $TENSORD_FLUSH_US when set, else 2000. The first batch opened after a
+  // wait for the daemon returned (it has nothing of this session's to run)
+  // is sent once it is 50 us old instead, if that is shorter: by the next
+  // call that finds it so, else by the flusher as above.
   int flush_interval_us = -1;
   // Uploads up to this size travel inline in the batch; larger ones are
   // streamed in chunks of `chunk_bytes`.
