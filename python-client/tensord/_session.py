@@ -151,7 +151,8 @@ def connect(address=None, *, set_default=True, flush_interval=None):
             (128 requests) and at sync points. The first batch after a sync
             point (when the daemon has nothing of this session's left to
             run) goes out once it is 50 microseconds old instead, if that is
-            shorter.
+            shorter, with the next op call that finds it so (with no further
+            call, after flush_interval as any batch).
 
     Raises RuntimeError when the daemon cannot be reached, refuses the
     handshake (different op table: the message says what differs), or the

@@ -39,8 +39,10 @@ struct SessionOptions {
   // (full batches and sync points only); -1 (the default) takes
   // $TENSORD_FLUSH_US when set, else 2000. The first batch opened after a
   // wait for the daemon returned (it has nothing of this session's to run)
-  // is sent once it is 50 us old instead, if that is shorter: by the next
-  // call that finds it so, else by the flusher as above.
+  // is sent once it is 50 us old instead, if that is shorter, by the next
+  // call that finds it so. Without a further call it waits for the flusher
+  // (up to flush_interval_us, as any batch): waking the flusher for it
+  // would cost every round trip a thread wake-up.
   int flush_interval_us = -1;
   // Uploads up to this size travel inline in the batch; larger ones are
   // streamed in chunks of `chunk_bytes`.
