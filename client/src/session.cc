@@ -1133,6 +1133,10 @@ bool Session::closed() const { return impl_->closed.load(); }
 
 int Session::daemon_pid() const { return impl_->daemon.pid; }
 
+// How long Close waits for a thread that is sending before it ends the
+// stream under it.
+constexpr absl::Duration kCloseWaitsForWriters = absl::Seconds(5);
+
 absl::Status Session::Close() {
   Impl& im = *impl_;
   if (im.Inherited()) {  // the parent's (see ~Session): closing it here would end the parent's stream
@@ -1140,8 +1144,22 @@ absl::Status Session::Close() {
     return absl::OkStatus();
   }
   {
-    absl::MutexLock l(&im.mu);
-    if (im.closed.exchange(true)) return absl::OkStatus();
+    // A thread that holds mu while it sends (an upload's chunks) blocks for
+    // as long as the daemon does not read: a daemon that is stopped or hung,
+    // a network that stalls. Close waits for it kCloseWaitsForWriters at
+    // most, then ends the stream under it (its send fails and it lets go).
+    const absl::Time give_up = absl::Now() + kCloseWaitsForWriters;
+    while (!im.mu.TryLock()) {
+      if (absl::Now() >= give_up) {
+        im.CancelStream();
+        im.mu.Lock();
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    const bool already = im.closed.exchange(true);
+    im.mu.Unlock();
+    if (already) return absl::OkStatus();
   }
   im.StopFlusher();
   // CloseSession first (the stream is still attached), then end the stream.

@@ -110,7 +110,10 @@ class Session:
         waiting at a sync point of this session raises RuntimeError. Its
         tensors can no longer be used. If it was the default session, the
         next real tensor opens a new default one (from ``$TENSORD_ADDRESS``,
-        else a private daemon)."""
+        else a private daemon). On the same-host and TCP streams it returns
+        within about 15 seconds even if the daemon stopped reading (hung or
+        stopped): another thread's upload blocked on it fails after 5
+        seconds."""
         self._raw.close()
 
     def __enter__(self):

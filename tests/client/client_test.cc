@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "fetch_buffers.h"  // client/src: the fetch buffer cache
@@ -595,6 +597,50 @@ TEST_F(WithDaemon, TheFirstBatchAfterAWaitIsSentSoon) {
   ASSERT_OK_AND_ASSIGN(tc::Tensor total, tc::Sum(x));
   ASSERT_OK_AND_ASSIGN(tensord::Scalar v, total.Item());
   EXPECT_DOUBLE_EQ(v.to_double(), 16.0);
+}
+
+// Close returns even while another thread is stuck sending to a daemon that
+// stopped reading (SIGSTOP): it ends the stream under the sender after a
+// grace period, and that upload fails. On the same-host stream (gRPC's
+// stream is not ended by a cancel while its write waits on the stopped
+// peer: see Session::Close). The 90 s bound only catches a hang; it is not
+// a timing threshold.
+TEST_F(WithDaemon, CloseReturnsWhileASendToAStoppedDaemonBlocks) {
+  const char* bin = std::getenv("TENSORD_BIN");
+  for (bool same_host : {true}) {
+    tc::SessionOptions spawn;
+    spawn.daemon_binary = bin;
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> owner, tc::Session::SpawnEmbedded(spawn));
+    const pid_t pid = owner->daemon_pid();
+    ASSERT_GT(pid, 0);
+    tc::SessionOptions o;
+    o.shared_memory = false;
+    o.same_host_stream = same_host;
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(owner->address(), o));
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    std::vector<uint8_t> bytes(size_t{64} << 20, 7);
+    absl::Status upload;
+    std::thread sender([&] {
+      tc::SessionGuard use(s);
+      upload = tc::FromBlob(bytes.data(), bytes.size(), {static_cast<int64_t>(bytes.size())}, ScalarType::kUInt8)
+                   .status();
+    });
+    absl::SleepFor(absl::Milliseconds(300));  // the sender fills the socket and blocks
+    absl::Notification closed;
+    absl::Status close_status;
+    std::thread closer([&] {
+      close_status = s->Close();
+      closed.Notify();
+    });
+    const bool returned = closed.WaitForNotificationWithTimeout(absl::Seconds(90));
+    ::kill(pid, SIGCONT);  // lets a hung Close and sender go, so that the test ends either way
+    closer.join();
+    sender.join();
+    EXPECT_TRUE(returned) << (same_host ? "same-host stream" : "gRPC stream");
+    EXPECT_FALSE(upload.ok()) << (same_host ? "same-host stream" : "gRPC stream");
+    EXPECT_TRUE(s->closed());
+    owner->Close().IgnoreError();
+  }
 }
 
 TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {
