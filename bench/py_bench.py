@@ -22,8 +22,11 @@ Figures (numbering as in bench/RESULTS.md):
      loop, p50/p99 sync latency, errors, and the daemon's resident memory
      before the clients and after they disconnect.
 
-Every figure is the median of repeated runs. Rows of figures 1 and 6 also
-carry client_cpu_share and daemon_cpu_share: CPU seconds per wall second of
+Every figure is the median of repeated runs. Figures 1 and 6 run the
+PyTorch loop and tensord's in turn (7 pairs; 9 epochs each for figure 6), so
+that drift on a shared machine hits both sides; their rows carry
+pair_ratio_min and pair_ratio_max (the least and greatest ratio of one pair)
+and client_cpu_share and daemon_cpu_share: CPU seconds per wall second of
 the Python client and of the daemon while tensord ran (1.0 = one core busy). The daemon is spawned from
 $TENSORD_BIN (default build/bin/tensord) listening on a temporary Unix socket
 and on 127.0.0.1 port 0; nothing reaches the network. Rows are dicts with
@@ -124,6 +127,14 @@ def median_of(fn, repeats):
     return statistics.median(fn() for _ in range(repeats))
 
 
+def pair_ratios(ours, peer):
+    """The spread of a figure measured in alternating pairs: the least and the
+    greatest of ours[i] / peer[i] (each pair taken one right after the other),
+    as row fields pair_ratio_min and pair_ratio_max."""
+    r = [o / p for o, p in zip(ours, peer) if p]
+    return dict(pair_ratio_min=min(r), pair_ratio_max=max(r)) if r else {}
+
+
 class CpuShare:
     """CPU seconds per wall second of this process and of the daemon while the
     `with` block runs (1.0 = one core busy): which side a figure waits on.
@@ -172,19 +183,28 @@ def fig1_pipelined(daemon, n_ops, repeats):
         return (time.perf_counter() - t0) / n_ops * 1e6
 
     torch.set_num_threads(1)
-    peer = median_of(torch_loop, repeats)
-    rows = []
+    torch_loop()                                  # warm
+    sessions = []
     for transport, address in (("unix socket", daemon.unix), ("loopback TCP", daemon.tcp)):
         s = tensord.connect(address, set_default=False)
         if s.uses_same_host_stream:
             transport += ", same-host stream"
         if s.uses_tcp_stream:
             transport += ", tcp stream"
-        cpu = CpuShare(daemon)
-        ours = median_of(lambda: tensord_loop(s, cpu), repeats)
+        sessions.append((transport, s, CpuShare(daemon), []))
+    # PyTorch's loop and each transport's in turn, `repeats` times: drift on
+    # a shared machine hits every side alike.
+    peer_t = []
+    for _ in range(repeats):
+        peer_t.append(torch_loop())
+        for _, s, cpu, ours_t in sessions:
+            ours_t.append(tensord_loop(s, cpu))
+    rows = []
+    for transport, s, cpu, ours_t in sessions:
         s.close()
-        rows.append(row(1, f"pipelined c = a + b, 64 floats ({transport})", "us/op", ours, peer,
-                        f"PyTorch {torch.__version__} local", "<= 1.5", **cpu.shares()))
+        rows.append(row(1, f"pipelined c = a + b, 64 floats ({transport})", "us/op", statistics.median(ours_t),
+                        statistics.median(peer_t), f"PyTorch {torch.__version__} local", "<= 1.5",
+                        **pair_ratios(ours_t, peer_t), **cpu.shares()))
     return rows
 
 
@@ -228,14 +248,17 @@ def fig1_interleaved(daemon, iters, repeats):
     torch.set_num_threads(1)
     ta, tx = torch.randn(65536), torch.randn(64)
     loop(ta, tx)
-    peer = median_of(lambda: loop(ta, tx), repeats)
     s = tensord.connect(daemon.unix, set_default=False)
     transport = "unix socket, same-host stream" if s.uses_same_host_stream else "unix socket"
     cpu = CpuShare(daemon)
-    ours = median_of(lambda: tensord_loop(s, cpu), repeats)
+    ours_t, peer_t = [], []
+    for _ in range(repeats):                      # alternately, as figure 1's first rows
+        peer_t.append(loop(ta, tx))
+        ours_t.append(tensord_loop(s, cpu))
     s.close()
     return [row(1, f"30 ops on 64K floats, 10 small ops between Python work, item ({transport})", "us/iter",
-                ours, peer, f"PyTorch {torch.__version__} local", "<= 1.5", **cpu.shares())]
+                statistics.median(ours_t), statistics.median(peer_t), f"PyTorch {torch.__version__} local", "<= 1.5",
+                **pair_ratios(ours_t, peer_t), **cpu.shares())]
 
 
 # ---------------------------------------------------------------- figure 4
@@ -371,7 +394,7 @@ def fig6_digits_epoch(daemon, repeats):
         peer_t.append(tsec)
     return [row(6, f"digits MLP, one epoch ({len(plan[0])} steps of batch 32, {transport})", "s",
                 statistics.median(ours_t), statistics.median(peer_t), f"PyTorch {ver} local", "<= 1.5",
-                **cpu.shares())]
+                **pair_ratios(ours_t, peer_t), **cpu.shares())]
 
 
 # ---------------------------------------------------------------- figure 7
@@ -474,7 +497,7 @@ def main(argv=None):
         if 4 in only:
             rows += fig4_kernels(d, reps)
         if 6 in only:
-            rows += fig6_digits_epoch(d, 1 if args.quick else 3)
+            rows += fig6_digits_epoch(d, 1 if args.quick else 9)
         if 7 in only:
             rows += fig7_many_clients(d, 16, 2_000 if args.quick else 20_000, 100)
     finally:

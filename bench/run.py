@@ -104,13 +104,16 @@ def _num(v):
 
 
 def _note(r):
-    """Extra facts of a row: figure 2's CPU time per round trip, figure 3's
-    CPU shares, figure 7's latencies, errors and memory."""
+    """Extra facts of a row: figure 2's CPU time per round trip, figures 1,
+    3 and 6's CPU shares (and 1 and 6's spread over alternating pairs),
+    figure 7's latencies, errors and memory."""
     if "daemon_cpu_us" in r:
         return (f"CPU us per round trip: client {r['client_cpu_us']:.0f}, daemon {r['daemon_cpu_us']:.0f} "
                 f"(bare: client {r['peer_client_cpu_us']:.0f}, server {r['peer_server_cpu_us']:.0f})")
     if "daemon_cpu_share" in r:
         note = f"CPU share: client {r['client_cpu_share']:.2f}, daemon {r['daemon_cpu_share']:.2f}"
+        if "pair_ratio_min" in r:
+            note = f"alternating pairs: ratio {r['pair_ratio_min']:.2f}-{r['pair_ratio_max']:.2f}; " + note
         if "bare_grpc_gbs" in r:
             note += (f"; bare gRPC moves the same bytes at {r['bare_grpc_gbs']:.2f} GB/s "
                      f"({r['bare_grpc_gbs'] / r['peer']:.3f} of memcpy)")
