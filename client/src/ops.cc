@@ -133,7 +133,7 @@ bool Arrange(const OpEntry& op, CallMode mode, std::vector<Value>& positional,
   }
   if (n_positional == 1 && s.arguments[first_positional].type == ArgType::kIntList &&
       positional.size() >= 2 && std::all_of(positional.begin(), positional.end(), IsIntValue)) {
-    std::vector<int64_t> ints;
+    Shape ints;
     for (const Value& v : positional) ints.push_back(v.to_int());
     positional.clear();
     positional.emplace_back(std::move(ints));
@@ -506,7 +506,7 @@ void ApplyAutograd(const OpEntry& op, AutogradPlan& p, const std::vector<int>& a
 // A real tensor on `device` with `t`'s sizes, dtype and (when t is dense)
 // strides: empty() of the sizes in memory order, permuted back.
 absl::StatusOr<Tensor> Placeholder(const Tensor& t, Device device, const CallSite& site) {
-  std::vector<int64_t> perm(t.dim());
+  Shape perm(t.dim());
   std::iota(perm.begin(), perm.end(), 0);
   if (t.meta().is_non_overlapping_and_dense()) {
     std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return t.strides()[a] > t.strides()[b]; });
@@ -515,7 +515,7 @@ absl::StatusOr<Tensor> Placeholder(const Tensor& t, Device device, const CallSit
   for (int64_t p : perm) sizes.push_back(t.sizes()[p]);
   TD_ASSIGN_OR_RETURN(Tensor e, Call1("empty", {sizes}, {{"dtype", t.dtype()}, {"device", device}},
                                       CallMode::kFunction, site));
-  std::vector<int64_t> pos(t.dim());
+  Shape pos(t.dim());
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) {
     pos[perm[i]] = static_cast<int64_t>(i);

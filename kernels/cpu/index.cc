@@ -150,7 +150,7 @@ absl::Status IndexTensor(KernelContext& ctx) {
     return IndexErr(absl::StrCat("too many indices for tensor of dimension ", sm.dim(), " (got ",
                                  list.size(), ")"));
   }
-  std::vector<int64_t> dims;  // indexed dims of self
+  Shape dims;  // indexed dims of self
   std::vector<TensorRef> idx;
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i] == nullptr) continue;
@@ -197,7 +197,7 @@ absl::Status IndexTensor(KernelContext& ctx) {
   // else B first; then the non-indexed dims of self in order.
   const int64_t nb = static_cast<int64_t>(b.size());
   Shape out_sizes;
-  std::vector<int64_t> self_dim_at;  // output position -> self dim, or -1 for B dims
+  Shape self_dim_at;  // output position -> self dim, or -1 for B dims
   auto push_b = [&] {
     for (int64_t i = 0; i < nb; ++i) {
       out_sizes.push_back(b[i]);
@@ -231,7 +231,7 @@ absl::Status IndexTensor(KernelContext& ctx) {
   StridedLoop loop(out_sizes);
   TD_RETURN_IF_ERROR(loop.AddTensor(out));
   loop.Add(self.data_at_offset(), src_strides);
-  std::vector<int64_t> dim_size, dim_stride;
+  Shape dim_size, dim_stride;
   std::vector<ScalarType> idx_type;
   for (size_t k = 0; k < idx.size(); ++k) {
     TD_ASSIGN_OR_RETURN(Shape bst, BroadcastByteStrides(*idx[k].meta, b));
@@ -410,7 +410,7 @@ absl::Status Nonzero(KernelContext& ctx) {
       return absl::OkStatus();  // one nonzero element, zero coordinates
     }
     // Row-major walk with explicit coordinates; the last dim is the inner loop.
-    std::vector<int64_t> pos(nd, 0);
+    Shape pos(nd, 0);
     const int64_t last = m.sizes[nd - 1], last_stride = m.strides[nd - 1] * item;
     int64_t offset = 0;  // bytes, of pos with pos[nd-1] = 0
     while (true) {

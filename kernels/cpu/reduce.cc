@@ -713,7 +713,7 @@ absl::Status Prod(KernelContext& ctx) {
   Value dims;
   bool keepdim = false;
   if (has_dim) {
-    dims = Value(std::vector<int64_t>{ctx.args[1].to_int()});
+    dims = Value(Shape{ctx.args[1].to_int()});
     keepdim = ctx.args[2].to_bool();
   }
   ReductionSpec spec;
@@ -873,7 +873,7 @@ absl::Status AllAny(KernelContext& ctx) {
   Value dims;
   bool keepdim = false;
   if (ctx.args.size() == 3) {
-    dims = Value(std::vector<int64_t>{ctx.args[1].to_int()});
+    dims = Value(Shape{ctx.args[1].to_int()});
     keepdim = ctx.args[2].to_bool();
   }
   ReductionSpec spec;

@@ -24,7 +24,7 @@ void ForEachCoord(absl::Span<const int64_t> sizes, F&& f) {
   for (int64_t s : sizes) {
     if (s == 0) return;
   }
-  std::vector<int64_t> c(nd, 0);
+  Shape c(nd, 0);
   while (true) {
     f(c.data());
     size_t d = nd;
@@ -185,7 +185,7 @@ struct IndexOperand {
   ScalarType dtype = ScalarType::kInt64;
   Shape sizes;
   Shape strides;  // elements
-  std::vector<int64_t> owned;  // a mask's coordinates along `dim`
+  Shape owned;  // a mask's coordinates along `dim`
 };
 
 // index_put(self, indices, values, accumulate): out = self; then
@@ -290,7 +290,7 @@ absl::Status IndexPut(KernelContext& ctx) {
   // then self's other dims in order.
   const int64_t nb = static_cast<int64_t>(b.size());
   Shape res_sizes;
-  std::vector<int64_t> self_dim_at;  // result position -> self dim, or -1 for b dims
+  Shape self_dim_at;  // result position -> self dim, or -1 for b dims
   int64_t first_b = -1;
   auto push_b = [&] {
     first_b = static_cast<int64_t>(res_sizes.size());
@@ -407,7 +407,7 @@ absl::Status MaskedScatter(KernelContext& ctx) {
 
 // ---- select_backward / slice_backward -----------------------------------------------
 
-std::vector<int64_t> IntListAt(const KernelContext& ctx, size_t i) {
+Shape IntListAt(const KernelContext& ctx, size_t i) {
   if (ctx.args[i].kind() == Value::Kind::kInt) return {ctx.args[i].to_int()};
   return ctx.args[i].int_list();
 }
@@ -416,7 +416,7 @@ std::vector<int64_t> IntListAt(const KernelContext& ctx, size_t i) {
 absl::Status SelectBackward(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const std::vector<int64_t> sizes = IntListAt(ctx, 1);
+  const Shape sizes = IntListAt(ctx, 1);
   int64_t dim = ctx.args[2].to_int();
   int64_t index = ctx.args[3].to_int();
   const TensorRef& out = ctx.outputs[0];
@@ -446,7 +446,7 @@ absl::Status SelectBackward(KernelContext& ctx) {
 absl::Status SliceBackward(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const std::vector<int64_t> sizes = IntListAt(ctx, 1);
+  const Shape sizes = IntListAt(ctx, 1);
   int64_t dim = ctx.args[2].to_int();
   int64_t start = ctx.args[3].to_int();
   int64_t end = ctx.args[4].to_int();
@@ -479,7 +479,7 @@ absl::Status SliceBackward(KernelContext& ctx) {
 absl::Status DiagonalBackward(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const std::vector<int64_t> sizes = IntListAt(ctx, 1);
+  const Shape sizes = IntListAt(ctx, 1);
   const TensorRef& out = ctx.outputs[0];
   TD_RETURN_IF_ERROR(ExpectOutputSizes("diagonal_backward", out, sizes));
   TD_ASSIGN_OR_RETURN(TensorMeta view, DiagonalView("diagonal_backward", *out.meta, ctx.args[2].to_int(),

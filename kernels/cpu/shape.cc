@@ -61,7 +61,7 @@ void ForEachRow(absl::Span<const int64_t> sizes, F&& row) {
     return;
   }
   const size_t outer = sizes.size() - 1;
-  std::vector<int64_t> c(outer, 0);
+  Shape c(outer, 0);
   while (true) {
     row(c.data(), sizes.back());
     size_t d = outer;
@@ -118,7 +118,7 @@ absl::Status GatherByMaps(const TensorRef& out, const TensorRef& src, const std:
   return absl::OkStatus();
 }
 
-std::vector<int64_t> IntListAt(const KernelContext& ctx, size_t i) {
+Shape IntListAt(const KernelContext& ctx, size_t i) {
   const Value& v = ctx.args[i];
   if (v.kind() == Value::Kind::kInt) return {v.to_int()};
   return v.int_list();
@@ -156,8 +156,8 @@ absl::Status Roll(KernelContext& ctx) {
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   const TensorRef& out = ctx.outputs[0];
   TD_RETURN_IF_ERROR(ExpectOutputSizes("roll", out, self.meta->sizes));
-  const std::vector<int64_t> shifts = IntListAt(ctx, 1);
-  const std::vector<int64_t> dims = IntListAt(ctx, 2);
+  const Shape shifts = IntListAt(ctx, 1);
+  const Shape dims = IntListAt(ctx, 2);
   const int64_t numel = self.meta->numel();
   if (numel == 0) return absl::OkStatus();
   if (dims.empty()) {
@@ -172,7 +172,7 @@ absl::Status Roll(KernelContext& ctx) {
   }
   TD_INTERNAL_CHECK(shifts.size() == dims.size(), "roll: shifts and dims were not checked");
   const int64_t nd = self.meta->dim();
-  std::vector<int64_t> total(nd, 0);  // net shift per dim, in [0, size)
+  Shape total(nd, 0);  // net shift per dim, in [0, size)
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t d = WrapDimUnchecked(dims[i], nd);
     TD_INTERNAL_CHECK(d >= 0 && d < nd, "roll: dim was not checked");
@@ -211,7 +211,7 @@ absl::Status ConstantPadNd(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   const TensorRef& out = ctx.outputs[0];
-  const std::vector<int64_t> pad = IntListAt(ctx, 1);
+  const Shape pad = IntListAt(ctx, 1);
   const int64_t nd = self.meta->dim();
   TD_INTERNAL_CHECK(out.meta->dim() == nd && pad.size() % 2 == 0 && static_cast<int64_t>(pad.size()) <= 2 * nd,
                     "constant_pad_nd: pad was not checked");

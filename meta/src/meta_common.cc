@@ -84,11 +84,11 @@ absl::StatusOr<std::optional<Scalar>> OptScalarArg(absl::string_view op, absl::S
   return std::optional<Scalar>(s);
 }
 
-absl::StatusOr<std::vector<int64_t>> IntListArg(absl::string_view op, absl::Span<const Value> args, size_t i) {
+absl::StatusOr<Shape> IntListArg(absl::string_view op, absl::Span<const Value> args, size_t i) {
   TD_RETURN_IF_ERROR(ExpectArgCount(op, args, i + 1));
   const Value& v = args[i];
   if (v.kind() == Value::Kind::kIntList) return v.int_list();
-  if (v.kind() == Value::Kind::kInt) return std::vector<int64_t>{v.to_int()};
+  if (v.kind() == Value::Kind::kInt) return Shape{v.to_int()};
   return WrongKind(op, i, "list of ints", v);
 }
 

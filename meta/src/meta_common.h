@@ -33,7 +33,7 @@ absl::StatusOr<bool> BoolArg(absl::string_view op, absl::Span<const Value> args,
 absl::StatusOr<Scalar> ScalarArg(absl::string_view op, absl::Span<const Value> args, size_t i);
 absl::StatusOr<std::optional<Scalar>> OptScalarArg(absl::string_view op, absl::Span<const Value> args, size_t i);
 // int[] (a single int is accepted as a one-element list).
-absl::StatusOr<std::vector<int64_t>> IntListArg(absl::string_view op, absl::Span<const Value> args, size_t i);
+absl::StatusOr<Shape> IntListArg(absl::string_view op, absl::Span<const Value> args, size_t i);
 absl::StatusOr<std::optional<ScalarType>> OptDtypeArg(absl::string_view op, absl::Span<const Value> args, size_t i);
 absl::StatusOr<std::optional<Device>> OptDeviceArg(absl::string_view op, absl::Span<const Value> args, size_t i);
 // Tensor[] (no None entries allowed) / Tensor?[] (None entries come back as nullptr).

@@ -97,7 +97,7 @@ absl::StatusOr<MetaResult> ArangeImpl(absl::string_view op, const Scalar& start,
 }  // namespace
 
 absl::StatusOr<MetaResult> Empty(absl::string_view op, absl::Span<const Value> args) {
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 0));
   TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 2));
   const ScalarType t = dtype.value_or(kDefaultFloat);
@@ -107,7 +107,7 @@ absl::StatusOr<MetaResult> Empty(absl::string_view op, absl::Span<const Value> a
 }
 
 absl::StatusOr<MetaResult> Full(absl::string_view op, absl::Span<const Value> args) {
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 0));
   TD_ASSIGN_OR_RETURN(Scalar fill, ScalarArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 2));
   TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 3));
@@ -260,7 +260,7 @@ absl::Status CheckRandomBounds(absl::string_view op, int64_t from, int64_t to, S
   return absl::OkStatus();
 }
 
-absl::StatusOr<MetaResult> RandintImpl(absl::string_view op, int64_t low, int64_t high, std::vector<int64_t> sizes,
+absl::StatusOr<MetaResult> RandintImpl(absl::string_view op, int64_t low, int64_t high, Shape sizes,
                                        std::optional<ScalarType> dtype_opt, std::optional<Device> device) {
   const ScalarType t = dtype_opt.value_or(ScalarType::kInt64);
   // at::empty(size) runs first, then random_(low, high) checks its bounds
@@ -293,7 +293,7 @@ absl::StatusOr<MetaResult> Linspace(absl::string_view op, absl::Span<const Value
 
 absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(int64_t high, IntArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 2));
   TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 3));
   return RandintImpl(op, 0, high, std::move(sizes), dtype, device);
@@ -302,15 +302,15 @@ absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value>
 absl::StatusOr<MetaResult> RandintLow(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(int64_t low, IntArg(op, args, 0));
   TD_ASSIGN_OR_RETURN(int64_t high, IntArg(op, args, 1));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 2));
   TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 3));
   TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 4));
   return RandintImpl(op, low, high, std::move(sizes), dtype, device);
 }
 
 absl::StatusOr<MetaResult> EmptyStrided(absl::string_view op, absl::Span<const Value> args) {
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> strides, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 0));
+  TD_ASSIGN_OR_RETURN(Shape strides, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(std::optional<ScalarType> dtype, OptDtypeArg(op, args, 2));
   TD_ASSIGN_OR_RETURN(std::optional<Device> device, OptDeviceArg(op, args, 3));
   const ScalarType t = dtype.value_or(kDefaultFloat);

@@ -119,7 +119,7 @@ namespace {
 // PyTorch's expand_size(self, target, op): the errors expand() gives when
 // `self` does not broadcast to `target` (the result is not needed).
 absl::Status CheckExpandsTo(absl::string_view op, const TensorMeta& self, const Shape& target) {
-  const Value args[] = {Value(&self), Value(std::vector<int64_t>(target.begin(), target.end())), Value(false)};
+  const Value args[] = {Value(&self), Value(Shape(target.begin(), target.end())), Value(false)};
   return Expand(op, args).status();
 }
 

@@ -159,7 +159,7 @@ absl::StatusOr<TensorMeta> IndexMeta(absl::string_view op, const TensorMeta& sel
   for (size_t i = 0; i < given.size(); ++i) {
     if (given[i] == nullptr) continue;
     const TensorMeta& t = *given[i];
-    const Value expand_args[] = {Value(&t), Value(std::vector<int64_t>(replacement)), Value(false)};
+    const Value expand_args[] = {Value(&t), Value(Shape(replacement)), Value(false)};
     TD_ASSIGN_OR_RETURN(MetaResult e, Expand(op, expand_args));
     indices[i] = std::move(e.outputs[0]);
   }
@@ -177,7 +177,7 @@ absl::StatusOr<TensorMeta> IndexMeta(absl::string_view op, const TensorMeta& sel
   for (int64_t i = first; i <= last; ++i) contiguous_subspace &= indices[i].has_value();
   TensorMeta src = self;
   if (!contiguous_subspace) {
-    std::vector<int64_t> order;
+    Shape order;
     std::vector<std::optional<TensorMeta>> moved;
     for (int64_t i = 0; i < ndim; ++i) {
       if (indices[i]) {

@@ -173,7 +173,7 @@ absl::StatusOr<MetaResult> MaskedScatter(absl::string_view op, absl::Span<const 
 // (contiguous, grad's dtype) with grad_output copied into select(dim, index).
 absl::StatusOr<MetaResult> SelectBackward(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* grad, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(int64_t dim, IntArg(op, args, 2));
   TD_ASSIGN_OR_RETURN(int64_t index, IntArg(op, args, 3));
   TD_RETURN_IF_ERROR(CheckNewSizes(op, sizes, grad->dtype));
@@ -189,7 +189,7 @@ absl::StatusOr<MetaResult> SelectBackward(absl::string_view op, absl::Span<const
 // (start/end clamped as slice does).
 absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* grad, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(int64_t dim, IntArg(op, args, 2));
   TD_ASSIGN_OR_RETURN(int64_t start, IntArg(op, args, 3));
   TD_ASSIGN_OR_RETURN(int64_t end, IntArg(op, args, 4));
@@ -206,7 +206,7 @@ absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const 
 // input_sizes with grad_output copied onto diagonal(offset, dim1, dim2).
 absl::StatusOr<MetaResult> DiagonalBackward(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* grad, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(int64_t offset, IntArg(op, args, 2));
   TD_ASSIGN_OR_RETURN(int64_t dim1, IntArg(op, args, 3));
   TD_ASSIGN_OR_RETURN(int64_t dim2, IntArg(op, args, 4));
@@ -235,7 +235,7 @@ __int128 DivRtn(__int128 x, __int128 y) {
 // pooling stride) gives `fallback` for []. Any other length: `msg`.
 absl::StatusOr<std::array<int64_t, 2>> PairArg(absl::string_view op, absl::Span<const Value> args, size_t i,
                                                bool empty_ok, std::array<int64_t, 2> fallback, absl::string_view msg) {
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> v, IntListArg(op, args, i));
+  TD_ASSIGN_OR_RETURN(Shape v, IntListArg(op, args, i));
   if (v.size() == 1) return std::array<int64_t, 2>{v[0], v[0]};
   if (v.size() == 2) return std::array<int64_t, 2>{v[0], v[1]};
   if (v.empty() && empty_ok) return fallback;
@@ -245,7 +245,7 @@ absl::StatusOr<std::array<int64_t, 2>> PairArg(absl::string_view op, absl::Span<
 // conv2d's int[2] parameters (PyTorch's expand_param_if_needed wording).
 absl::StatusOr<std::array<int64_t, 2>> ConvParam(absl::string_view op, absl::Span<const Value> args, size_t i,
                                                  absl::string_view name) {
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> v, IntListArg(op, args, i));
+  TD_ASSIGN_OR_RETURN(Shape v, IntListArg(op, args, i));
   if (v.size() == 1) return std::array<int64_t, 2>{v[0], v[0]};
   if (v.size() == 2) return std::array<int64_t, 2>{v[0], v[1]};
   return RuntimeErr(absl::StrCat(op, ": expected ", name,
@@ -526,7 +526,7 @@ absl::StatusOr<MetaResult> ConvolutionBackward(absl::string_view op, absl::Span<
                                           ": only 2-D convolution (4-D input and weight) is supported, but got input ",
                                           ShapeToString(input->sizes), " and weight ", ShapeToString(weight->sizes)));
   }
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> output_padding, IntListArg(op, args, 8));
+  TD_ASSIGN_OR_RETURN(Shape output_padding, IntListArg(op, args, 8));
   for (int64_t p : output_padding) {
     if (p != 0) return NotImplementedErr(absl::StrCat(op, ": output_padding is only for transposed convolution"));
   }
@@ -542,7 +542,7 @@ absl::StatusOr<MetaResult> ConvolutionBackward(absl::string_view op, absl::Span<
                                    DtypeC10Name(grad->dtype), " (grad_output)"));
   }
   if (!args[3].is_none()) {
-    TD_ASSIGN_OR_RETURN(std::vector<int64_t> bias_sizes, IntListArg(op, args, 3));
+    TD_ASSIGN_OR_RETURN(Shape bias_sizes, IntListArg(op, args, 3));
     if (bias_sizes.size() != 1 || bias_sizes[0] != weight->sizes[0]) {
       return RuntimeErr(absl::StrCat(op, ": expected bias_sizes [", weight->sizes[0], "], but got ",
                                      ShapeToString(Shape(bias_sizes.begin(), bias_sizes.end()))));

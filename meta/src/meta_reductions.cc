@@ -32,7 +32,7 @@ absl::Status ZeroNumelCheckDim(absl::string_view op, const TensorMeta& self, int
 }
 
 // ... and for a dim list.
-absl::Status ZeroNumelCheckDims(absl::string_view op, const TensorMeta& self, const std::vector<int64_t>& dims) {
+absl::Status ZeroNumelCheckDims(absl::string_view op, const TensorMeta& self, const Shape& dims) {
   if (dims.empty()) {
     return RuntimeErr(absl::StrCat(op, "(): Expected reduction dim to be specified for input.numel() == 0. "
                                        "Specify the reduction dim with the 'dim' argument."));
@@ -70,7 +70,7 @@ absl::StatusOr<MetaResult> SumMean(absl::string_view op, absl::Span<const Value>
 
 absl::StatusOr<MetaResult> AmaxAmin(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> dims, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape dims, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(bool keepdim, BoolArg(op, args, 2));
   TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
   if (self->numel() == 0) TD_RETURN_IF_ERROR(ZeroNumelCheckDims(op, *self, dims));
@@ -90,7 +90,7 @@ absl::StatusOr<MetaResult> ArgMaxMin(absl::string_view op, absl::Span<const Valu
   }
   TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
   if (self->dtype == ScalarType::kBool) return NotImplementedForDtype(op, self->dtype);
-  const Value dims = dim ? Value(std::vector<int64_t>{*dim}) : Value();
+  const Value dims = dim ? Value(Shape{*dim}) : Value();
   TD_ASSIGN_OR_RETURN(TensorMeta result, ReductionOutput(op, *self, dims, keepdim, ScalarType::kInt64));
   return OneOutput(std::move(result));
 }
@@ -112,7 +112,7 @@ absl::StatusOr<MetaResult> MaxMinDim(absl::string_view op, absl::Span<const Valu
   TD_ASSIGN_OR_RETURN(int64_t d, WrapDim(op, dim, self->dim()));
   if (self->numel() == 0) TD_RETURN_IF_ERROR(ZeroNumelCheckDim(op, *self, d));
   TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
-  const Value dims(std::vector<int64_t>{d});
+  const Value dims(Shape{d});
   TD_ASSIGN_OR_RETURN(TensorMeta values, ReductionOutput(op, *self, dims, keepdim, self->dtype));
   TensorMeta indices = values;
   indices.dtype = ScalarType::kInt64;
@@ -146,7 +146,7 @@ absl::StatusOr<MetaResult> Prod(absl::string_view op, absl::Span<const Value> ar
   if (has_dim) {
     TD_ASSIGN_OR_RETURN(int64_t dim, IntArg(op, args, 1));
     TD_ASSIGN_OR_RETURN(keepdim, BoolArg(op, args, 2));
-    dims = Value(std::vector<int64_t>{dim});
+    dims = Value(Shape{dim});
   }
   TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
   const ScalarType out =
@@ -243,7 +243,7 @@ absl::StatusOr<MetaResult> Norm(absl::string_view op, absl::Span<const Value> ar
 absl::StatusOr<MetaResult> Logsumexp(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
   TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 3));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> dims, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape dims, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(bool keepdim, BoolArg(op, args, 2));
   TD_RETURN_IF_ERROR(CheckComputeDtype(op, self->dtype));
   // Integers and bool give the default float dtype; float16 has no CPU exp in PyTorch 1.13.
@@ -267,7 +267,7 @@ absl::StatusOr<MetaResult> AllAny(absl::string_view op, absl::Span<const Value> 
   if (args.size() == 3) {  // all.dim / any.dim
     TD_ASSIGN_OR_RETURN(int64_t dim, IntArg(op, args, 1));
     TD_ASSIGN_OR_RETURN(keepdim, BoolArg(op, args, 2));
-    dims = Value(std::vector<int64_t>{dim});
+    dims = Value(Shape{dim});
   } else {
     TD_RETURN_IF_ERROR(ExpectArgCount(op, args, 1));
   }

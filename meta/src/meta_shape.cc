@@ -77,7 +77,7 @@ absl::StatusOr<MetaResult> SplitBySize(absl::string_view op, const TensorMeta& s
   // num_splits = max(ceil(dim_size / split_size), 1), without overflow.
   const int64_t num_splits = (split_size == 0 || dim_size == 0) ? 1 : 1 + (dim_size - 1) / split_size;
   TD_RETURN_IF_ERROR(CheckOutputCount(op, num_splits));
-  std::vector<int64_t> sizes(num_splits, split_size);
+  Shape sizes(num_splits, split_size);
   sizes.back() = dim_size - split_size * (num_splits - 1);  // fits: <= dim_size
   return SplitViews(self, d, sizes);
 }
@@ -143,7 +143,7 @@ absl::StatusOr<MetaResult> Split(absl::string_view op, absl::Span<const Value> a
 // entry; the entries must be non-negative and sum to self.size(dim).
 absl::StatusOr<MetaResult> SplitWithSizes(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape sizes, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(int64_t dim, IntArg(op, args, 2));
   // PyTorch names split_with_sizes in these messages for both overloads.
   if (self->dim() == 0) return RuntimeErr("split expects at least a 1-dimensional tensor");
@@ -182,7 +182,7 @@ absl::StatusOr<MetaResult> Chunk(absl::string_view op, absl::Span<const Value> a
   const int64_t split_size = dim_size == 0 ? 0 : 1 + (dim_size - 1) / chunks;
   if (dim_size == 0) {
     TD_RETURN_IF_ERROR(CheckOutputCount(op, chunks));
-    return SplitViews(*self, d, std::vector<int64_t>(chunks, 0));
+    return SplitViews(*self, d, Shape(chunks, 0));
   }
   return SplitBySize(op, *self, split_size, d);
 }
@@ -224,8 +224,8 @@ absl::StatusOr<MetaResult> Flip(absl::string_view op, absl::Span<const Value> ar
 // shift only).
 absl::StatusOr<MetaResult> Roll(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, IntListArg(op, args, 1));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> dims, IntListArg(op, args, 2));
+  TD_ASSIGN_OR_RETURN(Shape shifts, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape dims, IntListArg(op, args, 2));
   if (shifts.empty()) return RuntimeErr(absl::StrCat(op, ": `shifts` required"));
   if (dims.empty() && shifts.size() == 1) {
     return OneOutput(TensorMeta::Contiguous(self->sizes, self->dtype, self->device));
@@ -245,7 +245,7 @@ absl::StatusOr<MetaResult> Roll(absl::string_view op, absl::Span<const Value> ar
 // extra repeats add dims). Contiguous.
 absl::StatusOr<MetaResult> Repeat(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> repeats, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape repeats, IntListArg(op, args, 1));
   if (static_cast<int64_t>(repeats.size()) < self->dim()) {
     return RuntimeErr(absl::StrCat(op, ": Number of dimensions of repeat dims can not be smaller than number of "
                                        "dimensions of tensor (repeats has ",
@@ -279,7 +279,7 @@ absl::StatusOr<MetaResult> TrilTriu(absl::string_view op, absl::Span<const Value
 // of self; when nothing grows, a clone (preserve format) of the cropped view.
 absl::StatusOr<MetaResult> ConstantPadNd(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> pad, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape pad, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(Scalar value, ScalarArg(op, args, 2));
   if (pad.size() % 2 != 0) {
     return RuntimeErr(absl::StrCat(op, ": Length of pad must be even but instead it equals ", pad.size()));

@@ -74,7 +74,7 @@ absl::StatusOr<MetaResult> SliceImpl(absl::string_view op, const TensorMeta& sel
 
 absl::StatusOr<MetaResult> View(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape shape, IntListArg(op, args, 1));
   TD_ASSIGN_OR_RETURN(Shape sizes, InferSize(op, shape, self->numel()));
   std::optional<Shape> strides = ComputeViewStrides(self->sizes, self->strides, sizes);
   if (!strides) {
@@ -86,7 +86,7 @@ absl::StatusOr<MetaResult> View(absl::string_view op, absl::Span<const Value> ar
 
 absl::StatusOr<MetaResult> Reshape(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> shape, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape shape, IntListArg(op, args, 1));
   return ReshapeTo(op, *self, shape);
 }
 
@@ -106,7 +106,7 @@ absl::StatusOr<MetaResult> Transpose(absl::string_view op, absl::Span<const Valu
 
 absl::StatusOr<MetaResult> Permute(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> dims, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape dims, IntListArg(op, args, 1));
   const int64_t n = self->dim();
   if (static_cast<int64_t>(dims.size()) != n) {
     return RuntimeErr(absl::StrCat(op, "(): number of dimensions in the tensor input does not match the length of the "
@@ -194,7 +194,7 @@ absl::StatusOr<MetaResult> Narrow(absl::string_view op, absl::Span<const Value> 
 
 absl::StatusOr<MetaResult> Expand(absl::string_view op, absl::Span<const Value> args) {
   TD_ASSIGN_OR_RETURN(const TensorMeta* self, TensorArg(op, args, 0));
-  TD_ASSIGN_OR_RETURN(std::vector<int64_t> target, IntListArg(op, args, 1));
+  TD_ASSIGN_OR_RETURN(Shape target, IntListArg(op, args, 1));
   const int64_t ndim = static_cast<int64_t>(target.size());
   const int64_t tensor_dim = self->dim();
   TD_RETURN_IF_ERROR(CheckRank(op, target.size()));

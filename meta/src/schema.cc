@@ -149,7 +149,7 @@ absl::StatusOr<Value> ParseDefault(absl::string_view text, const ParsedType& p, 
       }
       return Value(std::move(v));
     }
-    std::vector<int64_t> v;
+    Shape v;
     for (absl::string_view e : SplitTopLevel(inner)) {
       int64_t x;
       if (!absl::SimpleAtoi(e, &x)) return SyntaxError(text, absl::StrCat("bad default ", d));
@@ -162,7 +162,7 @@ absl::StatusOr<Value> ParseDefault(absl::string_view text, const ParsedType& p, 
     switch (p.type) {
       case ArgType::kScalar: return Value(Scalar::Int(i));
       case ArgType::kFloat: return Value(static_cast<double>(i));
-      case ArgType::kIntList: return Value(std::vector<int64_t>(p.fixed_len ? p.fixed_len : 1, i));
+      case ArgType::kIntList: return Value(Shape(p.fixed_len ? p.fixed_len : 1, i));
       default: return Value(i);
     }
   }
@@ -242,7 +242,7 @@ bool Convert(const Argument& a, Value& v) {
       return false;
     case ArgType::kIntList:
       if (v.kind() == K::kInt) {
-        v = Value(std::vector<int64_t>(a.fixed_len > 1 ? a.fixed_len : 1, v.to_int()));
+        v = Value(Shape(a.fixed_len > 1 ? a.fixed_len : 1, v.to_int()));
         return true;
       }
       // PyTorch's parser takes None for a dim list that defaults to []

@@ -78,9 +78,9 @@ int ShouldSwap(const std::vector<Shape>& strides, absl::Span<const int64_t> size
 
 // The insertion sort TensorIterator (and infer_dense_strides) use. perm[0]
 // is the fastest-moving dim.
-std::vector<int64_t> SortDims(const std::vector<Shape>& strides, absl::Span<const int64_t> sizes) {
+Shape SortDims(const std::vector<Shape>& strides, absl::Span<const int64_t> sizes) {
   const int64_t ndim = static_cast<int64_t>(sizes.size());
-  std::vector<int64_t> perm(ndim);
+  Shape perm(ndim);
   for (int64_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
   for (int64_t i = 1; i < ndim; ++i) {
     int64_t dim1 = i;
@@ -172,7 +172,7 @@ Shape ElementwiseOutputStrides(absl::Span<const int64_t> sizes, absl::Span<const
   std::vector<Shape> strides;
   strides.reserve(inputs.size());
   for (const TensorMeta* t : inputs) strides.push_back(BroadcastStrides(*t, sizes));
-  const std::vector<int64_t> perm = SortDims(strides, sizes);
+  const Shape perm = SortDims(strides, sizes);
   bool inverted = true;
   for (int64_t j = 0; j < ndim; ++j) inverted &= perm[j] == ndim - 1 - j;
   if (inverted) return ContiguousStrides(sizes);
@@ -196,7 +196,7 @@ Shape PreserveFormatStrides(const TensorMeta& t) {
   std::vector<Shape> strides = {t.strides};
   // infer_dense_strides' comparison treats any 0 stride as ambiguous, which is
   // what ShouldSwap does for a single operand.
-  const std::vector<int64_t> perm = SortDims(strides, t.sizes);
+  const Shape perm = SortDims(strides, t.sizes);
   Shape out(ndim);
   int64_t cur = 1;
   for (int64_t j = 0; j < ndim; ++j) {
@@ -207,7 +207,7 @@ Shape PreserveFormatStrides(const TensorMeta& t) {
 }
 
 absl::StatusOr<std::vector<bool>> ReductionMask(absl::string_view op, const Value& dim, int64_t rank) {
-  std::vector<int64_t> dims;
+  Shape dims;
   if (dim.kind() == Value::Kind::kIntList) {
     dims = dim.int_list();
   } else if (dim.kind() == Value::Kind::kInt) {

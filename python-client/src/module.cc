@@ -28,7 +28,15 @@ namespace py = pybind11;
 namespace tc = tensord::client;
 using tensord::Device;
 using tensord::ScalarType;
+using tensord::Shape;
 using tensord::Value;
+
+// Sizes, strides and int lists (tensord::Shape, an absl::InlinedVector) go to
+// and from Python as lists of ints, as pybind11/stl.h converts std::vector.
+namespace pybind11::detail {
+template <>
+struct type_caster<tensord::Shape> : list_caster<tensord::Shape, int64_t> {};
+}  // namespace pybind11::detail
 
 namespace {
 
@@ -195,7 +203,7 @@ tc::Arg SequenceToArg(py::handle seq) {
   // A list or tuple (ToArg checks): items read without new references.
   PyObject* const* items = PySequence_Fast_ITEMS(seq.ptr());
   const size_t n = static_cast<size_t>(PySequence_Fast_GET_SIZE(seq.ptr()));
-  if (n == 0) return tc::Arg(std::vector<int64_t>{});
+  if (n == 0) return tc::Arg(Shape{});
   bool all_int = true, all_num = true, all_tensor = true, tensor_or_none = true;
   for (size_t i = 0; i < n; ++i) {
     py::handle item = items[i];
@@ -213,7 +221,7 @@ tc::Arg SequenceToArg(py::handle seq) {
     tensor_or_none &= is_tensor || item.is_none();
   }
   if (all_int) {
-    std::vector<int64_t> v;
+    Shape v;
     v.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       if (PyLong_CheckExact(items[i])) {
@@ -1059,7 +1067,7 @@ force=True, as in PyTorch (use tensor.detach().numpy()).)doc")
         absl::StatusOr<tc::Tensor> r;
         {
           py::gil_scoped_release nogil;
-          r = tc::FromBlob(info.ptr, nbytes, std::move(sizes), static_cast<ScalarType>(dtype_code), dev,
+          r = tc::FromBlob(info.ptr, nbytes, Shape(sizes.begin(), sizes.end()), static_cast<ScalarType>(dtype_code), dev,
                            std::move(site));
         }
         return Unwrap(std::move(r));

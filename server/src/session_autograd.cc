@@ -183,7 +183,7 @@ absl::StatusOr<std::vector<Tensor>> Session::RunOp(absl::string_view full_name, 
         Value v = std::move(g.value);
         const Value::Kind k = v.kind();
         if (a.type == ArgType::kIntList && k == Value::Kind::kInt) {
-          v = Value(std::vector<int64_t>{v.to_int()});
+          v = Value(Shape{v.to_int()});
         } else if (a.type == ArgType::kScalar && (k == Value::Kind::kInt || k == Value::Kind::kFloat ||
                                                   k == Value::Kind::kBool)) {
           v = Value(v.scalar());
@@ -830,7 +830,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     if (g.meta.sizes != want.sizes) {
       const int64_t gd = g.meta.dim(), wd = want.dim();
       bool ok = gd >= wd;
-      std::vector<int64_t> lead, keep_dims;
+      Shape lead, keep_dims;
       for (int64_t d = 0; ok && d < gd; ++d) {
         if (d < gd - wd) {
           lead.push_back(d);

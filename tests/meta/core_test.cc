@@ -150,7 +150,7 @@ TEST(Schema, BindsLikePyTorch) {
   TensorMeta t = TensorMeta::Contiguous({2, 3}, S::kFloat32, kCPU);
   auto b = BindArgs(s, {Value(&t), Value(int64_t{1})}, {{"keepdim", Value(true)}});
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ((*b)[1].int_list(), std::vector<int64_t>{1});  // an int for int[1]
+  EXPECT_EQ((*b)[1].int_list(), Shape{1});  // an int for int[1]
   EXPECT_TRUE((*b)[2].to_bool());
   EXPECT_TRUE((*b)[3].is_none());
   EXPECT_TRUE(ValidateArgs(s, *b).ok());

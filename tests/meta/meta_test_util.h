@@ -22,7 +22,7 @@ using KW = std::vector<std::pair<std::string, Value>>;
 
 // A contiguous meta of `sizes` (PyTorch's contiguous strides).
 inline TensorMeta Dense(Shape sizes, ScalarType dtype = ScalarType::kFloat32, Device device = kCPU) {
-  return TensorMeta::Contiguous(std::move(sizes), dtype, device);
+  return TensorMeta::Contiguous(sizes, dtype, device);
 }
 
 // The meta function of op `op` (full name) on `pos` and `kw`; InternalErr

@@ -32,8 +32,8 @@ const char kCases[] =
 #include "torch_reference_cases.inc"
     ;
 
-std::vector<int64_t> ParseInts(absl::string_view s) {
-  std::vector<int64_t> out;
+Shape ParseInts(absl::string_view s) {
+  Shape out;
   if (s.empty()) return out;
   for (absl::string_view p : absl::StrSplit(s, ',')) {
     int64_t v = 0;

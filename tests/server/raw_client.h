@@ -71,7 +71,7 @@ inline v1::Request Call(uint64_t call_id, const std::string& op, std::vector<v1:
 
 inline v1::TensorMetaProto MetaProto(const std::vector<int64_t>& sizes, ScalarType dtype) {
   v1::TensorMetaProto p;
-  wire::ToProto(TensorMeta::Contiguous(sizes, dtype, kCPU), &p);
+  wire::ToProto(TensorMeta::Contiguous(Shape(sizes.begin(), sizes.end()), dtype, kCPU), &p);
   return p;
 }
 

@@ -68,7 +68,7 @@ TEST(WireTest, FixedLengthIntListAcceptsOneInt) {
   const Argument& dim = Arg("sum", "dim");
   absl::StatusOr<Value> v = wire::DecodeValue("sum", dim, I(-1), NoTensors);
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(v->int_list(), std::vector<int64_t>({-1}));
+  EXPECT_EQ(v->int_list(), Shape({-1}));
   v = wire::DecodeValue("sum", dim, None(), NoTensors);
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(v->is_none());

@@ -224,11 +224,11 @@ absl::StatusOr<Value> DecodeValue(absl::string_view op, const Argument& arg, con
       return WrongKind(op, arg, v);
     case ArgType::kIntList:
       if (kind == K::kIntList) {
-        return Value(std::vector<int64_t>(v.int_list().values().begin(), v.int_list().values().end()));
+        return Value(Shape(v.int_list().values().begin(), v.int_list().values().end()));
       }
       if (kind == K::kI) {
         // `int[N] x` accepts a single int, repeated N times (PyTorch: `dim=1` for `int[1] dim`).
-        return Value(std::vector<int64_t>(arg.fixed_len > 1 ? arg.fixed_len : 1, v.i()));
+        return Value(Shape(arg.fixed_len > 1 ? arg.fixed_len : 1, v.i()));
       }
       return WrongKind(op, arg, v);
     case ArgType::kFloat:

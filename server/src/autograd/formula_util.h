@@ -43,7 +43,7 @@ inline Tensor Where(const C& c, const Tensor& cond, const Tensor& a, const Tenso
 inline Tensor WhereOr0(const C& c, const Tensor& cond, const Tensor& a) {
   return c.call("where.ScalarOther", {cond, a, Scalar::Float(0.0)});
 }
-inline Tensor SumDims(const C& c, const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
+inline Tensor SumDims(const C& c, const Tensor& a, Shape dims, bool keepdim) {
   return c.call("sum", {a, std::move(dims), keepdim});
 }
 inline Tensor Unsqueeze(const C& c, const Tensor& a, int64_t d) { return c.call("unsqueeze", {a, d}); }
@@ -87,8 +87,8 @@ inline int64_t SizeAt(const C& c, const TensorMeta& m, int64_t d) {
 }
 
 // Reduced dims of a reduction (`dim` None or [] = all), sorted.
-inline std::vector<int64_t> ReducedDims(const C& c, const Value& dim, int64_t rank) {
-  std::vector<int64_t> out;
+inline Shape ReducedDims(const C& c, const Value& dim, int64_t rank) {
+  Shape out;
   if (dim.is_none() || (dim.kind() == Value::Kind::kIntList && dim.int_list().empty())) {
     for (int64_t d = 0; d < rank; ++d) out.push_back(d);
     return out;
@@ -105,7 +105,7 @@ inline std::vector<int64_t> ReducedDims(const C& c, const Value& dim, int64_t ra
 
 // A reduction's gradient (or result) brought back to the input's rank: the
 // reduced dims re-inserted as size 1 when keepdim was false.
-inline Tensor Unreduce(const C& c, Tensor g, const std::vector<int64_t>& dims, bool keepdim, int64_t rank) {
+inline Tensor Unreduce(const C& c, Tensor g, const Shape& dims, bool keepdim, int64_t rank) {
   if (keepdim || rank == 0) return g;
   for (int64_t d : dims) g = Unsqueeze(c, g, d);  // ascending: each lands at its final place
   return g;

@@ -343,7 +343,7 @@ Grads SumF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
-  const std::vector<int64_t> dims = ReducedDims(c, c.value("dim"), m.dim());
+  const Shape dims = ReducedDims(c, c.value("dim"), m.dim());
   Tensor g = Unreduce(c, c.grad(), dims, c.value("keepdim").to_bool(), m.dim());
   Set(c, o, "self", Expand(c, g, m.sizes));
   return o;
@@ -352,7 +352,7 @@ Grads MeanF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
-  const std::vector<int64_t> dims = ReducedDims(c, c.value("dim"), m.dim());
+  const Shape dims = ReducedDims(c, c.value("dim"), m.dim());
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < m.dim()) n *= m.sizes[d];  // a 0-dim self reduced over dim 0 or -1: one element
@@ -368,7 +368,7 @@ Grads AmaxF(C& c) {
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
   const bool all = c.op().schema.arguments.size() == 1;
-  const std::vector<int64_t> dims = ReducedDims(c, all ? Value() : c.value("dim"), m.dim());
+  const Shape dims = ReducedDims(c, all ? Value() : c.value("dim"), m.dim());
   const bool keepdim = all ? false : c.value("keepdim").to_bool();
   const Tensor x = c.in("self");
   const Tensor y = Unreduce(c, c.out(), dims, keepdim, m.dim());
@@ -458,9 +458,9 @@ Grads TF(C& c) {
 Grads PermuteF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
-  const std::vector<int64_t>& dims = c.value("dims").int_list();
+  const Shape& dims = c.value("dims").int_list();
   const int64_t rank = c.meta("self").dim();
-  std::vector<int64_t> inv(dims.size());
+  Shape inv(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {
     const int64_t d = Wrap(c, dims[i], rank);
     if (d >= static_cast<int64_t>(inv.size())) {

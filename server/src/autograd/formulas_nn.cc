@@ -29,8 +29,8 @@ Grads Conv2dF(C& c) {
     return o;
   }
   std::vector<Tensor> r = c.call_all("convolution_backward",
-                                     {g, x, w, std::vector<int64_t>{wm.sizes[0]}, c.value("stride"), c.value("padding"),
-                                      c.value("dilation"), false, std::vector<int64_t>{0, 0}, c.value("groups")});
+                                     {g, x, w, Shape{wm.sizes[0]}, c.value("stride"), c.value("padding"),
+                                      c.value("dilation"), false, Shape{0, 0}, c.value("groups")});
   if (r.size() != 3) return o;
   if (c.needs("input")) Set(c, o, "input", unbatched ? Squeeze(c, r[0], 0) : r[0]);
   if (c.needs("weight")) Set(c, o, "weight", r[1]);
@@ -59,8 +59,8 @@ Grads ConvolutionBackwardF(C& c) {
   const Value& dilation = c.value("dilation");
   const Value& groups = c.value("groups");
   auto backward = [&](const Tensor& in, const Tensor& wt) {
-    return c.call_all("convolution_backward", {g, in, wt, std::vector<int64_t>{c.meta("weight").sizes.at(0)}, stride,
-                                               padding, dilation, false, std::vector<int64_t>{0, 0}, groups});
+    return c.call_all("convolution_backward", {g, in, wt, Shape{c.meta("weight").sizes.at(0)}, stride,
+                                               padding, dilation, false, Shape{0, 0}, groups});
   };
   if (c.meta("weight").dim() != 4) {
     c.Fail(InternalErr("autograd: convolution_backward weight is not 4-D"));

@@ -27,7 +27,7 @@ using namespace formula_util;  // NOLINT: the formula shorthands
 // The reduced dims and keepdim of a reduction overload, from its arguments:
 // no `dim` argument means every dim.
 struct Reduction {
-  std::vector<int64_t> dims;
+  Shape dims;
   bool keepdim = false;
   int64_t count = 1;  // elements per output
 };
@@ -50,7 +50,7 @@ Reduction ReadReduction(const C& c, const TensorMeta& m) {
 
 Tensor EqS(const C& c, const Tensor& a, double v) { return c.call("eq.Scalar", {a, Scalar::Float(v)}); }
 Tensor NeS(const C& c, const Tensor& a, double v) { return c.call("ne.Scalar", {a, Scalar::Float(v)}); }
-Tensor SumKeep(const C& c, const Tensor& a, const std::vector<int64_t>& dims, int64_t rank) {
+Tensor SumKeep(const C& c, const Tensor& a, const Shape& dims, int64_t rank) {
   return rank == 0 ? a : SumDims(c, a, dims, true);
 }
 

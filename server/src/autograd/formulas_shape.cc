@@ -20,7 +20,7 @@ int64_t NegShift(int64_t x, int64_t n) { return n <= 0 ? 0 : -(x % n); }
 // (its meta's rule again, on self's saved metadata).
 struct Pieces {
   int64_t dim = 0;
-  std::vector<int64_t> lengths;
+  Shape lengths;
 };
 Pieces SplitPieces(const C& c) {
   const TensorMeta& self = c.meta("self");
@@ -97,7 +97,7 @@ Grads UnbindF(C& c) {
   const int64_t dim = Wrap(c, c.value("dim").to_int(), self.dim());
   const int64_t n = SizeAt(c, self, dim);
   if (!c.ok() || n == 0) return o;
-  std::vector<int64_t> lengths(n, 1);
+  Shape lengths(n, 1);
   Set(c, o, "self", c.call("stack", {PieceGrads(c, self, dim, lengths, true), dim}));
   return o;
 }
@@ -113,8 +113,8 @@ Grads RollF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& self = c.meta("self");
-  std::vector<int64_t> shifts = c.value("shifts").int_list();
-  const std::vector<int64_t>& dims = c.value("dims").int_list();
+  Shape shifts = c.value("shifts").int_list();
+  const Shape& dims = c.value("dims").int_list();
   for (size_t i = 0; i < shifts.size(); ++i) {
     const int64_t n = dims.empty() ? self.numel() : SizeAt(c, self, Wrap(c, dims[i < dims.size() ? i : 0], self.dim()));
     shifts[i] = NegShift(shifts[i], n);
@@ -130,10 +130,10 @@ Grads RepeatF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
   const TensorMeta& self = c.meta("self");
-  const std::vector<int64_t>& repeats = c.value("repeats").int_list();
+  const Shape& repeats = c.value("repeats").int_list();
   const size_t lead = repeats.size() - self.sizes.size();
   Shape blocks;
-  std::vector<int64_t> sum_dims;
+  Shape sum_dims;
   for (size_t i = 0; i < repeats.size(); ++i) {
     sum_dims.push_back(static_cast<int64_t>(blocks.size()));
     blocks.push_back(repeats[i]);
@@ -156,7 +156,7 @@ Grads TrilTriuF(C& c) {
 Grads ConstantPadNdF(C& c) {
   Grads o = Out(c);
   if (!c.needs("self")) return o;
-  std::vector<int64_t> pad = c.value("pad").int_list();
+  Shape pad = c.value("pad").int_list();
   for (int64_t& p : pad) p = p == INT64_MIN ? INT64_MAX : -p;  // INT64_MIN never passes the forward
   Set(c, o, "self", c.call("constant_pad_nd", {c.grad(), std::move(pad), Scalar::Float(0.0)}));
   return o;
@@ -178,7 +178,7 @@ Grads ScatterF(C& c) {
     // tensord zero-pads it to src's sizes, the actual gradient.
     Tensor gs = c.call("gather", {g, dim, c.in("index")});
     const TensorMeta& sm = c.meta("src");
-    std::vector<int64_t> pad;
+    Shape pad;
     bool grow = false;
     for (int64_t d = sm.dim() - 1; d >= 0 && gs.meta.dim() == sm.dim(); --d) {
       pad.push_back(0);

@@ -55,8 +55,9 @@ class Arg {
   Arg(float d) : value_(static_cast<double>(d)) {}                            // NOLINT
   template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
   Arg(I i) : value_(static_cast<int64_t>(i)) {}                               // NOLINT
-  Arg(std::vector<int64_t> l) : value_(std::move(l)) {}                       // NOLINT
-  Arg(std::initializer_list<int64_t> l) : value_(std::vector<int64_t>(l)) {}  // NOLINT
+  Arg(const Shape& l) : value_(l) {}                                          // NOLINT
+  Arg(const std::vector<int64_t>& l) : value_(l) {}                           // NOLINT
+  Arg(std::initializer_list<int64_t> l) : value_(Shape(l)) {}                 // NOLINT
   Arg(const char* s) : value_(std::string(s)) {}                              // NOLINT
   Arg(std::string s) : value_(std::move(s)) {}                                // NOLINT
   Arg(ScalarType t) : value_(t) {}                                            // NOLINT

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -21,7 +22,12 @@
 
 namespace tensord {
 
-using Shape = std::vector<int64_t>;
+// Sizes, strides and other int lists (dims, an op's int[] argument). Up to
+// five entries are held inline, as PyTorch's DimVector holds them: a tensor
+// of rank 5 or less costs no heap allocation for its metadata, which every
+// op's result needs on both sides of the wire. Converts to absl::Span<const
+// int64_t>; build one from a std::vector with Shape(v.begin(), v.end()).
+using Shape = absl::InlinedVector<int64_t, 5>;
 
 // Row-major (C-contiguous) strides for `sizes`; size-0 and size-1 dims get
 // the strides PyTorch gives them (the product of the sizes to their right,

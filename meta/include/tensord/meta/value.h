@@ -71,7 +71,10 @@ class Value {
   Value(int i) : v_(static_cast<int64_t>(i)) {}            // NOLINT
   Value(double d) : v_(d) {}                               // NOLINT
   Value(bool b) : v_(b) {}                                 // NOLINT
-  Value(std::vector<int64_t> l) : v_(std::move(l)) {}      // NOLINT
+  // Int lists are copied in, not moved: moving an inline Shape copies its
+  // whole buffer, which GCC 12 reports as a read of uninitialized memory.
+  Value(const Shape& l) : v_(std::in_place_type<Shape>, l.begin(), l.end()) {}              // NOLINT
+  Value(const std::vector<int64_t>& l) : v_(std::in_place_type<Shape>, l.begin(), l.end()) {}  // NOLINT
   Value(std::vector<double> l) : v_(std::move(l)) {}       // NOLINT
   Value(std::string s) : v_(std::move(s)) {}               // NOLINT
   Value(const char* s) : v_(std::string(s)) {}             // NOLINT
@@ -92,7 +95,7 @@ class Value {
   int64_t to_int() const { return std::get<int64_t>(v_); }
   double to_double() const;  // kFloat or kInt
   bool to_bool() const { return std::get<bool>(v_); }
-  const std::vector<int64_t>& int_list() const { return std::get<std::vector<int64_t>>(v_); }
+  const Shape& int_list() const { return std::get<Shape>(v_); }
   const std::vector<double>& float_list() const { return std::get<std::vector<double>>(v_); }
   const std::string& str() const { return std::get<std::string>(v_); }
   ScalarType dtype() const { return std::get<ScalarType>(v_); }
@@ -101,8 +104,8 @@ class Value {
   std::string ToString() const;  // for error messages and repr
 
  private:
-  std::variant<NoneValue, const TensorMeta*, TensorList, Scalar, int64_t, double, bool,
-               std::vector<int64_t>, std::vector<double>, std::string, ScalarType, Device>
+  std::variant<NoneValue, const TensorMeta*, TensorList, Scalar, int64_t, double, bool, Shape,
+               std::vector<double>, std::string, ScalarType, Device>
       v_;
 };
 
