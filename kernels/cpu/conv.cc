@@ -48,12 +48,8 @@ struct Dst {
   absl::Status Finish() { return tmp ? CopyConvert(out, ref) : absl::OkStatus(); }
 };
 
-Shape Ints(const Value& v) {
-  if (v.kind() == Value::Kind::kIntList) return v.int_list();
-  return {v.to_int()};
-}
 std::array<int64_t, 2> Pair(const Value& v, std::array<int64_t, 2> fallback) {
-  const Shape x = Ints(v);
+  const Shape x = IntList(v);
   if (x.empty()) return fallback;
   if (x.size() == 1) return {x[0], x[0]};
   return {x[0], x[1]};

@@ -57,6 +57,11 @@ std::optional<Scalar> OptionalScalar(const KernelContext& ctx, size_t i) {
   return ctx.args[i].scalar();
 }
 
+Shape IntList(const Value& v) {
+  if (v.kind() == Value::Kind::kInt) return {v.to_int()};
+  return v.int_list();
+}
+
 absl::Status ExpectOutputSizes(absl::string_view op, const TensorRef& out,
                                absl::Span<const int64_t> sizes) {
   if (absl::Span<const int64_t>(out.meta->sizes) != sizes) {

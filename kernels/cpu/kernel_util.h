@@ -37,6 +37,10 @@ absl::StatusOr<TensorRef> InputTensorOf(const KernelContext& ctx, const TensorMe
 // Optional Scalar argument: nullopt for None.
 std::optional<Scalar> OptionalScalar(const KernelContext& ctx, size_t i);
 
+// An int[] argument, which may also come as one int (an int[N] given as an
+// int, as PyTorch's schemas allow): the list, or {that int}.
+Shape IntList(const Value& v);
+
 // Internal error unless `out` has exactly `sizes`.
 absl::Status ExpectOutputSizes(absl::string_view op, const TensorRef& out, absl::Span<const int64_t> sizes);
 

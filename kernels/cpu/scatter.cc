@@ -407,16 +407,11 @@ absl::Status MaskedScatter(KernelContext& ctx) {
 
 // ---- select_backward / slice_backward -----------------------------------------------
 
-Shape IntListAt(const KernelContext& ctx, size_t i) {
-  if (ctx.args[i].kind() == Value::Kind::kInt) return {ctx.args[i].to_int()};
-  return ctx.args[i].int_list();
-}
-
 // out = zeros(input_sizes); out.select(dim, index) = grad_output.
 absl::Status SelectBackward(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = IntListAt(ctx, 1);
+  const Shape sizes = IntList(ctx.args[1]);
   int64_t dim = ctx.args[2].to_int();
   int64_t index = ctx.args[3].to_int();
   const TensorRef& out = ctx.outputs[0];
@@ -446,7 +441,7 @@ absl::Status SelectBackward(KernelContext& ctx) {
 absl::Status SliceBackward(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = IntListAt(ctx, 1);
+  const Shape sizes = IntList(ctx.args[1]);
   int64_t dim = ctx.args[2].to_int();
   int64_t start = ctx.args[3].to_int();
   int64_t end = ctx.args[4].to_int();
@@ -479,7 +474,7 @@ absl::Status SliceBackward(KernelContext& ctx) {
 absl::Status DiagonalBackward(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = IntListAt(ctx, 1);
+  const Shape sizes = IntList(ctx.args[1]);
   const TensorRef& out = ctx.outputs[0];
   TD_RETURN_IF_ERROR(ExpectOutputSizes("diagonal_backward", out, sizes));
   TD_ASSIGN_OR_RETURN(TensorMeta view, DiagonalView("diagonal_backward", *out.meta, ctx.args[2].to_int(),

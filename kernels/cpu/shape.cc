@@ -118,12 +118,6 @@ absl::Status GatherByMaps(const TensorRef& out, const TensorRef& src, const std:
   return absl::OkStatus();
 }
 
-Shape IntListAt(const KernelContext& ctx, size_t i) {
-  const Value& v = ctx.args[i];
-  if (v.kind() == Value::Kind::kInt) return {v.to_int()};
-  return v.int_list();
-}
-
 int64_t WrapDimUnchecked(int64_t d, int64_t rank) {
   const int64_t r = std::max<int64_t>(rank, 1);
   return d < 0 ? d + r : d;
@@ -137,7 +131,7 @@ absl::Status Flip(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(ExpectOutputSizes("flip", out, self.meta->sizes));
   const int64_t nd = self.meta->dim();
   std::vector<bool> flipped(nd, false);
-  for (int64_t d : IntListAt(ctx, 1)) {
+  for (int64_t d : IntList(ctx.args[1])) {
     d = WrapDimUnchecked(d, nd);
     if (d >= 0 && d < nd) flipped[d] = true;
   }
@@ -156,8 +150,8 @@ absl::Status Roll(KernelContext& ctx) {
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   const TensorRef& out = ctx.outputs[0];
   TD_RETURN_IF_ERROR(ExpectOutputSizes("roll", out, self.meta->sizes));
-  const Shape shifts = IntListAt(ctx, 1);
-  const Shape dims = IntListAt(ctx, 2);
+  const Shape shifts = IntList(ctx.args[1]);
+  const Shape dims = IntList(ctx.args[2]);
   const int64_t numel = self.meta->numel();
   if (numel == 0) return absl::OkStatus();
   if (dims.empty()) {
@@ -211,7 +205,7 @@ absl::Status ConstantPadNd(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   const TensorRef& out = ctx.outputs[0];
-  const Shape pad = IntListAt(ctx, 1);
+  const Shape pad = IntList(ctx.args[1]);
   const int64_t nd = self.meta->dim();
   TD_INTERNAL_CHECK(out.meta->dim() == nd && pad.size() % 2 == 0 && static_cast<int64_t>(pad.size()) <= 2 * nd,
                     "constant_pad_nd: pad was not checked");

@@ -159,7 +159,7 @@ absl::StatusOr<TensorMeta> IndexMeta(absl::string_view op, const TensorMeta& sel
   for (size_t i = 0; i < given.size(); ++i) {
     if (given[i] == nullptr) continue;
     const TensorMeta& t = *given[i];
-    const Value expand_args[] = {Value(&t), Value(Shape(replacement)), Value(false)};
+    const Value expand_args[] = {Value(&t), Value(replacement), Value(false)};
     TD_ASSIGN_OR_RETURN(MetaResult e, Expand(op, expand_args));
     indices[i] = std::move(e.outputs[0]);
   }
