@@ -1,8 +1,9 @@
-// kernels/cpu/fast_math.h — float32 exp on four lanes at a time (GCC vector
-// extensions: SSE2 on the x86-64 baseline, NEON on arm64): glibc's expf is a
-// scalar call per element, which left exp and softmax over 16M floats 4-5x
-// slower than NumPy's SIMD exp. ExpF (one value) computes exactly what
-// ExpFArray computes for each lane.
+// kernels/cpu/fast_math.h — float32 exp on several lanes at a time (GCC
+// vector extensions, exp_lanes.h: SSE2 on the x86-64 baseline, AVX2 and
+// AVX-512F when the CPU has them, NEON on arm64): glibc's expf is a scalar
+// call per element, which left exp and softmax over 16M floats 4-5x slower
+// than NumPy's SIMD exp. ExpF (one value) computes exactly what ExpFArray
+// computes for each lane.
 //
 //   ExpFArray(in, out, n);   // out[i] = e^in[i]; in == out is allowed
 //
@@ -11,7 +12,7 @@
 #define TENSORD_KERNELS_CPU_FAST_MATH_H_
 
 #include <cstdint>
-#include <cstring>
+#include <vector>
 
 #include "dtypes.h"  // FloatBits, BitsToFloat
 
@@ -52,48 +53,17 @@ inline float ExpF(float x) {
   return x != x ? x : e;  // NaN in, the same NaN out
 }
 
-using F32x4 = float __attribute__((vector_size(16)));
-using U32x4 = uint32_t __attribute__((vector_size(16)));
-using I32x4 = int32_t __attribute__((vector_size(16)));
+// out[i] = ExpF(in[i]) for i < n, bit for bit; `in` and `out` may be the
+// same array (or not overlap at all). Unaligned pointers are fine. Runs on
+// the widest vectors the CPU has (fast_math.cc): 16 lanes with AVX-512F, 8
+// with AVX2, else 4 (SSE2 on x86-64, NEON on arm64).
+void ExpFArray(const float* in, float* out, int64_t n);
 
-// ExpF on four lanes: the same operations, lane by lane.
-inline F32x4 ExpF4(F32x4 x) {
-  const F32x4 lo = {-104.0f, -104.0f, -104.0f, -104.0f};
-  const F32x4 hi = {89.0f, 89.0f, 89.0f, 89.0f};
-  F32x4 xc = x < lo ? lo : x;
-  xc = xc > hi ? hi : xc;
-  constexpr float kShift = 12582912.0f;
-  const F32x4 t = xc * 1.44269504088896341f + kShift;
-  const F32x4 fn = t - kShift;
-  const I32x4 n = reinterpret_cast<I32x4>(reinterpret_cast<U32x4>(t) - FloatBits(kShift));
-  F32x4 r = xc - fn * 0.693359375f;
-  r = r - fn * -2.12194440e-4f;
-  F32x4 p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const F32x4 y = p * r * r + r + 1.0f;
-  const I32x4 n1 = n >> 1;
-  const I32x4 n2 = n - n1;
-  const F32x4 s1 = reinterpret_cast<F32x4>(reinterpret_cast<U32x4>(n1 + 127) << 23);
-  const F32x4 s2 = reinterpret_cast<F32x4>(reinterpret_cast<U32x4>(n2 + 127) << 23);
-  const F32x4 e = y * s1 * s2;
-  return x != x ? x : e;
-}
-
-// out[i] = ExpF(in[i]) for i < n; `in` and `out` may be the same array (or
-// not overlap at all). Unaligned pointers are fine.
-inline void ExpFArray(const float* in, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    F32x4 v;
-    std::memcpy(&v, in + i, sizeof v);
-    v = ExpF4(v);
-    std::memcpy(out + i, &v, sizeof v);
-  }
-  for (; i < n; ++i) out[i] = ExpF(in[i]);
-}
+// The vector widths ExpFArray can use on this CPU and build: 4, then 8 and
+// 16 where present. For tests, which check each against ExpF.
+std::vector<int> ExpFArrayLaneCounts();
+// ExpFArray on vectors of `lanes` floats (one of ExpFArrayLaneCounts()).
+void ExpFArrayOnLanes(int lanes, const float* in, float* out, int64_t n);
 
 }  // namespace tensord::cpu
 
