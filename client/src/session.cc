@@ -431,14 +431,22 @@ struct Session::Impl {
     return stream->Write(bb);
   }
   // Reads the next message's bytes; false at the end of the stream, with
-  // what ended it in `*end`.
-  bool ReadBytes(grpc::ByteBuffer* bb, grpc::Status* end) {
+  // what ended it in `*end`. On the TCP stream, a large fetch chunk's data
+  // goes from the socket straight into the waiting fetch's buffer (one copy,
+  // the kernel's): then `*msg` is parsed here and `*parsed` set.
+  bool ReadBytes(grpc::ByteBuffer* bb, grpc::Status* end, v1::ServerMessage* msg, bool* parsed) {
+    *parsed = false;
     if (sock < 0) {
       if (stream->Read(bb)) return true;
       *end = stream->Finish();
       return false;
     }
-    absl::StatusOr<bool> got = receiver->Next(sock, bb);
+    const auto place_head = [&](const char* prefix, size_t prefix_len, size_t total) {
+      return wire::ParseServerMessageHead(prefix, prefix_len, total, msg,
+                                          [this](const v1::FetchData& head, size_t n) { return PlaceData(head, n); });
+    };
+    absl::StatusOr<bool> got = tcp_stream ? receiver->Next(sock, bb, place_head) : receiver->Next(sock, bb);
+    *parsed = got.ok() && *got && receiver->placed();
     if (got.ok() && *got) return true;
     absl::Status why = !got.ok()                         ? got.status()
                        : receiver->ended_with_record() ? receiver->end_status()
@@ -553,9 +561,10 @@ struct Session::Impl {
       reading = true;
       wmu.Unlock();
       grpc::Status st;
-      bool ok = ReadBytes(&read_bytes, &st);
       placed = 0;
-      if (ok && !wire::ParseServerMessage(&read_bytes, &read_buf, [this](const v1::FetchData& head, size_t n) {
+      bool parsed = false;
+      bool ok = ReadBytes(&read_bytes, &st, &read_buf, &parsed);
+      if (ok && !parsed && !wire::ParseServerMessage(&read_bytes, &read_buf, [this](const v1::FetchData& head, size_t n) {
             return PlaceData(head, n);
           })) {
         ok = false;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <limits>
 #include <memory>
 #include <system_error>
 #include <thread>
@@ -312,20 +313,24 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
   // upload chunk's data straight into its storage.
   const auto read_placed = [&](v1::ClientMessage* m, bool place) {
     if (ended) return false;
-    const int got = read_bytes(&in);
+    std::shared_ptr<Storage> keep;  // while the data is copied into it
+    const auto place_upload = [&](const v1::Upload& head, size_t n) {
+      return session->PlaceUploadData(head, n, &keep);
+    };
+    const PlaceUpload place_ref(place_upload);
+    const int got = read_bytes(&in, place ? m : nullptr, place ? &place_ref : nullptr);
     if (got <= 0) {
       ended = true;
       end = got == 0 ? StreamEnd::kClient : got == -2 ? StreamEnd::kMalformed : StreamEnd::kLost;
       return false;
     }
-    if (place) last_bytes = in.Length();
-    std::shared_ptr<Storage> keep;  // while the data is copied into it
+    // 2: received and parsed by the reader, the data straight into the
+    // storage (a large message: the arena is made anew after it).
+    if (place) last_bytes = got == 2 ? std::numeric_limits<size_t>::max() : in.Length();
     const bool parsed =
-        place ? wire::ParseClientMessage(&in, m,
-                                         [&](const v1::Upload& head, size_t n) {
-                                           return session->PlaceUploadData(head, n, &keep);
-                                         })
-              : grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, m).ok();
+        got == 2 ? true
+        : place  ? wire::ParseClientMessage(&in, m, place_ref)
+                 : grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, m).ok();
     if (!parsed) {
       ended = true;
       end = StreamEnd::kMalformed;
@@ -435,7 +440,7 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     absl::MutexLock l(&out.mu);
     return out.stream->Write(bb);
   });
-  const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
+  const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb, v1::ClientMessage*, const PlaceUpload*) {
     if (stream->Read(bb)) return 1;
     return context->IsCancelled() ? -1 : 0;
   };
@@ -472,8 +477,14 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
       [sock, framing](const grpc::ByteBuffer& bb) { return wire::SendStreamMessage(sock, bb, framing).ok(); });
   wire::StreamReceiver receiver(kMaxStreamMessageBytes, absl::ToInt64Nanoseconds(options_.stream_spin), framing);
   absl::Status read_error;
-  const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb) {
-    absl::StatusOr<bool> got = receiver.Next(sock, bb);
+  const ReadBytes read_bytes = [&](grpc::ByteBuffer* bb, v1::ClientMessage* m, const PlaceUpload* place) {
+    // On the TCP stream, a large upload's data goes from the socket straight
+    // into its storage (one copy, the kernel's).
+    const auto place_head = [&](const char* prefix, size_t prefix_len, size_t total) {
+      return wire::ParseClientMessageHead(prefix, prefix_len, total, m, *place);
+    };
+    absl::StatusOr<bool> got = m != nullptr && place != nullptr ? receiver.Next(sock, bb, place_head)
+                                                                : receiver.Next(sock, bb);
     if (!got.ok()) {
       read_error = got.status();
       return absl::IsInvalidArgument(read_error) ? -2 : -1;
@@ -481,7 +492,7 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
     // The end of the socket while the session is open: our client closes
     // the session (CloseSession) before its socket, so this one went away
     // without closing (killed, or crashed), as a lost gRPC stream.
-    return *got ? 1 : -1;
+    return !*got ? -1 : receiver.placed() ? 2 : 1;
   };
   const StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, w.write, w.write_data);
   absl::Status why = EndStream(session_id, session, end);

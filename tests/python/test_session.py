@@ -68,6 +68,16 @@ def test_over_tcp_the_session_stream_takes_a_connection_of_its_own_unless_told_n
             big = np.arange(3_000_000, dtype=np.float32)  # 12 MB: uploaded and fetched in chunks
             x = tensord.tensor(big)
             np.testing.assert_array_equal((x * 2).numpy(), big * 2)
+            # Around the inline limit (64 KiB) and the size from which the
+            # TCP stream receives a chunk's data straight into the storage
+            # or the fetch's buffer; odd byte counts, a strided fetch.
+            for n, dtype in ((16_384, np.float32), (16_385, np.float32), (65_539, np.uint8), (262_147, np.float64),
+                             (1_048_579, np.float32)):
+                a = (np.arange(n) % 251).astype(dtype)
+                t = tensord.tensor(a)
+                np.testing.assert_array_equal(t.numpy(), a)
+                np.testing.assert_array_equal((t + 1).numpy(), a + 1)
+                np.testing.assert_array_equal(t[::3].numpy(), a[::3])
             bad = tensord.tensor([1.0, 2.0]).index_select(0, tensord.tensor([5]))
             with pytest.raises(IndexError) as e:
                 bad.item()

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -300,6 +301,99 @@ TEST(DataFrameTest, AnUploadChunkIsPlacedWhereAskedAndOtherMessagesParseWhole) {
   grpc::ByteBuffer garbage = Buffer(std::string("\x12\x05\x12\x03\x2a\x09x", 7));
   v1::ClientMessage out;
   EXPECT_FALSE(wire::ParseClientMessage(&garbage, &out, [&](const v1::Upload&, size_t) { return dest.data(); }));
+}
+
+// A receiver with only a message's first bytes (the TCP stream's
+// StreamReceiver) learns from the head where the data starts and where it
+// goes; a head not all in the prefix, another shape, a small message or a
+// `place` without a destination leave the message to be read whole.
+TEST(DataFrameTest, AChunkHeadInAPrefixSaysWhereTheRestGoes) {
+  const std::string data = Bytes(70001);
+  v1::Upload head;
+  head.set_handle(3);
+  head.mutable_meta()->add_sizes(70001);
+  head.mutable_meta()->set_dtype(1);
+  head.set_total_bytes(70001);
+  head.set_call_id(4);
+  head.set_call_site("model.py:12");
+  wire::BorrowedSlices borrowed;
+  grpc::ByteBuffer bb = wire::EncodeUploadChunk(head, borrowed.Borrow(data.data(), data.size()));
+  const std::string msg_bytes = Flatten(bb);
+  bb.Clear();
+  const size_t data_at = msg_bytes.size() - data.size();  // the data comes last
+  std::string dest(data.size(), '\0');
+  for (size_t prefix : {data_at, data_at + 1, size_t{4096}, msg_bytes.size()}) {
+    v1::ClientMessage msg;
+    int asked = 0;
+    std::optional<wire::DataDestination> to =
+        wire::ParseClientMessageHead(msg_bytes.data(), prefix, msg_bytes.size(), &msg, [&](const v1::Upload& h, size_t n) {
+          ++asked;
+          EXPECT_EQ(h.SerializeAsString(), head.SerializeAsString());
+          EXPECT_EQ(n, data.size());
+          return dest.data();
+        });
+    ASSERT_TRUE(to.has_value()) << "prefix " << prefix;
+    EXPECT_EQ(asked, 1);
+    EXPECT_EQ(to->offset, data_at);
+    EXPECT_EQ(to->dst, dest.data());
+    ASSERT_EQ(msg.requests_size(), 1);
+    EXPECT_TRUE(msg.requests(0).upload().data().empty());
+    EXPECT_EQ(msg.requests(0).upload().call_site(), "model.py:12");
+  }
+  // The head cut anywhere before the data: not asked, read it whole.
+  for (size_t prefix = 0; prefix < data_at; ++prefix) {
+    v1::ClientMessage msg;
+    bool asked = false;
+    EXPECT_FALSE(wire::ParseClientMessageHead(msg_bytes.data(), prefix, msg_bytes.size(), &msg,
+                                              [&](const v1::Upload&, size_t) {
+                                                asked = true;
+                                                return dest.data();
+                                              })
+                     .has_value())
+        << "prefix " << prefix;
+    EXPECT_FALSE(asked) << "prefix " << prefix;
+  }
+  // No destination from `place`; a total that does not match the lengths inside.
+  v1::ClientMessage msg;
+  EXPECT_FALSE(wire::ParseClientMessageHead(msg_bytes.data(), 4096, msg_bytes.size(), &msg,
+                                            [](const v1::Upload&, size_t) { return wire::Placement(); })
+                   .has_value());
+  EXPECT_FALSE(wire::ParseClientMessageHead(msg_bytes.data(), 4096, msg_bytes.size() + 1, &msg,
+                                            [&](const v1::Upload&, size_t) { return dest.data(); })
+                   .has_value());
+  // A large message of another shape (two requests), a small chunk, garbage.
+  v1::ClientMessage two;
+  two.add_requests()->mutable_sync()->set_request_id(1);
+  two.add_requests()->mutable_upload()->set_data(data);
+  const std::string two_bytes = two.SerializeAsString();
+  const std::string small = Flatten(wire::EncodeUploadChunk(head, grpc::Slice(data.data(), 100)));
+  const std::string garbage(70000, '\x12');
+  for (const std::string* m : {&two_bytes, &small, &garbage}) {
+    bool asked = false;
+    EXPECT_FALSE(wire::ParseClientMessageHead(m->data(), std::min<size_t>(4096, m->size()), m->size(), &msg,
+                                              [&](const v1::Upload&, size_t) {
+                                                asked = true;
+                                                return dest.data();
+                                              })
+                     .has_value());
+    EXPECT_FALSE(asked);
+  }
+  // A fetch chunk, the same way.
+  v1::FetchData fetch = FetchHead();
+  fetch.set_total_bytes(70001);
+  fetch.set_offset(0);
+  const std::string fetch_bytes = Flatten(wire::EncodeFetchChunk(fetch, grpc::Slice(data.data(), data.size())));
+  v1::ServerMessage reply;
+  std::optional<wire::DataDestination> to = wire::ParseServerMessageHead(
+      fetch_bytes.data(), 4096, fetch_bytes.size(), &reply, [&](const v1::FetchData& h, size_t n) {
+        EXPECT_EQ(h.SerializeAsString(), fetch.SerializeAsString());
+        EXPECT_EQ(n, data.size());
+        return dest.data();
+      });
+  ASSERT_TRUE(to.has_value());
+  EXPECT_EQ(to->offset, fetch_bytes.size() - data.size());
+  EXPECT_EQ(reply.data().request_id(), 42u);
+  EXPECT_TRUE(reply.data().data().empty());
 }
 
 TEST(DataFrameTest, SmallChunksAreParsedWhole) {

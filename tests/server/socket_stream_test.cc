@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -258,6 +259,93 @@ TEST(SocketStreamBytes, MessagesArriveWholeHoweverTheBytesAreSplit) {
 // Byte streams: a header with a length over the receiver's limit is an
 // error at once (nothing allocated), as are a wrong magic, unknown flags,
 // and a stream that ends inside a header or a message.
+// A PlaceHook (byte streams): a large message's tail goes where the hook
+// says, its head stays in the buffer; small messages and those the hook
+// declines arrive whole; the end of the socket inside a placed tail is an
+// error.
+TEST(SocketStreamBytes, ALargeMessagesTailGoesWhereTheHookSays) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::string large(1'000'003, '\0');
+  for (size_t i = 0; i < large.size(); ++i) large[i] = static_cast<char>(i * 13 + i / 257);
+  const std::string other = large.substr(0, wire::kMinPlacedMessageBytes);
+  absl::Status sent;
+  std::thread sender([&] {  // the socket holds less than a message
+    for (const std::string* m : std::vector<const std::string*>{&large, &large, &other}) {
+      grpc::Slice slice(m->data(), m->size());
+      if (sent.ok()) sent = wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&slice, 1), StreamFraming::kByteStream);
+    }
+    grpc::Slice hello("hello", 5);
+    if (sent.ok()) sent = wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&hello, 1), StreamFraming::kByteStream);
+    // A placed message cut short: the header says 200,000 bytes.
+    wire::ByteStreamHeader h;
+    h.length = 200'000;
+    const std::string cut = std::string(reinterpret_cast<const char*>(&h), sizeof(h)) + large.substr(0, 100'000);
+    if (sent.ok() && ::send(sv[0], cut.data(), cut.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(cut.size())) {
+      sent = absl::InternalError("send");
+    }
+    ::shutdown(sv[0], SHUT_WR);
+  });
+  wire::StreamReceiver receiver(size_t{8} << 20, 0, StreamFraming::kByteStream);
+  std::string dest(large.size(), '\0');
+  size_t offset = 0;     // where the hook puts the tail (0: declines)
+  size_t asked_len = 0;  // what it saw
+  size_t asked_total = 0;
+  std::string asked_prefix;
+  const auto hook = [&](const char* prefix, size_t prefix_len, size_t total) -> std::optional<wire::DataDestination> {
+    asked_prefix.assign(prefix, prefix_len);
+    asked_len = prefix_len;
+    asked_total = total;
+    if (offset == 0) return std::nullopt;
+    return wire::DataDestination{offset, dest.data()};
+  };
+  const auto flat = [](const grpc::ByteBuffer& bb) {
+    grpc::Slice whole;
+    EXPECT_TRUE(bb.DumpToSingleSlice(&whole).ok() || bb.Length() == 0);
+    return std::string(reinterpret_cast<const char*>(whole.begin()), whole.size());
+  };
+  // Placed from byte 1000: the first 1000 bytes in the buffer, the rest in dest.
+  offset = 1000;
+  grpc::ByteBuffer bb;
+  absl::StatusOr<bool> got = receiver.Next(sv[1], &bb, hook);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_TRUE(receiver.placed());
+  EXPECT_EQ(asked_len, wire::kPlaceProbeBytes);
+  EXPECT_EQ(asked_total, large.size());
+  EXPECT_TRUE(asked_prefix == large.substr(0, wire::kPlaceProbeBytes));
+  EXPECT_TRUE(flat(bb) == large.substr(0, 1000));
+  EXPECT_TRUE(dest.substr(0, large.size() - 1000) == large.substr(1000));
+  // Declined: the whole message in the buffer, as without a hook.
+  offset = 0;
+  got = receiver.Next(sv[1], &bb, hook);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_FALSE(receiver.placed());
+  EXPECT_TRUE(flat(bb) == large);
+  // Placed from the end of the probe (nothing of the tail in the buffer yet).
+  offset = wire::kPlaceProbeBytes;
+  got = receiver.Next(sv[1], &bb, hook);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_TRUE(receiver.placed());
+  EXPECT_TRUE(flat(bb) == other.substr(0, offset));
+  EXPECT_TRUE(dest.substr(0, other.size() - offset) == other.substr(offset));
+  // Small: the hook is not asked.
+  asked_len = 0;
+  got = receiver.Next(sv[1], &bb, hook);
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  EXPECT_FALSE(receiver.placed());
+  EXPECT_EQ(asked_len, 0u);
+  EXPECT_EQ(flat(bb), "hello");
+  // Cut short inside the placed tail.
+  offset = 10;
+  got = receiver.Next(sv[1], &bb, hook);
+  EXPECT_TRUE(absl::IsUnavailable(got.status())) << got.status();
+  EXPECT_THAT(got.status().message(), HasSubstr("inside a message"));
+  sender.join();
+  EXPECT_TRUE(sent.ok()) << sent;
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
 TEST(SocketStreamBytes, BrokenRecordsAreErrorsNotAllocations) {
   const auto receive = [](const std::string& bytes) {
     int sv[2];

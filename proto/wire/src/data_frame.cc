@@ -107,12 +107,49 @@ bool CopySuffix(const grpc::ByteBuffer& bb, size_t offset, char* dst) {
   return true;
 }
 
-// Parses `bb` into `msg` when it is `outer` (field numbers from the
-// outermost message inwards, each a single length-delimited field spanning
-// the rest of the buffer) around an `Inner` whose bytes field `data_field`
-// comes last; the data is copied to place(inner, n) unless that is nullptr.
-// Returns nullopt when `bb` does not have that shape (nothing is placed
-// then), else whether it parsed.
+// What reading a data chunk's head found.
+enum class HeadRead {
+  kOk,          // the head is parsed; `in` is at the data
+  kOtherShape,  // not `outer` around an Inner whose data comes last (or, in a prefix, not all there)
+  kMalformed,   // a field of the head does not parse
+};
+
+// Reads from `in` (the start of a `total`-byte message) `outer` (field
+// numbers from the outermost message inwards, each a single
+// length-delimited field spanning the rest of the message) around an
+// `Inner` whose bytes field `data_field` comes last; parses the Inner's
+// other fields into inner_of() (*head) and its data's size into *n.
+template <typename Inner, size_t N>
+HeadRead ReadHead(google::protobuf::io::CodedInputStream& in, size_t total, const int (&outer)[N], int data_field,
+                  const std::function<Inner*()>& inner_of, Inner** head, uint32_t* n) {
+  for (int field : outer) {
+    uint64_t len = 0;
+    if (in.ReadTag() != WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED) ||
+        !in.ReadVarint64(&len) || static_cast<uint64_t>(in.CurrentPosition()) + len != total) {
+      return HeadRead::kOtherShape;
+    }
+  }
+  std::string head_bytes;  // the inner message's other fields, as they came
+  google::protobuf::io::StringOutputStream raw(&head_bytes);
+  CodedOutputStream out(&raw);
+  const uint32_t data_tag = WireFormatLite::MakeTag(data_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  // ReadTag gives 0 at the end of the input.
+  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    if (tag != data_tag) {
+      if (!WireFormatLite::SkipField(&in, tag, &out)) return HeadRead::kMalformed;
+      continue;
+    }
+    if (!in.ReadVarint32(n) || static_cast<uint64_t>(in.CurrentPosition()) + *n != total) return HeadRead::kOtherShape;
+    out.Trim();
+    *head = inner_of();
+    return (*head)->ParseFromString(head_bytes) ? HeadRead::kOk : HeadRead::kMalformed;
+  }
+  return HeadRead::kOtherShape;
+}
+
+// Parses `bb` into `msg` when it has ReadHead's shape; the data is copied to
+// place(inner, n) unless that is nullptr. Returns nullopt when `bb` does not
+// have that shape (nothing is placed then), else whether it parsed.
 template <typename Inner, size_t N>
 std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int data_field,
                                 const std::function<Inner*()>& inner_of,
@@ -124,36 +161,44 @@ std::optional<bool> ParsePlaced(grpc::ByteBuffer* bb, const int (&outer)[N], int
   grpc::ProtoBufferReader reader(bb);
   if (!reader.status().ok()) return false;
   google::protobuf::io::CodedInputStream in(&reader);
-  for (int field : outer) {
-    uint64_t len = 0;
-    if (in.ReadTag() != WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED) ||
-        !in.ReadVarint64(&len) || static_cast<uint64_t>(in.CurrentPosition()) + len != total) {
+  Inner* head = nullptr;
+  uint32_t n = 0;
+  switch (ReadHead(in, total, outer, data_field, inner_of, &head, &n)) {
+    case HeadRead::kOtherShape:
       return std::nullopt;
-    }
+    case HeadRead::kMalformed:
+      return false;
+    case HeadRead::kOk:
+      break;
   }
-  std::string head_bytes;  // the inner message's other fields, as they came
-  google::protobuf::io::StringOutputStream raw(&head_bytes);
-  CodedOutputStream out(&raw);
-  const uint32_t data_tag = WireFormatLite::MakeTag(data_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
-  for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
-    if (tag != data_tag) {
-      if (!WireFormatLite::SkipField(&in, tag, &out)) return false;
-      continue;
-    }
-    uint32_t n = 0;
-    if (!in.ReadVarint32(&n) || static_cast<uint64_t>(in.CurrentPosition()) + n != total) return std::nullopt;
-    out.Trim();
-    Inner* head = inner_of();
-    if (!head->ParseFromString(head_bytes)) return false;
-    const Placement dst = place(*head, n);
-    if (dst.data == nullptr) return in.ReadString(head->mutable_data(), n);
-    if (dst.transfer_bytes < kNonTemporalCopyMinBytes) return in.ReadRaw(dst.data, static_cast<int>(n));
-    // A piece of a large transfer: straight from gRPC's slices with
-    // non-temporal stores (tensord/wire/copy.h). The data is the last n
-    // bytes of `bb`, as checked above.
-    return CopySuffix(*bb, total - n, dst.data);
+  const Placement dst = place(*head, n);
+  if (dst.data == nullptr) return in.ReadString(head->mutable_data(), n);
+  if (dst.transfer_bytes < kNonTemporalCopyMinBytes) return in.ReadRaw(dst.data, static_cast<int>(n));
+  // A piece of a large transfer: straight from gRPC's slices with
+  // non-temporal stores (tensord/wire/copy.h). The data is the last n bytes
+  // of `bb`, as ReadHead checked.
+  return CopySuffix(*bb, total - n, dst.data);
+}
+
+// ReadHead over the first `prefix_len` bytes of a `total`-byte message, for
+// a receiver that has not read the rest (see ParseClientMessageHead): the
+// data's offset and destination, or nullopt when the head is not all in the
+// prefix, does not parse, or place(inner, n) gives no destination.
+template <typename Inner, size_t N>
+std::optional<DataDestination> ParseHead(const char* prefix, size_t prefix_len, size_t total, const int (&outer)[N],
+                                         int data_field, const std::function<Inner*()>& inner_of,
+                                         absl::FunctionRef<Placement(const Inner& head, size_t n)> place) {
+  if (total < kMinBorrowedBytes || total > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      prefix_len > total) {
+    return std::nullopt;
   }
-  return std::nullopt;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(prefix), static_cast<int>(prefix_len));
+  Inner* head = nullptr;
+  uint32_t n = 0;
+  if (ReadHead(in, total, outer, data_field, inner_of, &head, &n) != HeadRead::kOk) return std::nullopt;
+  const Placement dst = place(*head, n);
+  if (dst.data == nullptr) return std::nullopt;
+  return DataDestination{static_cast<size_t>(in.CurrentPosition()), dst.data};
 }
 
 template <typename Message>
@@ -192,6 +237,25 @@ bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
   const std::optional<bool> r = ParsePlaced<v1::Upload>(
       bb, kPath, v1::Upload::kDataFieldNumber, [msg] { return msg->add_requests()->mutable_upload(); }, place);
   return r.has_value() ? *r : ParseWhole(bb, msg);
+}
+
+std::optional<DataDestination> ParseClientMessageHead(const char* prefix, size_t prefix_len, size_t total,
+                                                      v1::ClientMessage* msg,
+                                                      absl::FunctionRef<Placement(const v1::Upload& head, size_t n)> place) {
+  msg->Clear();
+  static constexpr int kPath[] = {v1::ClientMessage::kRequestsFieldNumber, v1::Request::kUploadFieldNumber};
+  return ParseHead<v1::Upload>(
+      prefix, prefix_len, total, kPath, v1::Upload::kDataFieldNumber,
+      [msg] { return msg->add_requests()->mutable_upload(); }, place);
+}
+
+std::optional<DataDestination> ParseServerMessageHead(const char* prefix, size_t prefix_len, size_t total,
+                                                      v1::ServerMessage* msg,
+                                                      absl::FunctionRef<Placement(const v1::FetchData& head, size_t n)> place) {
+  msg->Clear();
+  static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
+  return ParseHead<v1::FetchData>(prefix, prefix_len, total, kPath, v1::FetchData::kDataFieldNumber,
+                                  [msg] { return msg->mutable_data(); }, place);
 }
 
 }  // namespace tensord::wire

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -219,14 +220,26 @@ absl::Status SendStreamEnd(int sock, const absl::Status& why, StreamFraming fram
   return SendRecord(sock, iov, m.empty() ? 2 : 3, sizeof(head) + sizeof(code) + m.size());
 }
 
-absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
+void StreamReceiver::MaybeShrink() {
   // The previous message (the caller is done with it) was one more small
   // one: after enough of them, a buffer grown by a large one goes.
   if (small_in_a_row_ >= kShrinkAfterSmallMessages && capacity_ > 2 * kSmallMessageBytes) {
     buf_.reset();
     capacity_ = 0;
   }
-  if (framing_ == StreamFraming::kByteStream) return NextFromByteStream(sock, bb);
+}
+
+absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb, PlaceHook place) {
+  if (framing_ != StreamFraming::kByteStream) return Next(sock, bb);
+  placed_ = false;
+  MaybeShrink();
+  return NextFromByteStream(sock, bb, &place);
+}
+
+absl::StatusOr<bool> StreamReceiver::Next(int sock, grpc::ByteBuffer* bb) {
+  placed_ = false;
+  MaybeShrink();
+  if (framing_ == StreamFraming::kByteStream) return NextFromByteStream(sock, bb, nullptr);
   size_t size = 0;  // message bytes gathered so far
   // Spin for this message only when the last wait was short enough to have
   // ended within the spin (as an adaptive mutex does): a session that pauses
@@ -295,7 +308,7 @@ void StreamReceiver::Reserve(size_t need, size_t keep) {
   capacity_ = cap;
 }
 
-absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuffer* bb) {
+absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuffer* bb, const PlaceHook* place) {
   // The header: its first bytes polled for as on a record socket (when the
   // last wait was short), the rest of it waited for.
   ByteStreamHeader head;
@@ -335,10 +348,33 @@ absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuff
                                                    " bytes, longer than the limit of ", max_bytes_, " bytes"));
   }
   const size_t size = static_cast<size_t>(head.length);
-  Reserve(std::max<size_t>(size, 4096), 0);
-  absl::StatusOr<size_t> body = RecvAllBytes(sock, buf_.get(), size);
+  size_t have = 0;  // of the message's bytes, in buf_ already
+  if (place != nullptr && !end && size >= kMinPlacedMessageBytes) {
+    // Its first bytes, for the hook to say where the rest goes: straight
+    // into a tensor's storage or a fetch's buffer is one copy (the
+    // kernel's) instead of two.
+    have = std::min(size, kPlaceProbeBytes);
+    Reserve(std::max<size_t>(have, 4096), 0);
+    absl::StatusOr<size_t> probe = RecvAllBytes(sock, buf_.get(), have);
+    if (!probe.ok()) return probe.status();
+    if (*probe < have) return absl::UnavailableError("tcp stream: the socket closed inside a message");
+    const std::optional<DataDestination> to = (*place)(buf_.get(), have, size);
+    if (to.has_value() && to->dst != nullptr && to->offset <= have) {
+      std::memcpy(to->dst, buf_.get() + to->offset, have - to->offset);
+      absl::StatusOr<size_t> rest = RecvAllBytes(sock, to->dst + (have - to->offset), size - have);
+      if (!rest.ok()) return rest.status();
+      if (*rest < size - have) return absl::UnavailableError("tcp stream: the socket closed inside a message");
+      placed_ = true;
+      small_in_a_row_ = 0;
+      grpc::Slice s(buf_.get(), to->offset, grpc::Slice::STATIC_SLICE);
+      *bb = grpc::ByteBuffer(&s, 1);
+      return true;
+    }
+  }
+  Reserve(std::max<size_t>(size, 4096), have);
+  absl::StatusOr<size_t> body = RecvAllBytes(sock, buf_.get() + have, size - have);
   if (!body.ok()) return body.status();
-  if (*body < size) return absl::UnavailableError("tcp stream: the socket closed inside a message");
+  if (*body < size - have) return absl::UnavailableError("tcp stream: the socket closed inside a message");
   if (end) {
     int32_t code = 0;
     std::memcpy(&code, buf_.get(), sizeof(code));

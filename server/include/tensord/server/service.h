@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -28,6 +29,7 @@
 #include "tensord/server/allocator.h"
 #include "tensord/server/session.h"
 #include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/socket_stream.h"
 
 namespace tensord::server {
@@ -138,10 +140,15 @@ class TensordService final : public v1::Tensord::Service {
       ABSL_LOCKS_EXCLUDED(mu_);
   // How a session stream ended.
   enum class StreamEnd { kClient, kLost, kMalformed };
+  // Where an upload's data goes (Session::PlaceUploadData's answer).
+  using PlaceUpload = absl::FunctionRef<wire::Placement(const v1::Upload& head, size_t n)>;
   // Reads the next message's bytes: 1 when it did, 0 when the client ended
   // the stream, -1 when the stream was lost, -2 when what came is not a
-  // message (a malformed record).
-  using ReadBytes = std::function<int(grpc::ByteBuffer*)>;
+  // message (a malformed record). With `m` and `place` (not null), a reader
+  // that can receive a large upload's data straight to where `place` says
+  // (the TCP stream) may do so: it then parses the message into `*m` itself
+  // and returns 2.
+  using ReadBytes = std::function<int(grpc::ByteBuffer*, v1::ClientMessage* m, const PlaceUpload* place)>;
   // Executes `first` (when not null), then every message `read_bytes`
   // gives, in order, until the stream or the session ends.
   StreamEnd RunStream(uint64_t id, const std::shared_ptr<Session>& session, const v1::ClientMessage* first,

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "absl/functional/function_ref.h"
 
@@ -28,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "tensord/v1/tensord.pb.h"
+#include "tensord/wire/socket_stream.h"  // DataDestination
 
 namespace tensord::wire {
 
@@ -95,6 +97,27 @@ bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
 // the data goes.
 bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
                         absl::FunctionRef<Placement(const v1::Upload& head, size_t n)> place);
+
+// For a receiver that has only the first `prefix_len` bytes of a `total`-byte
+// ClientMessage (a StreamReceiver's PlaceHook, socket_stream.h): when the
+// message has EncodeUploadChunk's shape, is at least kMinBorrowedBytes long
+// and the Upload's other fields all lie within the prefix, parses them into
+// `msg` (cleared first; its one request's upload then has no data) and asks
+// `place(head, n)` where the n data bytes go. Returns that destination and
+// the data's offset in the message, for the receiver to put the rest there.
+// nullopt when the message has another shape, its head runs past the
+// prefix, a field does not parse or `place` gave no destination: `msg` is
+// then unspecified, and the receiver reads the whole message for
+// ParseClientMessage (which finds any error). Reads nothing past the prefix.
+std::optional<DataDestination> ParseClientMessageHead(const char* prefix, size_t prefix_len, size_t total,
+                                                      v1::ClientMessage* msg,
+                                                      absl::FunctionRef<Placement(const v1::Upload& head, size_t n)> place);
+
+// The same for a ServerMessage carrying a FetchData (EncodeFetchChunk's
+// shape).
+std::optional<DataDestination> ParseServerMessageHead(const char* prefix, size_t prefix_len, size_t total,
+                                                      v1::ServerMessage* msg,
+                                                      absl::FunctionRef<Placement(const v1::FetchData& head, size_t n)> place);
 
 }  // namespace tensord::wire
 

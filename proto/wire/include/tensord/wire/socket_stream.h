@@ -34,8 +34,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -136,6 +138,27 @@ inline constexpr int64_t kMaxStreamSpinMicros = 1'000'000;
 // $TENSORD_STREAM_SPIN_US hold. InvalidArgument quoting the text otherwise.
 absl::StatusOr<int64_t> ParseStreamSpinMicros(absl::string_view text);
 
+// Where the tail of a message goes instead of a StreamReceiver's buffer: the
+// message's bytes from `offset` to its end are received into `dst` (which
+// must have room for them); the bytes before `offset` stay in the buffer.
+struct DataDestination {
+  size_t offset = 0;
+  char* dst = nullptr;
+};
+// Asked by StreamReceiver::Next (byte streams only) once a message of at
+// least kMinPlacedMessageBytes has begun to arrive: `prefix` holds its first
+// `prefix_len` bytes (kPlaceProbeBytes, or the whole message when shorter)
+// and `total` is its length in bytes. Returns where the rest goes (an offset
+// of at most `prefix_len`), or nullopt to receive the whole message into the
+// buffer as usual. wire::ParseClientMessageHead and ParseServerMessageHead
+// (data_frame.h) answer it for an upload's or a fetch's data.
+using PlaceHook = absl::FunctionRef<std::optional<DataDestination>(const char* prefix, size_t prefix_len, size_t total)>;
+// Messages shorter than this are received whole (the hook is not asked).
+inline constexpr size_t kMinPlacedMessageBytes = 64 << 10;
+// How many of a message's first bytes the hook sees: room for a data
+// chunk's other fields (handle, meta, call site), which come first.
+inline constexpr size_t kPlaceProbeBytes = 4096;
+
 // Reassembles messages from records. One per socket, used by one thread at
 // a time; the bytes of the message it returns stay valid until the next
 // call to Next.
@@ -161,6 +184,14 @@ class StreamReceiver {
   // or an over-long message, Unavailable when the socket failed; after an
   // error the stream is unusable.
   absl::StatusOr<bool> Next(int sock, grpc::ByteBuffer* bb);
+  // Next, asking `place` where a large message's tail goes (see PlaceHook)
+  // on a byte stream (records ignore it: theirs arrive in 64 KiB pieces).
+  // When it answered with a destination, placed() is true and `bb` holds
+  // only the message's bytes before the destination's offset.
+  absl::StatusOr<bool> Next(int sock, grpc::ByteBuffer* bb, PlaceHook place);
+  // Whether the last message Next returned had its tail received into a
+  // PlaceHook's destination.
+  bool placed() const { return placed_; }
   const absl::Status& end_status() const { return end_status_; }
   // True when the stream ended with an end record (the peer said why), false
   // when the socket just closed.
@@ -180,7 +211,9 @@ class StreamReceiver {
 
  private:
   // Next for StreamFraming::kByteStream.
-  absl::StatusOr<bool> NextFromByteStream(int sock, grpc::ByteBuffer* bb);
+  absl::StatusOr<bool> NextFromByteStream(int sock, grpc::ByteBuffer* bb, const PlaceHook* place);
+  // Frees a buffer grown by a large message after enough small ones.
+  void MaybeShrink();
   // Makes buf_ hold at least `need` bytes, keeping its first `keep`.
   void Reserve(size_t need, size_t keep);
 
@@ -194,6 +227,7 @@ class StreamReceiver {
   int small_in_a_row_ = 0;
   absl::Status end_status_;
   bool ended_with_record_ = false;
+  bool placed_ = false;
 };
 
 }  // namespace tensord::wire
