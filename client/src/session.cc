@@ -271,6 +271,7 @@ struct Session::Impl {
   v1::ServerMessage read_buf;  // used by the reading thread only
   grpc::ByteBuffer read_bytes;  // the same
   uint64_t placed = 0;          // the same: bytes of read_buf's FetchData that PlaceData took
+  std::shared_ptr<char> placed_buffer;  // the same: the buffer they went to, alive until the message is handled
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters ABSL_GUARDED_BY(wmu);
   std::deque<v1::BackwardCallback> callbacks ABSL_GUARDED_BY(wmu);
   std::vector<v1::Error> unclaimed_errors ABSL_GUARDED_BY(wmu);
@@ -579,6 +580,7 @@ struct Session::Impl {
       } else {
         EndOfStreamLocked(st);
       }
+      placed_buffer.reset();
     }
   }
 
@@ -676,6 +678,7 @@ struct Session::Impl {
     }
     if (d.offset() != w.received || n > w.total_bytes - w.received) return nullptr;
     placed = n;
+    placed_buffer = w.buffer;  // the bytes may arrive over a while (the TCP stream): whatever happens to `w`
     return wire::Placement(w.buffer.get() + w.received, w.total_bytes);
   }
 

@@ -325,6 +325,9 @@ wire::Placement Session::PlaceUploadData(const v1::Upload& head, size_t n, std::
         !CheckFirstChunk(head, n, "upload", &m, &expected, &report_meta).ok()) {
       return nullptr;
     }
+    // Nor one that would not fit from offset 0: declined before anything
+    // starts, so that ExecuteUpload finds no upload and reports it.
+    if (head.offset() != 0 || n > expected) return nullptr;
     if (!StartUploadLocked(head, m, expected).ok()) return nullptr;
     it = uploads_.find(head.handle());
   } else if (head.has_meta()) {

@@ -378,6 +378,37 @@ TEST(DataFrameTest, AChunkHeadInAPrefixSaysWhereTheRestGoes) {
                      .has_value());
     EXPECT_FALSE(asked);
   }
+  // The data's length as an overlong varint (10 bytes, bit 40 set): the low
+  // 32 bits match, but protobuf refuses it, and so does the prefix parser.
+  {
+    const auto varint = [](uint64_t v, size_t min_bytes) {
+      std::string out;
+      while (v >= 0x80 || out.size() + 1 < min_bytes) {
+        out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+        v >>= 7;
+      }
+      out.push_back(static_cast<char>(v));
+      return out;
+    };
+    const auto field = [&](int number, const std::string& body) {
+      return varint((static_cast<uint64_t>(number) << 3) | 2, 1) + varint(body.size(), 1) + body;
+    };
+    const std::string upload = head.SerializeAsString() +
+                               varint((static_cast<uint64_t>(v1::Upload::kDataFieldNumber) << 3) | 2, 1) +
+                               varint(data.size() | (uint64_t{1} << 40), 10) + data;
+    const std::string overlong =
+        field(v1::ClientMessage::kRequestsFieldNumber, field(v1::Request::kUploadFieldNumber, upload));
+    bool asked = false;
+    EXPECT_FALSE(wire::ParseClientMessageHead(overlong.data(), 4096, overlong.size(), &msg,
+                                              [&](const v1::Upload&, size_t) {
+                                                asked = true;
+                                                return dest.data();
+                                              })
+                     .has_value());
+    EXPECT_FALSE(asked);
+    grpc::ByteBuffer whole = Buffer(overlong);
+    EXPECT_FALSE(wire::ParseClientMessage(&whole, &msg, [&](const v1::Upload&, size_t) { return dest.data(); }));
+  }
   // A fetch chunk, the same way.
   v1::FetchData fetch = FetchHead();
   fetch.set_total_bytes(70001);

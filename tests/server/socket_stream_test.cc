@@ -26,6 +26,7 @@
 #include "../../server/src/side_channel.h"
 #include "raw_client.h"
 #include "tensord/wire/cpus.h"
+#include "tensord/wire/data_frame.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
 
@@ -256,9 +257,6 @@ TEST(SocketStreamBytes, MessagesArriveWholeHoweverTheBytesAreSplit) {
   ::close(in);
 }
 
-// Byte streams: a header with a length over the receiver's limit is an
-// error at once (nothing allocated), as are a wrong magic, unknown flags,
-// and a stream that ends inside a header or a message.
 // A PlaceHook (byte streams): a large message's tail goes where the hook
 // says, its head stays in the buffer; small messages and those the hook
 // declines arrive whole; the end of the socket inside a placed tail is an
@@ -346,6 +344,9 @@ TEST(SocketStreamBytes, ALargeMessagesTailGoesWhereTheHookSays) {
   ::close(sv[1]);
 }
 
+// Byte streams: a header with a length over the receiver's limit is an
+// error at once (nothing allocated), as are a wrong magic, unknown flags,
+// and a stream that ends inside a header or a message.
 TEST(SocketStreamBytes, BrokenRecordsAreErrorsNotAllocations) {
   const auto receive = [](const std::string& bytes) {
     int sv[2];
@@ -610,6 +611,61 @@ TEST_P(SocketStreamTest, RunsTheSessionWithMessagesLargerThanARecord) {
   std::vector<v1::Error> errors = s.Sync(3);
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_THAT(errors[0].message(), HasSubstr("99"));
+  EXPECT_EQ(daemon_->service().live_sessions(), 1u);
+}
+
+// Upload chunks of 64 KiB and more as the client encodes them (data last):
+// on the TCP stream their data is received straight into the storage
+// (wire::ParseClientMessageHead). They are checked as any chunk: good ones,
+// whole or in two, keep their bytes; a first chunk not at offset 0, or with
+// more data than its tensor, is one error (its handle holds the error, as a
+// failed op's output does) and leaves no upload behind; the session goes on.
+TEST_P(SocketStreamTest, LargeUploadChunksAreCheckedWhereverTheirDataGoes) {
+  RawSession raw(stub_.get(), /*attach=*/false);
+  SocketStream s(GetParam(), ChannelPath(), raw.id(), raw.token());
+  ASSERT_TRUE(s.hello().ok()) << s.hello();
+  std::vector<float> v(32771);  // 131,084 bytes
+  std::iota(v.begin(), v.end(), 0.25f);
+  const std::string bytes = Bytes(v);
+  const auto send_chunk = [&](uint64_t handle, uint64_t offset, const std::string& data, bool first, bool last) {
+    v1::Upload head;
+    head.set_handle(handle);
+    if (first) {
+      *head.mutable_meta() = MetaProto({32771}, ScalarType::kFloat32);
+      head.set_total_bytes(bytes.size());
+    }
+    head.set_offset(offset);
+    head.set_last(last);
+    head.set_call_site("model.py:7");
+    wire::BorrowedSlices borrowed;
+    grpc::ByteBuffer bb = wire::EncodeUploadChunk(head, borrowed.Borrow(data.data(), data.size()));
+    EXPECT_TRUE(wire::SendStreamMessage(s.fd(), bb, GetParam()).ok());
+    bb.Clear();
+  };
+  const auto pending = [&] { return daemon_->service().session_stats(raw.id())->pending_uploads; };
+  send_chunk(1, 0, bytes, true, true);
+  EXPECT_TRUE(s.Sync(1).empty());
+  EXPECT_TRUE(s.Fetch(2, 1) == bytes);
+  send_chunk(2, 0, bytes.substr(0, 70000), true, false);
+  send_chunk(2, 70000, bytes.substr(70000), false, true);
+  EXPECT_TRUE(s.Sync(3).empty());
+  EXPECT_TRUE(s.Fetch(4, 2) == bytes);
+  // Not at offset 0: one error for the upload, none for the chunk after it.
+  send_chunk(3, 8, bytes.substr(0, 70000), true, false);
+  send_chunk(3, 70008, bytes.substr(70008), false, true);
+  std::vector<v1::Error> errors = s.Sync(5);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("offset"));
+  EXPECT_EQ(pending(), 0u);
+  // More data than the tensor holds.
+  send_chunk(4, 0, bytes + std::string(70000, 'x'), true, true);
+  errors = s.Sync(6);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(pending(), 0u);
+  // The session goes on.
+  send_chunk(5, 0, bytes, true, true);
+  EXPECT_TRUE(s.Sync(7).empty());
+  EXPECT_TRUE(s.Fetch(8, 5) == bytes);
   EXPECT_EQ(daemon_->service().live_sessions(), 1u);
 }
 

@@ -139,7 +139,13 @@ HeadRead ReadHead(google::protobuf::io::CodedInputStream& in, size_t total, cons
       if (!WireFormatLite::SkipField(&in, tag, &out)) return HeadRead::kMalformed;
       continue;
     }
-    if (!in.ReadVarint32(n) || static_cast<uint64_t>(in.CurrentPosition()) + *n != total) return HeadRead::kOtherShape;
+    // Read as 64 bits: ReadVarint32 would drop the high bits of an overlong
+    // length that protobuf's own parser refuses.
+    uint64_t len = 0;
+    if (!in.ReadVarint64(&len) || len > total || static_cast<uint64_t>(in.CurrentPosition()) + len != total) {
+      return HeadRead::kOtherShape;
+    }
+    *n = static_cast<uint32_t>(len);  // total fits in an int (the callers check)
     out.Trim();
     *head = inner_of();
     return (*head)->ParseFromString(head_bytes) ? HeadRead::kOk : HeadRead::kMalformed;
