@@ -20,22 +20,25 @@
 namespace tensord::cpu {
 
 // e^x lane by lane for F (float lanes), U and I (uint32_t and int32_t lanes of
-// the same width). The operations and their order are those of the scalar
-// ExpF (fast_math.h; its comments explain the steps), so every lane equals
-// ExpF of it as long as the caller's translation unit does not contract
-// a * b + c into a fused multiply-add (-ffp-contract=off where the target has
-// FMA: AVX-512F does).
+// the same width): what ExpF (fast_math.h) says, which is this on 4 lanes.
+// Every width gives the same bits as long as the caller's translation unit
+// does not contract a * b + c into a fused multiply-add (-ffp-contract=off
+// where the target has FMA: AVX-512F does).
 template <typename F, typename U, typename I>
 inline F ExpFLanes(F x) {
+  // Clamp first (NaN passes: both comparisons are false).
   const F lo = F{} - 104.0f;
   const F hi = F{} + 89.0f;
   F xc = x < lo ? lo : x;
   xc = xc > hi ? hi : xc;
+  // n = round(x / ln2) by the 1.5 * 2^23 trick (round to nearest even, and
+  // the integer is read from the low mantissa bits, no float->int cast).
   constexpr float kShift = 12582912.0f;         // 1.5 * 2^23
   constexpr uint32_t kShiftBits = 0x4B400000u;  // its bit pattern
   const F t = xc * 1.44269504088896341f + kShift;
   const F fn = t - kShift;
   const I n = reinterpret_cast<I>(reinterpret_cast<U>(t) - kShiftBits);
+  // r = x - n ln2 in two steps (ln2 split into an exact high part and the rest).
   F r = xc - fn * 0.693359375f;
   r = r - fn * -2.12194440e-4f;
   F p = r * 1.9875691500e-4f + 1.3981999507e-3f;
@@ -44,12 +47,13 @@ inline F ExpFLanes(F x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const F y = p * r * r + r + 1.0f;
+  // 2^n = 2^n1 * 2^n2 with both halves normal (n in [-150, 129]).
   const I n1 = n >> 1;
   const I n2 = n - n1;
   const F s1 = reinterpret_cast<F>(reinterpret_cast<U>(n1 + 127) << 23);
   const F s2 = reinterpret_cast<F>(reinterpret_cast<U>(n2 + 127) << 23);
   const F e = y * s1 * s2;
-  return x != x ? x : e;
+  return x != x ? x : e;  // NaN in, the same NaN out
 }
 
 // out[i] = ExpFLanes(in[i]) over the whole vectors of F at the start of

@@ -7,10 +7,6 @@
 namespace tensord::cpu {
 namespace {
 
-using F32x4 = float __attribute__((vector_size(16)));
-using U32x4 = uint32_t __attribute__((vector_size(16)));
-using I32x4 = int32_t __attribute__((vector_size(16)));
-
 int64_t ExpFBlocks4(const float* in, float* out, int64_t n) { return ExpFBlocks<F32x4, U32x4, I32x4>(in, out, n); }
 
 using BlocksFn = int64_t (*)(const float*, float*, int64_t);
