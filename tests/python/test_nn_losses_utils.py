@@ -192,6 +192,30 @@ def test_huber_loss_matches_pytorch(delta, reduction):
     _compare("huber_loss", x, t, dict(reduction=reduction, delta=delta))
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_huber_loss_keeps_the_inputs_dtype_and_smooth_l1_the_promoted_one(reduction):
+    # PyTorch 1.13: huber_loss's output has the input's dtype (computed in
+    # the promoted one), smooth_l1_loss's the promoted dtype.
+    x = np.linspace(-2, 2, 12)
+    t = x[::-1] * 0.7
+    for xd, td in [(np.float32, np.float64), (np.float64, np.float32), (np.float32, np.int64)]:
+        a, b = x.astype(xd), (t * 3).astype(td)
+        for name in ("huber_loss", "smooth_l1_loss"):
+            ours_x = tensord.tensor(a, requires_grad=True)
+            ours = getattr(F, name)(ours_x, tensord.tensor(b), reduction=reduction)
+            ref_x = torch.tensor(a, requires_grad=True)
+            ref = getattr(torch.nn.functional, name)(ref_x, torch.tensor(b), reduction=reduction)
+            assert str(ours.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1], (name, xd, td)
+            np.testing.assert_allclose(np_of(ours), ref.detach().numpy(), rtol=1e-6, err_msg=f"{name} {xd} {td}")
+            ours.sum().backward()
+            assert ours_x.grad.dtype == ours_x.dtype
+            try:
+                ref.sum().backward()
+            except RuntimeError:  # PyTorch 1.13's backward refuses some mixed pairs ("Found dtype Double")
+                continue
+            np.testing.assert_allclose(ours_x.grad.numpy(), ref_x.grad.numpy(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("name, kw", [("smooth_l1_loss", dict(beta=1.0)), ("huber_loss", dict(delta=0.5))])
 def test_an_infinite_difference_has_the_linear_parts_gradient(name, kw):
     # |d| = inf is outside the quadratic part: the gradient is sign(d)

@@ -20,8 +20,8 @@
 #include <climits>
 #include <chrono>
 #include <cstring>
-#include <string>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 

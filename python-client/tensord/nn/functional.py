@@ -583,7 +583,8 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     (broadcast, with PyTorch's warning when the shapes differ), ``0.5 * z**2``
     where ``z < delta``, else ``delta * (z - 0.5 * delta)`` (smooth_l1_loss
     times delta, for delta = beta). Reduced by ``reduction`` ('none',
-    'mean', 'sum').
+    'mean', 'sum'). The result has the input's dtype, as PyTorch's (computed
+    in the dtype ``input`` and ``target`` promote to).
 
     Raises ValueError for a bad reduction, RuntimeError for delta <= 0
     ("huber_loss does not support non-positive values for delta.") or shapes
@@ -596,6 +597,10 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     d = input - target
     z = d.abs()
     loss = _quadratic_inside(d, z, delta, 0.5, (z - 0.5 * delta) * delta)
+    if loss.dtype != input.dtype:
+        # PyTorch's huber_loss computes in the promoted dtype into an output
+        # of the input's dtype (smooth_l1_loss keeps the promoted one).
+        loss = loss.to(input.dtype)
     return _reduce(loss, reduction)
 
 
