@@ -353,8 +353,9 @@ absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuff
     // Its first bytes, for the hook to say where the rest goes: straight
     // into a tensor's storage or a fetch's buffer is one copy (the
     // kernel's) instead of two.
-    have = std::min(size, kPlaceProbeBytes);
-    Reserve(std::max<size_t>(have, 4096), 0);
+    static_assert(kPlaceProbeBytes <= kMinPlacedMessageBytes, "the probe is a prefix of the message");
+    have = kPlaceProbeBytes;
+    Reserve(have, 0);
     absl::StatusOr<size_t> probe = RecvAllBytes(sock, buf_.get(), have);
     if (!probe.ok()) return probe.status();
     if (*probe < have) return absl::UnavailableError("tcp stream: the socket closed inside a message");

@@ -147,8 +147,7 @@ struct DataDestination {
 };
 // Asked by StreamReceiver::Next (byte streams only) once a message of at
 // least kMinPlacedMessageBytes has begun to arrive: `prefix` holds its first
-// `prefix_len` bytes (kPlaceProbeBytes, or the whole message when shorter)
-// and `total` is its length in bytes. Returns where the rest goes (an offset
+// `prefix_len` bytes (kPlaceProbeBytes) and `total` is its length in bytes. Returns where the rest goes (an offset
 // of at most `prefix_len`), or nullopt to receive the whole message into the
 // buffer as usual. wire::ParseClientMessageHead and ParseServerMessageHead
 // (data_frame.h) answer it for an upload's or a fetch's data.
