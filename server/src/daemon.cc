@@ -20,8 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
+#include "health.h"
 #include "side_channel.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
@@ -29,8 +29,6 @@
 
 namespace tensord::server {
 namespace {
-
-constexpr int kMaxThreads = 256;
 
 struct ListenAddress {
   bool is_unix = false;
@@ -244,6 +242,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   if (options.listen.empty()) {
     return absl::InvalidArgumentError("no address to listen on (give --listen unix:PATH or --listen HOST:PORT)");
   }
+  if (options.grpc_threads < kReservedGrpcThreads + 8) {
+    return absl::InvalidArgumentError(absl::StrCat("grpc_threads ", options.grpc_threads, " is below ",
+                                                   kReservedGrpcThreads + 8, " (", kReservedGrpcThreads,
+                                                   " reserved for health checks and opening and closing sessions, "
+                                                   "at least 8 for session streams)"));
+  }
   std::vector<ListenAddress> addrs;
   for (const std::string& text : options.listen) {
     absl::StatusOr<ListenAddress> a = ParseListenAddress(text);
@@ -290,6 +294,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.cpu_allocator.cache_limit_bytes = options.cpu_cache_limit_bytes;
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   so.stream_spin = options.stream_spin;
+  so.max_grpc_streams = static_cast<size_t>(options.grpc_threads - kReservedGrpcThreads);
   absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
   if (!service.ok()) {
     close_tcp();
@@ -297,17 +302,18 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   }
   d->service_ = *std::move(service);
 
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   grpc::ResourceQuota quota("tensord");
-  quota.SetMaxThreads(kMaxThreads);
+  quota.SetMaxThreads(options.grpc_threads);
   builder.SetResourceQuota(quota);
   for (size_t i = 0; i < addrs.size(); ++i) {  // AddListeningPort keeps &ports[i]
     if (addrs[i].is_unix) builder.AddListeningPort(absl::StrCat("unix:", addrs[i].path), grpc::InsecureServerCredentials(), &ports[i]);
   }
   builder.RegisterService(d->service_.get());
+  d->health_ = std::make_unique<HealthService>();
+  builder.RegisterService(d->health_.get());
   d->server_ = builder.BuildAndStart();
   bool all_bound = d->server_ != nullptr;
   for (int p : ports) all_bound = all_bound && p != 0;
@@ -331,9 +337,6 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (why.empty()) why.push_back(absl::StrCat("cannot listen on ", absl::StrJoin(options.listen, ", ")));
     d->server_.reset();
     return absl::UnavailableError(absl::StrJoin(why, "; "));
-  }
-  if (grpc::HealthCheckServiceInterface* health = d->server_->GetHealthCheckService()) {
-    health->SetServingStatus(v1::Tensord::service_full_name(), true);
   }
   for (size_t i = 0; i < addrs.size(); ++i) {
     if (addrs[i].is_unix) {
@@ -372,9 +375,7 @@ Daemon::~Daemon() { Shutdown(); }
 void Daemon::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (server_) {
-    if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) health->Shutdown();
-  }
+  if (health_) health_->Shutdown();
   // Sessions first, so that each is closed (and logged) as "daemon shutting
   // down"; then the side channels and TCP acceptors, whose streams have
   // ended with their sessions.

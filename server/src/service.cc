@@ -413,6 +413,21 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
 
 grpc::Status TensordService::Stream(grpc::ServerContext* context,
                                     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
+  // This call holds one of the gRPC server's threads until the stream ends:
+  // past max_grpc_streams it is refused, so that the threads left over keep
+  // health checks, OpenSession and CloseSession answering.
+  struct Count {
+    std::atomic<size_t>& n;
+    const size_t before = n.fetch_add(1, std::memory_order_relaxed);
+    ~Count() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } count{grpc_streams_};
+  if (count.before >= options_.max_grpc_streams) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("the daemon already serves ", count.before,
+                                     " session streams on gRPC (its limit: each holds one of its gRPC threads); "
+                                     "connect over the daemon's Unix socket or TCP port with the same-host or TCP "
+                                     "stream, which holds none, or try again later"));
+  }
   v1::ClientMessage msg;
   grpc::ByteBuffer in;
   if (!stream->Read(&in)) {

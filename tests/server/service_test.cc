@@ -2,6 +2,8 @@
 // handshake, sessions, streams, uploads, ops, fetches, memory accounting.
 // Hostile input has its own file (hostile_test.cc).
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <thread>
 
@@ -544,13 +546,18 @@ TEST_F(ServiceTest, MessagesAndRepliesCarryNothingOfTheLastOnes) {
   EXPECT_THAT(s.FetchValues<float>(4), ::testing::ElementsAre(-1, -2, -3, -4, -5, -6));
 }
 
-TEST_F(ServiceTest, HealthServiceAnswersServing) {
-  grpc::GenericStub generic(channel_);
+// A unary call of grpc.health.v1.Health/Check for `service` (a
+// HealthCheckRequest encoded by hand: field 1, length-delimited); the
+// response's bytes.
+grpc::Status HealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std::string& service,
+                         std::string* response_bytes) {
+  grpc::GenericStub generic(channel);
   grpc::ClientContext ctx;
   grpc::CompletionQueue cq;
-  grpc::ByteBuffer request;  // HealthCheckRequest{service: ""}: zero bytes
-  grpc::Slice empty("", 0);
-  request = grpc::ByteBuffer(&empty, 1);
+  std::string encoded;
+  if (!service.empty()) encoded = std::string("\x0a") + static_cast<char>(service.size()) + service;
+  grpc::Slice slice(encoded);
+  grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
   grpc::Status status;
   auto call = generic.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", request, &cq);
@@ -558,16 +565,123 @@ TEST_F(ServiceTest, HealthServiceAnswersServing) {
   call->Finish(&response, &status, reinterpret_cast<void*>(1));
   void* tag = nullptr;
   bool ok = false;
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  ASSERT_TRUE(ok);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  grpc::Slice slice;
-  ASSERT_TRUE(response.DumpToSingleSlice(&slice).ok());
-  // HealthCheckResponse{status: SERVING (1)} is the two bytes 08 01.
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(slice.begin()), slice.size()), std::string("\x08\x01", 2));
+  EXPECT_TRUE(cq.Next(&tag, &ok) && ok);
+  grpc::Slice out;
+  if (status.ok() && response.DumpToSingleSlice(&out).ok()) {
+    response_bytes->assign(reinterpret_cast<const char*>(out.begin()), out.size());
+  }
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+  return status;
+}
+
+TEST_F(ServiceTest, HealthServiceAnswersServing) {
+  // HealthCheckResponse{status: SERVING (1)} is the two bytes 08 01.
+  const std::string serving("\x08\x01", 2);
+  for (const std::string service : {"", "tensord.v1.Tensord"}) {
+    std::string bytes;
+    grpc::Status st = HealthCheck(channel_, service, &bytes);
+    ASSERT_TRUE(st.ok()) << service << ": " << st.error_message();
+    EXPECT_EQ(bytes, serving) << service;
+  }
+  std::string bytes;
+  grpc::Status st = HealthCheck(channel_, "no.such.Service", &bytes);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(st.error_message(), HasSubstr("unknown service 'no.such.Service'"));
+}
+
+TEST_F(ServiceTest, NoCallbackPollingThreads) {
+  // The daemon serves its health checks itself, on the synchronous API:
+  // grpc++'s built-in health service brought a callback completion queue,
+  // which gRPC 1.51 drives with two "nexting_thread"s that also picked up
+  // the session streams' reads (two more thread switches per round trip).
+  std::string bytes;
+  ASSERT_TRUE(HealthCheck(channel_, "", &bytes).ok());
+  int nexting = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(entry.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    nexting += name == "nexting_thread";
+  }
+  EXPECT_EQ(nexting, 0);
+}
+
+// A session stream on gRPC holds one of the server's threads while it
+// lasts. With every stream slot taken, one more stream is refused with a
+// message that says why, and the reserved threads keep health checks,
+// opening and closing sessions answering (grpc.health.v1's Check used to
+// fail once the streams held every thread).
+TEST_F(ServiceTest, GrpcStreamsLeaveThreadsForHealthChecksAndOtherSessions) {
+  grpc_threads_ = server::kReservedGrpcThreads + 8;  // 8 session streams on gRPC at most
+  StartDaemon(0);
+  ASSERT_EQ(daemon_->service().options().max_grpc_streams, 8u);
+  // As many sessions as the server has threads: 8 get their stream, every
+  // other one is refused at once (its thread goes back to the pool).
+  std::vector<std::unique_ptr<RawSession>> held;
+  int refused = 0;
+  for (int i = 0; i < grpc_threads_; ++i) {
+    auto s = std::make_unique<RawSession>(stub_.get());
+    v1::ClientMessage sync;
+    sync.add_requests()->mutable_sync()->set_request_id(1);
+    s->stream()->Write(sync);  // false when the stream was refused already
+    v1::ServerMessage m;
+    if (s->Read(&m)) {
+      EXPECT_TRUE(m.has_ack()) << m.DebugString();
+      held.push_back(std::move(s));
+      continue;
+    }
+    const grpc::Status st = s->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << i << ": " << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("already serves 8 session streams on gRPC")) << i;
+    EXPECT_TRUE(s->Close().ok()) << i;  // opened, never attached
+    ++refused;
+  }
+  EXPECT_EQ(held.size(), 8u);
+  EXPECT_EQ(refused, grpc_threads_ - 8);
+  // More unary calls, one after another and at once, than there are
+  // reserved threads.
+  const std::string serving("\x08\x01", 2);
+  for (int i = 0; i < 2 * server::kReservedGrpcThreads; ++i) {
+    std::string bytes;
+    ASSERT_TRUE(HealthCheck(channel_, "", &bytes).ok()) << i;
+    EXPECT_EQ(bytes, serving);
+  }
+  std::vector<std::thread> checks;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 8; ++i) {
+    checks.emplace_back([&] {
+      std::string bytes;
+      if (HealthCheck(channel_, "", &bytes).ok() && bytes == serving) answered.fetch_add(1);
+    });
+  }
+  for (std::thread& t : checks) t.join();
+  EXPECT_EQ(answered.load(), 8);
+  // The held sessions still work; once one ends, its slot takes a new one.
+  ASSERT_FALSE(held.empty());
+  EXPECT_TRUE(held.front()->Sync().empty());
+  EXPECT_TRUE(held.front()->Finish().ok());  // the session ends with its stream
+  held.erase(held.begin());
+  bool attached = false;
+  for (int attempt = 0; attempt < 100 && !attached; ++attempt) {  // the ended call frees its slot as it returns
+    RawSession next(stub_.get());
+    v1::ClientMessage sync;
+    sync.add_requests()->mutable_sync()->set_request_id(1);
+    next.stream()->Write(sync);
+    v1::ServerMessage m;
+    if (next.Read(&m)) {
+      EXPECT_TRUE(m.has_ack()) << m.DebugString();
+      attached = true;
+      EXPECT_TRUE(next.Finish().ok());
+    } else {
+      EXPECT_EQ(next.Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+      (void)next.Close();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  EXPECT_TRUE(attached);
+  for (auto& h : held) EXPECT_TRUE(h->Sync().empty());
 }
 
 TEST_F(ServiceTest, TcpListenerServesToo) {

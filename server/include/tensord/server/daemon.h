@@ -26,6 +26,7 @@
 namespace tensord::server {
 
 class SideChannelServer;  // server/src/side_channel.h
+class HealthService;      // server/src/health.h
 
 // Largest gRPC message the daemon accepts or sends (batches of op calls and
 // upload chunks; fetch data is chunked at 3 MiB).
@@ -45,7 +46,17 @@ struct DaemonOptions {
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
   // Grace period for in-flight requests at shutdown.
   absl::Duration shutdown_grace = absl::Milliseconds(100);
+  // The gRPC server's thread cap (its ResourceQuota). A session stream on
+  // gRPC holds one thread while it lasts (the synchronous API); at most
+  // grpc_threads - kReservedGrpcThreads of them run at once (more are refused
+  // with ResourceExhausted), so that the reserved threads keep health checks
+  // (grpc.health.v1.Health/Check) and opening and closing sessions
+  // answering. At least kReservedGrpcThreads + 8; Start refuses less.
+  int grpc_threads = 256;
 };
+
+// gRPC threads that session streams never take (DaemonOptions::grpc_threads).
+inline constexpr int kReservedGrpcThreads = 16;
 
 // Parses a byte count: "1048576", "512K", "64MiB", "2G" (K, M, G, T and
 // KiB..TiB are powers of 1024), "4GB" (KB, MB, GB, TB are powers of 1000);
@@ -84,6 +95,7 @@ class Daemon {
 
   DaemonOptions options_;
   std::unique_ptr<TensordService> service_;
+  std::unique_ptr<HealthService> health_;  // grpc.health.v1, registered with server_
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
   std::vector<std::string> socket_paths_;  // to remove at shutdown

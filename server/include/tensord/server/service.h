@@ -11,6 +11,7 @@
 #ifndef TENSORD_SERVER_SERVICE_H_
 #define TENSORD_SERVER_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,6 +43,13 @@ struct ServiceOptions {
   int64_t session_memory_limit_bytes = 0;
   // At most this many open sessions; more are refused (ResourceExhausted).
   size_t max_sessions = 1024;
+  // At most this many session streams on gRPC at once; more are refused
+  // (ResourceExhausted). Each holds one of the gRPC server's threads while it
+  // lasts (the synchronous API), so the daemon sets this below the server's
+  // thread cap: the threads left over keep health checks and opening and
+  // closing sessions answering (DaemonOptions::grpc_threads). Same-host and
+  // TCP streams hold no gRPC thread and are not counted.
+  size_t max_grpc_streams = 240;
   // A session that no stream attaches to within this time is closed.
   absl::Duration attach_timeout = absl::Seconds(60);
   // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
@@ -169,7 +177,8 @@ class TensordService final : public v1::Tensord::Service {
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  int socket_streams_ ABSL_GUARDED_BY(mu_) = 0;  // ServeSocketStream calls between attach and end record
+  int socket_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<size_t> grpc_streams_{0};  // Stream calls running now (max_grpc_streams)  // ServeSocketStream calls between attach and end record
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
