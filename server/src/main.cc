@@ -372,6 +372,30 @@ void KeepChunkSizedAllocationsWarm() {
   }
 }
 
+// OpenBLAS's pthreads build keeps its worker threads polling (sched_yield)
+// for 2^28 cycles, about 0.1 s, after every GEMM it splits across them
+// (OpenBLAS splits from 2^18 multiply-adds). A daemon that runs one such
+// GEMM every few milliseconds then has a worker polling all the time,
+// taking a core from the session threads and from a client on the same
+// host: on this project's 2-core machine the digits MLP's epoch (45 steps,
+// one 360x64x128 GEMM after them) took 14.5 ms instead of 9
+// (bench/RESULTS.md, figure 6). OPENBLAS_THREAD_TIMEOUT sets that time
+// (2^N cycles, N from 4 to 30) but is read when the library loads, before
+// main; so `serve` sets it and executes itself again, once, unless the
+// environment sets it already (or GOTO_THREAD_TIMEOUT, its older name).
+// 2^16 cycles (about 25 us) keeps a worker awake between the GEMMs of one
+// op. When /proc/self/exe cannot be executed the daemon serves as it is.
+constexpr char kBlasThreadTimeout[] = "16";
+
+void ReexecWithBlasThreadTimeout(char** argv) {
+  if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr || std::getenv("GOTO_THREAD_TIMEOUT") != nullptr) return;
+  if (::setenv("OPENBLAS_THREAD_TIMEOUT", kBlasThreadTimeout, 1) != 0) return;
+  ::execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "tensord: warning: cannot re-execute /proc/self/exe with OPENBLAS_THREAD_TIMEOUT=%s (%s); "
+               "OpenBLAS's idle threads will poll for 0.1 s after each large matmul\n",
+               kBlasThreadTimeout, std::strerror(errno));
+}
+
 }  // namespace
 }  // namespace tensord::server
 
@@ -394,6 +418,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "serve") {
+    ReexecWithBlasThreadTimeout(argv);
     KeepChunkSizedAllocationsWarm();
     return Serve(args);
   }

@@ -14,6 +14,8 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "raw_client.h"
@@ -102,6 +104,16 @@ class Proc {
   std::string Stderr() { return ReadAll(err_); }
   std::string Stdout() { return ReadAll(out_); }
   void Signal(int sig) { ::kill(pid_, sig); }
+  // The value of the environment variable `name` in the running process
+  // (from /proc/PID/environ); nullopt when unset.
+  std::optional<std::string> Environment(const std::string& name) const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/environ", std::ios::binary);
+    std::string entry;
+    while (std::getline(in, entry, '\0')) {
+      if (entry.compare(0, name.size() + 1, name + "=") == 0) return entry.substr(name.size() + 1);
+    }
+    return std::nullopt;
+  }
 
  private:
   static std::string ReadAll(int fd) {
@@ -402,6 +414,27 @@ TEST_F(BinaryTest, StreamSpinFromEnvironmentConfigAndFlag) {
     EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock}),
                 HasSubstr("TENSORD_STREAM_SPIN_US: 'fast' is not a polling time in microseconds"));
   }
+}
+
+// serve executes itself again with OPENBLAS_THREAD_TIMEOUT set (OpenBLAS
+// reads it as it loads), so that its idle worker threads stop polling soon
+// after a large matmul; a value from the environment is kept.
+TEST_F(BinaryTest, ServeShortensOpenBlasPollingUnlessTheEnvironmentSaysOtherwise) {
+  const std::string sock = dir_ + "/b.sock";
+  {
+    Proc p({"serve", "--listen", "unix:" + sock});
+    ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+    EXPECT_EQ(p.Environment("OPENBLAS_THREAD_TIMEOUT"), std::optional<std::string>("16"));
+    EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
+    p.Signal(SIGTERM);
+    EXPECT_EQ(p.Wait(), 0);
+  }
+  ScopedEnv env("OPENBLAS_THREAD_TIMEOUT", "22");
+  Proc p({"serve", "--listen", "unix:" + sock});
+  ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  EXPECT_EQ(p.Environment("OPENBLAS_THREAD_TIMEOUT"), std::optional<std::string>("22"));
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0);
 }
 
 TEST_F(BinaryTest, UsageErrors) {
