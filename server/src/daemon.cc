@@ -295,6 +295,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   so.stream_spin = options.stream_spin;
   so.max_grpc_streams = static_cast<size_t>(options.grpc_threads - kReservedGrpcThreads);
+  so.attach_timeout = options.attach_timeout;
   absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
   if (!service.ok()) {
     close_tcp();

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -384,16 +385,30 @@ void KeepChunkSizedAllocationsWarm() {
 // main; so `serve` sets it and executes itself again, once, unless the
 // environment sets it already (or GOTO_THREAD_TIMEOUT, its older name).
 // 2^16 cycles (about 25 us) keeps a worker awake between the GEMMs of one
-// op. When /proc/self/exe cannot be executed the daemon serves as it is.
+// op. The binary is executed by its own path (what /proc/self/exe names),
+// so that the process keeps its name (ps, pgrep, systemd); not when it was
+// started through the dynamic loader (`ld.so tensord serve`: there
+// /proc/self/exe is the loader), and when it cannot be, the daemon serves
+// as it is, with a warning.
 constexpr char kBlasThreadTimeout[] = "16";
 
 void ReexecWithBlasThreadTimeout(char** argv) {
   if (std::getenv("OPENBLAS_THREAD_TIMEOUT") != nullptr || std::getenv("GOTO_THREAD_TIMEOUT") != nullptr) return;
+  if (::getauxval(AT_BASE) == 0) return;  // no program interpreter: run as `ld.so tensord ...` (or static)
+  std::string self(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", self.data(), self.size());
+  if (n > 0 && static_cast<size_t>(n) < self.size()) {
+    self.resize(static_cast<size_t>(n));
+  } else {
+    self = "/proc/self/exe";
+  }
   if (::setenv("OPENBLAS_THREAD_TIMEOUT", kBlasThreadTimeout, 1) != 0) return;
-  ::execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "tensord: warning: cannot re-execute /proc/self/exe with OPENBLAS_THREAD_TIMEOUT=%s (%s); "
+  ::execv(self.c_str(), argv);
+  const int err = errno;
+  ::unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  std::fprintf(stderr, "tensord: warning: cannot execute %s again with OPENBLAS_THREAD_TIMEOUT=%s (%s); "
                "OpenBLAS's idle threads will poll for 0.1 s after each large matmul\n",
-               kBlasThreadTimeout, std::strerror(errno));
+               self.c_str(), kBlasThreadTimeout, std::strerror(err));
 }
 
 }  // namespace

@@ -422,15 +422,26 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     ~Count() { n.fetch_sub(1, std::memory_order_relaxed); }
   } count{grpc_streams_};
   if (count.before >= options_.max_grpc_streams) {
+    ReapUnattached();  // frees the slots of calls that never attached, for the next caller
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         absl::StrCat("the daemon already serves ", count.before,
-                                     " session streams on gRPC (its limit: each holds one of its gRPC threads); "
-                                     "connect over the daemon's Unix socket or TCP port with the same-host or TCP "
-                                     "stream, which holds none, or try again later"));
+                                     " Stream calls on gRPC (its limit: each holds one of its gRPC threads); the "
+                                     "same-host stream (over the daemon's Unix socket) and the TCP stream (over its "
+                                     "TCP port) hold none: leave TENSORD_SAME_HOST_STREAM and TENSORD_TCP_STREAM "
+                                     "unset, or try again later"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    unattached_[context] = absl::Now();
   }
   v1::ClientMessage msg;
   grpc::ByteBuffer in;
-  if (!stream->Read(&in)) {
+  const bool got_first = stream->Read(&in);
+  {
+    absl::MutexLock lock(&mu_);
+    unattached_.erase(context);
+  }
+  if (!got_first) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before attaching to a session");
   }
   if (!grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, &msg).ok()) {
@@ -553,6 +564,10 @@ void TensordService::ReapUnattached() {
     const absl::Time now = absl::Now();
     for (const auto& [id, e] : sessions_) {
       if (!e.attached && now - e.opened > options_.attach_timeout) stale.push_back(id);
+    }
+    // Under mu_: a handler removes its context before it returns.
+    for (const auto& [context, since] : unattached_) {
+      if (now - since > options_.attach_timeout) context->TryCancel();
     }
   }
   for (uint64_t id : stale) Remove(id, "no stream attached in time");

@@ -114,6 +114,13 @@ class Proc {
     }
     return std::nullopt;
   }
+  // The process's name (/proc/PID/comm): what ps, pgrep and systemd show.
+  std::string Name() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/comm");
+    std::string name;
+    std::getline(in, name);
+    return name;
+  }
 
  private:
   static std::string ReadAll(int fd) {
@@ -416,15 +423,17 @@ TEST_F(BinaryTest, StreamSpinFromEnvironmentConfigAndFlag) {
   }
 }
 
-// serve executes itself again with OPENBLAS_THREAD_TIMEOUT set (OpenBLAS
-// reads it as it loads), so that its idle worker threads stop polling soon
-// after a large matmul; a value from the environment is kept.
+// serve executes itself again, under its own name, with
+// OPENBLAS_THREAD_TIMEOUT set (OpenBLAS reads it as it loads), so that its
+// idle worker threads stop polling soon after a large matmul; a value from
+// the environment is kept.
 TEST_F(BinaryTest, ServeShortensOpenBlasPollingUnlessTheEnvironmentSaysOtherwise) {
   const std::string sock = dir_ + "/b.sock";
   {
     Proc p({"serve", "--listen", "unix:" + sock});
     ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
     EXPECT_EQ(p.Environment("OPENBLAS_THREAD_TIMEOUT"), std::optional<std::string>("16"));
+    EXPECT_EQ(p.Name(), std::filesystem::path(TensordBin()).filename().string().substr(0, 15));  // not "exe"
     EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
     p.Signal(SIGTERM);
     EXPECT_EQ(p.Wait(), 0);

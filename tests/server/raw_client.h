@@ -290,6 +290,7 @@ class DaemonFixture : public ::testing::Test {
     o.listen = {"unix:" + dir_ + "/td.sock", "127.0.0.1:0"};
     o.session_memory_limit_bytes = session_memory_limit_bytes;
     if (grpc_threads_ > 0) o.grpc_threads = grpc_threads_;
+    if (attach_timeout_ > absl::ZeroDuration()) o.attach_timeout = attach_timeout_;
     o.log_level = server::LogLevel::kWarning;
     server::SetLogLevel(server::LogLevel::kWarning);
     absl::StatusOr<std::unique_ptr<server::Daemon>> d = server::Daemon::Start(o);
@@ -309,6 +310,7 @@ class DaemonFixture : public ::testing::Test {
   }
 
   int grpc_threads_ = 0;  // > 0: DaemonOptions::grpc_threads for StartDaemon
+  absl::Duration attach_timeout_;  // > 0: DaemonOptions::attach_timeout for StartDaemon
   std::string dir_;
   std::unique_ptr<server::Daemon> daemon_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -634,7 +634,7 @@ TEST_F(ServiceTest, GrpcStreamsLeaveThreadsForHealthChecksAndOtherSessions) {
     }
     const grpc::Status st = s->Finish();
     EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << i << ": " << st.error_message();
-    EXPECT_THAT(st.error_message(), HasSubstr("already serves 8 session streams on gRPC")) << i;
+    EXPECT_THAT(st.error_message(), HasSubstr("already serves 8 Stream calls on gRPC")) << i;
     EXPECT_TRUE(s->Close().ok()) << i;  // opened, never attached
     ++refused;
   }
@@ -682,6 +682,57 @@ TEST_F(ServiceTest, GrpcStreamsLeaveThreadsForHealthChecksAndOtherSessions) {
   }
   EXPECT_TRUE(attached);
   for (auto& h : held) EXPECT_TRUE(h->Sync().empty());
+}
+
+// Stream calls that never send attach (no session needed) cannot keep the
+// gRPC stream slots: past attach_timeout they are cancelled when a session
+// opens or a Stream call is refused.
+TEST_F(ServiceTest, StreamCallsThatNeverAttachAreCancelledAfterTheAttachTimeout) {
+  grpc_threads_ = server::kReservedGrpcThreads + 8;
+  attach_timeout_ = absl::Milliseconds(300);
+  StartDaemon(0);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>>> silent;
+  for (int i = 0; i < 8; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    silent.push_back(stub_->Stream(contexts.back().get()));  // opens the call, sends nothing
+  }
+  // A real session is refused while they hold every slot (they may take a
+  // moment to reach the daemon).
+  auto attaches = [&] {
+    RawSession s(stub_.get());
+    v1::ClientMessage sync;
+    sync.add_requests()->mutable_sync()->set_request_id(1);
+    s.stream()->Write(sync);
+    v1::ServerMessage m;
+    const bool ok = s.Read(&m);
+    const grpc::Status st = s.Finish();
+    if (!ok) {
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+      EXPECT_THAT(st.error_message(), HasSubstr("TENSORD_SAME_HOST_STREAM"));
+      (void)s.Close();
+    }
+    return ok;
+  };
+  bool refused = false;
+  for (int i = 0; i < 100 && !refused; ++i) {
+    refused = !attaches();
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(refused) << "the 8 silent Stream calls never held the 8 slots";
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past attach_timeout
+  bool attached = false;
+  for (int i = 0; i < 200 && !attached; ++i) {  // the first try cancels them; their slots free as they return
+    attached = attaches();
+    if (!attached) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(attached);
+  for (auto& call : silent) {
+    v1::ServerMessage m;
+    EXPECT_FALSE(call->Read(&m));
+    EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
 }
 
 TEST_F(ServiceTest, TcpListenerServesToo) {

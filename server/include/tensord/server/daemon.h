@@ -53,6 +53,10 @@ struct DaemonOptions {
   // (grpc.health.v1.Health/Check) and opening and closing sessions
   // answering. At least kReservedGrpcThreads + 8; Start refuses less.
   int grpc_threads = 256;
+  // A session that no stream attaches to within this time is closed, and a
+  // gRPC Stream call that sends no attach within it is cancelled
+  // (ServiceOptions::attach_timeout).
+  absl::Duration attach_timeout = absl::Seconds(60);
 };
 
 // gRPC threads that session streams never take (DaemonOptions::grpc_threads).

@@ -50,7 +50,10 @@ struct ServiceOptions {
   // closing sessions answering (DaemonOptions::grpc_threads). Same-host and
   // TCP streams hold no gRPC thread and are not counted.
   size_t max_grpc_streams = 240;
-  // A session that no stream attaches to within this time is closed.
+  // A session that no stream attaches to within this time is closed, and a
+  // Stream call whose first message (attach) has not come within it is
+  // cancelled (it holds a gRPC thread and a max_grpc_streams slot). Both are
+  // checked when a session opens and when a Stream call is refused.
   absl::Duration attach_timeout = absl::Seconds(60);
   // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
   // fill): see CpuAllocatorOptions. It is also emptied when a session closes.
@@ -177,8 +180,11 @@ class TensordService final : public v1::Tensord::Service {
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  int socket_streams_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<size_t> grpc_streams_{0};  // Stream calls running now (max_grpc_streams)  // ServeSocketStream calls between attach and end record
+  int socket_streams_ ABSL_GUARDED_BY(mu_) = 0;  // ServeSocketStream calls between attach and end record
+  std::atomic<size_t> grpc_streams_{0};            // Stream calls running now (max_grpc_streams)
+  // Stream calls waiting for their first message, and since when (the
+  // handler removes its own entry before it returns).
+  absl::flat_hash_map<grpc::ServerContext*, absl::Time> unattached_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
 };
 
