@@ -370,6 +370,15 @@ class _NoBar:
         pass
 
 
+# Figure 6 waits this long (seconds) before each timed run, so that neither
+# run starts while the other's idle threads still poll, on the cores the
+# daemon and this client need: PyTorch's OpenMP workers spin for
+# milliseconds after its last op (libgomp's GOMP_SPINCOUNT), and OpenBLAS's
+# for up to 2^28 cycles (0.1 s at 2.7 GHz; the daemon shortens its own,
+# server/src/main.cc).
+_SETTLE_S = 0.12
+
+
 def fig6_digits_epoch(daemon, repeats):
     import digits_mlp
     from digits_knn import split
@@ -383,12 +392,7 @@ def fig6_digits_epoch(daemon, repeats):
     cpu = CpuShare(daemon)
     transport = "unix socket"
     for _ in range(repeats):
-        # Neither run starts while the other's idle threads still poll, on the
-        # cores the daemon and this client need: PyTorch's OpenMP workers spin
-        # for milliseconds after its last op (libgomp's GOMP_SPINCOUNT), and
-        # OpenBLAS's for up to 2^28 cycles (0.1 s at 2.7 GHz; the daemon
-        # shortens its own, server/src/main.cc).
-        time.sleep(0.12)
+        time.sleep(_SETTLE_S)
         s = tensord.connect(daemon.unix, set_default=False)
         if s.uses_same_host_stream:
             transport = "unix socket, same-host stream"
@@ -396,7 +400,7 @@ def fig6_digits_epoch(daemon, repeats):
             initial, _, _, sec = digits_mlp.train_tensord(data, plan, args)
         s.close()
         ours_t.append(sec)
-        time.sleep(0.12)
+        time.sleep(_SETTLE_S)
         _, _, tsec, ver = digits_mlp.train_torch(data, plan, initial, args)
         peer_t.append(tsec)
     return [row(6, f"digits MLP, one epoch ({len(plan[0])} steps of batch 32, {transport})", "s",

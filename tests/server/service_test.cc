@@ -608,6 +608,27 @@ TEST_F(ServiceTest, NoCallbackPollingThreads) {
   EXPECT_EQ(nexting, 0);
 }
 
+// Opens a session and its gRPC stream and sends a sync: the session, its
+// stream attached, when the ack comes back; nullptr when the daemon refused
+// the stream (RESOURCE_EXHAUSTED, the message containing `why`), after
+// closing the session that was opened for it.
+std::unique_ptr<RawSession> AttachedOrRefused(v1::Tensord::Stub* stub, const std::string& why) {
+  auto s = std::make_unique<RawSession>(stub);
+  v1::ClientMessage sync;
+  sync.add_requests()->mutable_sync()->set_request_id(1);
+  s->stream()->Write(sync);  // false when the stream was refused already
+  v1::ServerMessage m;
+  if (s->Read(&m)) {
+    EXPECT_TRUE(m.has_ack()) << m.DebugString();
+    return s;
+  }
+  const grpc::Status st = s->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr(why));
+  EXPECT_TRUE(s->Close().ok());  // opened, never attached
+  return nullptr;
+}
+
 // A session stream on gRPC holds one of the server's threads while it
 // lasts. With every stream slot taken, one more stream is refused with a
 // message that says why, and the reserved threads keep health checks,
@@ -622,21 +643,11 @@ TEST_F(ServiceTest, GrpcStreamsLeaveThreadsForHealthChecksAndOtherSessions) {
   std::vector<std::unique_ptr<RawSession>> held;
   int refused = 0;
   for (int i = 0; i < grpc_threads_; ++i) {
-    auto s = std::make_unique<RawSession>(stub_.get());
-    v1::ClientMessage sync;
-    sync.add_requests()->mutable_sync()->set_request_id(1);
-    s->stream()->Write(sync);  // false when the stream was refused already
-    v1::ServerMessage m;
-    if (s->Read(&m)) {
-      EXPECT_TRUE(m.has_ack()) << m.DebugString();
+    if (auto s = AttachedOrRefused(stub_.get(), "already serves 8 Stream calls on gRPC")) {
       held.push_back(std::move(s));
-      continue;
+    } else {
+      ++refused;
     }
-    const grpc::Status st = s->Finish();
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << i << ": " << st.error_message();
-    EXPECT_THAT(st.error_message(), HasSubstr("already serves 8 Stream calls on gRPC")) << i;
-    EXPECT_TRUE(s->Close().ok()) << i;  // opened, never attached
-    ++refused;
   }
   EXPECT_EQ(held.size(), 8u);
   EXPECT_EQ(refused, grpc_threads_ - 8);
@@ -665,18 +676,10 @@ TEST_F(ServiceTest, GrpcStreamsLeaveThreadsForHealthChecksAndOtherSessions) {
   held.erase(held.begin());
   bool attached = false;
   for (int attempt = 0; attempt < 100 && !attached; ++attempt) {  // the ended call frees its slot as it returns
-    RawSession next(stub_.get());
-    v1::ClientMessage sync;
-    sync.add_requests()->mutable_sync()->set_request_id(1);
-    next.stream()->Write(sync);
-    v1::ServerMessage m;
-    if (next.Read(&m)) {
-      EXPECT_TRUE(m.has_ack()) << m.DebugString();
+    if (auto next = AttachedOrRefused(stub_.get(), "already serves 8 Stream calls on gRPC")) {
       attached = true;
-      EXPECT_TRUE(next.Finish().ok());
+      EXPECT_TRUE(next->Finish().ok());
     } else {
-      EXPECT_EQ(next.Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-      (void)next.Close();
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
@@ -701,19 +704,9 @@ TEST_F(ServiceTest, StreamCallsThatNeverAttachAreCancelledAfterTheAttachTimeout)
   // A real session is refused while they hold every slot (they may take a
   // moment to reach the daemon).
   auto attaches = [&] {
-    RawSession s(stub_.get());
-    v1::ClientMessage sync;
-    sync.add_requests()->mutable_sync()->set_request_id(1);
-    s.stream()->Write(sync);
-    v1::ServerMessage m;
-    const bool ok = s.Read(&m);
-    const grpc::Status st = s.Finish();
-    if (!ok) {
-      EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
-      EXPECT_THAT(st.error_message(), HasSubstr("TENSORD_SAME_HOST_STREAM"));
-      (void)s.Close();
-    }
-    return ok;
+    std::unique_ptr<RawSession> s = AttachedOrRefused(stub_.get(), "TENSORD_SAME_HOST_STREAM");
+    if (s != nullptr) (void)s->Finish();
+    return s != nullptr;
   };
   bool refused = false;
   for (int i = 0; i < 100 && !refused; ++i) {
