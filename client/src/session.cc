@@ -239,6 +239,11 @@ struct Session::Impl {
   // Set when a wait for the daemon returned (everything sent before it is
   // done), cleared when the next batch goes out.
   std::atomic<bool> daemon_idle{false};
+  // The sync request that went out with the last adopting upload
+  // (Session::Upload), as long as nothing was sent after it: Synchronize
+  // then waits for its reply instead of sending another request.
+  uint64_t upload_sync_id ABSL_GUARDED_BY(mu) = 0;
+  std::shared_ptr<Waiter> upload_sync ABSL_GUARDED_BY(mu);
 
   // The flusher thread sleeps on flush_cv (with mu). While batches keep
   // opening it wakes every flush_interval by itself and sends a batch that
@@ -359,6 +364,7 @@ struct Session::Impl {
     TD_RETURN_IF_ERROR(Usable());
     AppendReleasesLocked();
     if (pending->requests_size() == 0) return absl::OkStatus();
+    DropUploadSyncLocked();
     batch_open = false;
     daemon_idle.store(false, std::memory_order_relaxed);
     const bool ok = WriteMessage(*pending);
@@ -523,6 +529,20 @@ struct Session::Impl {
       flush_cv.Signal();
     }
     if (flusher.joinable()) flusher.join();
+  }
+
+  // Gives up waiting for upload_sync (a message goes out after it): its
+  // reply's errors reach the next sync point as errors no waiter claimed,
+  // whether the reply was read already or comes later.
+  void DropUploadSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (upload_sync == nullptr) return;
+    absl::MutexLock wl(&wmu);
+    if (upload_sync->done) {
+      for (const v1::Error& e : upload_sync->ack.errors()) unclaimed_errors.push_back(e);
+    }
+    waiters.erase(upload_sync_id);
+    upload_sync.reset();
+    upload_sync_id = 0;
   }
 
   // Registers a waiter for a new request id (call with mu held, before the
@@ -786,6 +806,14 @@ struct Session::Impl {
         if (it == waiters.end() || it->second->done) {
           unclaimed_errors.push_back(msg.error().error());
           return;
+        }
+        // The op's error, if a reply no waiter claimed listed it already
+        // (the sync sent with an adopting upload: Session::Upload), is
+        // reported now: it is not raised again at the next sync point.
+        if (const uint64_t call = msg.error().error().call_id(); call != 0) {
+          unclaimed_errors.erase(std::remove_if(unclaimed_errors.begin(), unclaimed_errors.end(),
+                                                [call](const v1::Error& e) { return e.call_id() == call; }),
+                                 unclaimed_errors.end());
         }
         it->second->status = wire::FromProto(msg.error().error());
         it->second->done = true;
@@ -1413,8 +1441,9 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     }
     if (lease.has_value()) {
       // One copy here (on several cores when large); unless adopted, the
-      // daemon copies from the segment into the storage.
-      wire::CopyTransfer(lease->data, bytes, nbytes, wire::MaxCopyThreads());
+      // daemon copies from the segment into the storage. An adopted
+      // segment's request goes out first (below), so the copy comes later.
+      if (!adopt) wire::CopyTransfer(lease->data, bytes, nbytes, wire::MaxCopyThreads());
       v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
       wire::ToProto(meta, u->mutable_meta());
@@ -1425,16 +1454,33 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_last(true);
       u->set_call_id(call_id);
       u->set_call_site(site_text);
+      ++im.stats.shm_uploads;
       if (adopt) {
         // Busy until a reply lists it in shm_freed (the storage is gone).
         u->set_shm_adopt(true);
         ++im.stats.shm_adopted_uploads;
+        // The request goes out now, with a sync after it, and the bytes are
+        // copied in while the daemon adopts the segment (it reads none of
+        // them to do so) and replies: a Synchronize that follows then finds
+        // the reply on its way instead of starting a round trip after the
+        // copy. No request that reads the tensor can reach the daemon before
+        // the copy ends: it would have to be flushed, which takes `mu`.
+        uint64_t sync_id = 0;
+        std::shared_ptr<Waiter> sync = im.AddWaiterLocked(&sync_id);
+        im.pending->add_requests()->mutable_sync()->set_request_id(sync_id);
+        if (absl::Status st = im.FlushLocked(); !st.ok()) {
+          absl::MutexLock wl(&im.wmu);
+          im.waiters.erase(sync_id);
+          return st;
+        }
+        wire::CopyTransfer(lease->data, bytes, nbytes, wire::MaxCopyThreads());
+        im.upload_sync_id = sync_id;
+        im.upload_sync = std::move(sync);
       } else {
         // Reusable once the daemon answers the next waiting request.
         im.shm->ReleaseAfter(lease->id, im.next_request_id);
+        TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
       }
-      ++im.stats.shm_uploads;
-      TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else if (nbytes <= options_.inline_upload_limit) {
       v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
@@ -1582,17 +1628,25 @@ absl::Status Session::Synchronize() {
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
-    w = im.AddWaiterLocked(&id);
     // Releases queued so far go before the sync, so that its reply already
     // lists the shared-memory segments their storages adopted as free.
     im.AppendReleasesLocked();
-    im.pending->add_requests()->mutable_sync()->set_request_id(id);
     ++im.stats.round_trips;
-    absl::Status st = im.FlushLocked();
-    if (!st.ok()) {
-      absl::MutexLock wl(&im.wmu);
-      im.waiters.erase(id);
-      return st;
+    if (im.upload_sync != nullptr && im.pending->requests_size() == 0) {
+      // Nothing went out since an adopting upload and its sync: that sync's
+      // reply says what a new one would.
+      id = im.upload_sync_id;
+      w = std::move(im.upload_sync);
+      im.upload_sync_id = 0;
+    } else {
+      w = im.AddWaiterLocked(&id);
+      im.pending->add_requests()->mutable_sync()->set_request_id(id);
+      absl::Status st = im.FlushLocked();
+      if (!st.ok()) {
+        absl::MutexLock wl(&im.wmu);
+        im.waiters.erase(id);
+        return st;
+      }
     }
   }
   TD_RETURN_IF_ERROR(im.Wait(id, w));

@@ -619,6 +619,57 @@ def test_failed_shared_memory_uploads_give_their_segments_back():
     run_script_on_path(FAILED_SHM_UPLOADS_SCRIPT, "shm", ["--session-memory-limit", "64MiB"])
 
 
+ADOPTED_UPLOAD_SYNC_SCRIPT = OUT_OF_MEMORY_HELPER + r"""
+import sys
+import numpy as np
+import tensord
+with tensord.connect(sys.argv[1], set_default=False) as s:
+    assert s.uses_shared_memory
+    a = np.arange(1 << 20, dtype=np.float32)  # 4 MiB: adopted
+    before = s.stats()
+    t = tensord.tensor(a)
+    sent = s.stats()["messages_sent"] - before["messages_sent"]
+    assert sent == 1, sent  # the upload went out at once, with a sync of its own
+    s.synchronize()
+    st = s.stats()
+    # synchronize waited for that sync's reply and sent nothing more
+    assert st["messages_sent"] - before["messages_sent"] == 1, (before, st)
+    assert st["round_trips"] - before["round_trips"] == 1, (before, st)
+    assert st["shm_adopted_uploads"] - before["shm_adopted_uploads"] == 1, (before, st)
+    assert t[-1].item() == a[-1] and t.sum().item() == float(a.astype(np.float64).sum())
+    s.synchronize()  # nothing new since: an ordinary sync
+    big = np.ones(70 << 20, np.uint8)  # over the 64 MiB limit
+    line = sys._getframe().f_lineno + 1
+    u = tensord.tensor(big)
+    e = out_of_memory(s.synchronize, "a sync right after an upload over the limit")
+    assert str(e).startswith("upload (call ") and f"at <string>:{line}): out of memory" in str(e), e
+    line = sys._getframe().f_lineno + 1
+    u = tensord.tensor(big)
+    v = tensord.ones(3) + 1  # sent with the next sync, after the upload's own
+    e = out_of_memory(s.synchronize, "a sync after an upload over the limit and an op")
+    assert f"at <string>:{line}): out of memory" in str(e) and "more error" not in str(e), e
+    line = sys._getframe().f_lineno + 1
+    u = tensord.tensor(big)
+    e = out_of_memory(lambda: v.tolist(), "a fetch after an upload over the limit")
+    assert f"at <string>:{line}): out of memory" in str(e) and "more error" not in str(e), e
+    e = out_of_memory(lambda: u.sum().item(), "reading the upload that failed")
+    assert f"at <string>:{line}): out of memory" in str(e) and "more error" not in str(e), e
+    assert v.tolist() == [2.0, 2.0, 2.0] and t[7].item() == 7.0  # the session goes on
+    s.synchronize()
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_a_sync_right_after_an_adopted_upload_waits_for_the_sync_sent_with_it():
+    # An adopting upload goes out before its bytes are copied into the
+    # segment, with a sync: the daemon adopts the segment meanwhile, and a
+    # synchronize() that follows waits for that sync's reply (no round trip
+    # of its own after the copy). Its errors reach whichever sync point
+    # comes next, as any op's do.
+    run_script_on_path(ADOPTED_UPLOAD_SYNC_SCRIPT, "shm", ["--session-memory-limit", "64MiB"])
+
+
 BACKWARD_OUT_OF_MEMORY_SCRIPT = OUT_OF_MEMORY_HELPER + r"""
 import sys
 import tensord
