@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -924,6 +925,57 @@ TEST_F(WithDaemon, SameHostTransfersGoThroughSharedMemory) {
   EXPECT_NE(d.byte_data(), d2.byte_data());
   EXPECT_EQ(std::memcmp(d.byte_data(), v.data(), n * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(d2.byte_data(), v.data(), n * sizeof(float)), 0);
+}
+
+TEST_F(WithDaemon, SynchronizeAfterAnAdoptedUploadWaitsForTheSyncSentWithIt) {
+  ASSERT_TRUE(session_->uses_shared_memory());
+  const int64_t n = int64_t{1} << 20;  // 4 MiB: adopted
+  std::vector<float> v(n);
+  std::iota(v.begin(), v.end(), 0.0f);
+  const tc::Stats before = session_->stats();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::FromVector(v, {n}));
+  // Sent at once, with a sync; Synchronize waits for that sync's reply.
+  EXPECT_EQ(session_->stats().messages_sent - before.messages_sent, 1);
+  ASSERT_TRUE(session_->Synchronize().ok());
+  const tc::Stats after = session_->stats();
+  EXPECT_EQ(after.messages_sent - before.messages_sent, 1);
+  EXPECT_EQ(after.round_trips - before.round_trips, 1);
+  EXPECT_EQ(after.shm_adopted_uploads - before.shm_adopted_uploads, 1);
+  ASSERT_OK_AND_ASSIGN(tc::HostData d, t.Fetch());
+  ASSERT_EQ(d.byte_size(), n * sizeof(float));
+  EXPECT_EQ(std::memcmp(d.byte_data(), v.data(), n * sizeof(float)), 0);
+
+  // Threads uploading and synchronizing on one session at once: whichever
+  // thread's Synchronize takes an upload's sync, every upload is whole when
+  // its own thread's Synchronize returns.
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 12;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kThreads; ++k) {
+    threads.emplace_back([&, k] {
+      tc::SessionGuard use(session_);
+      std::vector<float> mine(n, static_cast<float>(k + 1));
+      for (int r = 0; r < kRounds && failures[k].empty(); ++r) {
+        mine[n - 1] = static_cast<float>(r);
+        absl::StatusOr<tc::Tensor> u = tc::FromVector(mine, {n});
+        absl::Status st = u.ok() ? session_->Synchronize() : u.status();
+        if (!st.ok()) {
+          failures[k] = st.ToString();
+          break;
+        }
+        absl::StatusOr<tc::HostData> got = u->Fetch();
+        if (!got.ok()) {
+          failures[k] = got.status().ToString();
+        } else if (std::memcmp(got->byte_data(), mine.data(), n * sizeof(float)) != 0) {
+          failures[k] = absl::StrCat("round ", r, ": the fetched bytes differ from the upload");
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int k = 0; k < kThreads; ++k) EXPECT_EQ(failures[k], "") << "thread " << k;
+  ASSERT_TRUE(session_->Synchronize().ok());
 }
 
 TEST_F(WithDaemon, SessionsAreIsolated) {
