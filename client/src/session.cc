@@ -239,9 +239,10 @@ struct Session::Impl {
   // Set when a wait for the daemon returned (everything sent before it is
   // done), cleared when the next batch goes out.
   std::atomic<bool> daemon_idle{false};
-  // The sync request that went out with the last adopting upload
-  // (Session::Upload), as long as nothing was sent after it: Synchronize
-  // then waits for its reply instead of sending another request.
+  // The sync request (a peek: Sync.peek) that went out with the last
+  // adopting upload (Session::Upload), as long as nothing was sent after
+  // it: Synchronize then waits for its reply instead of sending another
+  // request, unless the reply says errors wait to be reported.
   uint64_t upload_sync_id ABSL_GUARDED_BY(mu) = 0;
   std::shared_ptr<Waiter> upload_sync ABSL_GUARDED_BY(mu);
 
@@ -531,9 +532,10 @@ struct Session::Impl {
     if (flusher.joinable()) flusher.join();
   }
 
-  // Gives up waiting for upload_sync (a message goes out after it): its
-  // reply's errors reach the next sync point as errors no waiter claimed,
-  // whether the reply was read already or comes later.
+  // Gives up waiting for upload_sync (a message goes out after it). A peek
+  // reports no errors (they stay in the daemon for the next sync point); if
+  // a reply lists some anyway, they reach the next sync point as errors no
+  // waiter claimed, whether the reply was read already or comes later.
   void DropUploadSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (upload_sync == nullptr) return;
     absl::MutexLock wl(&wmu);
@@ -806,14 +808,6 @@ struct Session::Impl {
         if (it == waiters.end() || it->second->done) {
           unclaimed_errors.push_back(msg.error().error());
           return;
-        }
-        // The op's error, if a reply no waiter claimed listed it already
-        // (the sync sent with an adopting upload: Session::Upload), is
-        // reported now: it is not raised again at the next sync point.
-        if (const uint64_t call = msg.error().error().call_id(); call != 0) {
-          unclaimed_errors.erase(std::remove_if(unclaimed_errors.begin(), unclaimed_errors.end(),
-                                                [call](const v1::Error& e) { return e.call_id() == call; }),
-                                 unclaimed_errors.end());
         }
         it->second->status = wire::FromProto(msg.error().error());
         it->second->done = true;
@@ -1464,10 +1458,15 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
         // them to do so) and replies: a Synchronize that follows then finds
         // the reply on its way instead of starting a round trip after the
         // copy. No request that reads the tensor can reach the daemon before
-        // the copy ends: it would have to be flushed, which takes `mu`.
+        // the copy ends: it would have to be flushed, which takes `mu`. The
+        // sync only peeks at errors (Sync.peek): they stay in the daemon,
+        // reported at the next sync point as always, whether or not a
+        // Synchronize uses this reply.
         uint64_t sync_id = 0;
         std::shared_ptr<Waiter> sync = im.AddWaiterLocked(&sync_id);
-        im.pending->add_requests()->mutable_sync()->set_request_id(sync_id);
+        v1::Sync* peek = im.pending->add_requests()->mutable_sync();
+        peek->set_request_id(sync_id);
+        peek->set_peek(true);
         if (absl::Status st = im.FlushLocked(); !st.ok()) {
           absl::MutexLock wl(&im.wmu);
           im.waiters.erase(sync_id);
@@ -1493,8 +1492,11 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_call_site(site_text);
       TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else {
-      // The requests queued before this upload go first.
+      // The requests queued before this upload go first. Its chunks go
+      // out after them without FlushLocked: an adopting upload's sync no
+      // longer says everything sent is done.
       TD_RETURN_IF_ERROR(im.FlushLocked());
+      im.DropUploadSyncLocked();
       // Each chunk travels in its own message (never one giant message),
       // encoded around the caller's bytes: gRPC hands them to the socket
       // without a copy. They must stay valid until gRPC lets go of every
@@ -1625,6 +1627,7 @@ absl::Status Session::Synchronize() {
   Impl& im = *impl_;
   uint64_t id = 0;
   std::shared_ptr<Waiter> w;
+  bool peeked = false;
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
@@ -1634,10 +1637,11 @@ absl::Status Session::Synchronize() {
     ++im.stats.round_trips;
     if (im.upload_sync != nullptr && im.pending->requests_size() == 0) {
       // Nothing went out since an adopting upload and its sync: that sync's
-      // reply says what a new one would.
+      // reply says what a new one would, unless errors wait (below).
       id = im.upload_sync_id;
       w = std::move(im.upload_sync);
       im.upload_sync_id = 0;
+      peeked = true;
     } else {
       w = im.AddWaiterLocked(&id);
       im.pending->add_requests()->mutable_sync()->set_request_id(id);
@@ -1650,6 +1654,8 @@ absl::Status Session::Synchronize() {
     }
   }
   TD_RETURN_IF_ERROR(im.Wait(id, w));
+  // Errors wait in the daemon: a sync of its own reports them.
+  if (peeked && w->ack.errors_pending()) return Synchronize();
   return im.TakeErrors({w->ack.errors().begin(), w->ack.errors().end()});
 }
 

@@ -1174,9 +1174,27 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   return true;
 }
 
+namespace {
+
+// An unreported error that a sync point still reports: not reported, not
+// carried by a later error (a backward's), and not caused by one reported.
+bool StillToReport(const OpError& e) {
+  return !(e.reported || e.carried || (e.cause != nullptr && e.cause->reported));
+}
+
+}  // namespace
+
+bool Session::HasUnreportedErrors() const {
+  if (dropped_errors_ > 0) return true;
+  for (const auto& e : unreported_) {
+    if (StillToReport(*e)) return true;
+  }
+  return false;
+}
+
 void Session::TakeUnreportedErrors(google::protobuf::RepeatedPtrField<v1::Error>* out) {
   for (const auto& e : unreported_) {
-    if (e->reported || e->carried || (e->cause != nullptr && e->cause->reported)) continue;
+    if (!StillToReport(*e)) continue;
     e->reported = true;
     e->ToProto(out->Add());
   }
@@ -1193,7 +1211,11 @@ bool Session::ExecuteSync(const v1::Sync& sync, const Writer& write) {
   v1::ServerMessage msg;
   v1::Ack* ack = msg.mutable_ack();
   ack->set_request_id(sync.request_id());
-  TakeUnreportedErrors(ack->mutable_errors());
+  if (sync.peek()) {
+    ack->set_errors_pending(HasUnreportedErrors());
+  } else {
+    TakeUnreportedErrors(ack->mutable_errors());
+  }
   AddReleasedFunctions(ack);
   return write(msg);
 }

@@ -976,6 +976,28 @@ TEST_F(WithDaemon, SynchronizeAfterAnAdoptedUploadWaitsForTheSyncSentWithIt) {
   for (std::thread& th : threads) th.join();
   for (int k = 0; k < kThreads; ++k) EXPECT_EQ(failures[k], "") << "thread " << k;
   ASSERT_TRUE(session_->Synchronize().ok());
+
+  // An upload that finds no segment (larger than the pool) streams its
+  // chunks after an adopted upload: the adopted upload's sync no longer
+  // covers everything sent, so Synchronize sends a sync of its own.
+  tc::SessionOptions small_pool;
+  small_pool.shm_pool_bytes = size_t{12} << 20;
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s2, tc::Session::Connect(session_->address(), small_pool));
+  {
+    tc::SessionGuard use(s2);
+    ASSERT_OK_AND_ASSIGN(tc::Tensor adopted, tc::FromVector(v, {n}));  // 4 MiB: adopted
+    std::vector<float> large(4 * n, 3.0f);                              // 16 MiB: no segment
+    const tc::Stats mid = s2->stats();
+    ASSERT_EQ(mid.shm_adopted_uploads, 1);
+    ASSERT_OK_AND_ASSIGN(tc::Tensor streamed, tc::FromVector(large, {4 * n}));
+    const tc::Stats chunked = s2->stats();
+    EXPECT_EQ(chunked.shm_uploads, mid.shm_uploads);  // it took the stream
+    ASSERT_TRUE(s2->Synchronize().ok());
+    EXPECT_EQ(s2->stats().messages_sent - chunked.messages_sent, 1);
+    ASSERT_OK_AND_ASSIGN(tc::HostData got, streamed.Fetch());
+    EXPECT_EQ(std::memcmp(got.byte_data(), large.data(), large.size() * sizeof(float)), 0);
+  }
+  ASSERT_TRUE(s2->Close().ok());
 }
 
 TEST_F(WithDaemon, SessionsAreIsolated) {

@@ -654,6 +654,16 @@ with tensord.connect(sys.argv[1], set_default=False) as s:
     assert f"at <string>:{line}): out of memory" in str(e) and "more error" not in str(e), e
     e = out_of_memory(lambda: u.sum().item(), "reading the upload that failed")
     assert f"at <string>:{line}): out of memory" in str(e) and "more error" not in str(e), e
+    # a backward through an upload that failed carries its error: raised
+    # once, there, and not again at the next sync point
+    w = tensord.ones(3, requires_grad=True)
+    s.synchronize()
+    line = sys._getframe().f_lineno + 1
+    u = tensord.tensor(big)
+    (w * u[:3].float()).sum().backward()
+    e = out_of_memory(lambda: w.grad.tolist(), "the grad of a backward through an upload over the limit")
+    assert str(e).startswith("backward (at ") and f"at <string>:{line}): out of memory" in str(e), e
+    s.synchronize()
     assert v.tolist() == [2.0, 2.0, 2.0] and t[7].item() == 7.0  # the session goes on
     s.synchronize()
 print("ok")

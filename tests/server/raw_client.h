@@ -172,6 +172,20 @@ class RawSession {
     return {m.ack().errors().begin(), m.ack().errors().end()};
   }
 
+  // Sends a Sync with peek set and returns its ack (errors_pending, and no
+  // errors: they stay for the next Sync).
+  v1::Ack PeekSync() {
+    v1::Request r;
+    r.mutable_sync()->set_request_id(++request_id_);
+    r.mutable_sync()->set_peek(true);
+    Send(r);
+    v1::ServerMessage m;
+    EXPECT_TRUE(Read(&m));
+    EXPECT_TRUE(m.has_ack()) << m.DebugString();
+    EXPECT_EQ(m.ack().request_id(), request_id_);
+    return m.ack();
+  }
+
   FetchResult Fetch(uint64_t handle) {
     v1::Request r;
     r.mutable_fetch()->set_request_id(++request_id_);

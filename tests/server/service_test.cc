@@ -509,6 +509,27 @@ TEST_F(ServiceTest, FailedOpsPropagateTheOriginalErrorWithoutRunning) {
   EXPECT_TRUE(s.Sync().empty());  // already reported
 }
 
+// A Sync with peek says whether errors wait and leaves them for the next
+// Sync (the client sends one with an adopting upload, before its copy).
+TEST_F(ServiceTest, APeekingSyncLeavesTheErrorsForTheNextSync) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});
+  v1::Ack clean = s.PeekSync();
+  EXPECT_FALSE(clean.errors_pending());
+  EXPECT_EQ(clean.errors_size(), 0);
+  s.Send({Call(61, "mm", {T(1), T(1)}, {2}, "peek.py:1"),  // shape error
+          Call(62, "neg", {T(2)}, {3}, "peek.py:2")});     // input failed: no new error
+  v1::Ack pending = s.PeekSync();
+  EXPECT_TRUE(pending.errors_pending());
+  EXPECT_EQ(pending.errors_size(), 0);
+  EXPECT_TRUE(s.PeekSync().errors_pending());  // still there
+  std::vector<v1::Error> errors = s.Sync();
+  ExpectOneError(errors, "mm");
+  EXPECT_EQ(errors[0].call_id(), 61u);
+  EXPECT_FALSE(s.PeekSync().errors_pending());  // reported
+  EXPECT_TRUE(s.Sync().empty());
+}
+
 // The daemon parses each small message into the last one's objects and
 // builds each fetch reply in the last one's: nothing of an earlier message
 // or reply may come back (its requests, errors, meta or data).

@@ -309,6 +309,8 @@ class Session {
   // Moves the errors not reported yet (and a count of dropped ones) into
   // `out`, marking them reported: Sync acks and every fetch's first chunk.
   void TakeUnreportedErrors(google::protobuf::RepeatedPtrField<v1::Error>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether TakeUnreportedErrors would move anything (Sync.peek).
+  bool HasUnreportedErrors() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteDescribe(const v1::Describe& describe, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // e->WithOrigin(), for the error of a backward that the failed tensor

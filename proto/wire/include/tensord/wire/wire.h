@@ -23,7 +23,9 @@ namespace tensord::wire {
 
 // 2: OpCall.call_site_id (interned call sites; a version-1 daemon would
 // drop the sites of a version-2 client from its errors).
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: Sync.peek and Ack.errors_pending (a version-2 daemon would report the
+// errors in a peek's reply, which a version-3 client does not raise there).
+inline constexpr uint32_t kProtocolVersion = 3;
 // The most call sites one stream may intern (OpCall.call_site_id).
 inline constexpr uint32_t kMaxCallSiteIds = 65536;
 
