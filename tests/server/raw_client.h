@@ -162,22 +162,19 @@ class RawSession {
 
   // Sends a Sync and returns the errors it reports.
   std::vector<v1::Error> Sync() {
-    v1::Request r;
-    r.mutable_sync()->set_request_id(++request_id_);
-    Send(r);
-    v1::ServerMessage m;
-    EXPECT_TRUE(Read(&m));
-    EXPECT_TRUE(m.has_ack()) << m.DebugString();
-    EXPECT_EQ(m.ack().request_id(), request_id_);
-    return {m.ack().errors().begin(), m.ack().errors().end()};
+    v1::Ack ack = SyncAck(/*peek=*/false);
+    return {ack.errors().begin(), ack.errors().end()};
   }
 
   // Sends a Sync with peek set and returns its ack (errors_pending, and no
   // errors: they stay for the next Sync).
-  v1::Ack PeekSync() {
+  v1::Ack PeekSync() { return SyncAck(/*peek=*/true); }
+
+  // Sends a Sync and returns its ack.
+  v1::Ack SyncAck(bool peek) {
     v1::Request r;
     r.mutable_sync()->set_request_id(++request_id_);
-    r.mutable_sync()->set_peek(true);
+    r.mutable_sync()->set_peek(peek);
     Send(r);
     v1::ServerMessage m;
     EXPECT_TRUE(Read(&m));
