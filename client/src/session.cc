@@ -1120,18 +1120,32 @@ absl::Status Session::AttachGrpcStream() {
       im.channel.get(),
       grpc::internal::RpcMethod(im.stream_method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, im.channel),
       im.stream_ctx.get()));
+  // The attach carries a sync, and connect waits for its reply: a daemon
+  // whose gRPC threads are all held by other session streams refuses the
+  // call (ResourceExhausted, naming the streams that hold none), and that
+  // is then the connect's error rather than the first sync point's. One
+  // round trip per connect, on the gRPC stream only; not counted in
+  // stats().round_trips (the caller waits for nothing of its own).
   v1::ClientMessage attach;
   attach.mutable_attach()->set_session_id(session_id_);
   attach.mutable_attach()->set_token(im.token);
+  uint64_t id = 0;
+  std::shared_ptr<Waiter> w;
+  {
+    absl::MutexLock l(&im.mu);
+    w = im.AddWaiterLocked(&id);
+  }
+  attach.add_requests()->mutable_sync()->set_request_id(id);
   const bool ok = im.WriteMessage(attach);
   {
     absl::MutexLock l(&im.mu);
     ++im.stats.messages_sent;
   }
-  if (!ok) {
-    absl::Status lost = RuntimeErr(absl::StrCat("cannot attach the session stream to the daemon at ", address_));
+  // A failed write: what the daemon said as it ended the call (StreamLost).
+  absl::Status attached = ok ? im.Wait(id, w) : im.StreamLost();
+  if (!attached.ok()) {
     Close().IgnoreError();
-    return lost;
+    return attached;
   }
   return absl::OkStatus();
 }

@@ -158,8 +158,10 @@ def connect(address=None, *, set_default=True, flush_interval=None):
             call, after flush_interval as any batch).
 
     Raises RuntimeError when the daemon cannot be reached, refuses the
-    handshake (different op table: the message says what differs), or the
-    daemon binary cannot be found.
+    handshake (different op table: the message says what differs), has no
+    gRPC thread left for a session stream on gRPC (only with
+    TENSORD_SAME_HOST_STREAM=0 or TENSORD_TCP_STREAM=0: see ``tensord serve
+    --grpc-threads``), or the daemon binary cannot be found.
     """
     if address is None:
         address = os.environ.get("TENSORD_ADDRESS") or None

@@ -182,6 +182,17 @@ absl::StatusOr<int64_t> ParseByteSize(absl::string_view text) {
   return n * scale;
 }
 
+absl::StatusOr<int> ParseGrpcThreads(absl::string_view text) {
+  int n = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &n) || n < kReservedGrpcThreads + 8 ||
+      n > kMaxGrpcThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a gRPC thread count from ",
+                                                   kReservedGrpcThreads + 8, " to ", kMaxGrpcThreads, " (",
+                                                   kReservedGrpcThreads, " of them never serve session streams)"));
+  }
+  return n;
+}
+
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
@@ -224,6 +235,10 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
       absl::StatusOr<int64_t> us = wire::ParseStreamSpinMicros(value);
       if (!us.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), us.status().message()));
       options->stream_spin = absl::Microseconds(*us);
+    } else if (key == "grpc_threads") {
+      absl::StatusOr<int> n = ParseGrpcThreads(value);
+      if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
+      options->grpc_threads = *n;
     } else if (key == "log_level") {
       absl::StatusOr<LogLevel> lv = ParseLogLevel(value);
       if (!lv.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), lv.status().message()));
@@ -231,7 +246,8 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), "unknown key '", key,
-          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes, log_level or stream_spin_us)"));
+          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes, log_level, stream_spin_us or "
+          "grpc_threads)"));
     }
   }
   if (!listen.empty()) options->listen = std::move(listen);

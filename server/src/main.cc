@@ -63,7 +63,7 @@ constexpr char kUsage[] =
     "  --listen ADDRESS               unix:PATH or HOST:PORT (port 0 picks a free one);\n"
     "                                 repeat to listen on several addresses\n"
     "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
-    "                                 cpu_cache_limit_bytes, log_level, stream_spin_us\n"
+    "                                 cpu_cache_limit_bytes, log_level, stream_spin_us, grpc_threads\n"
     "                                 (command-line options take precedence)\n"
     "  --session-memory-limit BYTES   per-session limit on tensor memory (e.g. 4GiB or 4G = 4 * 2^30,\n"
     "                                 4GB = 4 * 10^9; 0 = none)\n"
@@ -75,6 +75,11 @@ constexpr char kUsage[] =
     "  --stream-spin-us US            same-host and TCP streams: how long a session's thread polls\n"
     "                                 its socket for the next message before it sleeps (default\n"
     "                                 100; 0 = never; also $TENSORD_STREAM_SPIN_US)\n"
+    "  --grpc-threads N               the gRPC server's thread cap (default 256, at least 24): a\n"
+    "                                 session stream on gRPC holds one while it lasts, and 16 are\n"
+    "                                 kept for health checks and opening and closing sessions, so\n"
+    "                                 N - 16 gRPC session streams run at once (the same-host and\n"
+    "                                 TCP streams hold none)\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n";
@@ -165,7 +170,7 @@ void RemovePrivateDir(const std::string& dir) {
 int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
-  std::string config, memory_limit, cache_limit, log_level, private_dir, stream_spin;
+  std::string config, memory_limit, cache_limit, log_level, private_dir, stream_spin, grpc_threads;
   FlagParser p{args};
   while (p.i < args.size()) {
     std::string value;
@@ -185,6 +190,8 @@ int Serve(const std::vector<std::string>& args) {
       stream_spin = value;
     } else if (p.MatchNonEmpty("--log-level", &value)) {
       log_level = value;
+    } else if (p.MatchNonEmpty("--grpc-threads", &value)) {
+      grpc_threads = value;
     } else if (p.MatchNonEmpty("--private-dir", &value)) {
       private_dir = value;
     } else if (!p.error.empty()) {
@@ -237,6 +244,11 @@ int Serve(const std::vector<std::string>& args) {
     absl::StatusOr<int64_t> us = wire::ParseStreamSpinMicros(stream_spin);
     if (!us.ok()) return UsageError(absl::StrCat("--stream-spin-us: ", us.status().message()));
     options.stream_spin = absl::Microseconds(*us);
+  }
+  if (!grpc_threads.empty()) {
+    absl::StatusOr<int> n = ParseGrpcThreads(grpc_threads);
+    if (!n.ok()) return UsageError(absl::StrCat("--grpc-threads: ", n.status().message()));
+    options.grpc_threads = *n;
   }
   if (!log_level.empty()) {
     absl::StatusOr<LogLevel> lv = ParseLogLevel(log_level);

@@ -826,6 +826,36 @@ def run_script_on_path(script, path, daemon_args=()):
         run_script_ok(script, address, **env)
 
 
+GRPC_STREAMS_SCRIPT = r"""
+import sys
+import tensord
+held = [tensord.connect(sys.argv[1], set_default=False) for _ in range(8)]
+try:
+    tensord.connect(sys.argv[1], set_default=False)
+except RuntimeError as e:
+    msg = str(e)
+    assert "already serves 8 Stream calls on gRPC" in msg and "TENSORD_SAME_HOST_STREAM" in msg, msg
+else:
+    raise AssertionError("a ninth session stream on gRPC connected to a daemon with 24 gRPC threads")
+for s in held:
+    with s:
+        assert (tensord.ones(3) + 1).tolist() == [2.0, 2.0, 2.0]
+held.pop().close()                    # frees a stream
+with tensord.connect(sys.argv[1], set_default=False) as s:
+    assert tensord.ones(2).sum().item() == 2.0
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+@pytest.mark.parametrize("path", ["grpc", "tcp-grpc"])
+def test_a_session_stream_the_daemon_has_no_grpc_thread_for_fails_connect(path):
+    # --grpc-threads 24 leaves 8 for session streams on gRPC (16 are kept
+    # for health checks and opening and closing sessions): the ninth is
+    # refused, and connect() says so, instead of the first sync point.
+    run_script_on_path(GRPC_STREAMS_SCRIPT, path, ["--grpc-threads", "24"])
+
+
 FORK_SCRIPT = r"""
 import os, sys
 import tensord

@@ -402,6 +402,24 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
   }
 }
 
+// --grpc-threads and the config key grpc_threads take 24 (16 reserved + 8
+// for session streams) up to 65536; a good value starts the daemon (that it
+// caps the streams: test_session.py's connect test).
+TEST_F(BinaryTest, GrpcThreadsFromConfigAndFlagAreChecked) {
+  const std::string sock = dir_ + "/g.sock";
+  const std::string conf = dir_ + "/threads.conf";
+  std::ofstream(conf) << "grpc_threads = 12\n";
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--grpc-threads", "23"}),
+              HasSubstr("--grpc-threads: '23' is not a gRPC thread count from 24 to 65536"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--grpc-threads", "many"}),
+              HasSubstr("--grpc-threads: 'many' is not a gRPC thread count"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--config", conf, "--listen", "unix:" + sock}),
+              HasSubstr("threads.conf:1: '12' is not a gRPC thread count from 24 to 65536"));
+  std::ofstream(conf) << "grpc_threads = 40  # 24 session streams on gRPC\n";
+  LogOfAStart({"serve", "--config", conf, "--listen", "unix:" + sock}, sock);
+  LogOfAStart({"serve", "--listen", "unix:" + sock, "--grpc-threads", "24"}, sock);
+}
+
 TEST_F(BinaryTest, StreamSpinFromEnvironmentConfigAndFlag) {
   const std::string sock = dir_ + "/p.sock";
   const std::string conf = dir_ + "/tensord.conf";

@@ -132,7 +132,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Connects to a running daemon: "unix:/path/to.sock" or "host:port".
   // Handshakes (protocol version and op-table digest; a mismatch is refused
   // with the daemon's explanation of what differs), opens a session and
-  // attaches its stream. RuntimeError when the daemon is unreachable.
+  // attaches its stream. RuntimeError when the daemon is unreachable; on
+  // the gRPC stream (same_host_stream or tcp_stream off, or refused),
+  // ResourceExhausted when the daemon's gRPC threads for session streams are
+  // all taken (tensord serve --grpc-threads).
   static absl::StatusOr<std::shared_ptr<Session>> Connect(absl::string_view address, SessionOptions options = {});
   // Starts a private daemon (`tensord serve --listen unix:<tmp dir>/sock`),
   // waits for its "tensord: listening on ..." line and connects. The daemon

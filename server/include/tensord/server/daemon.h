@@ -61,6 +61,13 @@ struct DaemonOptions {
 
 // gRPC threads that session streams never take (DaemonOptions::grpc_threads).
 inline constexpr int kReservedGrpcThreads = 16;
+// The most DaemonOptions::grpc_threads may be (ParseGrpcThreads).
+inline constexpr int kMaxGrpcThreads = 65536;
+
+// Parses a gRPC thread cap (DaemonOptions::grpc_threads): a whole number from
+// kReservedGrpcThreads + 8 to kMaxGrpcThreads. InvalidArgument otherwise,
+// naming the range.
+absl::StatusOr<int> ParseGrpcThreads(absl::string_view text);
 
 // Parses a byte count: "1048576", "512K", "64MiB", "2G" (K, M, G, T and
 // KiB..TiB are powers of 1024), "4GB" (KB, MB, GB, TB are powers of 1000);
