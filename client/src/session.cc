@@ -360,12 +360,16 @@ struct Session::Impl {
     }
   }
 
-  // Sends the pending batch (with queued releases) as one message.
+  // Sends the pending batch (with queued releases) as one message. The
+  // caller sends something after the last adopting upload's sync (the batch,
+  // or messages of its own once the batch is out, as a streamed upload's
+  // chunks), so that sync no longer covers everything sent: given up here
+  // even when the batch is empty.
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     TD_RETURN_IF_ERROR(Usable());
+    DropUploadSyncLocked();
     AppendReleasesLocked();
     if (pending->requests_size() == 0) return absl::OkStatus();
-    DropUploadSyncLocked();
     batch_open = false;
     daemon_idle.store(false, std::memory_order_relaxed);
     const bool ok = WriteMessage(*pending);
@@ -532,16 +536,12 @@ struct Session::Impl {
     if (flusher.joinable()) flusher.join();
   }
 
-  // Gives up waiting for upload_sync (a message goes out after it). A peek
-  // reports no errors (they stay in the daemon for the next sync point); if
-  // a reply lists some anyway, they reach the next sync point as errors no
-  // waiter claimed, whether the reply was read already or comes later.
+  // Gives up waiting for upload_sync (a message goes out after it). Nothing
+  // is lost: a peek's reply carries no errors (they stay in the daemon for
+  // the next sync point), and one read later finds no waiter.
   void DropUploadSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (upload_sync == nullptr) return;
     absl::MutexLock wl(&wmu);
-    if (upload_sync->done) {
-      for (const v1::Error& e : upload_sync->ack.errors()) unclaimed_errors.push_back(e);
-    }
     waiters.erase(upload_sync_id);
     upload_sync.reset();
     upload_sync_id = 0;
@@ -1506,11 +1506,8 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       u->set_call_site(site_text);
       TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
     } else {
-      // The requests queued before this upload go first. Its chunks go
-      // out after them without FlushLocked: an adopting upload's sync no
-      // longer says everything sent is done.
+      // The requests queued before this upload go first.
       TD_RETURN_IF_ERROR(im.FlushLocked());
-      im.DropUploadSyncLocked();
       // Each chunk travels in its own message (never one giant message),
       // encoded around the caller's bytes: gRPC hands them to the socket
       // without a copy. They must stay valid until gRPC lets go of every
