@@ -319,7 +319,12 @@ def test_nn_utils_is_importable_both_ways():
 
 
 def _twin_models():
-    tm = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    # Fixed weights: drawn unseeded, one draw in a few hundred gave a bias
+    # grad that cancels to 5e-4 from terms of about 6, where the two
+    # float32 sums (different orders) differed by 4.8e-7, past atol 1e-7.
+    with torch.random.fork_rng():
+        torch.manual_seed(20261204)
+        tm = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
     m = nn.Sequential(nn.Linear(4, 5), nn.Tanh(), nn.Linear(5, 2))
     m.load_state_dict({k: tensord.from_numpy(v.detach().numpy()) for k, v in tm.state_dict().items()})
     x = np.random.RandomState(4).randn(6, 4).astype(np.float32)
@@ -341,7 +346,9 @@ def test_clip_grad_norm_matches_pytorch(norm_type, max_norm):
     assert isinstance(total, tensord.Tensor) and total.shape == () and total.dtype is tensord.float32
     np.testing.assert_allclose(total.item(), ref.item(), rtol=1e-5, atol=1e-7)   # -inf: the smallest |g|
     for (name, p), tp in zip(m.named_parameters(), tm.parameters()):
-        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
+        # float32 sums in another order: error relative to the tensor's largest grad
+        atol = 1e-6 * float(tp.grad.abs().max())
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=atol, err_msg=name)
     assert all(p.grad is g for p, g in zip(m.parameters(), grads))   # in place
 
 
