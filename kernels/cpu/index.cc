@@ -342,7 +342,7 @@ absl::Status Topk(KernelContext& ctx) {
     using C = ComputeT<T>;
     using Slot = std::pair<C, int64_t>;
     static_assert(std::is_trivially_destructible_v<Slot>);
-    TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratch("topk", n * static_cast<int64_t>(sizeof(Slot))));
+    TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratchArray("topk", n, sizeof(Slot)));
     Slot* buf = reinterpret_cast<Slot*>(mem.get());
     std::uninitialized_default_construct_n(buf, n);
     // A strict total order: by value (NaN above everything, as PyTorch), then

@@ -81,6 +81,11 @@ absl::StatusOr<std::shared_ptr<char>> AllocateScratch(absl::string_view op, int6
   return p;
 }
 
+absl::StatusOr<std::shared_ptr<char>> AllocateScratchArray(absl::string_view op, int64_t count, int64_t elem_bytes) {
+  TD_ASSIGN_OR_RETURN(int64_t bytes, CheckedBytes(absl::StrCat(op, ": scratch"), count, elem_bytes));
+  return AllocateScratch(op, bytes);
+}
+
 absl::StatusOr<std::unique_ptr<TempTensor>> TempTensor::Make(Shape sizes, ScalarType dtype) {
   TD_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(sizes));
   const int64_t item = ItemSize(dtype);

@@ -52,6 +52,10 @@ absl::Status ExpectOutputSizes(absl::string_view op, const TensorRef& out, absl:
 // when over the session's limit or out of memory. Every kernel buffer whose
 // size follows the input (sort slots, rows, packing) comes from here.
 absl::StatusOr<std::shared_ptr<char>> AllocateScratch(absl::string_view op, int64_t bytes);
+// Scratch for `count` elements of `elem_bytes` each; the product is checked
+// (a count taken from an expanded input can be astronomically large), a
+// product beyond int64 refused with a message naming `op` and both numbers.
+absl::StatusOr<std::shared_ptr<char>> AllocateScratchArray(absl::string_view op, int64_t count, int64_t elem_bytes);
 
 // A contiguous tensor owned by the kernel (casts of inputs, accumulators).
 // Heap-held so TensorRefs into it stay valid when the owner moves.

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -90,7 +91,11 @@ struct Scratch {
     owner.reset();
     buf = nullptr;
     cap = 0;
-    absl::StatusOr<std::shared_ptr<char>> p = AllocateScratch("matmul", static_cast<int64_t>(n * sizeof(T)));
+    if (n > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+      status = RuntimeErr(absl::StrCat("matmul: scratch of ", n, " elements overflows int64"));
+      return false;
+    }
+    absl::StatusOr<std::shared_ptr<char>> p = AllocateScratchArray("matmul", static_cast<int64_t>(n), sizeof(T));
     if (!p.ok()) {
       status = p.status();
       return false;
@@ -130,12 +135,16 @@ bool GemmFloat(const T* a, Mat am, const T* b, Mat bm, T* c, Mat cm, Scratch<T>&
   const int64_t mm = cm.rows, nn = cm.cols;
   CBLAS_TRANSPOSE ta, tb;
   int64_t lda, ldb;
+  // Elements of packing buffer: each operand's count fits int64 (validated
+  // metadata), but expanded operands can make their sum wrap even size_t.
   size_t need = 0;
   const bool a_direct = BlasLayout(am, &ta, &lda);
   const bool b_direct = BlasLayout(bm, &tb, &ldb);
-  if (!a_direct) need += static_cast<size_t>(am.rows * am.cols);
-  if (!b_direct) need += static_cast<size_t>(bm.rows * bm.cols);
-  if (!c_direct) need += static_cast<size_t>(mm * nn);
+  bool wraps = false;
+  if (!a_direct) wraps |= __builtin_add_overflow(need, static_cast<size_t>(am.rows * am.cols), &need);
+  if (!b_direct) wraps |= __builtin_add_overflow(need, static_cast<size_t>(bm.rows * bm.cols), &need);
+  if (!c_direct) wraps |= __builtin_add_overflow(need, static_cast<size_t>(mm * nn), &need);
+  if (wraps) need = std::numeric_limits<size_t>::max();  // refused by Reserve
   if (!scratch.Reserve(need)) return false;
   T* buf = scratch.buf;
   if (!a_direct) {

@@ -98,7 +98,7 @@ absl::Status SoftmaxKernel(KernelContext& ctx) {
         return absl::OkStatus();
       }
     }
-    TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratch(name, n * static_cast<int64_t>(sizeof(double))));
+    TD_ASSIGN_OR_RETURN(std::shared_ptr<char> mem, AllocateScratchArray(name, n, sizeof(double)));
     double* row = reinterpret_cast<double*>(mem.get());
     for (int64_t a = 0; a < outer; ++a) {
       for (int64_t c = 0; c < inner; ++c) {

@@ -2,6 +2,7 @@
 #include "tensord/meta/tensor_meta.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "absl/container/inlined_vector.h"
@@ -30,6 +31,22 @@ absl::StatusOr<int64_t> CheckedNumel(absl::Span<const int64_t> sizes) {
     }
   }
   return n;
+}
+
+absl::StatusOr<int64_t> CheckedBytes(absl::string_view what, int64_t count, int64_t itemsize) {
+  int64_t bytes = 0;
+  if (count < 0 || itemsize < 0 || __builtin_mul_overflow(count, itemsize, &bytes)) {
+    return RuntimeErr(absl::StrCat(what, " of ", count, " elements x ", itemsize, " bytes overflows int64"));
+  }
+  return bytes;
+}
+
+int64_t SaturatingBytes(int64_t count, int64_t itemsize) {
+  int64_t bytes = 0;
+  if (count < 0 || itemsize < 0 || __builtin_mul_overflow(count, itemsize, &bytes)) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return bytes;
 }
 
 TensorMeta TensorMeta::Contiguous(Shape sizes, ScalarType dtype, Device device) {
@@ -95,6 +112,12 @@ absl::StatusOr<int64_t> TensorMeta::StorageBytesNeeded() const {
   int64_t bytes = 0;
   if (__builtin_mul_overflow(extent, ItemSize(dtype), &bytes)) return RuntimeErr("storage bytes overflow int64");
   return bytes;
+}
+
+absl::StatusOr<int64_t> TensorMeta::DenseBytes(absl::string_view what) const {
+  absl::StatusOr<int64_t> n = CheckedNumel(sizes);
+  if (!n.ok()) return RuntimeErr(absl::StrCat(what, ": ", n.status().message()));
+  return CheckedBytes(absl::StrCat(what, ": tensor"), *n, itemsize());
 }
 
 absl::Status TensorMeta::Validate(absl::string_view what) const {

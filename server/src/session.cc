@@ -790,7 +790,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
         // storage's first byte is then overwritten entirely, so its storage
         // needs no zeroing. Anything with gaps (empty_strided) is zeroed.
         const bool covers_storage = m.storage_offset == 0 && m.is_non_overlapping_and_dense() &&
-                                    *need == m.numel() * m.itemsize();
+                                    *need == SaturatingBytes(m.numel(), m.itemsize());
         absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(*need, op_name, !covers_storage);
         if (!st.ok()) return fail(st.status());
         outs[i].storage = *std::move(st);
@@ -887,7 +887,11 @@ absl::Status Session::CheckFirstChunk(const v1::Upload& u, uint64_t data_bytes, 
   }
   // Canonical strides (a size-1 dim's stride may be anything in a contiguous tensor).
   m->strides = ContiguousStrides(m->sizes);
-  *expected = static_cast<uint64_t>(m->numel()) * static_cast<uint64_t>(m->itemsize());
+  // Validated metadata bounds this today (contiguous, so its storage extent
+  // is its numel); checked all the same, as every byte count from a peer is.
+  absl::StatusOr<int64_t> dense = m->DenseBytes(what);
+  if (!dense.ok()) return dense.status();
+  *expected = static_cast<uint64_t>(*dense);
   *report_meta = true;
   uint64_t total = u.total_bytes();
   if (total == 0 && u.last()) total = data_bytes;  // a one-message upload may omit total_bytes
@@ -1100,7 +1104,12 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   const TensorMeta& m = t.meta;
   const int64_t numel = m.numel();
   const int64_t itemsize = m.itemsize();
-  const int64_t total = numel * itemsize;
+  // Checked: an expanded view's element count can be far beyond what its
+  // storage holds, and a wrapped total would pass the segment's capacity
+  // check below and the copy would write past the mapping.
+  absl::StatusOr<int64_t> dense = m.DenseBytes("fetch");
+  if (!dense.ok()) return fail(dense.status());
+  const int64_t total = *dense;
   // The first (or only) data message also says the tensor's metadata, its
   // size and the errors not reported yet.
   auto first_data = [&](v1::ServerMessage* msg) {

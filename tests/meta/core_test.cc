@@ -2,6 +2,8 @@
 // the schema parser and argument binding, and the op table itself.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tensord/meta/device.h"
 #include "tensord/meta/dtype.h"
 #include "tensord/meta/errors.h"
@@ -97,6 +99,25 @@ TEST(TensorMeta, ValidateRejectsHostileMetadata) {
   m.storage_offset = 0;
   m.dtype = static_cast<S>(99);
   EXPECT_FALSE(m.Validate("x").ok());
+}
+
+// An expanded view is valid over 4 bytes while its dense size is 2**64
+// bytes: DenseBytes refuses what StorageBytesNeeded accepts.
+TEST(TensorMeta, DenseBytesOfAnExpandedViewIsChecked) {
+  TensorMeta m = TensorMeta::Contiguous({1ll << 31, 1ll << 31}, S::kFloat32, kCPU);
+  m.strides = {0, 0};
+  ASSERT_TRUE(m.Validate("x").ok());
+  EXPECT_EQ(*m.StorageBytesNeeded(), 4);
+  absl::StatusOr<int64_t> b = m.DenseBytes("fetch");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "fetch: tensor of 4611686018427387904 elements x 4 bytes overflows int64");
+  m.dtype = S::kUInt8;
+  EXPECT_EQ(*m.DenseBytes("fetch"), 1ll << 62);
+  EXPECT_EQ(*CheckedBytes("scratch", 3, 16), 48);
+  EXPECT_FALSE(CheckedBytes("scratch", 1ll << 60, 16).ok());
+  EXPECT_FALSE(CheckedBytes("scratch", -1, 16).ok());
+  EXPECT_EQ(SaturatingBytes(1ll << 62, 4), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(SaturatingBytes(6, 4), 24);
 }
 
 TEST(TensorMeta, WrapDimMessage) {

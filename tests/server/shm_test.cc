@@ -446,5 +446,36 @@ TEST_F(ShmTest, ClosingASessionFreesItsAdoptedStorages) {
   EXPECT_THAT(t.FetchValues<float>(1), ::testing::ElementsAre(5, 6));
 }
 
+// An expanded view counts 2**62 elements over 4 bytes of storage: its fetch
+// would be 2**64 bytes, which wrapped to 0, passed the segment's capacity
+// check, and the copy wrote past the mapping (the daemon died of SIGSEGV).
+TEST_F(ShmTest, FetchIntoASegmentOfAViewWhoseBytesOverflowIsRefused) {
+  RawSession s(stub_.get());
+  ShmClient c(ChannelPath());
+  ASSERT_TRUE(c.Hello(s.id(), s.token()).ok());
+  Memfd seg(1 << 16);
+  ASSERT_TRUE(c.Map(1, seg.size, seg.fd).ok());
+  s.Upload<float>(1, {1}, ScalarType::kFloat32, {7.0f});
+  const int64_t n = int64_t{1} << 31;
+  s.Send(Call(1, "expand", {T(1), IL({n, n}), B(false)}, {2}));
+  EXPECT_TRUE(s.Sync().empty());
+  v1::ServerMessage m = ShmFetch(s, 100, 2, 1, 0, seg.size);
+  ASSERT_TRUE(m.has_error()) << m.DebugString();
+  EXPECT_EQ(m.error().request_id(), 100u);
+  EXPECT_THAT(m.error().error().message(),
+              HasSubstr("fetch: tensor of 4611686018427387904 elements x 4 bytes overflows int64"));
+  // The session and its segment still serve a fetch; another session too.
+  m = ShmFetch(s, 101, 1, 1, 0, seg.size);
+  ASSERT_TRUE(m.has_data()) << m.DebugString();
+  EXPECT_EQ(m.data().shm_segment(), 1u);
+  float got = 0;
+  std::memcpy(&got, seg.data, 4);
+  EXPECT_EQ(got, 7.0f);
+  EXPECT_TRUE(s.Sync().empty());
+  RawSession t(stub_.get());
+  t.Upload<float>(1, {2}, ScalarType::kFloat32, {5, 6});
+  EXPECT_THAT(t.FetchValues<float>(1), ::testing::ElementsAre(5, 6));
+}
+
 }  // namespace
 }  // namespace tensord::testing

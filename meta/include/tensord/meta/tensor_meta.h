@@ -38,6 +38,18 @@ Shape ContiguousStrides(absl::Span<const int64_t> sizes);
 // int64.
 absl::StatusOr<int64_t> CheckedNumel(absl::Span<const int64_t> sizes);
 
+// `count` elements of `itemsize` bytes, in bytes; InvalidArgument when the
+// product overflows int64 (or either is negative), the message naming them:
+// "{what} of 4611686018427387904 elements x 4 bytes overflows int64". The one
+// place a request path multiplies an element count by a byte size: an
+// expanded view may count far more elements than its storage holds bytes,
+// so a count that fits int64 can still wrap once multiplied.
+absl::StatusOr<int64_t> CheckedBytes(absl::string_view what, int64_t count, int64_t itemsize);
+
+// The same, saturating at INT64_MAX instead of failing (for estimates that
+// only steer a heuristic, e.g. how much memory a result may take).
+int64_t SaturatingBytes(int64_t count, int64_t itemsize);
+
 struct TensorMeta {
   Shape sizes;
   Shape strides;
@@ -60,6 +72,13 @@ struct TensorMeta {
   // sum((size-1)*stride)) * itemsize, or storage_offset*itemsize when numel is
   // 0. InvalidArgument on negative sizes/strides/offset or overflow.
   absl::StatusOr<int64_t> StorageBytesNeeded() const;
+
+  // numel() * itemsize(): the bytes of the elements packed densely (what a
+  // fetch sends, what a contiguous copy needs). May overflow where
+  // StorageBytesNeeded does not (an expanded view, whose stride-0 dims
+  // address one element many times): then InvalidArgument,
+  // "{what}: tensor of N elements x K bytes overflows int64".
+  absl::StatusOr<int64_t> DenseBytes(absl::string_view what) const;
 
   // Checks the invariants a hostile peer could break: rank <= 64, sizes >= 0,
   // strides >= 0, offset >= 0, matching ranks, valid dtype/device, and no
