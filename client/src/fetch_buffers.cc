@@ -88,6 +88,16 @@ std::shared_ptr<char> Own(char* p, size_t bytes) {
 
 }  // namespace
 
+uint64_t PhysicalMemoryBytes() {
+  static const uint64_t bytes = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0) return uint64_t{0};
+    return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+  }();
+  return bytes;
+}
+
 size_t FetchBufferCacheLimit() {
   static const size_t limit = [] {
     const long pages = ::sysconf(_SC_PHYS_PAGES);

@@ -24,6 +24,11 @@ inline constexpr absl::Duration kFetchBufferCacheIdle = absl::Seconds(5);
 // memory if that is less.
 size_t FetchBufferCacheLimit();
 
+// The machine's physical memory in bytes (0 when the system does not say).
+// A fetch larger than this cannot be held, and is refused before it is
+// sent: the daemon would otherwise stream all of it to a client that gave up.
+uint64_t PhysicalMemoryBytes();
+
 // A fetch's buffer of `n` bytes, not zero-filled (its old bytes may be an
 // earlier fetch's, of this process); nullptr when there is no memory.
 // Buffers of kLargeFetchBufferBytes and more come from the cache when it

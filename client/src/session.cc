@@ -741,8 +741,8 @@ struct Session::Impl {
             w.status = m.status();
             return;
           }
-          absl::StatusOr<int64_t> n = CheckedNumel(m->sizes);
-          const uint64_t expect = n.ok() ? static_cast<uint64_t>(*n) * ItemSize(m->dtype) : 0;
+          absl::StatusOr<int64_t> n = m->DenseBytes("fetched tensor");
+          const uint64_t expect = n.ok() ? static_cast<uint64_t>(*n) : 0;
           if (!n.ok() || d.total_bytes() != expect) {
             w.done = true;
             w.status = InternalErr(absl::StrCat("daemon sent ", d.total_bytes(), " bytes for ", m->ToString(),
@@ -1282,7 +1282,11 @@ void Session::QueueRelease(uint64_t handle, int64_t bytes) {
   }
   absl::MutexLock rl(&impl_->release_mu);
   impl_->releases.push_back(handle);
-  impl_->release_bytes.store(impl_->release_bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+  int64_t total = 0;  // saturated: a tensor's bytes are an estimate that may already be INT64_MAX
+  if (__builtin_add_overflow(impl_->release_bytes.load(std::memory_order_relaxed), bytes, &total)) {
+    total = std::numeric_limits<int64_t>::max();
+  }
+  impl_->release_bytes.store(total, std::memory_order_relaxed);
 }
 
 absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
@@ -1310,7 +1314,11 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
     int64_t output_bytes = 0;
-    for (const TensorMeta& m : outputs) output_bytes += m.numel() * m.itemsize();
+    for (const TensorMeta& m : outputs) {
+      // An estimate (expanded views count more than they hold): saturated, not wrapped.
+      const int64_t b = SaturatingBytes(m.numel(), m.itemsize());
+      if (__builtin_add_overflow(output_bytes, b, &output_bytes)) output_bytes = std::numeric_limits<int64_t>::max();
+    }
     im.ReleaseBeforeLocked(output_bytes);
     // Built in place on the batch's arena.
     v1::OpCall* call = im.pending->add_requests()->mutable_call();
@@ -1543,6 +1551,13 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
 
 absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes) {
   Impl& im = *impl_;
+  // Refused before a waiter exists or a request goes out: once sent, the
+  // daemon streams every byte, and a client that then cannot hold them
+  // would wait behind that stream at its next sync point.
+  if (const uint64_t physical = internal::PhysicalMemoryBytes(); physical > 0 && expected_bytes > physical) {
+    return OutOfMemoryErr(absl::StrCat("fetch: the tensor's ", expected_bytes, " bytes exceed this machine's memory (",
+                                       physical, " bytes)"));
+  }
   uint64_t id = 0;
   std::shared_ptr<Waiter> w;
   std::optional<internal::ShmPool::Lease> lease;
@@ -1575,7 +1590,10 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
   HostData out;
   if (lease.has_value()) {
     if (waited.ok() && w->shm_segment != 0) {
-      if (w->total_bytes > lease->size) return InternalErr("the daemon's fetch overran its shared-memory segment");
+      if (w->total_bytes > lease->size) {
+        im.shm->Release(lease->id);  // not lent: free for the next request
+        return InternalErr("the daemon's fetch overran its shared-memory segment");
+      }
       out.mapped = im.shm->Lend(lease->id);  // the segment is free again when `out`'s data goes
       out.mapped_size = w->total_bytes;
       absl::MutexLock l(&im.mu);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "tensord/wire/shm.h"
@@ -21,6 +22,9 @@ namespace {
 // 64 MiB, so that a segment is reused by transfers of similar size.
 size_t SegmentSize(size_t n) {
   constexpr size_t kMin = size_t{1} << 20, kStep = size_t{64} << 20;
+  // Rounding up must not wrap to a small segment: past the last step, the
+  // size is beyond every pool's limit anyway.
+  if (n > std::numeric_limits<size_t>::max() - kStep) return std::numeric_limits<size_t>::max();
   if (n > kStep) return (n + kStep - 1) / kStep * kStep;
   size_t s = kMin;
   while (s < n) s <<= 1;

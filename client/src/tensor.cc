@@ -177,9 +177,10 @@ absl::StatusOr<HostData> Tensor::Fetch() const {
   }
   if (session() == nullptr) return InternalErr("a non-meta tensor without a session");
   // The size the client predicts (data-dependent outputs were described, so
-  // it is exact); the daemon streams instead if it does not fit.
-  const uint64_t expected = static_cast<uint64_t>(numel()) * static_cast<uint64_t>(ItemSize(dtype()));
-  return session()->Fetch(handle(), expected);
+  // it is exact); the daemon streams instead if it does not fit. A size
+  // that cannot be counted is refused here, before anything is sent.
+  TD_ASSIGN_OR_RETURN(const int64_t expected, meta().DenseBytes("fetch"));
+  return session()->Fetch(handle(), static_cast<uint64_t>(expected));
 }
 
 absl::StatusOr<Scalar> Tensor::Item() const {

@@ -195,3 +195,47 @@ def test_killed_client_leaves_nothing_behind(daemon, session):
     assert daemon.proc.poll() is None
     with session:                                         # the daemon keeps serving
         assert tensord.from_numpy(np.ones(1 << 18, dtype=np.float32)).sum().item() == float(1 << 18)
+
+
+REFUSED_FETCH_CHILD = r"""
+import sys
+import tensord
+if sys.argv[1]:
+    tensord.connect(sys.argv[1])
+# 2**62 elements over 4 bytes: their bytes (2**64) cannot be counted in int64.
+x = tensord.zeros(1).expand(2**31, 2**31)
+try:
+    x.numpy()
+    raise SystemExit("the fetch of an uncountable size did not raise")
+except RuntimeError as e:
+    assert "4611686018427387904 elements x 4 bytes overflows int64" in str(e), e
+tensord.synchronize()
+assert (tensord.ones(3) * 2).sum().item() == 6.0
+# 2**62 bytes fit int64 but no machine here: refused before it is sent,
+# rather than streamed for ever to a client that gave up on it.
+y = tensord.zeros(1, dtype=tensord.uint8).expand(2**31, 2**31)
+try:
+    y.numpy()
+    raise SystemExit("the fetch of 2**62 bytes did not raise")
+except tensord.OutOfMemoryError as e:
+    assert "4611686018427387904 bytes exceed this machine's memory" in str(e), e
+tensord.synchronize()
+assert tensord.arange(4).sum().item() == 6
+print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("shm,same_host", [("1", "1"), ("0", "1"), ("0", "0"), ("embedded", "1")])
+def test_a_refused_fetch_leaves_the_session_usable(daemon, shm, same_host):
+    # In a child with a time limit: a session left waiting fails the test
+    # instead of hanging it.
+    env = subprocess_env(TENSORD_SHM="1" if shm == "embedded" else shm, TENSORD_SAME_HOST_STREAM=same_host)
+    env.pop("TENSORD_ADDRESS", None)
+    address = "" if shm == "embedded" else daemon.address  # "": the client spawns its own daemon
+    try:
+        r = subprocess.run([sys.executable, "-c", REFUSED_FETCH_CHILD, address], capture_output=True, env=env,
+                           timeout=60)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the session hung after a refused fetch: {e.stdout!r} {e.stderr!r}")
+    assert r.returncode == 0 and r.stdout.strip() == b"ok", r.stderr.decode()
+    assert daemon.proc.poll() is None

@@ -149,7 +149,7 @@ struct TensorImpl {
         handle(h),
         meta(std::move(m)),
         storage_id(NextStorageId()),
-        storage_bytes(meta.numel() * meta.itemsize()) {}
+        storage_bytes(SaturatingBytes(meta.numel(), meta.itemsize())) {}
   ~TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
