@@ -1020,6 +1020,38 @@ TEST_F(WithDaemon, SessionsAreIsolated) {
   EXPECT_EQ(Values(mine), (std::vector<double>{1, 1, 1}));
 }
 
+// A fetch the client cannot count (2**62 elements x 4 bytes) or hold (2**62
+// bytes) is refused before it is sent: sent, the daemon would stream it all
+// and the session's next sync point would wait behind that stream.
+TEST_F(WithDaemon, ARefusedFetchLeavesTheSessionUsable) {
+  const int64_t n = int64_t{1} << 31;
+  ASSERT_OK_AND_ASSIGN(tc::Tensor one, tc::Call1("zeros", {Shape{1}}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Call1("expand", {one, Shape{n, n}}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::Call1("zeros", {Shape{1}}, {{"dtype", ScalarType::kUInt8}}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Call1("expand", {b, Shape{n, n}}));
+  // Bounded: a hang fails the test instead of hanging the suite.
+  absl::Notification done;
+  std::thread t([&] {
+    absl::StatusOr<tc::HostData> d = x.Fetch();
+    EXPECT_FALSE(d.ok());
+    EXPECT_THAT(d.status().message(), HasSubstr("fetch: tensor of 4611686018427387904 elements x 4 bytes overflows int64"));
+    EXPECT_TRUE(session_->Synchronize().ok());
+    d = y.Fetch();
+    EXPECT_FALSE(d.ok());
+    EXPECT_EQ(KindOf(d.status()), ErrorKind::kOutOfMemory) << d.status();
+    EXPECT_THAT(d.status().message(), HasSubstr("4611686018427387904 bytes exceed this machine's memory"));
+    EXPECT_TRUE(session_->Synchronize().ok());
+    done.Notify();
+  });
+  if (!done.WaitForNotificationWithTimeout(absl::Seconds(60))) {
+    ADD_FAILURE() << "the session hung after a refused fetch";
+    std::_Exit(1);  // the stuck thread cannot be joined
+  }
+  t.join();
+  ASSERT_OK_AND_ASSIGN(tc::Tensor z, tc::Call1("add", {one, 2}));
+  EXPECT_EQ(Values(z), (std::vector<double>{2}));
+}
+
 TEST_F(WithDaemon, RealToMetaIsLocal) {
   ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Ones({2, 5}));
   const tc::Stats before = session_->stats();
