@@ -192,6 +192,18 @@ bool WrittenReturn(const OpEntry& op, size_t i) {
   return a >= 0 && static_cast<size_t>(a) < op.schema.arguments.size() && op.schema.arguments[a].is_write;
 }
 
+// A kernel's private copy of the bytes [begin, end) of an input's
+// client-writable storage (see DispatchInto); `base` is what the kernel is
+// given as the storage's start.
+struct PrivateInput {
+  const TensorMeta* meta = nullptr;
+  Storage* shared = nullptr;
+  std::shared_ptr<Storage> copy;
+  char* base = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 }  // namespace
 
 void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
@@ -804,19 +816,66 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
   if (need_kernel) {
     const KernelFn fn = kernels_ != nullptr ? kernels_->Find(DeviceType::kCPU, op->id) : nullptr;
     if (fn == nullptr) return fail(NotImplementedErr(absl::StrCat(op_name, ": no kernel for device cpu")));
+    // An input whose storage is an adopted shared-memory segment stays
+    // writable by the client while the kernel runs. Kernels validate index
+    // values, masks and counts in one pass and use them in another
+    // (index_add, index_put, masked_scatter; nonzero counts then writes), so
+    // a client flipping such a value between the passes would make the
+    // daemon read or write out of bounds. The kernel gets a private copy of
+    // every such input whose values can steer addresses: integral and bool
+    // dtypes (whatever view made them so), and every input of a
+    // data-dependent op (its output's size comes from the values). Float
+    // inputs of other ops stay zero-copy: no kernel derives an address from
+    // a float value (topk sorts a private copy of its slice), so a changing
+    // float changes only that session's results. Refusing to adopt integral
+    // uploads instead would leave the daemon depending on each kernel's
+    // care and on the client's choice of path; the copy here covers every
+    // kernel, every path to a tensor, and in-place ops (written back after).
+    absl::InlinedVector<PrivateInput, 2> privates;
+    for (const Tensor* t : inputs) {
+      if (!t->storage->client_writable() || t->meta.numel() == 0) continue;
+      if (!data_dependent && !IsIntegral(t->meta.dtype, /*include_bool=*/true)) continue;
+      if (std::any_of(privates.begin(), privates.end(), [&](const PrivateInput& p) { return p.meta == &t->meta; })) {
+        continue;  // the same tensor passed twice
+      }
+      absl::StatusOr<int64_t> end = t->meta.StorageBytesNeeded();
+      if (!end.ok()) return fail(end.status());
+      PrivateInput p;
+      p.meta = &t->meta;
+      p.shared = t->storage.get();
+      p.begin = t->meta.storage_offset * t->meta.itemsize();  // strides are >= 0: the lowest byte addressed
+      p.end = *end;
+      absl::StatusOr<std::shared_ptr<Storage>> copy = memory_->Allocate(p.end - p.begin, op_name, false);
+      if (!copy.ok()) return fail(copy.status());
+      p.copy = *std::move(copy);
+      std::memcpy(p.copy->data(), p.shared->data() + p.begin, static_cast<size_t>(p.end - p.begin));
+      // The kernel adds storage_offset * itemsize to the base it is given:
+      // that lands on the copy's first byte.
+      p.base = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p.copy->data()) - static_cast<uintptr_t>(p.begin));
+      privates.push_back(std::move(p));
+    }
+    auto private_base = [&privates](const TensorMeta* m) -> char* {
+      for (const PrivateInput& p : privates) {
+        if (p.meta == m) return p.base;
+      }
+      return nullptr;
+    };
     KernelContext ctx;
     ctx.op = op;
     ctx.args = args;
-    ctx.input_base = [&inputs](const TensorMeta* m) -> char* {
+    ctx.input_base = [&inputs, &private_base](const TensorMeta* m) -> char* {
+      if (char* p = private_base(m)) return p;
       for (const Tensor* t : inputs) {
         if (&t->meta == m) return t->storage->data();
       }
       return nullptr;
     };
     for (size_t i = 0; i < outs.size(); ++i) {
-      // An in-place op's output 0 is self: its storage and its very meta.
+      // An in-place op's output 0 is self: its storage and its very meta
+      // (or self's private copy, written back when the kernel succeeds).
       const TensorMeta* m = written[i] != nullptr ? &written[i]->meta : &outs[i].meta;
-      ctx.outputs.push_back(TensorRef{outs[i].storage->data(), m});
+      char* base = written[i] != nullptr ? private_base(m) : nullptr;
+      ctx.outputs.push_back(TensorRef{base != nullptr ? base : outs[i].storage->data(), m});
     }
     auto allocate = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
       if (outs.size() >= static_cast<size_t>(n_out)) {
@@ -855,6 +914,14 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
     if (outs.size() != static_cast<size_t>(n_out)) {
       return fail(InternalErr(absl::StrCat(op_name, ": the kernel produced ", outs.size(), " outputs, expected ",
                                            n_out)));
+    }
+    for (size_t i = 0; i < written.size() && !privates.empty(); ++i) {
+      if (written[i] == nullptr) continue;
+      for (const PrivateInput& p : privates) {
+        if (p.meta == &written[i]->meta) {
+          std::memcpy(p.shared->data() + p.begin, p.copy->data(), static_cast<size_t>(p.end - p.begin));
+        }
+      }
     }
   }
   for (size_t i = 0; i < written.size() && i < outs.size(); ++i) {

@@ -182,6 +182,10 @@ class Storage {
 
   char* data() const { return data_; }
   int64_t nbytes() const { return nbytes_; }
+  // Adopted memory (MemoryAccount::Adopt: a client's shared-memory segment):
+  // the client can change these bytes at any moment, also while a kernel
+  // reads them, so nothing the daemon validates may be read from here twice.
+  bool client_writable() const { return external_ != nullptr; }
 
   // Autograd's version counter, shared by every tensor viewing this storage:
   // bumped by each in-place op (a schema argument `Tensor(a!)`) that writes
