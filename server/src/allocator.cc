@@ -337,6 +337,42 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Adopt(char* data, int64_
   }
 }
 
+absl::Status MemoryAccount::Charge(int64_t nbytes, absl::string_view op) {
+  if (nbytes < 0) return InternalErr(absl::StrCat(op, ": a negative charge of ", nbytes, " bytes"));
+  int64_t cur = in_use_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (limit_ > 0 && nbytes > limit_ - cur) return OutOfMemory(op, nbytes, cur, limit_, "");
+    if (in_use_.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
+  }
+  const int64_t now = cur + nbytes;
+  int64_t peak = peak_.load(std::memory_order_relaxed);
+  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  allocator_->in_use_.fetch_add(nbytes, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+MemoryCharge::~MemoryCharge() {
+  if (account_ != nullptr && bytes_ > 0) account_->Uncharge(bytes_);
+}
+
+absl::Status MemoryCharge::Add(const std::shared_ptr<MemoryAccount>& account, int64_t nbytes, absl::string_view what) {
+  if (account == nullptr || (account_ != nullptr && account_ != account)) {
+    return InternalErr(absl::StrCat(what, ": a memory charge moved between accounts"));
+  }
+  TD_RETURN_IF_ERROR(account->Charge(nbytes, what));
+  account_ = account;
+  bytes_ += nbytes;
+  return absl::OkStatus();
+}
+
+void MemoryCharge::Sub(int64_t nbytes) {
+  nbytes = std::min(nbytes, bytes_);
+  if (account_ == nullptr || nbytes <= 0) return;
+  account_->Uncharge(nbytes);
+  bytes_ -= nbytes;
+}
+
 void MemoryAccount::Uncharge(int64_t nbytes) {
   in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
   allocator_->in_use_.fetch_sub(nbytes, std::memory_order_relaxed);

@@ -29,6 +29,19 @@
 namespace tensord::server {
 namespace {
 
+// Uploads whose later chunks are being dropped (their first chunk failed):
+// at most this many are remembered; past that, a later chunk is refused on
+// its own (the error list is bounded too).
+constexpr size_t kMaxDroppedUploads = 4096;
+
+void DropRestOfUpload(absl::flat_hash_set<uint64_t>& dropped, uint64_t handle) {
+  if (dropped.size() < kMaxDroppedUploads) dropped.insert(handle);
+}
+
+// What a table entry costs beyond its Tensor: the hash node's and the
+// shared objects' allocator headers and control blocks.
+constexpr int64_t kHandleEntryOverheadBytes = 96;
+
 // Reads a tensor's elements in row-major order, whatever its strides, so that
 // a Fetch can stream them as contiguous chunks without a second full copy.
 // Used for non-contiguous tensors: a contiguous one is copied or sent straight
@@ -460,6 +473,7 @@ std::shared_ptr<OpError> Session::RecordError(absl::Status status, std::string o
   e->op = std::move(op);
   e->call_id = call_id;
   e->call_site = std::move(call_site);
+  if (e->call_site.size() > kMaxCallSiteBytes) e->call_site.resize(kMaxCallSiteBytes);  // the list below is capped in count only
   Log(LogLevel::kDebug, "session ", absl::Hex(id_), ": ", e->op.empty() ? "request" : e->op, " (call ", call_id,
       "): ", e->status.message());
   if (unreported_.size() < kMaxUnreportedErrors) {
@@ -488,10 +502,27 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
 
 void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error) {
   if (handle == 0 || tensors_.contains(handle) || Uploading(handle)) return;
+  // A call may name thousands of outputs and fail: each kept handle costs
+  // the daemon its entry, so it is charged to the session. Over the limit
+  // the handle is not kept (a later use of it is an error) and that is said.
+  const int64_t entry_bytes =
+      static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta) + sizeof(MemoryCharge) +
+                           kHandleEntryOverheadBytes +
+                           (meta != nullptr ? 2 * sizeof(int64_t) * meta->sizes.size() : 0) +
+                           (error != nullptr ? error->status.message().size() + error->call_site.size() : 0));
+  auto charge = std::make_shared<MemoryCharge>();
+  if (absl::Status s = charge->Add(memory_, entry_bytes, "a failed call's output handle"); !s.ok()) {
+    RecordError(absl::Status(s.code(), absl::StrCat("handle ", handle, " (an output of a failed call) is not kept: ",
+                                                    s.message())),
+                error != nullptr ? error->op : std::string(), error != nullptr ? error->call_id : 0,
+                error != nullptr ? error->call_site : std::string());
+    return;
+  }
   Tensor t;
   if (meta != nullptr) t.meta = *meta;
   t.error = std::move(error);
   t.ag = std::make_shared<AutogradMeta>();
+  t.charge = std::move(charge);
   tensors_.emplace(handle, std::move(t));
 }
 
@@ -519,16 +550,26 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const std::string& op_name = op != nullptr ? FullName(*op, name_scratch) : name_scratch;
   // An interned call site is defined once (its text then travels no more)
   // and looked up only for an error.
+  // The text is cut to kMaxCallSiteBytes, and what the table keeps is
+  // charged to the session (its 65,536 entries could otherwise hold
+  // gigabytes that no limit counts); a site over the limit is not kept.
   const uint32_t site_id = call.call_site_id();
-  if (site_id != 0 && !call.call_site().empty() && site_id <= wire::kMaxCallSiteIds) {
-    if (site_id == call_sites_.size() + 1) {
-      call_sites_.push_back(call.call_site());
-    } else if (site_id <= call_sites_.size()) {
-      call_sites_[site_id - 1] = call.call_site();
+  const absl::string_view site_text = absl::string_view(call.call_site()).substr(0, kMaxCallSiteBytes);
+  if (site_id != 0 && !site_text.empty() && site_id <= wire::kMaxCallSiteIds && site_id <= call_sites_.size() + 1) {
+    const bool append = site_id == call_sites_.size() + 1;
+    const int64_t old_bytes = append ? 0 : static_cast<int64_t>(call_sites_[site_id - 1].size());
+    const int64_t new_bytes = static_cast<int64_t>(site_text.size()) + (append ? sizeof(std::string) : 0);
+    if (new_bytes <= old_bytes || call_sites_charge_.Add(memory_, new_bytes - old_bytes, "a call site").ok()) {
+      if (new_bytes < old_bytes) call_sites_charge_.Sub(old_bytes - new_bytes);
+      if (append) {
+        call_sites_.emplace_back(site_text);
+      } else {
+        call_sites_[site_id - 1].assign(site_text.data(), site_text.size());
+      }
     }
   }
   auto call_site = [&]() -> std::string {
-    if (site_id == 0 || !call.call_site().empty()) return call.call_site();
+    if (site_id == 0 || !call.call_site().empty()) return std::string(site_text);
     return site_id <= call_sites_.size() ? call_sites_[site_id - 1] : std::string();
   };
   const int n_out = call.outputs_size();
@@ -965,7 +1006,28 @@ absl::Status Session::CheckFirstChunk(const v1::Upload& u, uint64_t data_bytes, 
   return absl::OkStatus();
 }
 
+void Session::HoldGradLocked(const std::shared_ptr<AutogradMeta>& ag) {
+  grad_holders_.push_back(ag);
+  // Amortized: the list stays within twice its live, distinct entries
+  // however often a client sets the same .grad.
+  if (grad_holders_.size() < 2 * grad_holders_pruned_ + 64) return;
+  absl::flat_hash_set<const AutogradMeta*> seen;
+  grad_holders_.erase(std::remove_if(grad_holders_.begin(), grad_holders_.end(),
+                                     [&seen](const std::weak_ptr<AutogradMeta>& w) {
+                                       std::shared_ptr<AutogradMeta> p = w.lock();
+                                       return p == nullptr || !seen.insert(p.get()).second;
+                                     }),
+                      grad_holders_.end());
+  grad_holders_pruned_ = grad_holders_.size();
+}
+
 absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& meta, uint64_t expected) {
+  // Each one in progress costs its bookkeeping besides its (charged) bytes.
+  if (uploads_.size() >= kMaxPendingUploads) {
+    return absl::ResourceExhaustedError(absl::StrCat("upload of handle ", u.handle(), ": ", uploads_.size(),
+                                                     " uploads are already in progress in this session (the limit); "
+                                                     "send the last chunk of one first"));
+  }
   // Not zero-filled: the chunks overwrite every byte, and the storage is
   // published only once all of them arrived.
   absl::StatusOr<std::shared_ptr<Storage>> st =
@@ -976,7 +1038,7 @@ absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& m
   up.storage = *std::move(st);
   up.total_bytes = expected;
   up.call_id = u.call_id();
-  up.call_site = u.call_site();
+  up.call_site = u.call_site().substr(0, kMaxCallSiteBytes);
   uploads_.emplace(u.handle(), std::move(up));
   return absl::OkStatus();
 }
@@ -993,7 +1055,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     InsertFailed(h, meta, err);
     // The rest of the upload is already on its way: its chunks are dropped
     // (the one error says what went wrong), not each refused again.
-    if (first_chunk && !u.last()) dropped_uploads_.insert(h);
+    if (first_chunk && !u.last()) DropRestOfUpload(dropped_uploads_, h);
   };
   const std::string what = absl::StrCat("upload of handle ", h);
 
@@ -1008,7 +1070,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     first_chunk = true;
     if (absl::Status s = CheckNewHandle(h); !s.ok()) {
       RecordError(RuntimeErr(absl::StrCat(what, ": ", s.message())), "upload", u.call_id(), site());
-      if (!u.last()) dropped_uploads_.insert(h);
+      if (!u.last()) DropRestOfUpload(dropped_uploads_, h);
       return;
     }
     TensorMeta m;

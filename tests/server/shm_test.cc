@@ -422,6 +422,7 @@ TEST_F(ShmTest, AnAdoptedStorageCountsAgainstTheSessionsLimit) {
   s.Send(AdoptUpload(1, {(1 << 20) / 4 + 1}, 3));
   EXPECT_THAT(Freed(s), ::testing::ElementsAre(3u));  // refused: free again at once
   ExpectOneError(s.Sync(), "out of memory");
+  s.Send(ReleaseReq({1}));  // the failed handle's entry is charged too
   s.Send(AdoptUpload(2, {(1 << 19) / 4}, 3));       // 512 KiB fits
   EXPECT_TRUE(s.Sync().empty());
   s.Upload<float>(4, {(1 << 19) / 4}, ScalarType::kFloat32, std::vector<float>((1 << 19) / 4, 1.0f));

@@ -127,6 +127,32 @@ class CpuAllocator {
 };
 
 class Storage;
+class MemoryAccount;
+
+// Bytes the daemon holds for a session outside any storage (failed handles
+// in its table, interned call sites): charged to its MemoryAccount like
+// storage bytes, and so under its limit, until subtracted or destroyed.
+// Whatever a client can make the daemon keep is either charged here or
+// bounded by a fixed cap before it is allocated. Not thread-safe (one owner).
+class MemoryCharge {
+ public:
+  MemoryCharge() = default;
+  ~MemoryCharge();
+  MemoryCharge(const MemoryCharge&) = delete;
+  MemoryCharge& operator=(const MemoryCharge&) = delete;
+
+  // Charges `nbytes` (>= 0) more to `account` (the first Add picks the
+  // account; later ones must name the same). ResourceExhausted (MemoryError)
+  // naming `what`, the bytes, the bytes in use and the limit when over it.
+  absl::Status Add(const std::shared_ptr<MemoryAccount>& account, int64_t nbytes, absl::string_view what);
+  // Gives back `nbytes` (at most bytes()).
+  void Sub(int64_t nbytes);
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<MemoryAccount> account_;
+  int64_t bytes_ = 0;
+};
 
 // One session's memory: current and peak bytes, and its limit (0 = none).
 // Thread-safe: storages may be freed on any thread.
@@ -163,6 +189,10 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
 
  private:
   friend class Storage;
+  friend class MemoryCharge;
+  // Adds `nbytes` to the account (and the allocator's total) if the limit
+  // allows: what Allocate and Adopt do before they take memory.
+  absl::Status Charge(int64_t nbytes, absl::string_view op);
   void Uncharge(int64_t nbytes);
 
   std::shared_ptr<CpuAllocator> allocator_;

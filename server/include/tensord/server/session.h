@@ -46,6 +46,12 @@ namespace tensord::server {
 inline constexpr int64_t kMaxChunkBytes = 3 << 20;
 // At most this many errors wait for the next Sync; later ones are counted.
 inline constexpr size_t kMaxUnreportedErrors = 1024;
+// A call site (OpCall.call_site: "file.py:12 in f") is kept to at most
+// this many bytes; longer ones are cut.
+inline constexpr size_t kMaxCallSiteBytes = 1024;
+// Uploads in progress at once in one session (a client sends one chunked
+// upload after another; the same-host client a few adopting ones).
+inline constexpr size_t kMaxPendingUploads = 1024;
 
 // The error of a failed op (or upload or request), with what issued it.
 // Shared by every tensor the failure reaches.
@@ -270,6 +276,9 @@ class Session {
   void ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRetainGrad(const v1::RetainGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteSetGrad(const v1::SetGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers an identity whose .grad may hold a graph (grad_holders_),
+  // dropping dead and repeated entries as the list grows.
+  void HoldGradLocked(const std::shared_ptr<AutogradMeta>& ag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteGetGrad(const v1::GetGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRecordFunction(const v1::RecordFunction& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteBackward(const v1::Backward& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -386,6 +395,7 @@ class Session {
   static constexpr size_t kMaxKeptReplyBytes = 64 << 10;
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
+  MemoryCharge call_sites_charge_ ABSL_GUARDED_BY(mu_);  // their bytes, charged to the session
 
   // The stream's writer and reader while a message executes; the message
   // being executed (requests run in place, never copied) and its next
@@ -420,6 +430,7 @@ class Session {
   };
   absl::flat_hash_map<uint64_t, ArrivedResult> callback_results_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<AutogradMeta>> grad_holders_ ABSL_GUARDED_BY(mu_);
+  size_t grad_holders_pruned_ ABSL_GUARDED_BY(mu_) = 0;  // its size after the last HoldGradLocked pruning
   const std::shared_ptr<ReleasedFunctions> released_functions_ = std::make_shared<ReleasedFunctions>();
 };
 
