@@ -255,6 +255,7 @@ SessionStats Session::stats() const {
   absl::MutexLock lock(&mu_);
   SessionStats s;
   s.bytes_in_use = memory_->bytes_in_use();
+  s.bookkeeping_bytes = memory_->bookkeeping_bytes();
   s.peak_bytes = memory_->peak_bytes();
   s.ops_executed = ops_executed_;
   s.live_handles = tensors_.size();
@@ -299,6 +300,7 @@ SessionStats Session::Close() {
   tensors.clear();
   uploads.clear();
   s.bytes_in_use = memory_->bytes_in_use();
+  s.bookkeeping_bytes = memory_->bookkeeping_bytes();
   s.peak_bytes = memory_->peak_bytes();
   return s;
 }
@@ -504,14 +506,23 @@ void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_
   if (handle == 0 || tensors_.contains(handle) || Uploading(handle)) return;
   // A call may name thousands of outputs and fail: each kept handle costs
   // the daemon its entry, so it is charged to the session. Over the limit
-  // the handle is not kept (a later use of it is an error) and that is said.
+  // (the out-of-memory error itself must reach its tensor) a bounded number
+  // are kept uncharged; past those the handle is not kept (a later use of it
+  // is an error) and that is said.
   const int64_t entry_bytes =
       static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta) + sizeof(MemoryCharge) +
                            kHandleEntryOverheadBytes +
                            (meta != nullptr ? 2 * sizeof(int64_t) * meta->sizes.size() : 0) +
                            (error != nullptr ? error->status.message().size() + error->call_site.size() : 0));
+  std::shared_ptr<void> token;
   auto charge = std::make_shared<MemoryCharge>();
-  if (absl::Status s = charge->Add(memory_, entry_bytes, "a failed call's output handle"); !s.ok()) {
+  if (absl::Status s = charge->Add(memory_, entry_bytes, "a failed call's output handle"); s.ok()) {
+    token = std::move(charge);
+  } else if (uncharged_failed_->fetch_add(1) < kMaxUnchargedFailedHandles) {
+    token = std::shared_ptr<void>(uncharged_failed_.get(),
+                                  [count = uncharged_failed_](void*) { count->fetch_sub(1); });
+  } else {
+    uncharged_failed_->fetch_sub(1);
     RecordError(absl::Status(s.code(), absl::StrCat("handle ", handle, " (an output of a failed call) is not kept: ",
                                                     s.message())),
                 error != nullptr ? error->op : std::string(), error != nullptr ? error->call_id : 0,
@@ -522,7 +533,7 @@ void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_
   if (meta != nullptr) t.meta = *meta;
   t.error = std::move(error);
   t.ag = std::make_shared<AutogradMeta>();
-  t.charge = std::move(charge);
+  t.charge = std::move(token);
   tensors_.emplace(handle, std::move(t));
 }
 

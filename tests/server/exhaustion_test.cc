@@ -73,7 +73,7 @@ TEST_F(ExhaustionTest, FailedOutputHandlesAreChargedToTheSession) {
     }
   }
   EXPECT_TRUE(refused);
-  const int64_t held = daemon_->service().session_stats(s.id())->bytes_in_use;
+  const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
   EXPECT_LE(held, 1 << 20);
   EXPECT_GT(held, 1 << 19);
   // Releasing the handles kept gives their bytes back (those not kept are
@@ -82,7 +82,7 @@ TEST_F(ExhaustionTest, FailedOutputHandlesAreChargedToTheSession) {
   for (uint64_t h = 1000; h < next; ++h) release.mutable_release()->add_handles(h);
   s.Send(release);
   s.Sync();
-  EXPECT_EQ(daemon_->service().session_stats(s.id())->bytes_in_use, 0);
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->bookkeeping_bytes, 0);
   s.Upload<float>(2, {2}, ScalarType::kFloat32, {7, 8});
   EXPECT_THAT(s.FetchValues<float>(2), ::testing::ElementsAre(7, 8));
 }
@@ -106,7 +106,7 @@ TEST_F(ExhaustionTest, CallSitesAreCutAndCharged) {
   }
   // 1 MiB holds fewer than 2,048 sites of 1 KiB (with their strings): some
   // were not kept, and the session's bytes stay under its limit.
-  const int64_t held = daemon_->service().session_stats(s.id())->bytes_in_use;
+  const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
   EXPECT_LE(held, 1 << 20);
   EXPECT_GT(held, 1 << 19);
   // An interned site is still named by a later error.

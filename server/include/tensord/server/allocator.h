@@ -130,8 +130,8 @@ class Storage;
 class MemoryAccount;
 
 // Bytes the daemon holds for a session outside any storage (failed handles
-// in its table, interned call sites): charged to its MemoryAccount like
-// storage bytes, and so under its limit, until subtracted or destroyed.
+// in its table, interned call sites): charged to its MemoryAccount's
+// bookkeeping, and so under its limit, until subtracted or destroyed.
 // Whatever a client can make the daemon keep is either charged here or
 // bounded by a fixed cap before it is allocated. Not thread-safe (one owner).
 class MemoryCharge {
@@ -179,8 +179,12 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   absl::StatusOr<std::shared_ptr<Storage>> Adopt(char* data, int64_t nbytes, std::shared_ptr<void> keeper,
                                                  absl::string_view op);
 
+  // Bytes of this session's storages (what memory statistics report).
   int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
   int64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  // Bytes of MemoryCharges: the session's bookkeeping. The limit holds
+  // bytes_in_use() + bookkeeping_bytes().
+  int64_t bookkeeping_bytes() const { return bookkeeping_.load(std::memory_order_relaxed); }
   int64_t limit_bytes() const { return limit_; }
   // A daemon-wide serial number (never reused): which session freed a cached block.
   uint64_t id() const { return id_; }
@@ -190,16 +194,17 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
  private:
   friend class Storage;
   friend class MemoryCharge;
-  // Adds `nbytes` to the account (and the allocator's total) if the limit
-  // allows: what Allocate and Adopt do before they take memory.
+  // Adds `nbytes` of bookkeeping if the limit allows (MemoryCharge).
   absl::Status Charge(int64_t nbytes, absl::string_view op);
   void Uncharge(int64_t nbytes);
+  void Uncharge(int64_t nbytes, bool bookkeeping);
 
   std::shared_ptr<CpuAllocator> allocator_;
   const int64_t limit_;
   const uint64_t id_;
   std::atomic<int64_t> in_use_{0};
   std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> bookkeeping_{0};
 };
 
 // A block of CPU memory that one or more tensors view. Freed (and uncharged)

@@ -82,6 +82,7 @@ struct OpError {
 struct SessionStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes = 0;
+  int64_t bookkeeping_bytes = 0;  // charged for failed handles and call sites (under the same limit)
   uint64_t ops_executed = 0;
   size_t live_handles = 0;
   size_t pending_uploads = 0;
@@ -396,6 +397,11 @@ class Session {
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
   MemoryCharge call_sites_charge_ ABSL_GUARDED_BY(mu_);  // their bytes, charged to the session
+  // Failed handles kept while the session is over its limit (so that an
+  // out-of-memory error still reaches the tensor it failed): at most
+  // kMaxUnchargedFailedHandles live at once; each entry's token decrements.
+  std::shared_ptr<std::atomic<int64_t>> uncharged_failed_ = std::make_shared<std::atomic<int64_t>>(0);
+  static constexpr int64_t kMaxUnchargedFailedHandles = 1024;
 
   // The stream's writer and reader while a message executes; the message
   // being executed (requests run in place, never copied) and its next
