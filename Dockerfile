@@ -23,4 +23,7 @@ COPY --from=build /build/bin/tensord /usr/local/bin/tensord
 USER tensord
 EXPOSE 7070
 ENTRYPOINT ["/usr/local/bin/tensord"]
+# Each session is limited to half the container's memory (its cgroup's
+# memory.max; docker run --memory sets it) unless --session-memory-limit says
+# otherwise.
 CMD ["serve", "--listen", "0.0.0.0:7070"]

@@ -58,10 +58,14 @@ char* MapAligned(size_t bytes) {
 // What a session's failed allocation of `nbytes` for `op` says: the same
 // words whether the storage was to be allocated or adopted (a shared-memory
 // upload).
-absl::Status OutOfMemory(absl::string_view op, int64_t nbytes, int64_t in_use, int64_t limit, absl::string_view why) {
+absl::Status OutOfMemory(absl::string_view op, int64_t nbytes, int64_t in_use, int64_t bookkeeping, int64_t limit,
+                         absl::string_view why) {
   std::string msg = absl::StrCat(op, ": out of memory: tried to allocate ", FormatBytes(nbytes), " (", nbytes,
                                  " bytes); this session has ", FormatBytes(in_use), " in use");
   if (limit > 0) absl::StrAppend(&msg, " of its ", FormatBytes(limit), " limit (", limit, " bytes)");
+  if (bookkeeping > 0) {
+    absl::StrAppend(&msg, ", and ", FormatBytes(bookkeeping), " of bookkeeping (failed handles, call sites)");
+  }
   if (!why.empty()) absl::StrAppend(&msg, "; ", why);
   return OutOfMemoryErr(msg);
 }
@@ -228,7 +232,9 @@ std::shared_ptr<MemoryAccount> MemoryAccount::Create(std::shared_ptr<CpuAllocato
 
 absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes, absl::string_view op, bool zero_fill) {
   if (nbytes < 0) return RuntimeErr(absl::StrCat(op, ": cannot allocate a negative number of bytes (", nbytes, ")"));
-  auto oom = [&](absl::string_view why) { return OutOfMemory(op, nbytes, bytes_in_use(), limit_, why); };
+  auto oom = [&](absl::string_view why) {
+    return OutOfMemory(op, nbytes, bytes_in_use(), bookkeeping_bytes(), limit_, why);
+  };
   if (nbytes > allocator_->physical_memory_bytes()) {
     return oom(absl::StrCat("the machine has ", FormatBytes(allocator_->physical_memory_bytes()),
                             " of physical memory"));
@@ -236,7 +242,7 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(int64_t nbytes,
   // Charge first, so that concurrent allocations never overshoot the limit.
   int64_t cur = in_use_.load(std::memory_order_relaxed);
   for (;;) {
-    if (limit_ > 0 && nbytes > limit_ - cur) return oom("");
+    if (limit_ > 0 && nbytes > limit_ - cur - bookkeeping_bytes()) return oom("");
     if (in_use_.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
   }
   const int64_t now = cur + nbytes;
@@ -314,8 +320,8 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Adopt(char* data, int64_
   if (data == nullptr || keeper == nullptr) return InternalErr(absl::StrCat(op, ": adopting memory without an owner"));
   int64_t cur = in_use_.load(std::memory_order_relaxed);
   for (;;) {
-    if (limit_ > 0 && nbytes > limit_ - cur) {
-      return OutOfMemory(op, nbytes, cur, limit_, "");
+    if (limit_ > 0 && nbytes > limit_ - cur - bookkeeping_bytes()) {
+      return OutOfMemory(op, nbytes, cur, bookkeeping_bytes(), limit_, "");
     }
     if (in_use_.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
   }
@@ -335,6 +341,46 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Adopt(char* data, int64_
   } catch (const std::bad_alloc&) {
     return OutOfMemoryErr(absl::StrCat(op, ": out of memory (the storage's bookkeeping)"));
   }
+}
+
+absl::Status MemoryAccount::Charge(int64_t nbytes, absl::string_view op) {
+  if (nbytes < 0) return InternalErr(absl::StrCat(op, ": a negative charge of ", nbytes, " bytes"));
+  int64_t cur = bookkeeping_.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t storage = bytes_in_use();
+    if (limit_ > 0 && nbytes > limit_ - storage - cur) return OutOfMemory(op, nbytes, storage, cur, limit_, "");
+    if (bookkeeping_.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
+  }
+  return absl::OkStatus();
+}
+
+void MemoryAccount::Uncharge(int64_t nbytes, bool bookkeeping) {
+  if (bookkeeping) {
+    bookkeeping_.fetch_sub(nbytes, std::memory_order_relaxed);
+    return;
+  }
+  Uncharge(nbytes);
+}
+
+MemoryCharge::~MemoryCharge() {
+  if (account_ != nullptr && bytes_ > 0) account_->Uncharge(bytes_, /*bookkeeping=*/true);
+}
+
+absl::Status MemoryCharge::Add(const std::shared_ptr<MemoryAccount>& account, int64_t nbytes, absl::string_view what) {
+  if (account == nullptr || (account_ != nullptr && account_ != account)) {
+    return InternalErr(absl::StrCat(what, ": a memory charge moved between accounts"));
+  }
+  TD_RETURN_IF_ERROR(account->Charge(nbytes, what));
+  account_ = account;
+  bytes_ += nbytes;
+  return absl::OkStatus();
+}
+
+void MemoryCharge::Sub(int64_t nbytes) {
+  nbytes = std::min(nbytes, bytes_);
+  if (account_ == nullptr || nbytes <= 0) return;
+  account_->Uncharge(nbytes, /*bookkeeping=*/true);
+  bytes_ -= nbytes;
 }
 
 void MemoryAccount::Uncharge(int64_t nbytes) {

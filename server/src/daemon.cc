@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -193,6 +194,22 @@ absl::StatusOr<int> ParseGrpcThreads(absl::string_view text) {
   return n;
 }
 
+int64_t DefaultSessionMemoryLimit() {
+  int64_t usable = INT64_MAX;
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0 && pages <= INT64_MAX / page_size) usable = static_cast<int64_t>(pages) * page_size;
+  // cgroup v2 (a container, a systemd unit's MemoryMax=): "max" or a byte count.
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string line;
+  int64_t cap = 0;
+  if (std::getline(cgroup, line) && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &cap) && cap > 0) {
+    usable = std::min(usable, cap);
+  }
+  if (usable == INT64_MAX) return int64_t{16} << 30;  // nothing known: a limit all the same
+  return std::max<int64_t>(usable / 2, int64_t{64} << 20);
+}
+
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
@@ -305,8 +322,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
 
   std::unique_ptr<Daemon> d(new Daemon());
   d->options_ = options;
+  if (d->options_.session_memory_limit_bytes < 0) d->options_.session_memory_limit_bytes = DefaultSessionMemoryLimit();
   ServiceOptions so;
-  so.session_memory_limit_bytes = options.session_memory_limit_bytes;
+  so.session_memory_limit_bytes = d->options_.session_memory_limit_bytes;
   so.cpu_allocator.cache_limit_bytes = options.cpu_cache_limit_bytes;
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   so.stream_spin = options.stream_spin;
@@ -379,8 +397,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     }
   }
   Log(LogLevel::kInfo, "tensord ", DaemonVersion(), " listening on ", absl::StrJoin(d->addresses_, ", "),
-      options.session_memory_limit_bytes > 0
-          ? absl::StrCat("; session memory limit ", FormatBytes(options.session_memory_limit_bytes))
+      d->options_.session_memory_limit_bytes > 0
+          ? absl::StrCat("; session memory limit ", FormatBytes(d->options_.session_memory_limit_bytes))
           : std::string("; no session memory limit"),
       "; cpu cache up to ", FormatBytes(d->service_->cpu_cache_stats().limit_bytes),
       "; same-host and tcp streams poll ", absl::ToInt64Microseconds(options.stream_spin), " us before sleeping");

@@ -173,7 +173,10 @@ MetaCache::Entry* MetaCache::Find(const OpEntry& op, absl::Span<const Value> arg
 }
 
 MetaCache::Entry* MetaCache::Insert(MetaResult result) {
-  if (!keyed_) {
+  // A result with many outputs (split into thousands of pieces) is not
+  // kept: kCapacity of them would hold far more than a key's size suggests.
+  if (!keyed_ || result.outputs.size() > kMaxCachedOutputs) {
+    keyed_ = false;
     uncached_ = Entry{std::move(result), false};
     return &uncached_;
   }

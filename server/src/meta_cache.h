@@ -32,6 +32,8 @@ class MetaCache {
   // Calls whose key would be longer (huge int lists, long tensor lists) are
   // not cached.
   static constexpr size_t kMaxKeyWords = 512;
+  // Results with more outputs than this are not cached.
+  static constexpr size_t kMaxCachedOutputs = 64;
 
   // A remembered result, and whether the dispatcher's checks of its output
   // metas (functions of the metas alone) passed: set by the dispatcher once

@@ -38,6 +38,16 @@ namespace {
 constexpr size_t kTokenBytes = 16;
 constexpr size_t kMaxClientNameBytes = 200;
 constexpr size_t kMaxOpTableLineBytes = 1000;
+// A handshake's op table beyond these is not compared (the daemon's own
+// table has a few hundred lines of about 100 bytes).
+constexpr size_t kMaxOpTableLines = 16384;
+constexpr size_t kMaxOpTableBytes = size_t{4} << 20;
+
+size_t OpTableBytes(const v1::HandshakeRequest& request) {
+  size_t n = 0;
+  for (const std::string& line : request.op_table()) n += line.size();
+  return n;
+}
 
 // Fills `buf` from the kernel's CSPRNG.
 bool SecureRandom(void* buf, size_t n) {
@@ -151,6 +161,17 @@ grpc::Status TensordService::Handshake(grpc::ServerContext* context, const v1::H
     response->set_refusal(absl::StrCat("protocol version ", request->protocol_version(),
                                        " is not supported: this daemon (tensord ", DaemonVersion(),
                                        ") speaks version ", wire::kProtocolVersion));
+  } else if (request->op_table_digest() != table.digest() &&
+             (static_cast<size_t>(request->op_table_size()) > kMaxOpTableLines ||
+              OpTableBytes(*request) > kMaxOpTableBytes)) {
+    // Anyone may call Handshake: an oversized table is refused by its
+    // numbers, before any of it is copied for the comparison.
+    response->set_accepted(false);
+    response->set_refusal(absl::StrCat(
+        "client and daemon were built from different op tables (client ", HexId(request->op_table_digest()),
+        ", daemon ", HexId(table.digest()), "); the client's table (", request->op_table_size(), " lines, ",
+        OpTableBytes(*request), " bytes) is too large to compare (at most ", kMaxOpTableLines, " lines and ",
+        kMaxOpTableBytes, " bytes). Rebuild them from the same source."));
   } else if (request->op_table_digest() != table.digest()) {
     std::vector<std::string> theirs;
     theirs.reserve(request->op_table_size());

@@ -29,6 +29,19 @@
 namespace tensord::server {
 namespace {
 
+// Uploads whose later chunks are being dropped (their first chunk failed):
+// at most this many are remembered; past that, a later chunk is refused on
+// its own (the error list is bounded too).
+constexpr size_t kMaxDroppedUploads = 4096;
+
+void DropRestOfUpload(absl::flat_hash_set<uint64_t>& dropped, uint64_t handle) {
+  if (dropped.size() < kMaxDroppedUploads) dropped.insert(handle);
+}
+
+// What a table entry costs beyond its Tensor: the hash node's and the
+// shared objects' allocator headers and control blocks.
+constexpr int64_t kHandleEntryOverheadBytes = 96;
+
 // Reads a tensor's elements in row-major order, whatever its strides, so that
 // a Fetch can stream them as contiguous chunks without a second full copy.
 // Used for non-contiguous tensors: a contiguous one is copied or sent straight
@@ -192,6 +205,18 @@ bool WrittenReturn(const OpEntry& op, size_t i) {
   return a >= 0 && static_cast<size_t>(a) < op.schema.arguments.size() && op.schema.arguments[a].is_write;
 }
 
+// A kernel's private copy of the bytes [begin, end) of an input's
+// client-writable storage (see DispatchInto); `base` is what the kernel is
+// given as the storage's start.
+struct PrivateInput {
+  const TensorMeta* meta = nullptr;
+  Storage* shared = nullptr;
+  std::shared_ptr<Storage> copy;
+  char* base = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 }  // namespace
 
 void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
@@ -230,6 +255,7 @@ SessionStats Session::stats() const {
   absl::MutexLock lock(&mu_);
   SessionStats s;
   s.bytes_in_use = memory_->bytes_in_use();
+  s.bookkeeping_bytes = memory_->bookkeeping_bytes();
   s.peak_bytes = memory_->peak_bytes();
   s.ops_executed = ops_executed_;
   s.live_handles = tensors_.size();
@@ -274,6 +300,7 @@ SessionStats Session::Close() {
   tensors.clear();
   uploads.clear();
   s.bytes_in_use = memory_->bytes_in_use();
+  s.bookkeeping_bytes = memory_->bookkeeping_bytes();
   s.peak_bytes = memory_->peak_bytes();
   return s;
 }
@@ -448,6 +475,7 @@ std::shared_ptr<OpError> Session::RecordError(absl::Status status, std::string o
   e->op = std::move(op);
   e->call_id = call_id;
   e->call_site = std::move(call_site);
+  if (e->call_site.size() > kMaxCallSiteBytes) e->call_site.resize(kMaxCallSiteBytes);  // the list below is capped in count only
   Log(LogLevel::kDebug, "session ", absl::Hex(id_), ": ", e->op.empty() ? "request" : e->op, " (call ", call_id,
       "): ", e->status.message());
   if (unreported_.size() < kMaxUnreportedErrors) {
@@ -476,10 +504,36 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
 
 void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error) {
   if (handle == 0 || tensors_.contains(handle) || Uploading(handle)) return;
+  // A call may name thousands of outputs and fail: each kept handle costs
+  // the daemon its entry, so it is charged to the session. Over the limit
+  // (the out-of-memory error itself must reach its tensor) a bounded number
+  // are kept uncharged; past those the handle is not kept (a later use of it
+  // is an error) and that is said.
+  const int64_t entry_bytes =
+      static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta) + sizeof(MemoryCharge) +
+                           kHandleEntryOverheadBytes +
+                           (meta != nullptr ? 2 * sizeof(int64_t) * meta->sizes.size() : 0) +
+                           (error != nullptr ? error->status.message().size() + error->call_site.size() : 0));
+  std::shared_ptr<void> token;
+  auto charge = std::make_shared<MemoryCharge>();
+  if (absl::Status s = charge->Add(memory_, entry_bytes, "a failed call's output handle"); s.ok()) {
+    token = std::move(charge);
+  } else if (uncharged_failed_->fetch_add(1) < kMaxUnchargedFailedHandles) {
+    token = std::shared_ptr<void>(uncharged_failed_.get(),
+                                  [count = uncharged_failed_](void*) { count->fetch_sub(1); });
+  } else {
+    uncharged_failed_->fetch_sub(1);
+    RecordError(absl::Status(s.code(), absl::StrCat("handle ", handle, " (an output of a failed call) is not kept: ",
+                                                    s.message())),
+                error != nullptr ? error->op : std::string(), error != nullptr ? error->call_id : 0,
+                error != nullptr ? error->call_site : std::string());
+    return;
+  }
   Tensor t;
   if (meta != nullptr) t.meta = *meta;
   t.error = std::move(error);
   t.ag = std::make_shared<AutogradMeta>();
+  t.charge = std::move(token);
   tensors_.emplace(handle, std::move(t));
 }
 
@@ -507,16 +561,26 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const std::string& op_name = op != nullptr ? FullName(*op, name_scratch) : name_scratch;
   // An interned call site is defined once (its text then travels no more)
   // and looked up only for an error.
+  // The text is cut to kMaxCallSiteBytes, and what the table keeps is
+  // charged to the session (its 65,536 entries could otherwise hold
+  // gigabytes that no limit counts); a site over the limit is not kept.
   const uint32_t site_id = call.call_site_id();
-  if (site_id != 0 && !call.call_site().empty() && site_id <= wire::kMaxCallSiteIds) {
-    if (site_id == call_sites_.size() + 1) {
-      call_sites_.push_back(call.call_site());
-    } else if (site_id <= call_sites_.size()) {
-      call_sites_[site_id - 1] = call.call_site();
+  const absl::string_view site_text = absl::string_view(call.call_site()).substr(0, kMaxCallSiteBytes);
+  if (site_id != 0 && !site_text.empty() && site_id <= wire::kMaxCallSiteIds && site_id <= call_sites_.size() + 1) {
+    const bool append = site_id == call_sites_.size() + 1;
+    const int64_t old_bytes = append ? 0 : static_cast<int64_t>(call_sites_[site_id - 1].size());
+    const int64_t new_bytes = static_cast<int64_t>(site_text.size()) + (append ? sizeof(std::string) : 0);
+    if (new_bytes <= old_bytes || call_sites_charge_.Add(memory_, new_bytes - old_bytes, "a call site").ok()) {
+      if (new_bytes < old_bytes) call_sites_charge_.Sub(old_bytes - new_bytes);
+      if (append) {
+        call_sites_.emplace_back(site_text);
+      } else {
+        call_sites_[site_id - 1].assign(site_text.data(), site_text.size());
+      }
     }
   }
   auto call_site = [&]() -> std::string {
-    if (site_id == 0 || !call.call_site().empty()) return call.call_site();
+    if (site_id == 0 || !call.call_site().empty()) return std::string(site_text);
     return site_id <= call_sites_.size() ? call_sites_[site_id - 1] : std::string();
   };
   const int n_out = call.outputs_size();
@@ -804,19 +868,66 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
   if (need_kernel) {
     const KernelFn fn = kernels_ != nullptr ? kernels_->Find(DeviceType::kCPU, op->id) : nullptr;
     if (fn == nullptr) return fail(NotImplementedErr(absl::StrCat(op_name, ": no kernel for device cpu")));
+    // An input whose storage is an adopted shared-memory segment stays
+    // writable by the client while the kernel runs. Kernels validate index
+    // values, masks and counts in one pass and use them in another
+    // (index_add, index_put, masked_scatter; nonzero counts then writes), so
+    // a client flipping such a value between the passes would make the
+    // daemon read or write out of bounds. The kernel gets a private copy of
+    // every such input whose values can steer addresses: integral and bool
+    // dtypes (whatever view made them so), and every input of a
+    // data-dependent op (its output's size comes from the values). Float
+    // inputs of other ops stay zero-copy: no kernel derives an address from
+    // a float value (topk sorts a private copy of its slice), so a changing
+    // float changes only that session's results. Refusing to adopt integral
+    // uploads instead would leave the daemon depending on each kernel's
+    // care and on the client's choice of path; the copy here covers every
+    // kernel, every path to a tensor, and in-place ops (written back after).
+    absl::InlinedVector<PrivateInput, 2> privates;
+    for (const Tensor* t : inputs) {
+      if (!t->storage->client_writable() || t->meta.numel() == 0) continue;
+      if (!data_dependent && !IsIntegral(t->meta.dtype, /*include_bool=*/true)) continue;
+      if (std::any_of(privates.begin(), privates.end(), [&](const PrivateInput& p) { return p.meta == &t->meta; })) {
+        continue;  // the same tensor passed twice
+      }
+      absl::StatusOr<int64_t> end = t->meta.StorageBytesNeeded();
+      if (!end.ok()) return fail(end.status());
+      PrivateInput p;
+      p.meta = &t->meta;
+      p.shared = t->storage.get();
+      p.begin = t->meta.storage_offset * t->meta.itemsize();  // strides are >= 0: the lowest byte addressed
+      p.end = *end;
+      absl::StatusOr<std::shared_ptr<Storage>> copy = memory_->Allocate(p.end - p.begin, op_name, false);
+      if (!copy.ok()) return fail(copy.status());
+      p.copy = *std::move(copy);
+      std::memcpy(p.copy->data(), p.shared->data() + p.begin, static_cast<size_t>(p.end - p.begin));
+      // The kernel adds storage_offset * itemsize to the base it is given:
+      // that lands on the copy's first byte.
+      p.base = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p.copy->data()) - static_cast<uintptr_t>(p.begin));
+      privates.push_back(std::move(p));
+    }
+    auto private_base = [&privates](const TensorMeta* m) -> char* {
+      for (const PrivateInput& p : privates) {
+        if (p.meta == m) return p.base;
+      }
+      return nullptr;
+    };
     KernelContext ctx;
     ctx.op = op;
     ctx.args = args;
-    ctx.input_base = [&inputs](const TensorMeta* m) -> char* {
+    ctx.input_base = [&inputs, &private_base](const TensorMeta* m) -> char* {
+      if (char* p = private_base(m)) return p;
       for (const Tensor* t : inputs) {
         if (&t->meta == m) return t->storage->data();
       }
       return nullptr;
     };
     for (size_t i = 0; i < outs.size(); ++i) {
-      // An in-place op's output 0 is self: its storage and its very meta.
+      // An in-place op's output 0 is self: its storage and its very meta
+      // (or self's private copy, written back when the kernel succeeds).
       const TensorMeta* m = written[i] != nullptr ? &written[i]->meta : &outs[i].meta;
-      ctx.outputs.push_back(TensorRef{outs[i].storage->data(), m});
+      char* base = written[i] != nullptr ? private_base(m) : nullptr;
+      ctx.outputs.push_back(TensorRef{base != nullptr ? base : outs[i].storage->data(), m});
     }
     auto allocate = [&](const TensorMeta& m) -> absl::StatusOr<TensorRef> {
       if (outs.size() >= static_cast<size_t>(n_out)) {
@@ -855,6 +966,14 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
     if (outs.size() != static_cast<size_t>(n_out)) {
       return fail(InternalErr(absl::StrCat(op_name, ": the kernel produced ", outs.size(), " outputs, expected ",
                                            n_out)));
+    }
+    for (size_t i = 0; i < written.size() && !privates.empty(); ++i) {
+      if (written[i] == nullptr) continue;
+      for (const PrivateInput& p : privates) {
+        if (p.meta == &written[i]->meta) {
+          std::memcpy(p.shared->data() + p.begin, p.copy->data(), static_cast<size_t>(p.end - p.begin));
+        }
+      }
     }
   }
   for (size_t i = 0; i < written.size() && i < outs.size(); ++i) {
@@ -902,7 +1021,28 @@ absl::Status Session::CheckFirstChunk(const v1::Upload& u, uint64_t data_bytes, 
   return absl::OkStatus();
 }
 
+void Session::HoldGradLocked(const std::shared_ptr<AutogradMeta>& ag) {
+  grad_holders_.push_back(ag);
+  // Amortized: the list stays within twice its live, distinct entries
+  // however often a client sets the same .grad.
+  if (grad_holders_.size() < 2 * grad_holders_pruned_ + 64) return;
+  absl::flat_hash_set<const AutogradMeta*> seen;
+  grad_holders_.erase(std::remove_if(grad_holders_.begin(), grad_holders_.end(),
+                                     [&seen](const std::weak_ptr<AutogradMeta>& w) {
+                                       std::shared_ptr<AutogradMeta> p = w.lock();
+                                       return p == nullptr || !seen.insert(p.get()).second;
+                                     }),
+                      grad_holders_.end());
+  grad_holders_pruned_ = grad_holders_.size();
+}
+
 absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& meta, uint64_t expected) {
+  // Each one in progress costs its bookkeeping besides its (charged) bytes.
+  if (uploads_.size() >= kMaxPendingUploads) {
+    return absl::ResourceExhaustedError(absl::StrCat("upload of handle ", u.handle(), ": ", uploads_.size(),
+                                                     " uploads are already in progress in this session (the limit); "
+                                                     "send the last chunk of one first"));
+  }
   // Not zero-filled: the chunks overwrite every byte, and the storage is
   // published only once all of them arrived.
   absl::StatusOr<std::shared_ptr<Storage>> st =
@@ -913,7 +1053,7 @@ absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& m
   up.storage = *std::move(st);
   up.total_bytes = expected;
   up.call_id = u.call_id();
-  up.call_site = u.call_site();
+  up.call_site = u.call_site().substr(0, kMaxCallSiteBytes);
   uploads_.emplace(u.handle(), std::move(up));
   return absl::OkStatus();
 }
@@ -930,7 +1070,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     InsertFailed(h, meta, err);
     // The rest of the upload is already on its way: its chunks are dropped
     // (the one error says what went wrong), not each refused again.
-    if (first_chunk && !u.last()) dropped_uploads_.insert(h);
+    if (first_chunk && !u.last()) DropRestOfUpload(dropped_uploads_, h);
   };
   const std::string what = absl::StrCat("upload of handle ", h);
 
@@ -945,7 +1085,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     first_chunk = true;
     if (absl::Status s = CheckNewHandle(h); !s.ok()) {
       RecordError(RuntimeErr(absl::StrCat(what, ": ", s.message())), "upload", u.call_id(), site());
-      if (!u.last()) dropped_uploads_.insert(h);
+      if (!u.last()) DropRestOfUpload(dropped_uploads_, h);
       return;
     }
     TensorMeta m;

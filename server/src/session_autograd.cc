@@ -381,7 +381,7 @@ void Session::ExecuteSetGrad(const v1::SetGrad& r) {
   }
   if (g->ag == nullptr) g->ag = std::make_shared<AutogradMeta>();
   t->ag->grad = std::make_shared<Tensor>(*g);
-  if (g->requires_grad()) grad_holders_.push_back(t->ag);
+  if (g->requires_grad()) HoldGradLocked(t->ag);
 }
 
 void Session::ExecuteGetGrad(const v1::GetGrad& r) {
@@ -769,7 +769,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   auto mark_changed = [&](const std::shared_ptr<AutogradMeta>& ag) {
     changed.insert(ag.get());
     changed_keep[ag.get()] = ag;
-    if (create_graph) grad_holders_.push_back(ag);
+    if (create_graph) HoldGradLocked(ag);
   };
   // Sets or accumulates `ag`'s .grad (leaves: layout of the leaf; retained
   // non-leaves: a clone).

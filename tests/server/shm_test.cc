@@ -9,7 +9,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <thread>
 #include <numeric>
 #include <string>
 
@@ -419,6 +422,7 @@ TEST_F(ShmTest, AnAdoptedStorageCountsAgainstTheSessionsLimit) {
   s.Send(AdoptUpload(1, {(1 << 20) / 4 + 1}, 3));
   EXPECT_THAT(Freed(s), ::testing::ElementsAre(3u));  // refused: free again at once
   ExpectOneError(s.Sync(), "out of memory");
+  s.Send(ReleaseReq({1}));  // the failed handle's entry is charged too
   s.Send(AdoptUpload(2, {(1 << 19) / 4}, 3));       // 512 KiB fits
   EXPECT_TRUE(s.Sync().empty());
   s.Upload<float>(4, {(1 << 19) / 4}, ScalarType::kFloat32, std::vector<float>((1 << 19) / 4, 1.0f));
@@ -475,6 +479,94 @@ TEST_F(ShmTest, FetchIntoASegmentOfAViewWhoseBytesOverflowIsRefused) {
   RawSession t(stub_.get());
   t.Upload<float>(1, {2}, ScalarType::kFloat32, {5, 6});
   EXPECT_THAT(t.FetchValues<float>(1), ::testing::ElementsAre(5, 6));
+}
+
+// An adopting upload of `n` int64 values at the segment's start.
+v1::Request AdoptInt64(uint64_t handle, int64_t n, uint32_t segment) {
+  v1::Request r = AdoptUpload(handle, {n}, segment);
+  *r.mutable_upload()->mutable_meta() = MetaProto({n}, ScalarType::kInt64);
+  r.mutable_upload()->set_total_bytes(static_cast<uint64_t>(n) * 8);
+  return r;
+}
+
+// The client keeps writing an adopted segment while the daemon runs kernels
+// on it. index_add checks every index before its write pass reads them
+// again: a value flipped between the passes must not send the write out of
+// bounds. Each call either succeeds or reports an index error, and the
+// daemon survives.
+TEST_F(ShmTest, IndicesTheClientKeepsRewritingNeverReachPastTheTensor) {
+  RawSession s(stub_.get());
+  ShmClient c(ChannelPath());
+  ASSERT_TRUE(c.Hello(s.id(), s.token()).ok());
+  constexpr int64_t kN = 4096;
+  Memfd seg(kN * 8);
+  ASSERT_TRUE(c.Map(1, seg.size, seg.fd).ok());
+  auto* idx = reinterpret_cast<int64_t*>(seg.data);
+  for (int64_t i = 0; i < kN; ++i) idx[i] = i % 8;
+  s.Send(AdoptInt64(1, kN, 1));
+  s.Upload<float>(2, {8}, ScalarType::kFloat32, std::vector<float>(8, 0.0f));
+  s.Upload<float>(3, {kN}, ScalarType::kFloat32, std::vector<float>(kN, 1.0f));
+  ASSERT_TRUE(s.Sync().empty());
+
+  // A volatile store per flip: the compiler keeps every one of them.
+  std::atomic<bool> stop{false};
+  std::thread flipper([&] {
+    volatile int64_t* last = idx + kN - 1;
+    while (!stop.load(std::memory_order_relaxed)) {
+      *last = int64_t{1} << 40;  // far past any mapping: an unchecked write faults
+      *last = 7;
+    }
+  });
+  int ok = 0, refused = 0;
+  uint64_t h = 100;
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<v1::Request> batch;
+    for (int k = 0; k < 10; ++k, ++h) {
+      batch.push_back(Call(h, "index_add", {T(2), I(0), T(1), T(3), I(1)}, {h}));
+      batch.push_back(ReleaseReq({h}));
+    }
+    s.Send(std::move(batch));
+    const std::vector<v1::Error> errors = s.Sync();
+    for (const v1::Error& e : errors) {
+      EXPECT_THAT(e.message(), HasSubstr("out of bounds for dimension 0 with size 8")) << e.DebugString();
+    }
+    refused += static_cast<int>(errors.size());
+    ok += 10 - static_cast<int>(errors.size());
+  }
+  stop = true;
+  flipper.join();
+  EXPECT_EQ(ok + refused, 20000);
+
+  // The same session and another one work on.
+  idx[kN - 1] = 7;
+  s.Send(Call(1, "index_add", {T(2), I(0), T(1), T(3), I(1)}, {4}));
+  std::vector<float> sums = s.FetchValues<float>(4);
+  EXPECT_EQ(sums, std::vector<float>(8, kN / 8));
+  RawSession t(stub_.get());
+  t.Upload<float>(1, {2}, ScalarType::kFloat32, {5, 6});
+  EXPECT_THAT(t.FetchValues<float>(1), ::testing::ElementsAre(5, 6));
+}
+
+// An in-place op on an integral adopted tensor runs on a private copy: its
+// result still lands in the segment (the tensor's storage).
+TEST_F(ShmTest, AnInPlaceOpOnAnAdoptedIntegralTensorWritesTheSegment) {
+  RawSession s(stub_.get());
+  ShmClient c(ChannelPath());
+  ASSERT_TRUE(c.Hello(s.id(), s.token()).ok());
+  Memfd seg(4096);
+  ASSERT_TRUE(c.Map(1, seg.size, seg.fd).ok());
+  auto* v = reinterpret_cast<int64_t*>(seg.data);
+  for (int64_t i = 0; i < 16; ++i) v[i] = i - 8;
+  s.Send(AdoptInt64(1, 16, 1));
+  s.Send(Call(1, "narrow", {T(1), I(0), I(4), I(8)}, {2}));  // a view at an offset
+  s.Send(Call(2, "clamp_", {T(2), I(-2), I(2)}, {0}));
+  ASSERT_TRUE(s.Sync().empty());
+  for (int64_t i = 0; i < 16; ++i) {
+    const int64_t want = i >= 4 && i < 12 ? std::min<int64_t>(2, std::max<int64_t>(-2, i - 8)) : i - 8;
+    EXPECT_EQ(v[i], want) << i;
+  }
+  std::vector<int64_t> got = s.FetchValues<int64_t>(1);
+  EXPECT_EQ(got, std::vector<int64_t>(v, v + 16));
 }
 
 }  // namespace

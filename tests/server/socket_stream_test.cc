@@ -384,6 +384,53 @@ TEST(SocketStreamBytes, BrokenRecordsAreErrorsNotAllocations) {
   EXPECT_TRUE(absl::IsUnavailable(st)) << st;
 }
 
+// The length a byte stream's header announces is the peer's claim: the
+// buffer grows with the bytes that came, not to the claim (a peer could
+// otherwise make the daemon hold its largest message size per connection
+// for the price of a header). A message that does come whole arrives whole.
+TEST(SocketStreamBytes, AnAnnouncedLengthIsNotReservedBeforeItsBytesArrive) {
+  wire::ByteStreamHeader h;
+  h.magic = wire::kStreamMagic;
+  h.flags = 0;
+  h.length = 60 << 20;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  const std::string bytes = std::string(reinterpret_cast<const char*>(&h), sizeof(h)) + std::string(1000, 'x');
+  ASSERT_EQ(::send(sv[0], bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  ::shutdown(sv[0], SHUT_WR);
+  wire::StreamReceiver receiver(size_t{64} << 20, 0, StreamFraming::kByteStream);
+  grpc::ByteBuffer bb;
+  absl::StatusOr<bool> got = receiver.Next(sv[1], &bb);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(), HasSubstr("inside a message"));
+  EXPECT_LE(receiver.buffer_bytes(), size_t{2} << 20);
+
+  // 5 MiB whole, through the steps.
+  std::string message(5 << 20, '\0');
+  for (size_t i = 0; i < message.size(); ++i) message[i] = static_cast<char>(i * 13 + i / 4099);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  absl::Status sent;
+  std::thread sender([&] {
+    grpc::Slice slice(message.data(), message.size());
+    sent = wire::SendStreamMessage(sv[0], grpc::ByteBuffer(&slice, 1), StreamFraming::kByteStream);
+    ::shutdown(sv[0], SHUT_WR);
+  });
+  wire::StreamReceiver whole(size_t{64} << 20, 0, StreamFraming::kByteStream);
+  got = whole.Next(sv[1], &bb);
+  sender.join();
+  ASSERT_TRUE(sent.ok()) << sent;
+  ASSERT_TRUE(got.ok() && *got) << got.status();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(bb.Dump(&slices).ok());
+  std::string received;
+  for (const grpc::Slice& s : slices) received.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_TRUE(received == message);
+  ::close(sv[0]);
+  ::close(sv[1]);
+}
+
 TEST(SocketStreamRecords, AMessageGoesThroughASocketWhoseBufferIsSmallerThanARecord) {
   // A host with a small net.core.wmem_default refuses 64 KiB datagrams
   // (EMSGSIZE): the sender falls back to shorter records, and the receiver

@@ -95,6 +95,9 @@ ssize_t ReceiveRecord(int sock, msghdr* msg, int64_t spin_ns, bool* polled) {
 }
 
 constexpr char kTcpChannel[] = "tcp stream";
+// A TCP-stream message's buffer first grows to this much; past it, to at
+// most twice the bytes received.
+constexpr size_t kFirstReceiveStepBytes = size_t{1} << 20;
 
 // Sends every byte of `iov` on a byte stream, however the kernel splits it.
 absl::Status SendAllBytes(int sock, std::vector<iovec> iov) {
@@ -372,10 +375,19 @@ absl::StatusOr<bool> StreamReceiver::NextFromByteStream(int sock, grpc::ByteBuff
       return true;
     }
   }
-  Reserve(std::max<size_t>(size, 4096), have);
-  absl::StatusOr<size_t> body = RecvAllBytes(sock, buf_.get() + have, size - have);
-  if (!body.ok()) return body.status();
-  if (*body < size - have) return absl::UnavailableError("tcp stream: the socket closed inside a message");
+  // The announced length is only the peer's claim: the buffer grows as the
+  // bytes arrive (to at most twice what came, from a first step of
+  // kFirstReceiveStepBytes), so a peer that announces a large message and
+  // sends little makes the receiver hold little.
+  Reserve(4096, have);
+  while (have < size) {
+    const size_t step_end = std::min(size, std::max({have * 2, kFirstReceiveStepBytes, capacity_}));
+    Reserve(step_end, have);
+    absl::StatusOr<size_t> body = RecvAllBytes(sock, buf_.get() + have, step_end - have);
+    if (!body.ok()) return body.status();
+    if (*body < step_end - have) return absl::UnavailableError("tcp stream: the socket closed inside a message");
+    have = step_end;
+  }
   if (end) {
     int32_t code = 0;
     std::memcpy(&code, buf_.get(), sizeof(code));

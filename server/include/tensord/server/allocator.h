@@ -127,6 +127,32 @@ class CpuAllocator {
 };
 
 class Storage;
+class MemoryAccount;
+
+// Bytes the daemon holds for a session outside any storage (failed handles
+// in its table, interned call sites): charged to its MemoryAccount's
+// bookkeeping, and so under its limit, until subtracted or destroyed.
+// Whatever a client can make the daemon keep is either charged here or
+// bounded by a fixed cap before it is allocated. Not thread-safe (one owner).
+class MemoryCharge {
+ public:
+  MemoryCharge() = default;
+  ~MemoryCharge();
+  MemoryCharge(const MemoryCharge&) = delete;
+  MemoryCharge& operator=(const MemoryCharge&) = delete;
+
+  // Charges `nbytes` (>= 0) more to `account` (the first Add picks the
+  // account; later ones must name the same). ResourceExhausted (MemoryError)
+  // naming `what`, the bytes, the bytes in use and the limit when over it.
+  absl::Status Add(const std::shared_ptr<MemoryAccount>& account, int64_t nbytes, absl::string_view what);
+  // Gives back `nbytes` (at most bytes()).
+  void Sub(int64_t nbytes);
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<MemoryAccount> account_;
+  int64_t bytes_ = 0;
+};
 
 // One session's memory: current and peak bytes, and its limit (0 = none).
 // Thread-safe: storages may be freed on any thread.
@@ -153,8 +179,12 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   absl::StatusOr<std::shared_ptr<Storage>> Adopt(char* data, int64_t nbytes, std::shared_ptr<void> keeper,
                                                  absl::string_view op);
 
+  // Bytes of this session's storages (what memory statistics report).
   int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
   int64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  // Bytes of MemoryCharges: the session's bookkeeping. The limit holds
+  // bytes_in_use() + bookkeeping_bytes().
+  int64_t bookkeeping_bytes() const { return bookkeeping_.load(std::memory_order_relaxed); }
   int64_t limit_bytes() const { return limit_; }
   // A daemon-wide serial number (never reused): which session freed a cached block.
   uint64_t id() const { return id_; }
@@ -163,13 +193,18 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
 
  private:
   friend class Storage;
+  friend class MemoryCharge;
+  // Adds `nbytes` of bookkeeping if the limit allows (MemoryCharge).
+  absl::Status Charge(int64_t nbytes, absl::string_view op);
   void Uncharge(int64_t nbytes);
+  void Uncharge(int64_t nbytes, bool bookkeeping);
 
   std::shared_ptr<CpuAllocator> allocator_;
   const int64_t limit_;
   const uint64_t id_;
   std::atomic<int64_t> in_use_{0};
   std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> bookkeeping_{0};
 };
 
 // A block of CPU memory that one or more tensors view. Freed (and uncharged)
@@ -182,6 +217,10 @@ class Storage {
 
   char* data() const { return data_; }
   int64_t nbytes() const { return nbytes_; }
+  // Adopted memory (MemoryAccount::Adopt: a client's shared-memory segment):
+  // the client can change these bytes at any moment, also while a kernel
+  // reads them, so nothing the daemon validates may be read from here twice.
+  bool client_writable() const { return external_ != nullptr; }
 
   // Autograd's version counter, shared by every tensor viewing this storage:
   // bumped by each in-place op (a schema argument `Tensor(a!)`) that writes

@@ -45,6 +45,9 @@ struct Tensor {
   std::shared_ptr<Storage> storage;   // null when failed or undefined
   std::shared_ptr<OpError> error;     // non-null when failed
   std::shared_ptr<AutogradMeta> ag;   // autograd identity (null: a leaf that does not require grad)
+  // A failed handle's table entry and error, charged to the session while
+  // the entry lives (a failed call's outputs hold no storage to count).
+  std::shared_ptr<void> charge;
 
   bool failed() const { return error != nullptr; }
   bool defined() const { return storage != nullptr || error != nullptr; }

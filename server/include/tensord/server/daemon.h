@@ -35,7 +35,8 @@ inline constexpr int kMaxMessageBytes = 64 << 20;
 struct DaemonOptions {
   // "unix:PATH", "unix:///abs/path", "HOST:PORT", "[::1]:PORT"; port 0 picks one.
   std::vector<std::string> listen;
-  int64_t session_memory_limit_bytes = 0;  // 0 = unlimited
+  // Bytes one session may hold: -1 = DefaultSessionMemoryLimit(); 0 = unlimited.
+  int64_t session_memory_limit_bytes = -1;
   // Cap of the cache of freed large CPU blocks: -1 = min(1 GiB, physical / 8), 0 = off.
   int64_t cpu_cache_limit_bytes = -1;
   // Debugging: fill storages handed out unzeroed with this byte (0..255; -1 = off).
@@ -74,6 +75,12 @@ absl::StatusOr<int> ParseGrpcThreads(absl::string_view text);
 // units in any case, spaces allowed around them. InvalidArgument otherwise
 // or past INT64_MAX.
 absl::StatusOr<int64_t> ParseByteSize(absl::string_view text);
+
+// The session memory limit a daemon gets unless told otherwise: half of
+// the memory it may use (the machine's physical memory, or its cgroup's
+// memory.max when lower, as in a container), so that no one session can take
+// the daemon's memory from the others or from the daemon itself.
+int64_t DefaultSessionMemoryLimit();
 
 // Applies a config file of `key = value` lines (# comments, blank lines):
 // listen (repeatable, or comma-separated), session_memory_limit_bytes,

@@ -46,6 +46,12 @@ namespace tensord::server {
 inline constexpr int64_t kMaxChunkBytes = 3 << 20;
 // At most this many errors wait for the next Sync; later ones are counted.
 inline constexpr size_t kMaxUnreportedErrors = 1024;
+// A call site (OpCall.call_site: "file.py:12 in f") is kept to at most
+// this many bytes; longer ones are cut.
+inline constexpr size_t kMaxCallSiteBytes = 1024;
+// Uploads in progress at once in one session (a client sends one chunked
+// upload after another; the same-host client a few adopting ones).
+inline constexpr size_t kMaxPendingUploads = 1024;
 
 // The error of a failed op (or upload or request), with what issued it.
 // Shared by every tensor the failure reaches.
@@ -76,6 +82,7 @@ struct OpError {
 struct SessionStats {
   int64_t bytes_in_use = 0;
   int64_t peak_bytes = 0;
+  int64_t bookkeeping_bytes = 0;  // charged for failed handles and call sites (under the same limit)
   uint64_t ops_executed = 0;
   size_t live_handles = 0;
   size_t pending_uploads = 0;
@@ -270,6 +277,9 @@ class Session {
   void ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRetainGrad(const v1::RetainGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteSetGrad(const v1::SetGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers an identity whose .grad may hold a graph (grad_holders_),
+  // dropping dead and repeated entries as the list grows.
+  void HoldGradLocked(const std::shared_ptr<AutogradMeta>& ag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteGetGrad(const v1::GetGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRecordFunction(const v1::RecordFunction& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteBackward(const v1::Backward& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -386,6 +396,12 @@ class Session {
   static constexpr size_t kMaxKeptReplyBytes = 64 << 10;
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
+  MemoryCharge call_sites_charge_ ABSL_GUARDED_BY(mu_);  // their bytes, charged to the session
+  // Failed handles kept while the session is over its limit (so that an
+  // out-of-memory error still reaches the tensor it failed): at most
+  // kMaxUnchargedFailedHandles live at once; each entry's token decrements.
+  std::shared_ptr<std::atomic<int64_t>> uncharged_failed_ = std::make_shared<std::atomic<int64_t>>(0);
+  static constexpr int64_t kMaxUnchargedFailedHandles = 1024;
 
   // The stream's writer and reader while a message executes; the message
   // being executed (requests run in place, never copied) and its next
@@ -420,6 +436,7 @@ class Session {
   };
   absl::flat_hash_map<uint64_t, ArrivedResult> callback_results_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<AutogradMeta>> grad_holders_ ABSL_GUARDED_BY(mu_);
+  size_t grad_holders_pruned_ ABSL_GUARDED_BY(mu_) = 0;  // its size after the last HoldGradLocked pruning
   const std::shared_ptr<ReleasedFunctions> released_functions_ = std::make_shared<ReleasedFunctions>();
 };
 

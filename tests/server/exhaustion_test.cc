@@ -1,0 +1,182 @@
+// Memory a client could make the daemon hold beyond its session's limit,
+// spoken to raw: failed output handles, call sites, uploads left open and
+// oversized handshakes are each charged to the session or capped. After
+// each attempt the daemon's resident memory (this process: the daemon runs
+// in it) has grown by less than kRssBound, the daemon serves, and a second
+// session is unharmed.
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "raw_client.h"
+#include "tensord/server/daemon.h"
+
+namespace tensord::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// An attempt may leave this much more resident (allocator slack, gRPC's
+// buffers); each one below would hold hundreds of megabytes unbounded.
+constexpr int64_t kRssBound = int64_t{64} << 20;
+
+// VmRSS of this process, in bytes.
+int64_t ResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmRSS:  1234 kB"
+  }
+  return -1;
+}
+
+class ExhaustionTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    StartDaemon(/*session_memory_limit_bytes=*/1 << 20);
+    bystander_ = std::make_unique<RawSession>(stub_.get());
+    bystander_->Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
+    ASSERT_TRUE(bystander_->Sync().empty());
+    rss_before_ = ResidentBytes();
+    ASSERT_GT(rss_before_, 0);
+  }
+
+  void TearDown() override {
+    EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
+    bystander_->Send(Call(1, "unsqueeze", {T(1), I(0)}, {2}));
+    EXPECT_TRUE(bystander_->Sync().empty());
+    EXPECT_THAT(bystander_->FetchValues<float>(2), ::testing::ElementsAre(1, 2, 3));
+    bystander_.reset();
+    DaemonFixture::TearDown();
+  }
+
+  std::unique_ptr<RawSession> bystander_;
+  int64_t rss_before_ = 0;
+};
+
+// Calls that fail with thousands of output handles each: every handle kept
+// as a failed one is charged to the session, and past its limit is not kept.
+TEST_F(ExhaustionTest, FailedOutputHandlesAreChargedToTheSession) {
+  RawSession s(stub_.get());
+  uint64_t next = 1000;
+  constexpr int kCalls = 100, kOutputs = 10000;  // a million handles: hundreds of MiB if kept uncharged
+  bool refused = false;
+  for (int c = 0; c < kCalls; ++c) {
+    std::vector<uint64_t> outs(kOutputs);
+    for (uint64_t& h : outs) h = next++;
+    s.Send(Call(c, "neg", {T(424242)}, outs));  // neg has one return: the call fails
+    for (const v1::Error& e : s.Sync()) {
+      if (absl::StrContains(e.message(), "is not kept")) {
+        refused = true;
+        EXPECT_THAT(e.message(), HasSubstr("out of memory"));
+        EXPECT_EQ(e.kind(), "MemoryError");
+      }
+    }
+  }
+  EXPECT_TRUE(refused);
+  const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
+  EXPECT_LE(held, 1 << 20);
+  EXPECT_GT(held, 1 << 19);
+  // Releasing the handles kept gives their bytes back (those not kept are
+  // unknown: errors).
+  v1::Request release;
+  for (uint64_t h = 1000; h < next; ++h) release.mutable_release()->add_handles(h);
+  s.Send(release);
+  s.Sync();
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->bookkeeping_bytes, 0);
+  s.Upload<float>(2, {2}, ScalarType::kFloat32, {7, 8});
+  EXPECT_THAT(s.FetchValues<float>(2), ::testing::ElementsAre(7, 8));
+}
+
+// Interned call sites: cut to kMaxCallSiteBytes and charged.
+TEST_F(ExhaustionTest, CallSitesAreCutAndCharged) {
+  RawSession s(stub_.get());
+  const std::string site(64 << 10, 'x');  // 64 KiB each; 2,048 of them: 128 MiB if kept whole
+  uint32_t id = 1;
+  for (int batch = 0; batch < 64; ++batch) {
+    std::vector<v1::Request> reqs;
+    for (int k = 0; k < 32; ++k, ++id) {
+      v1::Request r = Call(id, "neg", {T(424242)}, {}, site);
+      r.mutable_call()->set_call_site_id(id);
+      reqs.push_back(std::move(r));
+    }
+    s.Send(std::move(reqs));
+    for (const v1::Error& e : s.Sync()) {
+      EXPECT_LE(e.call_site().size(), server::kMaxCallSiteBytes);
+    }
+  }
+  // 1 MiB holds fewer than 2,048 sites of 1 KiB (with their strings): some
+  // were not kept, and the session's bytes stay under its limit.
+  const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
+  EXPECT_LE(held, 1 << 20);
+  EXPECT_GT(held, 1 << 19);
+  // An interned site is still named by a later error.
+  v1::Request again = Call(id, "neg", {T(424242)}, {}, "");
+  again.mutable_call()->set_call_site_id(1);
+  s.Send(again);
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].call_site(), std::string(server::kMaxCallSiteBytes, 'x'));
+}
+
+// Uploads begun and never finished: at most kMaxPendingUploads at once.
+TEST_F(ExhaustionTest, UploadsInProgressAreCapped) {
+  RawSession s(stub_.get());
+  std::vector<v1::Request> reqs;
+  for (uint64_t h = 1; h <= server::kMaxPendingUploads + 10; ++h) {
+    v1::Request r = Chunk(h, 0, std::string(4, '\0'), /*last=*/false);
+    *r.mutable_upload()->mutable_meta() = MetaProto({2}, ScalarType::kFloat32);
+    r.mutable_upload()->set_total_bytes(8);
+    reqs.push_back(std::move(r));
+  }
+  s.Send(std::move(reqs));
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 10u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("uploads are already in progress in this session (the limit)"));
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->pending_uploads, server::kMaxPendingUploads);
+  // Finishing one makes room for another.
+  s.Send(Chunk(1, 4, std::string(4, '\0'), /*last=*/true));
+  s.Upload<float>(5000, {2}, ScalarType::kFloat32, {3, 4});
+  EXPECT_THAT(s.FetchValues<float>(5000), ::testing::ElementsAre(3, 4));
+}
+
+// An unauthenticated Handshake with a huge op table is refused by its
+// numbers, not copied line by line.
+TEST_F(ExhaustionTest, AHandshakeWithAHugeOpTableIsRefusedUncopied) {
+  grpc::ClientContext ctx;
+  v1::HandshakeRequest req;
+  req.set_protocol_version(wire::kProtocolVersion);
+  req.set_op_table_digest(OpTable::Get().digest() ^ 1);
+  const std::string line(300, 'y');
+  for (int i = 0; i < 20000; ++i) req.add_op_table(line);  // 6 MB
+  v1::HandshakeResponse resp;
+  ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+  EXPECT_FALSE(resp.accepted());
+  EXPECT_THAT(resp.refusal(), HasSubstr("20000 lines"));
+  EXPECT_THAT(resp.refusal(), HasSubstr("too large to compare (at most 16384 lines and 4194304 bytes)"));
+}
+
+// The daemon's default options limit each session's memory, sized from the
+// machine; 0 still means no limit.
+using DefaultLimitTest = DaemonFixture;
+
+TEST_F(DefaultLimitTest, TheDaemonLimitsSessionsUnlessToldNotTo) {
+  const int64_t limit = server::DefaultSessionMemoryLimit();
+  EXPECT_GE(limit, int64_t{64} << 20);
+  EXPECT_EQ(server::DaemonOptions().session_memory_limit_bytes, -1);
+  auto handshake_limit = [this] {
+    grpc::ClientContext ctx;
+    v1::HandshakeRequest req;
+    req.set_protocol_version(wire::kProtocolVersion);
+    req.set_op_table_digest(OpTable::Get().digest());
+    v1::HandshakeResponse resp;
+    EXPECT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+    return resp.session_memory_limit_bytes();
+  };
+  StartDaemon(/*session_memory_limit_bytes=*/-1);  // the default
+  EXPECT_EQ(handshake_limit(), static_cast<uint64_t>(limit));
+  StartDaemon(/*session_memory_limit_bytes=*/0);
+  EXPECT_EQ(handshake_limit(), 0u);
+}
+
+}  // namespace
+}  // namespace tensord::testing
