@@ -77,6 +77,10 @@ absl::StatusOr<ParsedType> ParseType(absl::string_view text, absl::string_view t
     p.alias = std::string(ann);
     base = base.substr(0, lp);
   }
+  if (lp != absl::string_view::npos && base != "Tensor") {
+    // Only tensors alias; ToString also places the annotation after "Tensor".
+    return SyntaxError(text, absl::StrCat("alias annotation on a non-Tensor type: ", t));
+  }
   if (base == "Tensor") {
     p.type = is_list ? (list_of_optional ? ArgType::kOptionalTensorList : ArgType::kTensorList) : ArgType::kTensor;
   } else if (list_of_optional) {
@@ -348,7 +352,8 @@ absl::StatusOr<FunctionSchema> ParseSchema(absl::string_view text) {
   s.name = std::string(head.substr(0, dot));
   if (dot != absl::string_view::npos) s.overload = std::string(head.substr(dot + 1));
   if (s.name.empty()) return SyntaxError(text, "empty name");
-  absl::string_view before_arrow = absl::StripAsciiWhitespace(text.substr(0, arrow));
+  // Trailing only: `lp` indexes `text`, so the start must stay where it is.
+  absl::string_view before_arrow = absl::StripTrailingAsciiWhitespace(text.substr(0, arrow));
   if (!absl::EndsWith(before_arrow, ")")) return SyntaxError(text, "expected ')' before '->'");
   absl::string_view args = before_arrow.substr(lp + 1, before_arrow.size() - lp - 2);
   bool kwarg_only = false;

@@ -142,6 +142,12 @@ TEST(Schema, ParsesAndRoundTrips) {
   EXPECT_TRUE(r->arguments[1].optional);
   EXPECT_EQ(r->arguments[1].fixed_len, 1);
   EXPECT_FALSE(ParseSchema("nonsense").ok());
+  // Only tensors carry alias annotations (printing one on an int threw).
+  EXPECT_FALSE(ParseSchema("f(int(a) x) -> Tensor").ok());
+  EXPECT_FALSE(ParseSchema("f(Scalar(a!) x) -> Tensor").ok());
+  // Leading whitespace before the name (an out-of-range substr before).
+  EXPECT_FALSE(ParseSchema("\f\fx()->").ok());
+  EXPECT_TRUE(ParseSchema("  neg(Tensor self) -> Tensor").ok());
   EXPECT_FALSE(ParseSchema("f(Blob x) -> Tensor").ok());
 }
 
