@@ -44,6 +44,7 @@ namespace v1 = tensord::v1;
 
 constexpr uint64_t kSegmentBytes = 64 << 10;
 constexpr int64_t kSessionLimitBytes = 64 << 20;
+constexpr size_t kMaxReplyBytes = 8 << 20;
 
 struct Globals {
   std::shared_ptr<tensord::server::CpuAllocator> allocator;
@@ -181,10 +182,15 @@ void RunOne(const uint8_t* data, size_t size) {
     fprintf(stderr, "session_fuzz: cannot map the segments\n");
     abort();
   }
-  const auto write = [](const v1::ServerMessage& reply) {
-    // What the transport does with a reply: serialize it.
+  // What the transport does with a reply: serialize it. A client reads at
+  // most kMaxReplyBytes (a fetch of a huge expanded view streams all of its
+  // bytes), then goes away: the stream is gone.
+  size_t reply_bytes = 0;
+  const auto write = [&reply_bytes](const v1::ServerMessage& reply) {
     std::string out;
-    return reply.SerializeToString(&out);
+    if (!reply.SerializeToString(&out)) return false;
+    reply_bytes += out.size();
+    return reply_bytes <= kMaxReplyBytes;
   };
   Input in(data, size);
   // A backward waiting for a callback result reads the next message record

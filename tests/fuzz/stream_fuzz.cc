@@ -105,9 +105,15 @@ int Connect() {
   return fd;
 }
 
-// Reads whatever the daemon has sent; false once it closed the connection.
+// A client reads at most this much of the daemon's answers (a fetch of a
+// huge expanded view streams all of its bytes), then goes away.
+constexpr size_t kMaxReplyBytes = 8 << 20;
+size_t reply_bytes = 0;
+
+// Reads whatever the daemon has sent; false once it closed the connection
+// (or sent more than the client reads).
 bool Drain(int fd, int timeout_ms) {
-  char buf[1 << 16];
+  static char buf[1 << 16];
   for (;;) {
     pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, timeout_ms);
@@ -116,6 +122,8 @@ bool Drain(int fd, int timeout_ms) {
     const ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n == 0) return false;
     if (n < 0) return errno == EAGAIN || errno == EINTR;
+    reply_bytes += static_cast<size_t>(n);
+    if (reply_bytes > kMaxReplyBytes) return false;
     timeout_ms = 0;
   }
 }
@@ -168,6 +176,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string token;
   if (!OpenSession(&id, &token)) abort();
   const int sock = Connect();
+  reply_bytes = 0;
+  bool first = true;
+  bool stream = false;  // a HelloStream was sent: the connection carries the session's stream
   const uint8_t* p = data;
   const uint8_t* end = data + size;
   bool open = true;
@@ -187,8 +198,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         memcpy(f.token, token.data(), token.size());
       }
       if (f.op == static_cast<uint32_t>(wire::ShmOp::kMap)) attach = Memfd(f.size);
+      if (first && f.op == static_cast<uint32_t>(wire::ShmOp::kHelloStream) && f.session_id == id) stream = true;
       memcpy(bytes.data(), &f, sizeof(f));
     }
+    first = false;
     open = Send(sock, bytes.data(), bytes.size(), attach);
     if (attach >= 0) ::close(attach);
     if (open) open = Drain(sock, 0);
@@ -197,7 +210,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The daemon ends the connection once the client has (a stream's end
   // record first); one that stays open is stuck.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (open) {
+  while (open && reply_bytes <= kMaxReplyBytes) {
     open = Drain(sock, 100);
     if (open && std::chrono::steady_clock::now() > deadline) {
       fprintf(stderr, "stream_fuzz: the daemon did not end the connection within 10 s of the client's end\n");
@@ -205,6 +218,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   ::close(sock);
+  // Whatever ended the connection, the session's stream (if it had one)
+  // ends and closes the session; a session the channel alone attached to
+  // stays open until closed.
+  if (stream) {
+    while (D().service->FindSession(id, token).ok()) {
+      if (std::chrono::steady_clock::now() > deadline + std::chrono::seconds(10)) {
+        fprintf(stderr, "stream_fuzz: the session's stream did not end within 10 s of the client's going away\n");
+        abort();
+      }
+      ::usleep(1000);
+    }
+  }
   CloseSession(id, token);
   // Another session still opens and closes.
   uint64_t id2;
