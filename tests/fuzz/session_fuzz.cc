@@ -364,6 +364,21 @@ void WriteSeeds(const char* dir) {
     AddMessage(&s, m);
     seeds.emplace_back("expand_overflow_fetch", s);
   }
+  {  // One element expanded to [2**31, 2**31] float32: 2**64 bytes, 0 when it
+     // wraps. It crashed the fetch (a signed overflow of numel * itemsize), so
+     // it is a crash reproducer (regressions/), not a seed.
+    std::string s;
+    v1::ClientMessage m;
+    AddCall(&m, "sum", {TensorArg(1), NoneArg(), [] { v1::Value v; v.set_b(false); return v; }(), NoneArg()},
+            {32});
+    AddCall(&m, "expand", {TensorArg(32), IntListArg({1LL << 31, 1LL << 31}),
+                           [] { v1::Value v; v.set_b(false); return v; }()},
+            {33});
+    AddFetch(&m, 33, 1, kSegmentBytes);
+    AddSync(&m);
+    AddMessage(&s, m);
+    seeds.emplace_back("../../regressions/session/fetch_expand_2pow64_bytes_wraps", s);
+  }
   {  // uploads: chunked, out-of-range segment offset, describe, release
     std::string s;
     v1::ClientMessage m;
