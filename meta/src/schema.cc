@@ -63,7 +63,12 @@ absl::StatusOr<ParsedType> ParseType(absl::string_view text, absl::string_view t
     const size_t lb = base.rfind('[');
     if (lb == absl::string_view::npos) return SyntaxError(text, absl::StrCat("bad type ", t));
     absl::string_view n = base.substr(lb + 1, base.size() - lb - 2);
-    if (!n.empty() && !absl::SimpleAtoi(n, &p.fixed_len)) return SyntaxError(text, absl::StrCat("bad list length in ", t));
+    // A fixed length sizes the list a single int default is broadcast to
+    // (int[2] k=3): 1 to kMaxFixedListLength.
+    constexpr int kMaxFixedListLength = 64;
+    if (!n.empty() && (!absl::SimpleAtoi(n, &p.fixed_len) || p.fixed_len < 1 || p.fixed_len > kMaxFixedListLength)) {
+      return SyntaxError(text, absl::StrCat("bad list length in ", t, " (1 to ", kMaxFixedListLength, ")"));
+    }
     base = base.substr(0, lb);
     is_list = true;
     if (absl::ConsumeSuffix(&base, "?")) list_of_optional = true;

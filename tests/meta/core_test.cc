@@ -148,6 +148,10 @@ TEST(Schema, ParsesAndRoundTrips) {
   // Leading whitespace before the name (an out-of-range substr before).
   EXPECT_FALSE(ParseSchema("\f\fx()->").ok());
   EXPECT_TRUE(ParseSchema("  neg(Tensor self) -> Tensor").ok());
+  // A fixed list length sizes the broadcast default (a negative one threw).
+  EXPECT_FALSE(ParseSchema("f(int[-2] k=3) -> Tensor").ok());
+  EXPECT_FALSE(ParseSchema("f(int[2000000000] k=3) -> Tensor").ok());
+  EXPECT_TRUE(ParseSchema("f(int[3] k=3) -> Tensor").ok());
   EXPECT_FALSE(ParseSchema("f(Blob x) -> Tensor").ok());
 }
 
