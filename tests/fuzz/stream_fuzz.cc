@@ -67,6 +67,11 @@ Daemon& D() {
       abort();
     }
     d->channel = *std::move(c);
+    // Leave nothing in /tmp (the server itself lives until the process ends).
+    std::atexit([] {
+      ::unlink(D().path.c_str());
+      ::rmdir(D().path.substr(0, D().path.rfind('/')).c_str());
+    });
     return d;
   }();
   return *d;
