@@ -2,12 +2,13 @@
 #   make demo   install deps, build, train the digits MLP through the daemon, then k-NN and meta mode
 #   make test   install deps, build, run every C++ and Python test
 #   make bench  build, run every benchmark of bench/ and print one table (BENCH_ARGS=--quick for a smoke run)
+#   make fuzz   build the libFuzzer targets (clang, ASan+UBSan) in build-fuzz and run each FUZZ_SECONDS
 PY      := /usr/bin/python3
 BUILD   ?= build
 JOBS    ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build install-dev demo test test-cpp test-python sanitize tsan clean bench bench-meta
+.PHONY: all deps build install-dev demo test test-cpp test-python test-fuzz fuzz fuzz-build sanitize tsan clean bench bench-meta
 
 all: build
 
@@ -32,7 +33,11 @@ test-cpp: build
 test-python: build
 	TENSORD_BIN=$(abspath $(BUILD))/bin/tensord $(PY) -m pytest tests/python -q -p no:cacheprovider
 
-test: test-cpp test-python
+# CI's short fuzz run: every crash reproducer once, then each target for 30 s.
+test-fuzz: FUZZ_SECONDS = 30
+test-fuzz: fuzz
+
+test: test-cpp test-python test-fuzz
 
 # Every figure of issue 5 beside its peer, one table; writes $(BUILD)/bench.json
 # and $(BUILD)/bench.md (a benchmark: no pass/fail on speed). See bench/RESULTS.md.
@@ -56,5 +61,25 @@ tsan: deps
 	cmake --build build-tsan -j $(JOBS)
 	ctest --test-dir build-tsan --output-on-failure -j $(JOBS)
 
+# libFuzzer targets over every decoder of client input (tests/fuzz/): a
+# separate clang build (Debian's clang-14 and libFuzzer), libraries under
+# ASan+UBSan. Each target first runs its crash reproducers
+# (tests/fuzz/regressions/NAME, each once), then fuzzes for FUZZ_SECONDS from
+# a copy of its seed corpus (the repo is never written); the safetensors
+# header (parsed in Python) gets a fixed-seed mutation run. Findings go to
+# FUZZ_OUT/NAME.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_OUT     ?= $(abspath $(FUZZ_BUILD))/findings
+FUZZ_TARGETS := schema config wire session stream
+
+fuzz-build: deps
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSORD_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+
+fuzz: fuzz-build
+	scripts/run-fuzz.sh $(abspath $(FUZZ_BUILD))/bin $(FUZZ_SECONDS) $(FUZZ_OUT) $(FUZZ_TARGETS)
+	TENSORD_FUZZ_ITERATIONS=$$(( $(FUZZ_SECONDS) * 300 )) $(PY) -m pytest tests/python/test_serialization_fuzz.py -q -p no:cacheprovider
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -10,6 +10,7 @@ PKGS=(
   pybind11-dev python3-dev python3-numpy python3-pytest
   libopenblas-dev
   python3-sklearn python3-torch python3-tqdm
+  clang-14 libfuzzer-14-dev libomp-14-dev
 )
 
 SUDO=""

@@ -63,7 +63,12 @@ absl::StatusOr<ParsedType> ParseType(absl::string_view text, absl::string_view t
     const size_t lb = base.rfind('[');
     if (lb == absl::string_view::npos) return SyntaxError(text, absl::StrCat("bad type ", t));
     absl::string_view n = base.substr(lb + 1, base.size() - lb - 2);
-    if (!n.empty() && !absl::SimpleAtoi(n, &p.fixed_len)) return SyntaxError(text, absl::StrCat("bad list length in ", t));
+    // A fixed length sizes the list a single int default is broadcast to
+    // (int[2] k=3): 1 to kMaxFixedListLength.
+    constexpr int kMaxFixedListLength = 64;
+    if (!n.empty() && (!absl::SimpleAtoi(n, &p.fixed_len) || p.fixed_len < 1 || p.fixed_len > kMaxFixedListLength)) {
+      return SyntaxError(text, absl::StrCat("bad list length in ", t, " (1 to ", kMaxFixedListLength, ")"));
+    }
     base = base.substr(0, lb);
     is_list = true;
     if (absl::ConsumeSuffix(&base, "?")) list_of_optional = true;
@@ -76,6 +81,10 @@ absl::StatusOr<ParsedType> ParseType(absl::string_view text, absl::string_view t
     if (absl::ConsumeSuffix(&ann, "!")) p.is_write = true;
     p.alias = std::string(ann);
     base = base.substr(0, lp);
+  }
+  if (lp != absl::string_view::npos && base != "Tensor") {
+    // Only tensors alias; ToString also places the annotation after "Tensor".
+    return SyntaxError(text, absl::StrCat("alias annotation on a non-Tensor type: ", t));
   }
   if (base == "Tensor") {
     p.type = is_list ? (list_of_optional ? ArgType::kOptionalTensorList : ArgType::kTensorList) : ArgType::kTensor;
@@ -348,7 +357,8 @@ absl::StatusOr<FunctionSchema> ParseSchema(absl::string_view text) {
   s.name = std::string(head.substr(0, dot));
   if (dot != absl::string_view::npos) s.overload = std::string(head.substr(dot + 1));
   if (s.name.empty()) return SyntaxError(text, "empty name");
-  absl::string_view before_arrow = absl::StripAsciiWhitespace(text.substr(0, arrow));
+  // Trailing only: `lp` indexes `text`, so the start must stay where it is.
+  absl::string_view before_arrow = absl::StripTrailingAsciiWhitespace(text.substr(0, arrow));
   if (!absl::EndsWith(before_arrow, ")")) return SyntaxError(text, "expected ')' before '->'");
   absl::string_view args = before_arrow.substr(lp + 1, before_arrow.size() - lp - 2);
   bool kwarg_only = false;

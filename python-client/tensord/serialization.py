@@ -190,8 +190,13 @@ def _unflatten(tree, tensors):
     if kind == "v":
         return v
     if kind == "d":
+        if not isinstance(v, list) or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], _SCALARS)
+                                              for p in v):
+            raise RuntimeError(f"load: the {TREE_KEY!r} metadata has a malformed dict entry (at {str(v)[:60]!r})")
         return {k: _unflatten(x, tensors) for k, x in v}
     if kind in ("l", "u"):
+        if not isinstance(v, list):
+            raise RuntimeError(f"load: the {TREE_KEY!r} metadata has a malformed list entry (at {str(v)[:60]!r})")
         items = [_unflatten(x, tensors) for x in v]
         return tuple(items) if kind == "u" else items
     raise RuntimeError(f"load: the {TREE_KEY!r} metadata has an unknown entry kind {kind!r}")
@@ -338,6 +343,8 @@ def _parse_header(fh):
         header = json.loads(text, object_pairs_hook=no_duplicates)
     except json.JSONDecodeError as e:
         raise RuntimeError(f"load: the header is not valid JSON ({e})") from None
+    except RecursionError:
+        raise RuntimeError("load: the header nests JSON values too deeply") from None
     if not isinstance(header, dict):
         raise RuntimeError("load: the header is not a JSON object")
     metadata = header.pop("__metadata__", None)
@@ -350,15 +357,18 @@ def _parse_header(fh):
             raise RuntimeError(f"load: tensor {name!r}: expected exactly the keys dtype, shape and "
                                f"data_offsets, got {info!r}")
         st = info["dtype"]
+        if not isinstance(st, str):
+            raise RuntimeError(f"load: tensor {name!r}: dtype must be a string, got {st!r}")
         if st not in _FROM_SAFETENSORS:
             if st in _UNSUPPORTED:
                 raise TypeError(f"load: tensor {name!r} has safetensors dtype {st}, which tensord does not support")
             raise RuntimeError(f"load: tensor {name!r} has an unknown dtype {st!r}")
         shape = info["shape"]
         offs = info["data_offsets"]
-        if (not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+        if (not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63
                                                    for s in shape)):
-            raise RuntimeError(f"load: tensor {name!r}: shape must be a list of non-negative ints, got {shape!r}")
+            raise RuntimeError(f"load: tensor {name!r}: shape must be a list of non-negative ints below 2**63 "
+                               f"(int64), got {str(shape)[:200]}")
         if (not isinstance(offs, list) or len(offs) != 2
                 or not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offs)
                 or offs[1] < offs[0]):
@@ -456,7 +466,12 @@ def load(f, map_location=None):
         tree = json.loads(metadata[TREE_KEY])
     except ValueError as e:
         raise RuntimeError(f"load: the {TREE_KEY!r} metadata is not valid JSON ({e})") from None
-    return _unflatten(tree, out)
+    except RecursionError:
+        raise RuntimeError(f"load: the {TREE_KEY!r} metadata nests too deeply") from None
+    try:
+        return _unflatten(tree, out)
+    except RecursionError:
+        raise RuntimeError(f"load: the {TREE_KEY!r} metadata nests too deeply") from None
 
 
 def _load_tensors(fh, entries, start, data_len, dev):

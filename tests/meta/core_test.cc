@@ -163,6 +163,16 @@ TEST(Schema, ParsesAndRoundTrips) {
   EXPECT_TRUE(r->arguments[1].optional);
   EXPECT_EQ(r->arguments[1].fixed_len, 1);
   EXPECT_FALSE(ParseSchema("nonsense").ok());
+  // Only tensors carry alias annotations (printing one on an int threw).
+  EXPECT_FALSE(ParseSchema("f(int(a) x) -> Tensor").ok());
+  EXPECT_FALSE(ParseSchema("f(Scalar(a!) x) -> Tensor").ok());
+  // Leading whitespace before the name (an out-of-range substr before).
+  EXPECT_FALSE(ParseSchema("\f\fx()->").ok());
+  EXPECT_TRUE(ParseSchema("  neg(Tensor self) -> Tensor").ok());
+  // A fixed list length sizes the broadcast default (a negative one threw).
+  EXPECT_FALSE(ParseSchema("f(int[-2] k=3) -> Tensor").ok());
+  EXPECT_FALSE(ParseSchema("f(int[2000000000] k=3) -> Tensor").ok());
+  EXPECT_TRUE(ParseSchema("f(int[3] k=3) -> Tensor").ok());
   EXPECT_FALSE(ParseSchema("f(Blob x) -> Tensor").ok());
 }
 
