@@ -379,11 +379,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     close_all();
     return absl::UnavailableError(absl::StrCat("cannot start the gRPC server for ", absl::StrJoin(options.listen, ", ")));
   }
+  // The acceptors of the Unix gRPC sockets go last (side_channels()).
+  std::vector<std::unique_ptr<SideChannelServer>> unix_acceptors;
   for (size_t i = 0; i < addrs.size(); ++i) {
     if (addrs[i].is_unix) {
       d->addresses_.push_back(absl::StrCat("unix:", addrs[i].path));
       d->socket_paths_.push_back(addrs[i].path);
-      d->side_channels_.push_back(SideChannelServer::StartUnixGrpc(fds[i][0], d->service_.get(), d->server_.get()));
+      unix_acceptors.push_back(SideChannelServer::StartUnixGrpc(fds[i][0], d->service_.get(), d->server_.get()));
     } else {
       d->addresses_.push_back(wire::FormatHostPort(addrs[i].host, ports[i]));
       for (int fd : fds[i]) {
@@ -406,6 +408,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     }
     d->side_channels_.push_back(*std::move(c));
   }
+  for (auto& a : unix_acceptors) d->side_channels_.push_back(std::move(a));
   Log(LogLevel::kInfo, "tensord ", DaemonVersion(), " listening on ", absl::StrJoin(d->addresses_, ", "),
       options.session_memory_limit_bytes > 0
           ? absl::StrCat("; session memory limit ", FormatBytes(options.session_memory_limit_bytes))

@@ -102,8 +102,8 @@ class Daemon {
   // replaced by the port chosen.
   const std::vector<std::string>& addresses() const { return addresses_; }
   TensordService& service() { return *service_; }
-  // Each TCP port's acceptor, then each Unix socket's side channel (for
-  // tests: side_channel.h).
+  // Each TCP port's acceptor, then each Unix socket's side channel, then
+  // each Unix socket's gRPC acceptor (for tests: side_channel.h).
   const std::vector<std::unique_ptr<SideChannelServer>>& side_channels() const { return side_channels_; }
 
   // Closes every session, stops the server (waiting up to the grace period
