@@ -594,6 +594,12 @@ TEST_F(BinaryTest, OutOfDescriptorsTheTcpPortSaysSoAndRecovers) {
   std::vector<int> held;
   for (int i = 0; i < 80; ++i) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    // From ten addresses (127.0.0.1-10), 8 each: as many as may wait from
+    // one address, so that the daemon keeps them all and runs out.
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + static_cast<uint32_t>(i % 10));
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << std::strerror(errno);
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);  // queued by the kernel
     held.push_back(fd);
   }
