@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -1044,9 +1045,6 @@ absl::Status Session::Start() {
                                      absl::Hex(resp.op_table_digest()), ", this client has ",
                                      absl::Hex(table.digest()), "); rebuild the client and the daemon together"));
     }
-    daemon_info_.server_version = resp.server_version();
-    daemon_info_.session_memory_limit_bytes = resp.session_memory_limit_bytes();
-    for (const v1::DeviceInfo& d : resp.devices()) daemon_info_.devices.push_back(d.name());
   }
   {
     v1::OpenSessionRequest req;
@@ -1060,6 +1058,10 @@ absl::Status Session::Start() {
     session_id_ = resp.session_id();
     im.session_id = session_id_;
     im.token = resp.token();
+    // What the daemon runs on: told to session holders only.
+    daemon_info_.server_version = resp.server_version();
+    daemon_info_.session_memory_limit_bytes = resp.session_memory_limit_bytes();
+    for (const v1::DeviceInfo& d : resp.devices()) daemon_info_.devices.push_back(d.name());
     // The address gRPC's resolver chose ("ipv4:127.0.0.1:7070",
     // "ipv6:[::1]:7070"): the TCP stream connects to the same daemon there.
     daemon_peer_ = ctx.peer();
@@ -1073,14 +1075,29 @@ absl::Status Session::Start() {
     absl::string_view path = absl::string_view(address_).substr(5);
     if (absl::StartsWith(path, "//")) path.remove_prefix(2);
     const std::string channel = wire::ShmSocketPath(path);
-    if (shm_allowed) {
+    // The side channel gets the session's token: only a peer running as the
+    // daemon's user may have it. That user is the owner of the socket gRPC
+    // just reached the daemon on (the daemon made it; anyone may see its
+    // owner). A socket that cannot be looked at: no side channel.
+    struct stat st;
+    const bool owner_known = ::stat(std::string(path).c_str(), &st) == 0;
+    // Someone else listening at the channel's path is an attack or a badly
+    // broken setup, not a reason to fall back quietly: connect fails, saying
+    // so (the session's token never went there).
+    const auto refused = [&](const absl::Status& why) {
+      return RuntimeErr(absl::StrCat("the tensord daemon at ", address_, ": ", why.message()));
+    };
+    if (shm_allowed && owner_known) {
       absl::StatusOr<std::shared_ptr<internal::ShmPool>> pool =
-          internal::ShmPool::Connect(channel, session_id_, im.token, options_.shm_pool_bytes);
+          internal::ShmPool::Connect(channel, session_id_, im.token, st.st_uid, options_.shm_pool_bytes);
       if (pool.ok()) im.shm = *std::move(pool);
+      if (absl::IsPermissionDenied(pool.status())) return refused(pool.status());
     }
-    if (sock_allowed) {
+    if (sock_allowed && owner_known) {
       // The hello attaches the stream: no attach message follows.
-      absl::StatusOr<int> fd = wire::ConnectShmChannel(channel, wire::ShmOp::kHelloStream, session_id_, im.token);
+      absl::StatusOr<int> fd =
+          wire::ConnectShmChannel(channel, wire::ShmOp::kHelloStream, session_id_, im.token, st.st_uid);
+      if (absl::IsPermissionDenied(fd.status())) return refused(fd.status());
       if (fd.ok()) {
         timeval no_timeout{0, 0};  // a sync point may wait for a long op
         ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof(no_timeout));

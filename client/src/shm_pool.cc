@@ -34,8 +34,9 @@ size_t SegmentSize(size_t n) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ShmPool>> ShmPool::Connect(const std::string& channel_path, uint64_t session_id,
-                                                          const std::string& token, size_t max_bytes) {
-  absl::StatusOr<int> fd = wire::ConnectShmChannel(channel_path, wire::ShmOp::kHello, session_id, token);
+                                                          const std::string& token, uid_t daemon_uid,
+                                                          size_t max_bytes) {
+  absl::StatusOr<int> fd = wire::ConnectShmChannel(channel_path, wire::ShmOp::kHello, session_id, token, daemon_uid);
   if (!fd.ok()) return fd.status();
   std::shared_ptr<ShmPool> p(new ShmPool());
   p->max_bytes_ = max_bytes;

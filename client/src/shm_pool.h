@@ -21,10 +21,13 @@ namespace tensord::client::internal {
 class ShmPool : public std::enable_shared_from_this<ShmPool> {
  public:
   // Connects to `channel_path` ("<daemon socket>.shm") and says hello for the
-  // session. An error when the daemon offers no channel or refuses it (the
-  // caller then uses the stream). `max_bytes` caps the segments' total size.
+  // session, when its peer runs as `daemon_uid` (wire::ConnectShmChannel).
+  // An error when the daemon offers no channel or refuses it (the caller
+  // then uses the stream), PermissionDenied when another user listens there.
+  // `max_bytes` caps the segments' total size.
   static absl::StatusOr<std::shared_ptr<ShmPool>> Connect(const std::string& channel_path, uint64_t session_id,
-                                                          const std::string& token, size_t max_bytes);
+                                                          const std::string& token, uid_t daemon_uid,
+                                                          size_t max_bytes);
   ~ShmPool();
 
   struct Lease {

@@ -84,7 +84,7 @@ class Session:
 
     @property
     def devices(self):
-        """The devices the daemon reported in the handshake (['cpu', 'cuda:0', ...])."""
+        """The devices the daemon reported when it opened the session (['cpu', 'cuda:0', ...])."""
         return list(self._raw.devices)
 
     def stats(self):

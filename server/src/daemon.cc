@@ -69,30 +69,34 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
   return a;
 }
 
-// Why binding the Unix socket `a` failed, as the OS says it (gRPC only logs
-// it). TCP ports are bound by SideChannelServer::ListenTcp, which says why.
 // The directory a Unix socket's path lies in.
 std::string SocketDirectory(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
-std::string DiagnoseBind(const ListenAddress& a) {
+// A listening Unix stream socket at `path` (close-on-exec), or why not, as
+// the OS says it.
+absl::StatusOr<int> ListenUnix(const std::string& path) {
   sockaddr_un sa;
-  if (!FillSockaddr(a.path, &sa)) return "path too long";
+  if (!FillSockaddr(path, &sa)) return absl::InvalidArgumentError("path too long");
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::strerror(errno);
-  std::string why = "gRPC could not listen on it";
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
-    why = std::strerror(errno);
+    std::string why = std::strerror(errno);
     if (errno == ENOENT) {
-      absl::StrAppend(&why, " (the directory ", SocketDirectory(a.path), " does not exist; create it first)");
+      absl::StrAppend(&why, " (the directory ", SocketDirectory(path), " does not exist; create it first)");
     }
-  } else {
-    ::unlink(a.path.c_str());
+    ::close(fd);
+    return absl::UnavailableError(why);
   }
-  ::close(fd);
-  return why;
+  if (::listen(fd, 1024) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    ::unlink(path.c_str());
+    return absl::UnavailableError(why);
+  }
+  return fd;
 }
 
 }  // namespace
@@ -112,29 +116,49 @@ absl::Status PrepareUnixSocket(const std::string& path, int type) {
     return absl::FailedPreconditionError(absl::StrCat("cannot inspect ", path, ": ", std::strerror(errno)));
   }
   if (!S_ISSOCK(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " exists and is not a socket; refusing to replace it"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " exists and is not a socket; refusing to replace it (move it away, or listen on another path)"));
   }
   sockaddr_un sa;
   if (!FillSockaddr(path, &sa)) return absl::InvalidArgumentError(absl::StrCat(path, ": path too long"));
-  const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa));
-  const int err = errno;
-  ::close(fd);
-  if (rc == 0) {
-    return absl::AlreadyExistsError(absl::StrCat("socket ", path, " is in use by another daemon"));
+  // Whether anything accepts connections there, of our type or any other: a
+  // listener of another type is as live as one of ours. Clients hand the
+  // side channel their session's token, so a path something else listens
+  // on must not be taken over (the client would still reach that listener
+  // until the file is gone) nor left to it.
+  int err = 0;
+  bool stale = true;
+  const int types[] = {type, SOCK_STREAM, SOCK_SEQPACKET, SOCK_DGRAM};
+  for (const int t : types) {
+    if (t != type && err != EPROTOTYPE) break;  // refused for our type: nobody listens
+    const int fd = ::socket(AF_UNIX, t | SOCK_CLOEXEC, 0);
+    if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa));
+    const int e = errno;
+    ::close(fd);
+    if (rc == 0) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "socket ", path, " is in use: something (another tensord, or another program) accepts connections on "
+          "it; stop it, or give this daemon another --listen path"));
+    }
+    if (t == type) err = e;
+    if (e != ECONNREFUSED && e != EPROTOTYPE) {
+      stale = false;
+      err = e;
+      break;
+    }
   }
-  // Nobody listens (or only a socket of another type was left there): a stale
-  // file from a daemon that did not shut down cleanly.
-  if (err == ECONNREFUSED || err == EPROTOTYPE) {
+  // Nobody listens (connect() is refused for every type): a stale file from
+  // a daemon that did not shut down cleanly.
+  if (stale) {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot remove the stale socket ", path, ": ", std::strerror(errno)));
     }
     return absl::OkStatus();
   }
-  return absl::FailedPreconditionError(absl::StrCat("cannot check whether ", path, " is in use: ", std::strerror(err)));
+  return absl::FailedPreconditionError(absl::StrCat("cannot check whether ", path, " is in use: ", std::strerror(err),
+                                                    "; refusing to replace it"));
 }
 
 
@@ -210,6 +234,15 @@ int64_t DefaultSessionMemoryLimit() {
   return std::max<int64_t>(usable / 2, int64_t{64} << 20);
 }
 
+absl::StatusOr<int> ParseMaxSessionsPerPeer(absl::string_view text) {
+  int n = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &n) || n < 0 || n > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a session count from 0 (no limit per peer) to 1024 (the daemon's limit)"));
+  }
+  return n;
+}
+
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path, ": ", std::strerror(errno)));
@@ -256,6 +289,10 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
       absl::StatusOr<int> n = ParseGrpcThreads(value);
       if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
       options->grpc_threads = *n;
+    } else if (key == "max_sessions_per_peer") {
+      absl::StatusOr<int> n = ParseMaxSessionsPerPeer(value);
+      if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
+      options->max_sessions_per_peer = *n;
     } else if (key == "log_level") {
       absl::StatusOr<LogLevel> lv = ParseLogLevel(value);
       if (!lv.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), lv.status().message()));
@@ -263,8 +300,8 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), "unknown key '", key,
-          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes, log_level, stream_spin_us or "
-          "grpc_threads)"));
+          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes, log_level, stream_spin_us, "
+          "grpc_threads or max_sessions_per_peer)"));
     }
   }
   if (!listen.empty()) options->listen = std::move(listen);
@@ -287,37 +324,45 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     if (!a.ok()) return a.status();
     addrs.push_back(*std::move(a));
   }
-  for (size_t i = 0; i < addrs.size(); ++i) {
-    const ListenAddress& a = addrs[i];
+  for (const ListenAddress& a : addrs) {
     if (!a.is_unix) continue;
-    // A path gRPC cannot bind is refused here with the reason, before gRPC
-    // logs its own error dump for it.
-    sockaddr_un sa;
-    struct stat st;
-    if (!FillSockaddr(a.path, &sa) || ::stat(SocketDirectory(a.path).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i], ": ", DiagnoseBind(a)));
-    }
     if (absl::Status s = PrepareUnixSocket(a.path, SOCK_STREAM); !s.ok()) return s;
+    // Its shared-memory side channel too: clients send it their session's
+    // token, so the daemon must own it or not start.
+    if (absl::Status s = PrepareUnixSocket(wire::ShmSocketPath(a.path), SOCK_SEQPACKET); !s.ok()) return s;
   }
-  // TCP ports are the daemon's own: it accepts their connections and hands
-  // gRPC's to the server (side_channel.h), so that tensord's TCP streams
-  // share the port. Bound first, so that a port in use fails here.
-  std::vector<std::vector<int>> tcp_fds(addrs.size());
+  // Every address is the daemon's own listening socket: it accepts the
+  // connections and hands gRPC's to the server (side_channel.h), so that it
+  // knows who each one comes from (sessions are counted per peer: a TCP
+  // client's address, a Unix client's uid, which gRPC's own listeners do
+  // not tell) and so that tensord's TCP streams share the TCP port. Bound
+  // first, so that a port in use or a path that cannot be bound fails here
+  // with the OS's reason.
+  std::vector<std::vector<int>> fds(addrs.size());
   std::vector<int> ports(addrs.size(), 0);
-  const auto close_tcp = [&tcp_fds] {
-    for (std::vector<int>& fds : tcp_fds) {
-      for (int fd : fds) ::close(fd);
-      fds.clear();
+  const auto close_all = [&] {
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      for (int fd : fds[i]) ::close(fd);
+      if (addrs[i].is_unix && !fds[i].empty()) ::unlink(addrs[i].path.c_str());  // ours
+      fds[i].clear();
     }
   };
   for (size_t i = 0; i < addrs.size(); ++i) {
-    if (addrs[i].is_unix) continue;
-    absl::StatusOr<std::vector<int>> fds = SideChannelServer::ListenTcp(addrs[i].host, addrs[i].port, &ports[i]);
-    if (!fds.ok()) {
-      close_tcp();
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i], ": ", fds.status().message()));
+    if (addrs[i].is_unix) {
+      absl::StatusOr<int> fd = ListenUnix(addrs[i].path);
+      if (!fd.ok()) {
+        close_all();
+        return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i], ": ", fd.status().message()));
+      }
+      fds[i].push_back(*fd);
+      continue;
     }
-    tcp_fds[i] = *std::move(fds);
+    absl::StatusOr<std::vector<int>> tcp = SideChannelServer::ListenTcp(addrs[i].host, addrs[i].port, &ports[i]);
+    if (!tcp.ok()) {
+      close_all();
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen[i], ": ", tcp.status().message()));
+    }
+    fds[i] = *std::move(tcp);
   }
 
   std::unique_ptr<Daemon> d(new Daemon());
@@ -330,9 +375,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.stream_spin = options.stream_spin;
   so.max_grpc_streams = static_cast<size_t>(options.grpc_threads - kReservedGrpcThreads);
   so.attach_timeout = options.attach_timeout;
+  so.max_sessions_per_peer = static_cast<size_t>(options.max_sessions_per_peer);
   absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
   if (!service.ok()) {
-    close_tcp();
+    close_all();
     return service.status();
   }
   d->service_ = *std::move(service);
@@ -343,59 +389,44 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   grpc::ResourceQuota quota("tensord");
   quota.SetMaxThreads(options.grpc_threads);
   builder.SetResourceQuota(quota);
-  for (size_t i = 0; i < addrs.size(); ++i) {  // AddListeningPort keeps &ports[i]
-    if (addrs[i].is_unix) builder.AddListeningPort(absl::StrCat("unix:", addrs[i].path), grpc::InsecureServerCredentials(), &ports[i]);
-  }
   builder.RegisterService(d->service_.get());
   d->health_ = std::make_unique<HealthService>();
   builder.RegisterService(d->health_.get());
   d->server_ = builder.BuildAndStart();
-  bool all_bound = d->server_ != nullptr;
-  for (int p : ports) all_bound = all_bound && p != 0;
-  if (!all_bound) {
-    close_tcp();
-    if (d->server_) {
-      d->server_->Shutdown();
-      d->server_->Wait();
-    }
-    std::vector<std::string> why;
-    for (size_t i = 0; i < addrs.size(); ++i) {
-      if (addrs[i].is_unix && ports[i] != 0) ::unlink(addrs[i].path.c_str());  // ours, bound before the failure
-    }
-    for (size_t i = 0; i < addrs.size(); ++i) {
-      if (!addrs[i].is_unix || (ports[i] != 0 && d->server_ != nullptr)) continue;
-      const std::string reason = DiagnoseBind(addrs[i]);
-      if (reason != "gRPC could not listen on it" || addrs.size() == 1) {
-        why.push_back(absl::StrCat("cannot listen on ", options.listen[i], ": ", reason));
-      }
-    }
-    if (why.empty()) why.push_back(absl::StrCat("cannot listen on ", absl::StrJoin(options.listen, ", ")));
-    d->server_.reset();
-    return absl::UnavailableError(absl::StrJoin(why, "; "));
+  if (d->server_ == nullptr) {
+    close_all();
+    return absl::UnavailableError(absl::StrCat("cannot start the gRPC server for ", absl::StrJoin(options.listen, ", ")));
   }
+  // The acceptors of the Unix gRPC sockets go last (side_channels()).
+  std::vector<std::unique_ptr<SideChannelServer>> unix_acceptors;
   for (size_t i = 0; i < addrs.size(); ++i) {
     if (addrs[i].is_unix) {
       d->addresses_.push_back(absl::StrCat("unix:", addrs[i].path));
       d->socket_paths_.push_back(addrs[i].path);
+      unix_acceptors.push_back(SideChannelServer::StartUnixGrpc(fds[i][0], d->service_.get(), d->server_.get()));
     } else {
       d->addresses_.push_back(wire::FormatHostPort(addrs[i].host, ports[i]));
-      for (int fd : tcp_fds[i]) {
+      for (int fd : fds[i]) {
         d->side_channels_.push_back(SideChannelServer::StartTcp(fd, d->service_.get(), d->server_.get()));
       }
-      tcp_fds[i].clear();
     }
+    fds[i].clear();  // the acceptors' now
   }
-  // Same-host clients of a Unix socket get the shared-memory side channel;
-  // without it they use the stream (so a failure here is only a warning).
+  // Same-host clients of a Unix socket get the shared-memory side channel.
+  // The daemon must own its path (checked above; bind fails if something
+  // took it since): a client that found another listener there would hand
+  // it its token, so the daemon does not start without it (its destructor
+  // then stops what started and removes its sockets).
   for (const std::string& path : d->socket_paths_) {
     absl::StatusOr<std::unique_ptr<SideChannelServer>> c =
         SideChannelServer::Start(wire::ShmSocketPath(path), d->service_.get());
-    if (c.ok()) {
-      d->side_channels_.push_back(*std::move(c));
-    } else {
-      Log(LogLevel::kWarning, "no shared-memory channel beside ", path, ": ", c.status().message());
+    if (!c.ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot serve the shared-memory channel beside ", path, ": ",
+                                                 c.status().message()));
     }
+    d->side_channels_.push_back(*std::move(c));
   }
+  for (auto& a : unix_acceptors) d->side_channels_.push_back(std::move(a));
   Log(LogLevel::kInfo, "tensord ", DaemonVersion(), " listening on ", absl::StrJoin(d->addresses_, ", "),
       d->options_.session_memory_limit_bytes > 0
           ? absl::StrCat("; session memory limit ", FormatBytes(d->options_.session_memory_limit_bytes))

@@ -63,7 +63,8 @@ constexpr char kUsage[] =
     "  --listen ADDRESS               unix:PATH or HOST:PORT (port 0 picks a free one);\n"
     "                                 repeat to listen on several addresses\n"
     "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
-    "                                 cpu_cache_limit_bytes, log_level, stream_spin_us, grpc_threads\n"
+    "                                 cpu_cache_limit_bytes, log_level, stream_spin_us, grpc_threads,\n"
+    "                                 max_sessions_per_peer\n"
     "                                 (command-line options take precedence)\n"
     "  --session-memory-limit BYTES   per-session limit on memory: tensors and what the daemon keeps\n"
     "                                 for the session (e.g. 4GiB or 4G = 4 * 2^30, 4GB = 4 * 10^9;\n"
@@ -82,6 +83,10 @@ constexpr char kUsage[] =
     "                                 kept for health checks and opening and closing sessions, so\n"
     "                                 N - 16 gRPC session streams run at once (the same-host and\n"
     "                                 TCP streams hold none)\n"
+    "  --max-sessions-per-peer N      most sessions open at once from one peer (a TCP client's\n"
+    "                                 address, a Unix socket client's uid; default 64, 0 = no\n"
+    "                                 limit per peer; 1024 in all): one peer cannot take every\n"
+    "                                 session from the others\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n";
@@ -172,7 +177,7 @@ void RemovePrivateDir(const std::string& dir) {
 int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
-  std::string config, memory_limit, cache_limit, log_level, private_dir, stream_spin, grpc_threads;
+  std::string config, memory_limit, cache_limit, log_level, private_dir, stream_spin, grpc_threads, per_peer;
   FlagParser p{args};
   while (p.i < args.size()) {
     std::string value;
@@ -194,6 +199,8 @@ int Serve(const std::vector<std::string>& args) {
       log_level = value;
     } else if (p.MatchNonEmpty("--grpc-threads", &value)) {
       grpc_threads = value;
+    } else if (p.MatchNonEmpty("--max-sessions-per-peer", &value)) {
+      per_peer = value;
     } else if (p.MatchNonEmpty("--private-dir", &value)) {
       private_dir = value;
     } else if (!p.error.empty()) {
@@ -251,6 +258,11 @@ int Serve(const std::vector<std::string>& args) {
     absl::StatusOr<int> n = ParseGrpcThreads(grpc_threads);
     if (!n.ok()) return UsageError(absl::StrCat("--grpc-threads: ", n.status().message()));
     options.grpc_threads = *n;
+  }
+  if (!per_peer.empty()) {
+    absl::StatusOr<int> n = ParseMaxSessionsPerPeer(per_peer);
+    if (!n.ok()) return UsageError(absl::StrCat("--max-sessions-per-peer: ", n.status().message()));
+    options.max_sessions_per_peer = *n;
   }
   if (!log_level.empty()) {
     absl::StatusOr<LogLevel> lv = ParseLogLevel(log_level);

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <limits>
 #include <memory>
@@ -18,7 +19,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
@@ -100,6 +104,19 @@ absl::Status ShuttingDown() { return absl::UnavailableError("the daemon is shutt
 
 std::string HexId(uint64_t id) { return absl::StrCat(absl::Hex(id, absl::kZeroPad16)); }
 
+// One answer for an unknown session id and for a wrong token, everywhere a
+// caller names a session (CloseSession, attach on every transport, the
+// side channel's hello): a caller without the token must not learn whether
+// an id exists. NotFound, which also fits a session that has just been
+// closed or reaped.
+absl::Status NoSuchSession(absl::string_view what) {
+  return absl::NotFoundError(absl::StrCat(what, ": no session with this id and token"));
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& st) {
+  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
+}
+
 int64_t CpuCores() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (n > 0) return n;
@@ -116,7 +133,16 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
   if (absl::Status s = RegisterCpuKernels(*kernels); !s.ok()) {
     return InternalErr(absl::StrCat("registering the cpu kernels failed: ", s.message()));
   }
-  return std::unique_ptr<TensordService>(new TensordService(options, std::move(kernels)));
+  std::unique_ptr<TensordService> service(new TensordService(options, std::move(kernels)));
+  // Sessions that never attach are closed on a timer, not only when a later
+  // one opens: otherwise they would hold their slot (and their peer's) for
+  // as long as nobody else came.
+  try {
+    service->reaper_ = std::thread([s = service.get()] { s->ReapLoop(); });
+  } catch (const std::system_error& e) {
+    return InternalErr(absl::StrCat("cannot start the thread that closes unattached sessions: ", e.what()));
+  }
+  return service;
 }
 
 TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels)
@@ -138,29 +164,60 @@ TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<Ke
                          this));
 }
 
-TensordService::~TensordService() { BeginShutdown(); }
+TensordService::~TensordService() {
+  BeginShutdown();  // also ends ReapLoop
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void TensordService::ReapLoop() {
+  const absl::Duration period =
+      std::clamp(options_.attach_timeout / 4, absl::Milliseconds(10), absl::Seconds(5));
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), period)) return;
+    }
+    ReapUnattached();
+  }
+}
+
+void TensordService::NoteConnectionPeer(int fd, std::string peer) {
+  absl::MutexLock lock(&peers_mu_);
+  fd_peers_[fd] = std::move(peer);
+}
+
+std::string TensordService::PeerOf(const grpc::ServerContext& context) const {
+  const std::string peer = context.peer();
+  absl::string_view p = peer;
+  int fd = -1;
+  if (absl::ConsumePrefix(&p, "fd:") && absl::SimpleAtoi(p, &fd)) {
+    absl::MutexLock lock(&peers_mu_);
+    auto it = fd_peers_.find(fd);
+    if (it != fd_peers_.end()) return it->second;
+    return peer;
+  }
+  // "ipv4:127.0.0.1:53412", "ipv6:%5B::1%5D:53412": the address without
+  // the port (a client gets a new port for every connection).
+  if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {
+    const size_t colon = peer.rfind(':');
+    if (colon > 5) return peer.substr(0, colon);
+  }
+  return peer;
+}
 
 grpc::Status TensordService::Handshake(grpc::ServerContext* context, const v1::HandshakeRequest* request,
                                        v1::HandshakeResponse* response) {
   const OpTable& table = OpTable::Get();
+  // Unauthenticated: the protocol version and the op table's digest (and,
+  // when they differ, what differs), nothing about the machine or the
+  // daemon's release. OpenSession tells a session holder the rest.
   response->set_protocol_version(wire::kProtocolVersion);
-  response->set_server_version(std::string(DaemonVersion()));
   response->set_op_table_digest(table.digest());
-  response->set_session_memory_limit_bytes(static_cast<uint64_t>(options_.session_memory_limit_bytes));
-  v1::DeviceInfo* cpu = response->add_devices();
-  cpu->set_name("cpu");
-  cpu->set_type(static_cast<int32_t>(DeviceType::kCPU));
-  cpu->set_index(0);
-  cpu->set_total_memory_bytes(static_cast<uint64_t>(allocator_->physical_memory_bytes()));
-  const int64_t cores = CpuCores();
-  cpu->set_description(absl::StrCat(cores, cores == 1 ? " core" : " cores"));
-  // No CUDA devices yet.
 
   if (request->protocol_version() != wire::kProtocolVersion) {
     response->set_accepted(false);
     response->set_refusal(absl::StrCat("protocol version ", request->protocol_version(),
-                                       " is not supported: this daemon (tensord ", DaemonVersion(),
-                                       ") speaks version ", wire::kProtocolVersion));
+                                       " is not supported: this daemon speaks version ", wire::kProtocolVersion));
   } else if (request->op_table_digest() != table.digest() &&
              (static_cast<size_t>(request->op_table_size()) > kMaxOpTableLines ||
               OpTableBytes(*request) > kMaxOpTableBytes)) {
@@ -214,16 +271,32 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
     return grpc::Status(grpc::StatusCode::INTERNAL, "no source of secure random numbers for the session token");
   }
   const std::string name = Printable(request->client_name(), kMaxClientNameBytes);
+  const std::string peer = PeerOf(*context);
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(ShuttingDown().message()));
-    if (sessions_.size() >= options_.max_sessions) {
+    // Per peer first: one peer must not be able to fill the table for
+    // everyone (it is then told its own limit, not the daemon's).
+    size_t& mine = sessions_per_peer_[peer];
+    if (options_.max_sessions_per_peer > 0 && mine >= options_.max_sessions_per_peer) {
+      const size_t have = mine;
+      if (mine == 0) sessions_per_peer_.erase(peer);
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          absl::StrCat("the daemon already has ", sessions_.size(), " open sessions (its limit)"));
+                          absl::StrCat("open session: ", Printable(peer, kMaxClientNameBytes), " already has ", have,
+                                       " open sessions, the daemon's limit per peer (",
+                                       options_.max_sessions_per_peer,
+                                       ", tensord serve --max-sessions-per-peer); close some first"));
+    }
+    if (sessions_.size() >= options_.max_sessions) {
+      if (mine == 0) sessions_per_peer_.erase(peer);
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          absl::StrCat("open session: the daemon already has ", sessions_.size(),
+                                       " open sessions (its limit)"));
     }
     do {
       if (!SecureRandom(&id, sizeof(id))) {
+        if (mine == 0) sessions_per_peer_.erase(peer);
         return grpc::Status(grpc::StatusCode::INTERNAL, "no source of secure random numbers for the session id");
       }
     } while (id == 0 || sessions_.contains(id));
@@ -231,11 +304,23 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
     e.session = std::make_shared<Session>(
         id, token, name, MemoryAccount::Create(allocator_, options_.session_memory_limit_bytes), kernels_.get());
     e.opened = absl::Now();
+    e.peer = peer;
     sessions_.emplace(id, std::move(e));
+    ++mine;
   }
   response->set_session_id(id);
   response->set_token(token);
-  Log(LogLevel::kInfo, "session ", HexId(id), " opened for client '", name, "' (", context->peer(), ")");
+  response->set_server_version(std::string(DaemonVersion()));
+  response->set_session_memory_limit_bytes(static_cast<uint64_t>(options_.session_memory_limit_bytes));
+  v1::DeviceInfo* cpu = response->add_devices();
+  cpu->set_name("cpu");
+  cpu->set_type(static_cast<int32_t>(DeviceType::kCPU));
+  cpu->set_index(0);
+  cpu->set_total_memory_bytes(static_cast<uint64_t>(allocator_->physical_memory_bytes()));
+  const int64_t cores = CpuCores();
+  cpu->set_description(absl::StrCat(cores, cores == 1 ? " core" : " cores"));
+  // No CUDA devices yet.
+  Log(LogLevel::kInfo, "session ", HexId(id), " opened for client '", name, "' (", peer, ")");
   return grpc::Status::OK;
 }
 
@@ -244,13 +329,8 @@ grpc::Status TensordService::CloseSession(grpc::ServerContext* context, const v1
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(request->session_id());
-    if (it == sessions_.end()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("unknown session ", HexId(request->session_id())));
-    }
-    if (!TokenEquals(request->token(), it->second.session->token())) {
-      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          absl::StrCat("wrong token for session ", HexId(request->session_id())));
+    if (it == sessions_.end() || !TokenEquals(request->token(), it->second.session->token())) {
+      return ToGrpcStatus(NoSuchSession("close session"));
     }
   }
   std::optional<SessionStats> stats = Remove(request->session_id(), "closed by the client");
@@ -270,10 +350,6 @@ constexpr char kUnparsable[] = "a message on the session stream is not a valid t
 // daemon's kMaxMessageBytes; this allows for a message's framing around a
 // chunk of that size).
 constexpr size_t kMaxStreamMessageBytes = (size_t{64} << 20) + (size_t{64} << 10);
-
-grpc::Status ToGrpcStatus(const absl::Status& st) {
-  return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
-}
 
 // A session's writers over one stream's `send` (one message's bytes; false
 // when the stream failed): replies serialized by protobuf, and fetched data
@@ -309,9 +385,8 @@ absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, abs
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return ShuttingDown();
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("attach: unknown session ", HexId(id)));
-  if (!TokenEquals(std::string(token), it->second.session->token())) {
-    return absl::PermissionDeniedError(absl::StrCat("attach: wrong token for session ", HexId(id)));
+  if (it == sessions_.end() || !TokenEquals(std::string(token), it->second.session->token())) {
+    return NoSuchSession("attach");
   }
   if (it->second.attached) {
     return absl::FailedPreconditionError(absl::StrCat("attach: session ", HexId(id), " already has a stream attached"));
@@ -560,6 +635,9 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
     // TryCancel does on gRPC. No end record follows then.
     if (it->second.socket >= 0) ::shutdown(it->second.socket, SHUT_RDWR);
     session = std::move(it->second.session);
+    if (auto p = sessions_per_peer_.find(it->second.peer); p != sessions_per_peer_.end() && --p->second == 0) {
+      sessions_per_peer_.erase(p);
+    }
     sessions_.erase(it);
     last = sessions_.empty();
   }
@@ -662,9 +740,8 @@ absl::StatusOr<std::shared_ptr<Session>> TensordService::FindSession(uint64_t se
                                                                    absl::string_view token) const {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end()) return absl::NotFoundError(absl::StrCat("unknown session ", HexId(session_id)));
-  if (!TokenEquals(std::string(token), it->second.session->token())) {
-    return absl::PermissionDeniedError(absl::StrCat("wrong token for session ", HexId(session_id)));
+  if (it == sessions_.end() || !TokenEquals(std::string(token), it->second.session->token())) {
+    return NoSuchSession("shared-memory channel");
   }
   return it->second.session;
 }

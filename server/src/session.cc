@@ -2,12 +2,16 @@
 // kernel, for every request of the session's stream, in order.
 #include "tensord/server/session.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <new>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -241,7 +245,24 @@ Session::Session(uint64_t id, std::string token, std::string client_name, std::s
       memory_(std::move(memory)),
       kernels_(kernels),
       meta_cache_(std::make_unique<MetaCache>()) {
-  generator_.engine.seed(id);
+  // Seeded from the OS's random source, not from anything a client or a log
+  // reader can see (the session id is logged): its numbers must not be
+  // predictable by anyone but the session. tensord.manual_seed replaces the
+  // seed as in PyTorch.
+  uint32_t words[8];
+  size_t got = 0;
+  while (got < sizeof(words)) {
+    const ssize_t n = ::getrandom(reinterpret_cast<char*>(words) + got, sizeof(words) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < sizeof(words)) {
+    std::random_device os;  // kernels without getrandom(2): /dev/urandom
+    for (uint32_t& w : words) w = os();
+  }
+  std::seed_seq seq(std::begin(words), std::end(words));
+  generator_.engine.seed(seq);
 }
 
 Session::~Session() { Close(); }

@@ -21,6 +21,7 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_posix.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/server/log.h"
@@ -46,6 +47,19 @@ std::string PeerName(int fd) {
   return absl::SimpleAtoi(port, &p) ? wire::FormatHostPort(host, p) : "?";
 }
 
+// The address (no port) of a TCP socket's peer ("?" when unknown): what
+// pending connections and sessions are counted by.
+std::string PeerAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  char host[NI_MAXHOST];
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 ||
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) {
+    return "?";
+  }
+  return host;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::Start(const std::string& path,
@@ -56,6 +70,7 @@ absl::StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::Start(cons
   }
   if (absl::Status s = PrepareUnixSocket(path, SOCK_SEQPACKET); !s.ok()) return s;
   std::unique_ptr<SideChannelServer> c(new SideChannelServer());
+  c->kind_ = Kind::kShm;
   c->path_ = path;
   c->service_ = service;
   c->listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -128,6 +143,7 @@ absl::StatusOr<std::vector<int>> SideChannelServer::ListenTcp(const std::string&
 std::unique_ptr<SideChannelServer> SideChannelServer::StartTcp(int listen_fd, TensordService* service,
                                                                grpc::Server* grpc_server) {
   std::unique_ptr<SideChannelServer> c(new SideChannelServer());
+  c->kind_ = Kind::kTcp;
   c->service_ = service;
   c->grpc_server_ = grpc_server;
   c->listen_fd_ = listen_fd;
@@ -135,6 +151,21 @@ std::unique_ptr<SideChannelServer> SideChannelServer::StartTcp(int listen_fd, Te
     // Without the pipe Stop could not wake the acceptor: serve nothing
     // (the port then refuses every connection) rather than hang at exit.
     Log(LogLevel::kError, "tcp port: pipe2(): ", std::strerror(errno), "; not accepting connections");
+    return c;
+  }
+  c->StartAccepting();
+  return c;
+}
+
+std::unique_ptr<SideChannelServer> SideChannelServer::StartUnixGrpc(int listen_fd, TensordService* service,
+                                                                    grpc::Server* grpc_server) {
+  std::unique_ptr<SideChannelServer> c(new SideChannelServer());
+  c->kind_ = Kind::kUnixGrpc;
+  c->service_ = service;
+  c->grpc_server_ = grpc_server;
+  c->listen_fd_ = listen_fd;
+  if (::pipe2(c->wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    Log(LogLevel::kError, "unix socket: pipe2(): ", std::strerror(errno), "; not accepting connections");
     return c;
   }
   c->StartAccepting();
@@ -224,7 +255,10 @@ void SideChannelServer::AcceptLoop() {
     if (r < 0 && errno != EINTR) return;
     if (p[1].revents != 0 && Woken()) return;
     if (r <= 0 || (p[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    // gRPC's event engine wants its sockets non-blocking: a Unix gRPC
+    // connection goes to it at once.
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr,
+                             SOCK_CLOEXEC | (kind_ == Kind::kUnixGrpc ? SOCK_NONBLOCK : 0));
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors or memory: the connection stays queued and the
@@ -232,8 +266,7 @@ void SideChannelServer::AcceptLoop() {
         // first time and every 1,000th) and retry in 100 ms (Stop still
         // wakes the wait).
         if (accept_failures_++ % 1000 == 0) {
-          Log(LogLevel::kError, path_.empty() ? "tcp port" : "shared-memory channel", ": cannot accept: ",
-              std::strerror(errno), " (", accept_failures_,
+          Log(LogLevel::kError, Label(), ": cannot accept: ", std::strerror(errno), " (", accept_failures_,
               " so far; raise the daemon's open-file limit, e.g. LimitNOFILE= under systemd)");
         }
         pollfd w{wake_[0], POLLIN, 0};
@@ -243,13 +276,33 @@ void SideChannelServer::AcceptLoop() {
     }
     ucred cred{};
     socklen_t len = sizeof(cred);
-    if (path_.empty()) {
+    std::string peer;
+    if (tcp()) {
       // TCP: small messages go out at once, for gRPC's connections as for
       // ours (gRPC sets the same on the connections it accepts itself).
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    } else if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
-               (cred.uid != ::geteuid() && cred.uid != 0)) {
+      peer = PeerAddress(fd);
+    } else if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      Log(LogLevel::kWarning, Label(), ": cannot learn a connection's peer (", std::strerror(errno), "); closed it");
+      ::close(fd);
+      continue;
+    } else if (kind_ == Kind::kUnixGrpc) {
+      // Anyone the socket file's permissions let in: their calls are
+      // counted by their user (sessions per peer).
+      bool stop;
+      {
+        absl::MutexLock l(&mu_);
+        stop = stopping_;
+      }
+      if (stop) {
+        ::close(fd);
+        return;
+      }
+      if (service_ != nullptr) service_->NoteConnectionPeer(fd, absl::StrCat("uid ", cred.uid));
+      grpc::AddInsecureChannelFromFd(grpc_server_, fd);
+      continue;
+    } else if (cred.uid != ::geteuid() && cred.uid != 0) {
       Log(LogLevel::kWarning, "shared-memory channel: refused a connection from uid ", cred.uid, " (pid ", cred.pid,
           "): not the daemon's user");
       ::close(fd);
@@ -261,27 +314,19 @@ void SideChannelServer::AcceptLoop() {
       ::close(fd);
       return;
     }
-    if (pending_.size() >= static_cast<size_t>(kMaxPendingHellos)) {
+    if (!tcp() && pending_.size() >= static_cast<size_t>(kMaxPendingHellos)) {
+      // The side channel's peers are the daemon's user: the new one goes.
       // Logged for the first and then every 1,000th, so that a loop of
       // connections cannot flood the log either.
       if (refused_++ % 1000 == 0) {
-        Log(LogLevel::kWarning, path_.empty() ? "tcp port" : "shared-memory channel", ": ", kMaxPendingHellos,
-            " connections are already waiting for their first frame; ",
-            path_.empty() ? "closed the one that waited longest" : "closed the new one", " (", refused_,
-            " so far)");
+        Log(LogLevel::kWarning, Label(), ": ", kMaxPendingHellos,
+            " connections are already waiting for their first frame; closed the new one (", refused_, " so far)");
       }
-      if (!path_.empty()) {
-        // The side channel's peers are the daemon's user: the new one goes.
-        ::close(fd);
-        continue;
-      }
-      // Anyone may connect to a TCP port: the connection that waited longest
-      // goes (its thread sees the socket shut and leaves), so that idle or
-      // half-open connections cannot keep every new client out.
-      ::shutdown(pending_.front(), SHUT_RDWR);
-      pending_.pop_front();
+      ::close(fd);
+      continue;
     }
-    pending_.push_back(fd);
+    if (tcp()) EvictForNewPending(peer);
+    pending_.push_back(Pending{fd, peer});
     conns_.push_back(fd);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kHelloTimeoutSeconds);
     try {
@@ -294,7 +339,7 @@ void SideChannelServer::AcceptLoop() {
       conns_.pop_back();
       ::close(fd);
       if (thread_failures_++ % 1000 == 0) {
-        Log(LogLevel::kWarning, path_.empty() ? "tcp port" : "shared-memory channel",
+        Log(LogLevel::kWarning, Label(),
             ": cannot start a thread for a connection (", e.what(), "); closed it (", thread_failures_, " so far)");
       }
       mu_.Unlock();
@@ -306,9 +351,52 @@ void SideChannelServer::AcceptLoop() {
   }
 }
 
+void SideChannelServer::EvictForNewPending(const std::string& peer) {
+  // Anyone may connect to a TCP port: a connection that waited goes (its
+  // thread sees the socket shut and leaves), so that idle or half-open
+  // connections cannot keep new clients out. Which one: this peer's oldest
+  // when it has its share waiting already, else (all pending full) the
+  // oldest of the peer with the most waiting. One address flooding the port
+  // pushes out only its own connections; a slow client from another
+  // address keeps its place.
+  size_t mine = 0;
+  absl::flat_hash_map<absl::string_view, size_t> per_peer;
+  for (const Pending& p : pending_) {
+    if (p.peer == peer) ++mine;
+    ++per_peer[p.peer];
+  }
+  std::string victim;
+  if (mine >= static_cast<size_t>(kMaxPendingPerPeer)) {
+    victim = peer;
+  } else if (pending_.size() >= static_cast<size_t>(kMaxPendingHellos)) {
+    size_t most = 0;
+    for (const auto& [who, n] : per_peer) {
+      if (n > most) {
+        most = n;
+        victim = std::string(who);
+      }
+    }
+  } else {
+    return;
+  }
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) { return p.peer == victim; });
+  if (it == pending_.end()) return;
+  // Logged for the first and then every 1,000th, so that a loop of
+  // connections cannot flood the log either.
+  if (refused_++ % 1000 == 0) {
+    Log(LogLevel::kWarning, "tcp port: ", mine >= static_cast<size_t>(kMaxPendingPerPeer)
+                                              ? absl::StrCat(mine, " connections from ", peer)
+                                              : absl::StrCat(pending_.size(), " connections"),
+        " are already waiting for their first frame; closed the one from ", victim, " that waited longest (",
+        refused_, " so far)");
+  }
+  ::shutdown(it->fd, SHUT_RDWR);
+  pending_.erase(it);
+}
+
 void SideChannelServer::HelloDone(int fd) {
   absl::MutexLock l(&mu_);
-  auto it = std::find(pending_.begin(), pending_.end(), fd);
+  auto it = std::find_if(pending_.begin(), pending_.end(), [fd](const Pending& p) { return p.fd == fd; });
   if (it != pending_.end()) pending_.erase(it);  // else pushed out by a newer one (TCP)
 }
 
@@ -388,6 +476,7 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::stea
   }
   // gRPC names the connection "fd:N" (what its logs, and ours, show as the peer).
   Log(LogLevel::kInfo, "tcp port: gRPC connection fd:", fd, " from ", PeerName(fd));
+  if (service_ != nullptr) service_->NoteConnectionPeer(fd, PeerAddress(fd));
   grpc::AddInsecureChannelFromFd(grpc_server_, fd);
   return FirstBytes::kGrpc;
 }
@@ -396,7 +485,7 @@ void SideChannelServer::Serve(int fd, std::chrono::steady_clock::time_point dead
   std::weak_ptr<Session> weak;
   uint64_t session_id = 0;
   bool served_session = false;  // a stream or shared-memory channel: worth a trim once idle
-  const bool tcp = path_.empty();
+  const bool tcp = this->tcp();
   if (tcp) {
     const FirstBytes first = Sniff(fd, deadline);
     if (first != FirstBytes::kTensord) {

@@ -32,7 +32,10 @@ namespace tensord::server {
 
 class SideChannelServer {
  public:
-  static constexpr int kMaxPendingHellos = 64;
+  // Connections waiting for their first frame: at most kMaxPendingHellos in
+  // all, and on a TCP port at most kMaxPendingPerPeer from one address.
+  static constexpr int kMaxPendingHellos = 256;
+  static constexpr int kMaxPendingPerPeer = 8;
   static constexpr int kHelloTimeoutSeconds = 5;
 
   // Listens on `path` (mode 0600: only the daemon's user can connect; a stale
@@ -60,12 +63,24 @@ class SideChannelServer {
   // must outlive Stop), tensord's TCP streams to `service`. A connection
   // has kHelloTimeoutSeconds from its accept to send gRPC's preface and
   // first SETTINGS frame header, or a whole hello; one that sends anything
-  // else, or closes, is closed at once, without a reply. At most
-  // kMaxPendingHellos connections wait at once; a new one pushes out the one
-  // that has waited longest (anyone may connect: idle or half-open
-  // connections must not keep new clients out).
+  // else, or closes, is closed at once, without a reply. Anyone may
+  // connect, so idle or half-open connections must keep neither new clients
+  // nor slow ones out: at most kMaxPendingPerPeer connections from one
+  // address wait at once (a new one pushes out that address's oldest), and
+  // at most kMaxPendingHellos in all (a new one pushes out the oldest of the
+  // address with the most waiting). A flood from one address thus pushes out
+  // only its own connections. gRPC connections are handed over with their
+  // peer's address (TensordService::NoteConnectionPeer).
   static std::unique_ptr<SideChannelServer> StartTcp(int listen_fd, TensordService* service,
                                                      grpc::Server* grpc_server);
+
+  // Serves gRPC on the Unix stream socket `listen_fd` (listening; this
+  // server owns it from now on): each connection goes to `grpc_server` at
+  // once, with its peer's uid (SO_PEERCRED) noted as the peer of its calls
+  // (TensordService::NoteConnectionPeer), which gRPC's own Unix listener
+  // does not tell ("unix:" for everyone).
+  static std::unique_ptr<SideChannelServer> StartUnixGrpc(int listen_fd, TensordService* service,
+                                                          grpc::Server* grpc_server);
   ~SideChannelServer();
 
   // Stops accepting, ends every connection, joins the threads and removes the
@@ -114,8 +129,23 @@ class SideChannelServer {
   // finished threads; true when it is to stop.
   bool Woken() ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::string path_;                    // Unix; empty for TCP
-  grpc::Server* grpc_server_ = nullptr;  // TCP
+  // Which listener this is; path_ is the shared-memory channel's path.
+  enum class Kind { kShm, kTcp, kUnixGrpc };
+  Kind kind_ = Kind::kShm;
+  bool tcp() const { return kind_ == Kind::kTcp; }
+  const char* Label() const {
+    return kind_ == Kind::kTcp ? "tcp port" : kind_ == Kind::kUnixGrpc ? "unix socket" : "shared-memory channel";
+  }
+  // A pending connection on a TCP port and its peer's address.
+  struct Pending {
+    int fd;
+    std::string peer;
+  };
+  // Makes room for a connection from `peer` among the pending ones (TCP).
+  void EvictForNewPending(const std::string& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::string path_;                    // kShm; empty otherwise
+  grpc::Server* grpc_server_ = nullptr;  // kTcp, kUnixGrpc
   TensordService* service_ = nullptr;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // non-blocking pipe: Wake writes, the acceptor reads
@@ -127,7 +157,7 @@ class SideChannelServer {
   std::vector<std::thread::id> finished_ ABSL_GUARDED_BY(mu_);
   bool trim_when_idle_ ABSL_GUARDED_BY(mu_) = false;  // a session's connection ended since the last trim
   uint64_t trims_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<int> pending_ ABSL_GUARDED_BY(mu_);  // connections not past their hello yet, oldest first
+  std::deque<Pending> pending_ ABSL_GUARDED_BY(mu_);  // connections not past their hello yet, oldest first
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;     // connections closed for exceeding the cap
   uint64_t refused_hellos_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t accept_failures_ = 0;                  // the acceptor thread's own

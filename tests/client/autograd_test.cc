@@ -133,13 +133,13 @@ class FakeEngine final : public v1::Tensord::Service {
     resp->set_accepted(true);
     resp->set_protocol_version(req->protocol_version());
     resp->set_op_table_digest(req->op_table_digest());
-    resp->set_server_version("fake");
     return grpc::Status::OK;
   }
   grpc::Status OpenSession(grpc::ServerContext*, const v1::OpenSessionRequest*,
                            v1::OpenSessionResponse* resp) override {
     resp->set_session_id(7);
     resp->set_token("t");
+    resp->set_server_version("fake");
     return grpc::Status::OK;
   }
   grpc::Status CloseSession(grpc::ServerContext*, const v1::CloseSessionRequest*,

@@ -5,12 +5,15 @@
 #include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <filesystem>
 #include <numeric>
 #include <thread>
 #include <string>
@@ -329,6 +332,66 @@ TEST(Connect, HandshakeRefusalSaysWhatDiffers) {
   EXPECT_THAT(s.status().message(), HasSubstr("refused"));
   EXPECT_THAT(s.status().message(), HasSubstr("daemon lacks 'x'"));
   EXPECT_EQ(service.last_ops, static_cast<int>(tensord::OpTable::Get().size()));
+}
+
+// A fake daemon that accepts the handshake and opens one session.
+class AcceptingService final : public tensord::v1::Tensord::Service {
+  grpc::Status Handshake(grpc::ServerContext*, const tensord::v1::HandshakeRequest* req,
+                         tensord::v1::HandshakeResponse* resp) override {
+    resp->set_accepted(true);
+    resp->set_protocol_version(req->protocol_version());
+    resp->set_op_table_digest(req->op_table_digest());
+    return grpc::Status::OK;
+  }
+  grpc::Status OpenSession(grpc::ServerContext*, const tensord::v1::OpenSessionRequest*,
+                           tensord::v1::OpenSessionResponse* resp) override {
+    resp->set_session_id(7);
+    resp->set_token("the-secret-token");
+    return grpc::Status::OK;
+  }
+};
+
+// Something of another user than the daemon's listens at the daemon's
+// side-channel path (PATH.shm): connect fails saying so, naming the path and
+// both users, and the listener never gets the session's token. The daemon's
+// user is the owner of its socket: chowned here to another user, which
+// needs root.
+TEST(Connect, ASideChannelOfAnotherUserIsRefusedLoudly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown of the daemon's socket to another user)";
+  AcceptingService service;
+  char tmpl[] = "/tmp/tensord-client-squat-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string path = dir + "/td.sock";
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  b.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0) << std::strerror(errno);
+  const int squatter = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, (path + ".shm").c_str(), sizeof(sa.sun_path) - 1);
+  ASSERT_EQ(::bind(squatter, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(squatter, 8), 0);
+  for (const char* off : {"", "TENSORD_SHM"}) {  // the shared-memory channel, then the same-host stream
+    SCOPED_TRACE(off);
+    if (*off != '\0') ::setenv(off, "0", 1);
+    auto s = tc::Session::Connect("unix:" + path);
+    ASSERT_FALSE(s.ok());
+    EXPECT_THAT(s.status().message(), HasSubstr("refusing the side channel " + path + ".shm"));
+    EXPECT_THAT(s.status().message(), HasSubstr("runs as uid 0, but the daemon runs as uid 65534"));
+    const int conn = ::accept4(squatter, nullptr, nullptr, SOCK_CLOEXEC);
+    ASSERT_GE(conn, 0);
+    char buf[256];
+    EXPECT_EQ(::recv(conn, buf, sizeof(buf), 0), 0);  // nothing, and the end
+    ::close(conn);
+  }
+  ::unsetenv("TENSORD_SHM");
+  ::close(squatter);
+  server->Shutdown();
+  std::filesystem::remove_all(dir);
 }
 
 // ---------------------------------------------------------------- with a daemon

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -159,6 +161,15 @@ class BinaryTest : public ::testing::Test {
     return r.accepted();
   }
 
+  // The session memory limit the daemon at `address` tells a session holder.
+  static uint64_t SessionMemoryLimit(const std::string& address) {
+    auto stub = v1::Tensord::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    RawSession s(stub.get(), /*attach=*/false);
+    const uint64_t limit = s.open_response().session_memory_limit_bytes();
+    EXPECT_TRUE(s.Close().ok());
+    return limit;
+  }
+
   // Starts the daemon with `args` (which must listen on unix:`sock` alone),
   // stops it with SIGTERM once it listens, and returns what it wrote to
   // stderr (its log).
@@ -278,7 +289,7 @@ TEST_F(BinaryTest, ALiveUnixSocketIsRefusedAndTheFirstDaemonKeepsServing) {
   Proc second({"serve", "--listen", "unix:" + sock});
   EXPECT_EQ(second.ReadLine(), "");
   EXPECT_EQ(second.Wait(), 1);
-  EXPECT_THAT(second.Stderr(), HasSubstr("socket " + sock + " is in use by another daemon"));
+  EXPECT_THAT(second.Stderr(), HasSubstr("socket " + sock + " is in use"));
   EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
   first.Signal(SIGTERM);
   EXPECT_EQ(first.Wait(), 0);
@@ -297,6 +308,61 @@ TEST_F(BinaryTest, AStaleSocketFileIsReplaced) {
   ASSERT_TRUE(std::filesystem::is_socket(sock));
   Proc p({"serve", "--listen", "unix:" + sock});
   ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
+  p.Signal(SIGTERM);
+  EXPECT_EQ(p.Wait(), 0);
+}
+
+// A Unix socket of `type` bound at `path` (close-on-exec, the caller's);
+// with `listen`, accepting connections.
+int BoundSocket(const std::string& path, int type, bool listen) {
+  const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, path.c_str(), sizeof(sa.sun_path) - 1);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0) << path << ": " << std::strerror(errno);
+  if (listen && type != SOCK_DGRAM) {
+    EXPECT_EQ(::listen(fd, 8), 0);
+  }
+  return fd;
+}
+
+// Something that listens at the side channel's path PATH.shm when the daemon
+// starts would receive its clients' session tokens: the daemon refuses to
+// start, naming the path, and leaves the squatter's socket and no socket of
+// its own. A listener of another type than the channel's counts as much.
+TEST_F(BinaryTest, AListenerAtTheSideChannelPathStopsTheDaemonStarting) {
+  const std::string sock = dir_ + "/d.sock";
+  for (const int type : {SOCK_SEQPACKET, SOCK_STREAM, SOCK_DGRAM}) {
+    SCOPED_TRACE(type);
+    const int squatter = BoundSocket(sock + ".shm", type, /*listen=*/true);
+    Proc p({"serve", "--listen", "unix:" + sock});
+    EXPECT_EQ(p.ReadLine(), "");  // no ready line
+    EXPECT_EQ(p.Wait(), 1);
+    const std::string err = p.Stderr();
+    EXPECT_THAT(err, HasSubstr("socket " + sock + ".shm is in use"));
+    EXPECT_THAT(err, HasSubstr("another --listen path"));
+    EXPECT_TRUE(std::filesystem::is_socket(sock + ".shm"));  // the squatter's, left alone
+    EXPECT_FALSE(std::filesystem::exists(sock));
+    ::close(squatter);
+    std::filesystem::remove(sock + ".shm");
+  }
+}
+
+// A stale side-channel socket (its daemon died) is replaced, and the new
+// daemon serves the channel there.
+TEST_F(BinaryTest, AStaleSideChannelSocketIsReplaced) {
+  const std::string sock = dir_ + "/d.sock";
+  ::close(BoundSocket(sock + ".shm", SOCK_SEQPACKET, /*listen=*/false));  // the file stays; nobody listens
+  ASSERT_TRUE(std::filesystem::is_socket(sock + ".shm"));
+  Proc p({"serve", "--listen", "unix:" + sock});
+  ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, (sock + ".shm").c_str(), sizeof(sa.sun_path) - 1);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0) << std::strerror(errno);
+  ::close(fd);
   EXPECT_TRUE(HandshakeAccepted("unix:" + sock));
   p.Signal(SIGTERM);
   EXPECT_EQ(p.Wait(), 0);
@@ -324,9 +390,8 @@ TEST_F(BinaryTest, ConfigFile) {
                       << "log_level = warning\t# after a tab\n";
   Proc p({"serve", "--config", conf});
   ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
-  v1::HandshakeResponse resp;
-  ASSERT_TRUE(HandshakeAccepted("unix:" + sock, &resp));
-  EXPECT_EQ(resp.session_memory_limit_bytes(), 1048576u);
+  ASSERT_TRUE(HandshakeAccepted("unix:" + sock));
+  EXPECT_EQ(SessionMemoryLimit("unix:" + sock), 1048576u);
   p.Signal(SIGTERM);
   EXPECT_EQ(p.Wait(), 0);
   EXPECT_THAT(p.Stderr(), ::testing::Not(HasSubstr("listening")));  // info lines are off at warning
@@ -338,9 +403,8 @@ TEST_F(BinaryTest, CommandLineOverridesTheConfigFile) {
   const std::string sock = dir_ + "/from-flag.sock";
   Proc p({"serve", "--config", conf, "--listen", "unix:" + sock, "--session-memory-limit", "64K"});
   ASSERT_EQ(p.ReadLine(), "tensord: listening on unix:" + sock);
-  v1::HandshakeResponse resp;
-  ASSERT_TRUE(HandshakeAccepted("unix:" + sock, &resp));
-  EXPECT_EQ(resp.session_memory_limit_bytes(), 65536u);
+  ASSERT_TRUE(HandshakeAccepted("unix:" + sock));
+  EXPECT_EQ(SessionMemoryLimit("unix:" + sock), 65536u);
   p.Signal(SIGTERM);
   EXPECT_EQ(p.Wait(), 0);
 }
@@ -530,6 +594,12 @@ TEST_F(BinaryTest, OutOfDescriptorsTheTcpPortSaysSoAndRecovers) {
   std::vector<int> held;
   for (int i = 0; i < 80; ++i) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    // From ten addresses (127.0.0.1-10), 8 each: as many as may wait from
+    // one address, so that the daemon keeps them all and runs out.
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + static_cast<uint32_t>(i % 10));
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << std::strerror(errno);
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);  // queued by the kernel
     held.push_back(fd);
   }

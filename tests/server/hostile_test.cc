@@ -71,7 +71,7 @@ TEST_F(HostileTest, AnotherSessionsHandleIsUnknown) {
 TEST_F(HostileTest, BadTokenAndForeignSessionId) {
   RawSession s(stub_.get(), false);
   s.Attach(bystander_->id(), s.token());  // someone else's session with our token
-  EXPECT_EQ(s.Finish().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(s.Finish().error_code(), grpc::StatusCode::NOT_FOUND);
   ExpectBystanderServed();
 }
 

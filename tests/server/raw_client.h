@@ -132,6 +132,7 @@ class RawSession {
     EXPECT_TRUE(s.ok()) << s.error_message();
     id_ = resp.session_id();
     token_ = resp.token();
+    open_response_ = resp;
     if (attach) Attach(id_, token_);
   }
 
@@ -148,6 +149,7 @@ class RawSession {
   }
 
   uint64_t id() const { return id_; }
+  const v1::OpenSessionResponse& open_response() const { return open_response_; }
   const std::string& token() const { return token_; }
   grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>* stream() { return stream_.get(); }
 
@@ -277,6 +279,7 @@ class RawSession {
   std::unique_ptr<grpc::ClientReaderWriter<v1::ClientMessage, v1::ServerMessage>> stream_;
   uint64_t request_id_ = 0;
   v1::CloseSessionResponse close_response_;
+  v1::OpenSessionResponse open_response_;
 };
 
 // An in-process daemon on a temporary Unix socket and 127.0.0.1:0.

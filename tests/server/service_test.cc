@@ -15,12 +15,13 @@ namespace tensord::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ServiceTest : public DaemonFixture {};
 
 std::vector<std::string> OurTable() { return OpTable::Get().Describe(); }
 
-TEST_F(ServiceTest, HandshakeAcceptsTheSameTableAndReportsTheCpu) {
+TEST_F(ServiceTest, HandshakeAcceptsTheSameTableAndTellsNothingElse) {
   grpc::ClientContext ctx;
   v1::HandshakeRequest req;
   req.set_protocol_version(wire::kProtocolVersion);
@@ -32,13 +33,41 @@ TEST_F(ServiceTest, HandshakeAcceptsTheSameTableAndReportsTheCpu) {
   EXPECT_TRUE(resp.accepted()) << resp.refusal();
   EXPECT_EQ(resp.protocol_version(), wire::kProtocolVersion);
   EXPECT_EQ(resp.op_table_digest(), OpTable::Get().digest());
-  EXPECT_FALSE(resp.server_version().empty());
-  ASSERT_GE(resp.devices_size(), 1);
-  EXPECT_EQ(resp.devices(0).name(), "cpu");
-  EXPECT_EQ(resp.devices(0).type(), static_cast<int32_t>(DeviceType::kCPU));
-  EXPECT_GT(resp.devices(0).total_memory_bytes(), 0u);
-  EXPECT_THAT(resp.devices(0).description(), HasSubstr("core"));
-  EXPECT_EQ(resp.session_memory_limit_bytes(), 0u);
+  // An unauthenticated caller learns the protocol version and the op
+  // table's digest, nothing about the machine (memory, cores) or the release.
+  v1::HandshakeResponse expected;
+  expected.set_accepted(true);
+  expected.set_protocol_version(wire::kProtocolVersion);
+  expected.set_op_table_digest(OpTable::Get().digest());
+  EXPECT_EQ(resp.SerializeAsString(), expected.SerializeAsString()) << resp.DebugString();
+  // The daemon is alive, and a session holder learns the rest.
+  RawSession s(stub_.get());
+  EXPECT_TRUE(s.Sync().empty());
+  const v1::OpenSessionResponse& open = s.open_response();
+  EXPECT_FALSE(open.server_version().empty());
+  ASSERT_GE(open.devices_size(), 1);
+  EXPECT_EQ(open.devices(0).name(), "cpu");
+  EXPECT_EQ(open.devices(0).type(), static_cast<int32_t>(DeviceType::kCPU));
+  EXPECT_GT(open.devices(0).total_memory_bytes(), 0u);
+  EXPECT_THAT(open.devices(0).description(), HasSubstr("core"));
+  EXPECT_EQ(open.session_memory_limit_bytes(), 0u);
+}
+
+TEST_F(ServiceTest, ARefusedHandshakeDoesNotNameTheDaemonsRelease) {
+  grpc::ClientContext ctx;
+  v1::HandshakeRequest req;
+  req.set_protocol_version(wire::kProtocolVersion + 7);
+  req.set_op_table_digest(OpTable::Get().digest());
+  v1::HandshakeResponse resp;
+  ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+  EXPECT_FALSE(resp.accepted());
+  EXPECT_THAT(resp.refusal(), HasSubstr(absl::StrCat("speaks version ", wire::kProtocolVersion)));
+  EXPECT_THAT(resp.refusal(), Not(HasSubstr(std::string(server::DaemonVersion()))));
+  v1::HandshakeResponse expected;
+  expected.set_refusal(resp.refusal());
+  expected.set_protocol_version(wire::kProtocolVersion);
+  expected.set_op_table_digest(OpTable::Get().digest());
+  EXPECT_EQ(resp.SerializeAsString(), expected.SerializeAsString()) << resp.DebugString();
 }
 
 TEST_F(ServiceTest, HandshakeRefusesADifferentTableNamingTheDifference) {
@@ -120,35 +149,48 @@ TEST_F(ServiceTest, OpenAttachSyncClose) {
   EXPECT_EQ(s.Close().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-TEST_F(ServiceTest, CloseWithAWrongTokenIsRefused) {
-  RawSession s(stub_.get(), false);
+grpc::Status CloseWith(v1::Tensord::Stub* stub, uint64_t id, const std::string& token) {
   grpc::ClientContext ctx;
   v1::CloseSessionRequest req;
-  req.set_session_id(s.id());
-  req.set_token(std::string(16, 'x'));
+  req.set_session_id(id);
+  req.set_token(token);
   v1::CloseSessionResponse resp;
-  EXPECT_EQ(stub_->CloseSession(&ctx, req, &resp).error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(daemon_->service().live_sessions(), 1u);
-  EXPECT_TRUE(s.Close().ok());
+  return stub->CloseSession(&ctx, req, &resp);
 }
 
-TEST_F(ServiceTest, AttachWithABadTokenEndsTheStream) {
+// A caller without the token cannot tell an open session's id from an
+// unknown one: the same code and the same message for both.
+TEST_F(ServiceTest, CloseSaysTheSameForAWrongTokenAndAnUnknownId) {
+  RawSession s(stub_.get(), false);
+  RawSession other(stub_.get());
+  const grpc::Status wrong = CloseWith(stub_.get(), s.id(), std::string(16, 'x'));
+  const grpc::Status unknown = CloseWith(stub_.get(), s.id() ^ 0x5a5a, s.token());
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(unknown.error_code(), wrong.error_code());
+  EXPECT_EQ(unknown.error_message(), wrong.error_message());
+  EXPECT_THAT(wrong.error_message(), HasSubstr("no session with this id and token"));
+  // Both sessions are untouched.
+  EXPECT_EQ(daemon_->service().live_sessions(), 2u);
+  EXPECT_TRUE(other.Sync().empty());
+  EXPECT_TRUE(s.Close().ok());
+  EXPECT_TRUE(other.Close().ok());
+}
+
+TEST_F(ServiceTest, AttachSaysTheSameForAWrongTokenAndAnUnknownId) {
   RawSession s(stub_.get(), false);
   RawSession bad(stub_.get(), false);
   bad.Attach(s.id(), std::string(16, '\0'));
-  const grpc::Status st = bad.Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(st.error_message(), HasSubstr("wrong token"));
+  const grpc::Status wrong = bad.Finish();
+  RawSession bad2(stub_.get(), false);
+  bad2.Attach(s.id() ^ 0x5a5a, s.token());
+  const grpc::Status unknown = bad2.Finish();
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(unknown.error_code(), wrong.error_code());
+  EXPECT_EQ(unknown.error_message(), wrong.error_message());
+  EXPECT_THAT(wrong.error_message(), HasSubstr("no session with this id and token"));
   // The session itself is untouched and still attachable.
   s.Attach(s.id(), s.token());
   EXPECT_TRUE(s.Sync().empty());
-}
-
-TEST_F(ServiceTest, AttachToAnUnknownSessionEndsTheStream) {
-  RawSession s(stub_.get(), false);
-  s.Attach(s.id() ^ 0x5a5a, s.token());
-  const grpc::Status st = s.Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ServiceTest, TheFirstMessageMustAttach) {
@@ -423,9 +465,9 @@ TEST_F(ServiceTest, SessionMemoryLimitGivesAMemoryErrorNamingTheOp) {
     req.set_op_table_digest(OpTable::Get().digest());
     v1::HandshakeResponse resp;
     ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
-    EXPECT_EQ(resp.session_memory_limit_bytes(), 4096u);
   }
   RawSession s(stub_.get());
+  EXPECT_EQ(s.open_response().session_memory_limit_bytes(), 4096u);
   s.Upload<float>(1, {512}, ScalarType::kFloat32, std::vector<float>(512, 1.0f));  // 2048 bytes
   s.Send(Call(9, "zeros", {IL({1024}), None(), None()}, {2}, "model.py:12"));  // 4096 more: over
   std::vector<v1::Error> errors = s.Sync();

@@ -44,7 +44,7 @@ class SocketStream {
   SocketStream(StreamFraming framing, const std::string& where, uint64_t id, const std::string& token)
       : framing_(framing), receiver_(size_t{64} << 20, wire::kDefaultStreamSpinNanos, framing) {
     absl::StatusOr<int> fd = framing == StreamFraming::kRecords
-                                 ? wire::ConnectShmChannel(where, wire::ShmOp::kHelloStream, id, token)
+                                 ? wire::ConnectShmChannel(where, wire::ShmOp::kHelloStream, id, token, ::geteuid())
                                  : wire::ConnectTcpStream(where, id, token, 10000);
     hello_ = fd.status();
     if (fd.ok()) {
@@ -720,9 +720,11 @@ TEST_P(SocketStreamTest, HelloNeedsTheTokenAndASessionTakesOneStream) {
   RawSession raw(stub_.get(), /*attach=*/false);
   {
     SocketStream bad(GetParam(), ChannelPath(), raw.id(), "not the token");
-    EXPECT_TRUE(absl::IsPermissionDenied(bad.hello())) << bad.hello();
+    EXPECT_TRUE(absl::IsNotFound(bad.hello())) << bad.hello();
     SocketStream unknown(GetParam(), ChannelPath(), raw.id() ^ 1, raw.token());
-    EXPECT_TRUE(absl::IsNotFound(unknown.hello())) << unknown.hello();
+    // The same answer: the hello does not tell whether an id exists.
+    EXPECT_EQ(unknown.hello(), bad.hello());
+    EXPECT_THAT(bad.hello().message(), HasSubstr("no session with this id and token"));
   }
   SocketStream first(GetParam(), ChannelPath(), raw.id(), raw.token());
   ASSERT_TRUE(first.hello().ok()) << first.hello();

@@ -89,7 +89,7 @@ absl::StatusOr<size_t> RecvOne(int sock, void* buf, size_t n, int* fd) {
 }  // namespace
 
 absl::StatusOr<int> ConnectShmChannel(const std::string& channel_path, ShmOp hello_op, uint64_t session_id,
-                                      absl::string_view token) {
+                                      absl::string_view token, uid_t daemon_uid) {
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
   if (channel_path.size() >= sizeof(sa.sun_path)) return absl::InvalidArgumentError("channel path too long");
@@ -101,6 +101,24 @@ absl::StatusOr<int> ConnectShmChannel(const std::string& channel_path, ShmOp hel
     const std::string why = std::strerror(errno);
     ::close(fd);
     return absl::UnavailableError(absl::StrCat("cannot connect to ", channel_path, ": ", why));
+  }
+  // Whoever listens at the path gets the session's token: it must be the
+  // daemon. Anyone who could write to the socket's directory (or bind the
+  // path before the daemon did) could listen there instead.
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot learn who listens at ", channel_path, ": ", why));
+  }
+  if (peer.uid != daemon_uid) {
+    ::close(fd);
+    return absl::PermissionDeniedError(absl::StrCat(
+        "refusing the side channel ", channel_path, ": the process listening there (pid ", peer.pid,
+        ") runs as uid ", peer.uid, ", but the daemon runs as uid ", daemon_uid,
+        " (the owner of its socket); the session's token was not sent. Something else took the daemon's "
+        "side-channel path: stop it and restart the daemon"));
   }
   timeval tv{10, 0};  // a daemon that does not answer must not hang the client
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

@@ -120,7 +120,7 @@ struct Stats {
   int64_t shm_segments_created = 0;  // shared-memory segments made (the rest of the transfers reused them)
 };
 
-// What the daemon said about itself in the handshake.
+// What the daemon said about itself when it opened the session.
 struct DaemonInfo {
   std::string server_version;
   std::vector<std::string> devices;  // "cpu", "cuda:0"

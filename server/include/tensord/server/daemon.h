@@ -58,6 +58,9 @@ struct DaemonOptions {
   // gRPC Stream call that sends no attach within it is cancelled
   // (ServiceOptions::attach_timeout).
   absl::Duration attach_timeout = absl::Seconds(60);
+  // Most sessions open at once from one peer: a TCP client's address, a Unix
+  // socket client's uid (ServiceOptions::max_sessions_per_peer; 0 = none).
+  int max_sessions_per_peer = 64;
 };
 
 // gRPC threads that session streams never take (DaemonOptions::grpc_threads).
@@ -69,6 +72,11 @@ inline constexpr int kMaxGrpcThreads = 65536;
 // kReservedGrpcThreads + 8 to kMaxGrpcThreads. InvalidArgument otherwise,
 // naming the range.
 absl::StatusOr<int> ParseGrpcThreads(absl::string_view text);
+
+// Parses a per-peer session limit (DaemonOptions::max_sessions_per_peer): a
+// whole number from 0 (no limit per peer) to 1024 (the daemon's limit).
+// InvalidArgument otherwise, naming the range.
+absl::StatusOr<int> ParseMaxSessionsPerPeer(absl::string_view text);
 
 // Parses a byte count: "1048576", "512K", "64MiB", "2G" (K, M, G, T and
 // KiB..TiB are powers of 1024), "4GB" (KB, MB, GB, TB are powers of 1000);
@@ -84,7 +92,8 @@ int64_t DefaultSessionMemoryLimit();
 
 // Applies a config file of `key = value` lines (# comments, blank lines):
 // listen (repeatable, or comma-separated), session_memory_limit_bytes,
-// cpu_cache_limit_bytes, log_level, stream_spin_us. Unknown keys and bad values are errors naming the line.
+// cpu_cache_limit_bytes, log_level, stream_spin_us, grpc_threads, max_sessions_per_peer. Unknown keys and
+// bad values are errors naming the line.
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options);
 
 class Daemon {
@@ -100,8 +109,8 @@ class Daemon {
   // replaced by the port chosen.
   const std::vector<std::string>& addresses() const { return addresses_; }
   TensordService& service() { return *service_; }
-  // Each TCP port's acceptor, then each Unix socket's side channel (for
-  // tests: side_channel.h).
+  // Each TCP port's acceptor, then each Unix socket's side channel, then
+  // each Unix socket's gRPC acceptor (for tests: side_channel.h).
   const std::vector<std::unique_ptr<SideChannelServer>>& side_channels() const { return side_channels_; }
 
   // Closes every session, stops the server (waiting up to the grace period

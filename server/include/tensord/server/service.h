@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -43,6 +44,10 @@ struct ServiceOptions {
   int64_t session_memory_limit_bytes = 0;
   // At most this many open sessions; more are refused (ResourceExhausted).
   size_t max_sessions = 1024;
+  // At most this many open sessions per peer (a TCP client's address, a
+  // Unix socket client's uid), so that one peer cannot fill the table for
+  // everyone; more are refused (ResourceExhausted). 0 = no limit per peer.
+  size_t max_sessions_per_peer = 64;
   // At most this many session streams on gRPC at once; more are refused
   // (ResourceExhausted). Each holds one of the gRPC server's threads while it
   // lasts (the synchronous API), so the daemon sets this below the server's
@@ -53,7 +58,8 @@ struct ServiceOptions {
   // A session that no stream attaches to within this time is closed, and a
   // Stream call whose first message (attach) has not come within it is
   // cancelled (it holds a gRPC thread and a max_grpc_streams slot). Both are
-  // checked when a session opens and when a Stream call is refused.
+  // checked on a timer (every attach_timeout / 4, at most every 5 s), when a
+  // session opens and when a Stream call is refused.
   absl::Duration attach_timeout = absl::Seconds(60);
   // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
   // fill): see CpuAllocatorOptions. It is also emptied when a session closes.
@@ -88,8 +94,9 @@ class TensordService final : public v1::Tensord::Service {
   // The session stream over the side-channel socket `sock` for a same-host
   // client, or over a TCP connection to the daemon's port (`framing`
   // kByteStream) (tensord/wire/socket_stream.h), whose hello named `session_id`
-  // and `token`: answers the hello (a ShmReply: NotFound, PermissionDenied,
-  // FailedPrecondition when the session has a stream already), then
+  // and `token`: answers the hello (a ShmReply: NotFound for an unknown id
+  // or a wrong token alike, FailedPrecondition when the session has a
+  // stream already), then
   // executes the session's messages in order, as Stream does, until the
   // client ends the stream, the socket fails or the session is closed; then
   // sends the end record (why it ended) and closes the session. The caller
@@ -109,8 +116,17 @@ class TensordService final : public v1::Tensord::Service {
   static constexpr absl::Duration kShutdownGrace = absl::Milliseconds(500);
 
   // The session `session_id` when `token` is its token (the shared-memory
-  // side channel's hello): NotFound or PermissionDenied otherwise.
+  // side channel's hello): NotFound otherwise, the same for an unknown id
+  // and a wrong token.
   absl::StatusOr<std::shared_ptr<Session>> FindSession(uint64_t session_id, absl::string_view token) const;
+
+  // Who is at the other end of the connection `fd` that the daemon accepted
+  // and hands to gRPC (AddInsecureChannelFromFd; gRPC then names its calls'
+  // peer "fd:N"): "uid N" for a Unix socket, the address for TCP. Sessions
+  // are counted per peer (max_sessions_per_peer). Called before the
+  // connection is handed over, so that a descriptor number reused by a new
+  // connection is noted anew first.
+  void NoteConnectionPeer(int fd, std::string peer) ABSL_LOCKS_EXCLUDED(peers_mu_);
 
   // Introspection (tests, logs).
   size_t live_sessions() const;
@@ -139,13 +155,15 @@ class TensordService final : public v1::Tensord::Service {
     int socket = -1;                   // or the attached same-host or TCP stream's socket
     bool attached = false;
     absl::Time opened;
+    std::string peer;  // who opened it (PeerOf)
   };
 
   TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels);
 
   // Marks the session attached to a stream (a gRPC stream, or the same-host
-  // or TCP stream's `sock`): NotFound, PermissionDenied (token),
-  // FailedPrecondition (attached already) or Unavailable (shutting down).
+  // or TCP stream's `sock`): NotFound (an unknown id or a wrong token: one
+  // answer for both), FailedPrecondition (attached already) or Unavailable
+  // (shutting down).
   absl::StatusOr<std::shared_ptr<Session>> Attach(uint64_t id, absl::string_view token,
                                                   std::shared_ptr<GrpcStream> grpc, int sock)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -173,6 +191,12 @@ class TensordService final : public v1::Tensord::Service {
   std::optional<SessionStats> Remove(uint64_t session_id, absl::string_view why);
   // Closes sessions that no stream attached to in time.
   void ReapUnattached() ABSL_LOCKS_EXCLUDED(mu_);
+  // The reaper thread: ReapUnattached on a timer until shutdown.
+  void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // The peer a call comes from, as sessions are counted: a connection the
+  // daemon accepted itself is named by NoteConnectionPeer; a TCP address
+  // gRPC accepted loses its port; anything else is gRPC's peer string.
+  std::string PeerOf(const grpc::ServerContext& context) const ABSL_LOCKS_EXCLUDED(peers_mu_);
 
   const ServiceOptions options_;
   const std::unique_ptr<KernelRegistry> kernels_;
@@ -186,6 +210,10 @@ class TensordService final : public v1::Tensord::Service {
   // handler removes its own entry before it returns).
   absl::flat_hash_map<grpc::ServerContext*, absl::Time> unattached_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, size_t> sessions_per_peer_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex peers_mu_;
+  absl::flat_hash_map<int, std::string> fd_peers_ ABSL_GUARDED_BY(peers_mu_);
+  std::thread reaper_;  // ReapLoop
 };
 
 }  // namespace tensord::server

@@ -20,6 +20,8 @@
 #ifndef TENSORD_WIRE_SHM_H_
 #define TENSORD_WIRE_SHM_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -65,8 +67,11 @@ std::string ShmSocketPath(absl::string_view unix_socket_path);
 // owned by the caller; a 10 s receive timeout set for the hello is left in
 // place), or why the daemon offers no channel (Unavailable, InvalidArgument
 // for a path or token too long) or refused the hello (its reply's error).
+// The hello (and so the token) goes only to a peer running as `daemon_uid`
+// (SO_PEERCRED): another is refused with PermissionDenied naming the path
+// and both uids.
 absl::StatusOr<int> ConnectShmChannel(const std::string& channel_path, ShmOp hello, uint64_t session_id,
-                                      absl::string_view token);
+                                      absl::string_view token, uid_t daemon_uid);
 
 // Sends one frame, with `fd` attached when fd >= 0 (the caller keeps its fd).
 absl::Status SendShmFrame(int sock, const ShmFrame& frame, int fd = -1);

@@ -1,0 +1,335 @@
+// Attacks on the daemon as a whole, at the raw protocol level: taking every
+// session or every waiting connection from the others, listening where the
+// daemon's side channel should be, and learning what a caller without a
+// session's token must not (whether an id exists, the session's random
+// numbers). Each shows the daemon alive and a session of another peer
+// unharmed afterwards.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel_posix.h"
+#include "../../server/src/side_channel.h"
+#include "raw_client.h"
+#include "tensord/wire/shm.h"
+#include "tensord/wire/socket_stream.h"
+
+namespace tensord::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A TCP connection from the loopback address `from` (127.0.0.x: another
+// "peer" on this host) to the daemon's TCP port `to` ("127.0.0.1:PORT"); -1
+// when it cannot be made.
+int ConnectFrom(const std::string& from, const std::string& to) {
+  const size_t colon = to.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(to.substr(colon + 1), &port)) return -1;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from.c_str(), &local.sin_addr);
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, to.substr(0, colon).c_str(), &remote.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
+    ADD_FAILURE() << "connect from " << from << " to " << to << ": " << std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A gRPC stub over the connection `fd` (ConnectFrom), which it takes over.
+std::unique_ptr<v1::Tensord::Stub> StubOver(int fd) {
+  return v1::Tensord::NewStub(grpc::CreateInsecureChannelFromFd("tensord", fd));
+}
+
+grpc::Status OpenSession(v1::Tensord::Stub* stub, v1::OpenSessionResponse* resp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::OpenSessionRequest req;
+  req.set_client_name("lockout-test");
+  req.set_op_table_digest(OpTable::Get().digest());
+  return stub->OpenSession(&ctx, req, resp);
+}
+
+grpc::Status CloseSession(v1::Tensord::Stub* stub, uint64_t id, const std::string& token) {
+  grpc::ClientContext ctx;
+  v1::CloseSessionRequest req;
+  req.set_session_id(id);
+  req.set_token(token);
+  v1::CloseSessionResponse resp;
+  return stub->CloseSession(&ctx, req, &resp);
+}
+
+class LockoutTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    DaemonFixture::SetUp();
+    StartBystander();
+  }
+  void StartBystander() {
+    bystander_.reset();
+    bystander_stub_.reset();
+    // Another peer: TCP from 127.0.0.2, while the attacks come over the
+    // Unix socket (this test's uid) or from 127.0.0.1.
+    const int fd = ConnectFrom("127.0.0.2", daemon_->addresses()[1]);
+    ASSERT_GE(fd, 0);
+    bystander_stub_ = StubOver(fd);
+    bystander_ = std::make_unique<RawSession>(bystander_stub_.get());
+    bystander_->Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
+    ASSERT_TRUE(bystander_->Sync().empty());
+  }
+
+  // The other peer's session still computes, its data intact, and the
+  // other peer can still open a session.
+  void ExpectBystanderServed() {
+    ++bystander_calls_;
+    const uint64_t out = 100 + bystander_calls_;
+    bystander_->Send(Call(bystander_calls_, "unsqueeze", {T(1), I(0)}, {out}));
+    EXPECT_TRUE(bystander_->Sync().empty());
+    EXPECT_THAT(bystander_->FetchValues<float>(out), ::testing::ElementsAre(1, 2, 3));
+    v1::OpenSessionResponse resp;
+    const grpc::Status st = OpenSession(bystander_stub_.get(), &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    if (st.ok()) {
+      EXPECT_TRUE(CloseSession(bystander_stub_.get(), resp.session_id(), resp.token()).ok());
+    }
+  }
+
+  void TearDown() override {
+    if (bystander_ != nullptr) ExpectBystanderServed();
+    bystander_.reset();
+    bystander_stub_.reset();
+    DaemonFixture::TearDown();
+  }
+
+  std::unique_ptr<v1::Tensord::Stub> bystander_stub_;
+  std::unique_ptr<RawSession> bystander_;
+  uint64_t bystander_calls_ = 0;
+};
+
+// One peer opening sessions in a loop gets its own limit, not the daemon's:
+// the others can still open theirs.
+TEST_F(LockoutTest, OnePeerCannotTakeEverySession) {
+  const size_t limit = daemon_->service().options().max_sessions_per_peer;
+  ASSERT_EQ(limit, 64u);
+  std::vector<v1::OpenSessionResponse> mine;
+  grpc::Status refused;
+  for (int i = 0; i < 2000; ++i) {  // past the daemon's own limit (1024)
+    v1::OpenSessionResponse resp;
+    const grpc::Status st = OpenSession(stub_.get(), &resp);
+    if (!st.ok()) {
+      refused = st;
+      break;
+    }
+    mine.push_back(resp);
+  }
+  EXPECT_EQ(mine.size(), limit);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr(absl::StrCat("uid ", ::geteuid(), " already has 64 open sessions")));
+  EXPECT_THAT(refused.error_message(), HasSubstr("limit per peer (64"));
+  // Another address is another peer, over the same port.
+  const int fd = ConnectFrom("127.0.0.1", daemon_->addresses()[1]);
+  ASSERT_GE(fd, 0);
+  auto other = StubOver(fd);
+  RawSession s(other.get());
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_TRUE(s.Close().ok());
+  ExpectBystanderServed();
+  // A closed session makes room for the next.
+  ASSERT_FALSE(mine.empty());
+  EXPECT_TRUE(CloseSession(stub_.get(), mine.back().session_id(), mine.back().token()).ok());
+  mine.pop_back();
+  v1::OpenSessionResponse again;
+  EXPECT_TRUE(OpenSession(stub_.get(), &again).ok());
+  mine.push_back(again);
+  for (const v1::OpenSessionResponse& r : mine) {
+    EXPECT_TRUE(CloseSession(stub_.get(), r.session_id(), r.token()).ok());
+  }
+  EXPECT_EQ(daemon_->service().live_sessions(), 1u);  // the bystander's
+}
+
+// A session that no stream ever attaches to is closed once attach_timeout
+// has passed, without anyone else opening a session.
+TEST_F(LockoutTest, UnattachedSessionsAreClosedOnATimer) {
+  attach_timeout_ = absl::Milliseconds(200);
+  StartDaemon(0);
+  StartBystander();  // attached: stays
+  v1::OpenSessionResponse idle;
+  ASSERT_TRUE(OpenSession(stub_.get(), &idle).ok());
+  ASSERT_EQ(daemon_->service().live_sessions(), 2u);
+  // Bounded: the timer runs every 50 ms here; 30 s only catches a daemon
+  // that never reaps.
+  for (int i = 0; i < 3000 && daemon_->service().live_sessions() > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(daemon_->service().live_sessions(), 1u);
+  RawSession late(stub_.get(), /*attach=*/false);
+  late.Attach(idle.session_id(), idle.token());
+  EXPECT_EQ(late.Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  ExpectBystanderServed();
+}
+
+// Silent connections from one address (more than the daemon lets wait in
+// all before) do not push out a slow client from another address, which
+// connected first and speaks last.
+TEST_F(LockoutTest, AFloodOfSilentConnectionsDoesNotPushOutASlowClient) {
+  const std::string port = daemon_->addresses()[1];
+  const int slow = ConnectFrom("127.0.0.3", port);
+  ASSERT_GE(slow, 0);
+  constexpr int kFlood = 80;  // more than the 64 that could wait before
+  std::vector<int> flood;
+  for (int i = 0; i < kFlood; ++i) {
+    const int fd = ConnectFrom("127.0.0.1", port);
+    ASSERT_GE(fd, 0);
+    flood.push_back(fd);
+  }
+  // The daemon accepts in order: once it pushed out the flood's connection
+  // that the last one displaced, it has taken all of them (and the slow
+  // one before). A daemon that pushes out others' connections instead
+  // never closes this one: bounded by 30 s.
+  const int displaced = flood[kFlood - 1 - server::SideChannelServer::kMaxPendingPerPeer];
+  pollfd p{displaced, POLLIN | POLLRDHUP, 0};
+  ASSERT_EQ(::poll(&p, 1, 30000), 1) << "the flood's connections were not pushed out";
+  char byte;
+  EXPECT_LE(::recv(displaced, &byte, 1, MSG_DONTWAIT), 0);
+  // The slow client speaks now, and is served.
+  auto stub = StubOver(slow);
+  RawSession s(stub.get());
+  s.Upload<int32_t>(1, {3}, ScalarType::kInt32, {7, 8, 9});
+  EXPECT_THAT(s.FetchValues<int32_t>(1), ::testing::ElementsAre(7, 8, 9));
+  EXPECT_TRUE(s.Close().ok());
+  for (int fd : flood) ::close(fd);
+  ExpectBystanderServed();
+}
+
+// Unknown id and wrong token get one answer on every transport: gRPC's
+// CloseSession and attach, the same-host stream's and the shared-memory
+// channel's hello, the TCP stream's hello.
+TEST_F(LockoutTest, AnUnknownIdAndAWrongTokenGetTheSameAnswerEverywhere) {
+  RawSession victim(stub_.get(), /*attach=*/false);
+  const std::string wrong_token(victim.token().size(), 'x');
+  const uint64_t unknown_id = victim.id() ^ 0x5a5a5a5a;
+  std::vector<std::pair<std::string, std::string>> answers;  // what, "code: message"
+  const auto note = [&](const std::string& what, int code, absl::string_view message) {
+    answers.emplace_back(what, absl::StrCat(code, ": ", message));
+  };
+  for (const auto& [id, token] : {std::pair{victim.id(), wrong_token}, std::pair{unknown_id, victim.token()}}) {
+    const std::string which = id == victim.id() ? "wrong token" : "unknown id";
+    const grpc::Status close = CloseSession(stub_.get(), id, token);
+    note("close, " + which, close.error_code(), close.error_message());
+    RawSession attach(stub_.get(), /*attach=*/false);
+    attach.Attach(id, token);
+    const grpc::Status attached = attach.Finish();
+    note("attach, " + which, attached.error_code(), attached.error_message());
+    const std::string channel = wire::ShmSocketPath(dir_ + "/td.sock");
+    for (const wire::ShmOp op : {wire::ShmOp::kHello, wire::ShmOp::kHelloStream}) {
+      absl::StatusOr<int> fd = wire::ConnectShmChannel(channel, op, id, token, ::geteuid());
+      ASSERT_FALSE(fd.ok());
+      note(absl::StrCat("side channel ", static_cast<int>(op), ", ", which), static_cast<int>(fd.status().code()),
+           fd.status().message());
+    }
+    absl::StatusOr<int> tcp = wire::ConnectTcpStream(daemon_->addresses()[1], id, token, 10000);
+    ASSERT_FALSE(tcp.ok());
+    note("tcp stream, " + which, static_cast<int>(tcp.status().code()), tcp.status().message());
+  }
+  ASSERT_EQ(answers.size(), 10u);
+  for (size_t i = 0; i < 5; ++i) {
+    // The wrong token and the unknown id, through the same door, alike.
+    EXPECT_EQ(answers[i].second, answers[i + 5].second) << answers[i].first << " vs " << answers[i + 5].first;
+    EXPECT_THAT(answers[i].second, HasSubstr(absl::StrCat(static_cast<int>(grpc::StatusCode::NOT_FOUND), ": ")));
+    EXPECT_THAT(answers[i].second, HasSubstr("no session with this id and token"));
+  }
+  // The victim's session is untouched.
+  victim.Attach(victim.id(), victim.token());
+  EXPECT_TRUE(victim.Sync().empty());
+  EXPECT_TRUE(victim.Close().ok());
+  ExpectBystanderServed();
+}
+
+// The session's generator is not seeded from its id (which the daemon
+// logs): seeding another session with the id does not give its numbers.
+// manual_seed still makes them reproducible.
+TEST_F(LockoutTest, RandomNumbersAreNotPredictableFromTheSessionId) {
+  const auto rand8 = [](RawSession& s, std::optional<uint64_t> seed) {
+    if (seed.has_value()) {
+      v1::Request r;
+      r.mutable_manual_seed()->set_seed(*seed);
+      s.Send(r);
+    }
+    s.Send(Call(1, "rand", {IL({8}), None(), None()}, {1}));
+    EXPECT_TRUE(s.Sync().empty());
+    return s.FetchValues<float>(1);
+  };
+  RawSession a(stub_.get());
+  RawSession b(stub_.get());
+  const std::vector<float> unseeded = rand8(a, std::nullopt);
+  EXPECT_NE(unseeded, rand8(b, a.id()));  // a log reader's guess
+  RawSession c(stub_.get());
+  RawSession d(stub_.get());
+  EXPECT_EQ(rand8(c, 1234), rand8(d, 1234));
+  RawSession e(stub_.get());
+  RawSession f(stub_.get());
+  EXPECT_NE(rand8(e, std::nullopt), rand8(f, std::nullopt));
+  for (RawSession* s : {&a, &b, &c, &d, &e, &f}) EXPECT_TRUE(s->Close().ok());
+  ExpectBystanderServed();
+}
+
+// A client hands the side channel its session's token only when the peer
+// there runs as the daemon's user: a listener of another user (squatting
+// the path) gets nothing, not even the hello's first byte.
+TEST(SideChannelPeer, TheTokenGoesOnlyToThePeerOfTheDaemonsUser) {
+  char tmpl[] = "/tmp/tensord-squat-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/td.sock.shm";
+  const int squatter = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::strncpy(sa.sun_path, path.c_str(), sizeof(sa.sun_path) - 1);
+  ASSERT_EQ(::bind(squatter, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(squatter, 8), 0);
+  // The daemon's user, as the client learns it from its socket's owner: not
+  // the squatter's (this process's) uid.
+  const uid_t daemon_uid = ::geteuid() + 1;
+  absl::StatusOr<int> fd = wire::ConnectShmChannel(path, wire::ShmOp::kHello, 42, "secret-token", daemon_uid);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(fd.status())) << fd.status();
+  EXPECT_THAT(fd.status().message(), HasSubstr(path));
+  EXPECT_THAT(fd.status().message(), HasSubstr(absl::StrCat("runs as uid ", ::geteuid())));
+  EXPECT_THAT(fd.status().message(), HasSubstr(absl::StrCat("the daemon runs as uid ", daemon_uid)));
+  EXPECT_THAT(fd.status().message(), HasSubstr("token was not sent"));
+  const int conn = ::accept4(squatter, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(conn, 0);
+  char buf[256];
+  EXPECT_EQ(::recv(conn, buf, sizeof(buf), 0), 0);  // the end, and nothing before it
+  ::close(conn);
+  // The same-host stream's hello too.
+  fd = wire::ConnectShmChannel(path, wire::ShmOp::kHelloStream, 42, "secret-token", daemon_uid);
+  EXPECT_TRUE(absl::IsPermissionDenied(fd.status())) << fd.status();
+  const int conn2 = ::accept4(squatter, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(conn2, 0);
+  EXPECT_EQ(::recv(conn2, buf, sizeof(buf), 0), 0);
+  ::close(conn2);
+  ::close(squatter);
+  std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace tensord::testing
