@@ -1,14 +1,20 @@
 // Memory a client could make the daemon hold beyond its session's limit,
-// spoken to raw: failed output handles, call sites, uploads left open and
-// oversized handshakes are each charged to the session or capped. After
+// spoken to raw: failed output handles, call sites, uploads left open,
+// stream messages announced and not sent, and oversized handshakes are each
+// charged to the session or capped. After
 // each attempt the daemon's resident memory (this process: the daemon runs
 // in it) has grown by less than kRssBound, the daemon serves, and a second
 // session is unharmed.
+#include <malloc.h>
+#include <sys/socket.h>
+
 #include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "raw_client.h"
+#include "absl/time/clock.h"
+#include "tensord/wire/socket_stream.h"
 #include "tensord/server/daemon.h"
 
 namespace tensord::testing {
@@ -27,6 +33,13 @@ int64_t ResidentBytes() {
     if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmRSS:  1234 kB"
   }
   return -1;
+}
+
+// Bytes allocated by malloc in this process, in every arena and in blocks
+// of their own (mmap), touched or not.
+int64_t MallocBytes() {
+  const struct mallinfo2 mi = ::mallinfo2();
+  return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
 }
 
 class ExhaustionTest : public DaemonFixture {
@@ -139,6 +152,39 @@ TEST_F(ExhaustionTest, UploadsInProgressAreCapped) {
   EXPECT_THAT(s.FetchValues<float>(5000), ::testing::ElementsAre(3, 4));
 }
 
+// Sessions whose TCP streams each announce a 60 MiB message and send 8 KiB
+// of it (past the first 4 KiB the receiver probes for a placed upload): the
+// daemon's receivers grow with the bytes that came, not to the announced
+// lengths (16 x 60 MiB reserved would be 960 MiB).
+TEST_F(ExhaustionTest, AnnouncedStreamLengthsAreNotReservedBeforeTheirBytes) {
+  const int64_t malloc_before = MallocBytes();
+  std::vector<std::unique_ptr<RawSession>> sessions;
+  std::vector<int> fds;
+  for (int i = 0; i < 16; ++i) {
+    sessions.push_back(std::make_unique<RawSession>(stub_.get(), /*attach=*/false));
+    absl::StatusOr<int> fd =
+        wire::ConnectTcpStream(daemon_->addresses()[1], sessions.back()->id(), sessions.back()->token(), 10000);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    fds.push_back(*fd);
+    wire::ByteStreamHeader h;
+    h.length = 60 << 20;
+    const std::string bytes = std::string(reinterpret_cast<const char*>(&h), sizeof(h)) + std::string(8192, 'x');
+    ASSERT_EQ(::send(*fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+  // Let every stream's thread take its bytes in, then measure with them all
+  // still waiting inside their messages. Untouched pages of a reserved
+  // buffer are not resident, so the heap's allocated bytes are what show a
+  // reservation made for the announced length.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
+  EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
+  // The bystander is served meanwhile (TearDown checks it again after).
+  bystander_->Send(Call(1, "neg", {T(1)}, {3}));
+  EXPECT_TRUE(bystander_->Sync().empty());
+  EXPECT_THAT(bystander_->FetchValues<float>(3), ::testing::ElementsAre(-1, -2, -3));
+  for (int fd : fds) ::close(fd);
+}
+
 // An unauthenticated Handshake with a huge op table is refused by its
 // numbers, not copied line by line.
 TEST_F(ExhaustionTest, AHandshakeWithAHugeOpTableIsRefusedUncopied) {
@@ -163,19 +209,15 @@ TEST_F(DefaultLimitTest, TheDaemonLimitsSessionsUnlessToldNotTo) {
   const int64_t limit = server::DefaultSessionMemoryLimit();
   EXPECT_GE(limit, int64_t{64} << 20);
   EXPECT_EQ(server::DaemonOptions().session_memory_limit_bytes, -1);
-  auto handshake_limit = [this] {
-    grpc::ClientContext ctx;
-    v1::HandshakeRequest req;
-    req.set_protocol_version(wire::kProtocolVersion);
-    req.set_op_table_digest(OpTable::Get().digest());
-    v1::HandshakeResponse resp;
-    EXPECT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
-    return resp.session_memory_limit_bytes();
+  // A session holder learns its limit when it opens the session.
+  auto session_limit = [this] {
+    RawSession s(stub_.get());
+    return s.open_response().session_memory_limit_bytes();
   };
   StartDaemon(/*session_memory_limit_bytes=*/-1);  // the default
-  EXPECT_EQ(handshake_limit(), static_cast<uint64_t>(limit));
+  EXPECT_EQ(session_limit(), static_cast<uint64_t>(limit));
   StartDaemon(/*session_memory_limit_bytes=*/0);
-  EXPECT_EQ(handshake_limit(), 0u);
+  EXPECT_EQ(session_limit(), 0u);
 }
 
 }  // namespace
