@@ -46,23 +46,19 @@ class ExhaustionTest : public DaemonFixture {
  protected:
   void SetUp() override {
     StartDaemon(/*session_memory_limit_bytes=*/1 << 20);
-    bystander_ = std::make_unique<RawSession>(stub_.get());
-    bystander_->Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
-    ASSERT_TRUE(bystander_->Sync().empty());
+    bystander_ = std::make_unique<Bystander>(stub_.get());
     rss_before_ = ResidentBytes();
     ASSERT_GT(rss_before_, 0);
   }
 
   void TearDown() override {
     EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
-    bystander_->Send(Call(1, "unsqueeze", {T(1), I(0)}, {2}));
-    EXPECT_TRUE(bystander_->Sync().empty());
-    EXPECT_THAT(bystander_->FetchValues<float>(2), ::testing::ElementsAre(1, 2, 3));
+    bystander_->ExpectServed();
     bystander_.reset();
     DaemonFixture::TearDown();
   }
 
-  std::unique_ptr<RawSession> bystander_;
+  std::unique_ptr<Bystander> bystander_;
   int64_t rss_before_ = 0;
 };
 
@@ -179,9 +175,7 @@ TEST_F(ExhaustionTest, AnnouncedStreamLengthsAreNotReservedBeforeTheirBytes) {
   EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
   EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
   // The bystander is served meanwhile (TearDown checks it again after).
-  bystander_->Send(Call(1, "neg", {T(1)}, {3}));
-  EXPECT_TRUE(bystander_->Sync().empty());
-  EXPECT_THAT(bystander_->FetchValues<float>(3), ::testing::ElementsAre(-1, -2, -3));
+  bystander_->ExpectServed();
   for (int fd : fds) ::close(fd);
 }
 

@@ -14,19 +14,11 @@ class HostileTest : public DaemonFixture {
  protected:
   void SetUp() override {
     DaemonFixture::SetUp();
-    bystander_ = std::make_unique<RawSession>(stub_.get());
-    bystander_->Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
-    ASSERT_TRUE(bystander_->Sync().empty());
+    bystander_ = std::make_unique<Bystander>(stub_.get());
   }
 
   // The session running alongside still computes, and its data is intact.
-  void ExpectBystanderServed() {
-    ++bystander_calls_;
-    const uint64_t out = 100 + bystander_calls_;
-    bystander_->Send(Call(bystander_calls_, "unsqueeze", {T(1), I(0)}, {out}));
-    EXPECT_TRUE(bystander_->Sync().empty());
-    EXPECT_THAT(bystander_->FetchValues<float>(out), ::testing::ElementsAre(1, 2, 3));
-  }
+  void ExpectBystanderServed() { bystander_->ExpectServed(); }
 
   void TearDown() override {
     ExpectBystanderServed();
@@ -34,8 +26,7 @@ class HostileTest : public DaemonFixture {
     DaemonFixture::TearDown();
   }
 
-  std::unique_ptr<RawSession> bystander_;
-  uint64_t bystander_calls_ = 0;
+  std::unique_ptr<Bystander> bystander_;
 };
 
 TEST_F(HostileTest, UnknownHandle) {
@@ -70,7 +61,7 @@ TEST_F(HostileTest, AnotherSessionsHandleIsUnknown) {
 
 TEST_F(HostileTest, BadTokenAndForeignSessionId) {
   RawSession s(stub_.get(), false);
-  s.Attach(bystander_->id(), s.token());  // someone else's session with our token
+  s.Attach(bystander_->session().id(), s.token());  // someone else's session with our token
   EXPECT_EQ(s.Finish().error_code(), grpc::StatusCode::NOT_FOUND);
   ExpectBystanderServed();
 }

@@ -69,15 +69,6 @@ grpc::Status OpenSession(v1::Tensord::Stub* stub, v1::OpenSessionResponse* resp)
   return stub->OpenSession(&ctx, req, resp);
 }
 
-grpc::Status CloseSession(v1::Tensord::Stub* stub, uint64_t id, const std::string& token) {
-  grpc::ClientContext ctx;
-  v1::CloseSessionRequest req;
-  req.set_session_id(id);
-  req.set_token(token);
-  v1::CloseSessionResponse resp;
-  return stub->CloseSession(&ctx, req, &resp);
-}
-
 class LockoutTest : public DaemonFixture {
  protected:
   void SetUp() override {
@@ -92,24 +83,18 @@ class LockoutTest : public DaemonFixture {
     const int fd = ConnectFrom("127.0.0.2", daemon_->addresses()[1]);
     ASSERT_GE(fd, 0);
     bystander_stub_ = StubOver(fd);
-    bystander_ = std::make_unique<RawSession>(bystander_stub_.get());
-    bystander_->Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
-    ASSERT_TRUE(bystander_->Sync().empty());
+    bystander_ = std::make_unique<Bystander>(bystander_stub_.get());
   }
 
   // The other peer's session still computes, its data intact, and the
   // other peer can still open a session.
   void ExpectBystanderServed() {
-    ++bystander_calls_;
-    const uint64_t out = 100 + bystander_calls_;
-    bystander_->Send(Call(bystander_calls_, "unsqueeze", {T(1), I(0)}, {out}));
-    EXPECT_TRUE(bystander_->Sync().empty());
-    EXPECT_THAT(bystander_->FetchValues<float>(out), ::testing::ElementsAre(1, 2, 3));
+    bystander_->ExpectServed();
     v1::OpenSessionResponse resp;
     const grpc::Status st = OpenSession(bystander_stub_.get(), &resp);
     EXPECT_TRUE(st.ok()) << st.error_message();
     if (st.ok()) {
-      EXPECT_TRUE(CloseSession(bystander_stub_.get(), resp.session_id(), resp.token()).ok());
+      EXPECT_TRUE(CloseSessionRaw(bystander_stub_.get(), resp.session_id(), resp.token()).ok());
     }
   }
 
@@ -121,8 +106,7 @@ class LockoutTest : public DaemonFixture {
   }
 
   std::unique_ptr<v1::Tensord::Stub> bystander_stub_;
-  std::unique_ptr<RawSession> bystander_;
-  uint64_t bystander_calls_ = 0;
+  std::unique_ptr<Bystander> bystander_;
 };
 
 // One peer opening sessions in a loop gets its own limit, not the daemon's:
@@ -155,13 +139,13 @@ TEST_F(LockoutTest, OnePeerCannotTakeEverySession) {
   ExpectBystanderServed();
   // A closed session makes room for the next.
   ASSERT_FALSE(mine.empty());
-  EXPECT_TRUE(CloseSession(stub_.get(), mine.back().session_id(), mine.back().token()).ok());
+  EXPECT_TRUE(CloseSessionRaw(stub_.get(), mine.back().session_id(), mine.back().token()).ok());
   mine.pop_back();
   v1::OpenSessionResponse again;
   EXPECT_TRUE(OpenSession(stub_.get(), &again).ok());
   mine.push_back(again);
   for (const v1::OpenSessionResponse& r : mine) {
-    EXPECT_TRUE(CloseSession(stub_.get(), r.session_id(), r.token()).ok());
+    EXPECT_TRUE(CloseSessionRaw(stub_.get(), r.session_id(), r.token()).ok());
   }
   EXPECT_EQ(daemon_->service().live_sessions(), 1u);  // the bystander's
 }
@@ -233,7 +217,7 @@ TEST_F(LockoutTest, AnUnknownIdAndAWrongTokenGetTheSameAnswerEverywhere) {
   };
   for (const auto& [id, token] : {std::pair{victim.id(), wrong_token}, std::pair{unknown_id, victim.token()}}) {
     const std::string which = id == victim.id() ? "wrong token" : "unknown id";
-    const grpc::Status close = CloseSession(stub_.get(), id, token);
+    const grpc::Status close = CloseSessionRaw(stub_.get(), id, token);
     note("close, " + which, close.error_code(), close.error_message());
     RawSession attach(stub_.get(), /*attach=*/false);
     attach.Attach(id, token);

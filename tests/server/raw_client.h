@@ -282,6 +282,41 @@ class RawSession {
   v1::OpenSessionResponse open_response_;
 };
 
+// CloseSession for session `id` with `token`, as any caller may send it.
+inline grpc::Status CloseSessionRaw(v1::Tensord::Stub* stub, uint64_t id, const std::string& token) {
+  grpc::ClientContext ctx;
+  v1::CloseSessionRequest req;
+  req.set_session_id(id);
+  req.set_token(token);
+  v1::CloseSessionResponse resp;
+  return stub->CloseSession(&ctx, req, &resp);
+}
+
+// A session that runs beside an attack: it holds handle 1 = [1, 2, 3]
+// (float32). ExpectServed() checks that it still computes and that its data
+// is intact; each check uses a new call id and output handle.
+class Bystander {
+ public:
+  explicit Bystander(v1::Tensord::Stub* stub) : session_(stub) {
+    session_.Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
+    EXPECT_TRUE(session_.Sync().empty());
+  }
+
+  void ExpectServed() {
+    ++calls_;
+    const uint64_t out = 100 + calls_;
+    session_.Send(Call(calls_, "unsqueeze", {T(1), I(0)}, {out}));
+    EXPECT_TRUE(session_.Sync().empty());
+    EXPECT_THAT(session_.FetchValues<float>(out), ::testing::ElementsAre(1, 2, 3));
+  }
+
+  RawSession& session() { return session_; }
+
+ private:
+  RawSession session_;
+  uint64_t calls_ = 0;
+};
+
 // An in-process daemon on a temporary Unix socket and 127.0.0.1:0.
 class DaemonFixture : public ::testing::Test {
  protected:

@@ -149,22 +149,13 @@ TEST_F(ServiceTest, OpenAttachSyncClose) {
   EXPECT_EQ(s.Close().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
-grpc::Status CloseWith(v1::Tensord::Stub* stub, uint64_t id, const std::string& token) {
-  grpc::ClientContext ctx;
-  v1::CloseSessionRequest req;
-  req.set_session_id(id);
-  req.set_token(token);
-  v1::CloseSessionResponse resp;
-  return stub->CloseSession(&ctx, req, &resp);
-}
-
 // A caller without the token cannot tell an open session's id from an
 // unknown one: the same code and the same message for both.
 TEST_F(ServiceTest, CloseSaysTheSameForAWrongTokenAndAnUnknownId) {
   RawSession s(stub_.get(), false);
   RawSession other(stub_.get());
-  const grpc::Status wrong = CloseWith(stub_.get(), s.id(), std::string(16, 'x'));
-  const grpc::Status unknown = CloseWith(stub_.get(), s.id() ^ 0x5a5a, s.token());
+  const grpc::Status wrong = CloseSessionRaw(stub_.get(), s.id(), std::string(16, 'x'));
+  const grpc::Status unknown = CloseSessionRaw(stub_.get(), s.id() ^ 0x5a5a, s.token());
   EXPECT_EQ(wrong.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(unknown.error_code(), wrong.error_code());
   EXPECT_EQ(unknown.error_message(), wrong.error_message());
