@@ -90,6 +90,7 @@ absl::Status RoundingKernel(KernelContext& ctx, const char* name, FloatFn fn) {
       if constexpr (std::is_floating_point_v<C>) {
         return fn(x);
       } else {
+        (void)fn;  // captured for the float branch only
         return x;  // integers are already whole
       }
     };

@@ -64,7 +64,7 @@ absl::Status OutOfMemory(absl::string_view op, int64_t nbytes, int64_t in_use, i
                                  " bytes); this session has ", FormatBytes(in_use), " in use");
   if (limit > 0) absl::StrAppend(&msg, " of its ", FormatBytes(limit), " limit (", limit, " bytes)");
   if (bookkeeping > 0) {
-    absl::StrAppend(&msg, ", and ", FormatBytes(bookkeeping), " of bookkeeping (failed handles, call sites)");
+    absl::StrAppend(&msg, ", and ", FormatBytes(bookkeeping), " of bookkeeping (tensor handles, call sites)");
   }
   if (!why.empty()) absl::StrAppend(&msg, "; ", why);
   return OutOfMemoryErr(msg);

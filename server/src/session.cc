@@ -46,6 +46,11 @@ void DropRestOfUpload(absl::flat_hash_set<uint64_t>& dropped, uint64_t handle) {
 // shared objects' allocator headers and control blocks.
 constexpr int64_t kHandleEntryOverheadBytes = 96;
 
+// What one computed tensor's table entry is charged: the entry, its
+// autograd identity and their overhead.
+constexpr int64_t kTableEntryBytes =
+    static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta)) + kHandleEntryOverheadBytes;
+
 // Reads a tensor's elements in row-major order, whatever its strides, so that
 // a Fetch can stream them as contiguous chunks without a second full copy.
 // Used for non-contiguous tensors: a contiguous one is copied or sent straight
@@ -298,6 +303,7 @@ SessionStats Session::Close() {
       shm_.clear();  // unmapped here, or when a copy in flight lets go
     }
     tensors.swap(tensors_);
+    entries_charge_.Sub(entries_charge_.bytes());
     uploads.swap(uploads_);
     dropped_uploads_.clear();
     unreported_.clear();
@@ -523,6 +529,22 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
                                  " (never created in this session, or already released)"));
 }
 
+absl::Status Session::ChargeEntriesLocked(size_t n, absl::string_view what) {
+  if (n == 0) return absl::OkStatus();
+  return entries_charge_.Add(memory_, static_cast<int64_t>(n) * kTableEntryBytes,
+                             absl::StrCat(what, " (the table entries of ", n, " tensor handle", n == 1 ? "" : "s", ")"));
+}
+
+bool Session::EraseLocked(uint64_t handle) {
+  auto it = tensors_.find(handle);
+  if (it == tensors_.end()) return false;
+  // A failed handle of InsertFailed carries its own charge; every other
+  // entry was charged by ChargeEntriesLocked.
+  if (it->second.charge == nullptr) entries_charge_.Sub(kTableEntryBytes);
+  tensors_.erase(it);
+  return true;
+}
+
 void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error) {
   if (handle == 0 || tensors_.contains(handle) || Uploading(handle)) return;
   // A call may name thousands of outputs and fail: each kept handle costs
@@ -715,6 +737,12 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     // The client names one handle per view its meta function predicted.
     return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs.size(), " tensors, but the call names ", n_out,
                                         " output handles")));
+  }
+  size_t kept = 0;
+  for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) kept += call.outputs(i) != 0;
+  if (absl::Status s = ChargeEntriesLocked(kept, op_name); !s.ok()) {
+    outs.clear();
+    return fail(std::move(s));
   }
   for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
     if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move(outs[i]));
@@ -1124,6 +1152,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
       }
       absl::StatusOr<std::shared_ptr<Storage>> st = AdoptShmRange(what, u.shm_segment(), u.shm_offset(), expected);
       if (!st.ok()) return fail(st.status(), &m);
+      if (absl::Status s = ChargeEntriesLocked(1, what); !s.ok()) return fail(std::move(s), &m);
       Tensor t;
       t.meta = std::move(m);
       t.storage = *std::move(st);
@@ -1209,6 +1238,11 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     return fail(RuntimeErr(absl::StrCat(what, ": the last chunk arrived after ", received, " of ", total, " bytes")),
                 &m);
   }
+  if (absl::Status s = ChargeEntriesLocked(1, what); !s.ok()) {
+    TensorMeta m = up.meta;
+    uploads_.erase(it);
+    return fail(std::move(s), &m);
+  }
   Tensor t;
   t.meta = std::move(up.meta);
   t.storage = std::move(up.storage);
@@ -1224,10 +1258,10 @@ void Session::ExecuteRelease(const v1::Release& release) {
     if (!dropped_uploads_.empty()) dropped_uploads_.erase(h);
     if (Uploading(h)) {
       AbandonUpload(h, "a release");
-      tensors_.erase(h);
+      EraseLocked(h);
       continue;
     }
-    if (tensors_.erase(h) == 0) {
+    if (!EraseLocked(h)) {
       RecordError(UnknownHandle("release", h), "release", 0, "");
     }
   }

@@ -396,8 +396,12 @@ void Session::ExecuteGetGrad(const v1::GetGrad& r) {
   } else if (t->ag == nullptr || t->ag->grad == nullptr) {
     err = RecordError(RuntimeErr(absl::StrCat("grad: tensor handle ", r.handle(), " has no .grad (it is None)")),
                       "grad", 0, "");
+  } else if (absl::Status s = ChargeEntriesLocked(1, "grad"); !s.ok()) {
+    err = RecordError(std::move(s), "grad", 0, "");
   } else {
-    tensors_.emplace(r.output(), *t->ag->grad);
+    Tensor grad = *t->ag->grad;
+    grad.charge.reset();  // its entry is charged above
+    tensors_.emplace(r.output(), std::move(grad));
     return;
   }
   InsertFailed(r.output(), nullptr, err);
@@ -984,6 +988,9 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
         }
       }
     }
+    size_t defined = 0;
+    for (const Tensor& g : captured) defined += g.defined();
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked(defined, "autograd.grad"));
     for (size_t i = 0; i < captured.size(); ++i) {
       if (!captured[i].defined()) {
         ack->add_defined(false);
@@ -1063,6 +1070,8 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     cb->add_grads(h);
     wire::ToProto(g.meta, cb->add_metas());
     cb->add_requires_grad(g.requires_grad());
+    // Each grad and saved tensor the client is handed is a charged entry.
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, node.name));
     tensors_.emplace(h, std::move(g));
   }
   for (Tensor& t : unpacked) {
@@ -1076,6 +1085,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     cb->add_saved(h);
     wire::ToProto(t.meta, cb->add_saved_metas());
     cb->add_saved_requires_grad(t.requires_grad());
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, node.name));
     tensors_.emplace(h, std::move(t));
   }
   if (!(*write_)(msg)) {

@@ -96,6 +96,46 @@ TEST_F(ExhaustionTest, FailedOutputHandlesAreChargedToTheSession) {
   EXPECT_THAT(s.FetchValues<float>(2), ::testing::ElementsAre(7, 8));
 }
 
+// Views hold no storage of their own, but each handle is a table entry:
+// entries are charged to the session, so a loop of views stops at its
+// limit with an out-of-memory error, and releasing them gives it back.
+TEST_F(ExhaustionTest, EveryHandleIsChargedEvenAViewWithoutStorage) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {1}, ScalarType::kFloat32, {5});
+  uint64_t next = 1000;
+  int refused = 0, entries_refused = 0;
+  // 20,000 views, several MiB of entries, in batches whose errors (at most
+  // two per view) fit the list a sync reports.
+  for (int batch = 0; batch < 40; ++batch) {
+    std::vector<v1::Request> calls;
+    for (int k = 0; k < 500; ++k, ++next) calls.push_back(Call(next, "unsqueeze", {T(1), I(0)}, {next}));
+    s.Send(std::move(calls));
+    // Over the limit, a view fails for its entry; its handle is then kept
+    // as a failed one (a bounded number uncharged) or not kept at all.
+    for (const v1::Error& e : s.Sync()) {
+      ++refused;
+      EXPECT_THAT(e.message(), HasSubstr("out of memory")) << e.DebugString();
+      EXPECT_EQ(e.kind(), "MemoryError");
+      entries_refused += absl::StrContains(e.message(), "unsqueeze (the table entries of 1 tensor handle)");
+    }
+  }
+  EXPECT_GT(refused, 10000);
+  EXPECT_GT(entries_refused, 1000);
+  const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
+  EXPECT_LE(held, 1 << 20);
+  EXPECT_GT(held, 1 << 18);
+  // A kept view still reads its tensor; releasing every handle gives the
+  // entries back, and views can be made again.
+  EXPECT_THAT(s.FetchValues<float>(1000), ::testing::ElementsAre(5));
+  v1::Request release;
+  for (uint64_t h = 1000; h < next; ++h) release.mutable_release()->add_handles(h);
+  s.Send(release);
+  s.Sync();
+  EXPECT_LT(daemon_->service().session_stats(s.id())->bookkeeping_bytes, 4096);
+  s.Send(Call(next, "unsqueeze", {T(1), I(0)}, {next}));
+  EXPECT_THAT(s.FetchValues<float>(next), ::testing::ElementsAre(5));
+}
+
 // Interned call sites: cut to kMaxCallSiteBytes and charged.
 TEST_F(ExhaustionTest, CallSitesAreCutAndCharged) {
   RawSession s(stub_.get());

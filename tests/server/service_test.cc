@@ -448,7 +448,7 @@ TEST_F(ServiceTest, MemoryIsAccountedAndReturnsToZeroAfterClose) {
 }
 
 TEST_F(ServiceTest, SessionMemoryLimitGivesAMemoryErrorNamingTheOp) {
-  StartDaemon(/*session_memory_limit_bytes=*/4096);
+  StartDaemon(/*session_memory_limit_bytes=*/8192);  // storage, and each handle's entry
   {
     grpc::ClientContext ctx;
     v1::HandshakeRequest req;
@@ -458,16 +458,16 @@ TEST_F(ServiceTest, SessionMemoryLimitGivesAMemoryErrorNamingTheOp) {
     ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
   }
   RawSession s(stub_.get());
-  EXPECT_EQ(s.open_response().session_memory_limit_bytes(), 4096u);
+  EXPECT_EQ(s.open_response().session_memory_limit_bytes(), 8192u);
   s.Upload<float>(1, {512}, ScalarType::kFloat32, std::vector<float>(512, 1.0f));  // 2048 bytes
-  s.Send(Call(9, "zeros", {IL({1024}), None(), None()}, {2}, "model.py:12"));  // 4096 more: over
+  s.Send(Call(9, "zeros", {IL({2048}), None(), None()}, {2}, "model.py:12"));  // 8192 more: over
   std::vector<v1::Error> errors = s.Sync();
   ExpectOneError(errors, "out of memory");
   EXPECT_EQ(errors[0].kind(), "MemoryError");
   EXPECT_EQ(errors[0].op(), "zeros");
   EXPECT_EQ(errors[0].call_id(), 9u);
   EXPECT_EQ(errors[0].call_site(), "model.py:12");
-  EXPECT_THAT(errors[0].message(), HasSubstr("4096 bytes"));
+  EXPECT_THAT(errors[0].message(), HasSubstr("8192 bytes"));
   EXPECT_THAT(errors[0].message(), HasSubstr("limit"));
   // The failed output reports the same error; the session keeps working.
   FetchResult r = s.Fetch(2);

@@ -427,9 +427,11 @@ TEST_F(ShmTest, AnAdoptedStorageCountsAgainstTheSessionsLimit) {
   s.Send(ReleaseReq({1}));  // the failed handle's entry is charged too
   s.Send(AdoptUpload(2, {(1 << 19) / 4}, 3));       // 512 KiB fits
   EXPECT_TRUE(s.Sync().empty());
-  s.Upload<float>(4, {(1 << 19) / 4}, ScalarType::kFloat32, std::vector<float>((1 << 19) / 4, 1.0f));
+  // 504 KiB more fits beside it (the handles' table entries are charged too).
+  constexpr int64_t kMore = ((1 << 19) - 8192) / 4;
+  s.Upload<float>(4, {kMore}, ScalarType::kFloat32, std::vector<float>(kMore, 1.0f));
   EXPECT_TRUE(s.Sync().empty());
-  s.Upload<float>(5, {1}, ScalarType::kFloat32, {1.0f});  // over: the adopted 512 KiB count
+  s.Upload<float>(5, {4096}, ScalarType::kFloat32, std::vector<float>(4096, 1.0f));  // over: the adopted 512 KiB count
   ExpectOneError(s.Sync(), "out of memory");
 }
 

@@ -129,8 +129,9 @@ class CpuAllocator {
 class Storage;
 class MemoryAccount;
 
-// Bytes the daemon holds for a session outside any storage (failed handles
-// in its table, interned call sites): charged to its MemoryAccount's
+// Bytes the daemon holds for a session outside any storage (the entries of
+// its handle table, views and failed handles included; interned call
+// sites): charged to its MemoryAccount's
 // bookkeeping, and so under its limit, until subtracted or destroyed.
 // Whatever a client can make the daemon keep is either charged here or
 // bounded by a fixed cap before it is allocated. Not thread-safe (one owner).

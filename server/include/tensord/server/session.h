@@ -344,6 +344,14 @@ class Session {
   std::shared_ptr<OpError> AbandonUpload(uint64_t handle, absl::string_view interrupted_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Inserts a failed tensor under `handle` when the handle is free.
+  // Charges `n` more table entries of computed tensors to the session
+  // (kTableEntryBytes each; a view or a grad holds no new storage, but its
+  // entry costs the daemon all the same). OutOfMemory naming `what` when
+  // over the session's limit: the caller then keeps none of them. Each
+  // entry's charge is given back when it leaves the table (EraseLocked).
+  absl::Status ChargeEntriesLocked(size_t n, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `handle`'s entry (false when there is none), giving back its charge.
+  bool EraseLocked(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The "unknown handle" error, saying whether an upload was in progress.
@@ -397,6 +405,7 @@ class Session {
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
   MemoryCharge call_sites_charge_ ABSL_GUARDED_BY(mu_);  // their bytes, charged to the session
+  MemoryCharge entries_charge_ ABSL_GUARDED_BY(mu_);  // the computed tensors' table entries
   // Failed handles kept while the session is over its limit (so that an
   // out-of-memory error still reaches the tensor it failed): at most
   // kMaxUnchargedFailedHandles live at once; each entry's token decrements.
