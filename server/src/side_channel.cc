@@ -473,6 +473,11 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::stea
     absl::MutexLock l(&mu_);
     if (stopping_) return FirstBytes::kNone;  // the gRPC server may be shutting down: closed by Serve
     conns_.erase(std::find(conns_.begin(), conns_.end(), fd));
+    // No longer pending either, in the same step: eviction must never shut
+    // down a descriptor that gRPC owns (or, once gRPC closed it, whatever
+    // reused its number).
+    auto p = std::find_if(pending_.begin(), pending_.end(), [fd](const Pending& q) { return q.fd == fd; });
+    if (p != pending_.end()) pending_.erase(p);
   }
   // gRPC names the connection "fd:N" (what its logs, and ours, show as the peer).
   Log(LogLevel::kInfo, "tcp port: gRPC connection fd:", fd, " from ", PeerName(fd));
