@@ -396,6 +396,10 @@ void SideChannelServer::EvictForNewPending(const std::string& peer) {
 
 void SideChannelServer::HelloDone(int fd) {
   absl::MutexLock l(&mu_);
+  HelloDoneLocked(fd);
+}
+
+void SideChannelServer::HelloDoneLocked(int fd) {
   auto it = std::find_if(pending_.begin(), pending_.end(), [fd](const Pending& p) { return p.fd == fd; });
   if (it != pending_.end()) pending_.erase(it);  // else pushed out by a newer one (TCP)
 }
@@ -476,8 +480,7 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::stea
     // No longer pending either, in the same step: eviction must never shut
     // down a descriptor that gRPC owns (or, once gRPC closed it, whatever
     // reused its number).
-    auto p = std::find_if(pending_.begin(), pending_.end(), [fd](const Pending& q) { return q.fd == fd; });
-    if (p != pending_.end()) pending_.erase(p);
+    HelloDoneLocked(fd);
   }
   // gRPC names the connection "fd:N" (what its logs, and ours, show as the peer).
   Log(LogLevel::kInfo, "tcp port: gRPC connection fd:", fd, " from ", PeerName(fd));

@@ -117,6 +117,7 @@ class SideChannelServer {
   FirstBytes Sniff(int fd, std::chrono::steady_clock::time_point deadline);
   void Forget(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HelloDone(int fd);  // `fd` stopped waiting for its hello (a frame came, or none will)
+  void HelloDoneLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);  // the same, under mu_
   void LogRefusedHello(absl::string_view who, const absl::Status& why);
   void ReapFinished() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // This connection's thread is about to return: the acceptor joins it.

@@ -343,7 +343,6 @@ class Session {
   // Returns the truncation error, or nullptr when no upload was in progress.
   std::shared_ptr<OpError> AbandonUpload(uint64_t handle, absl::string_view interrupted_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Inserts a failed tensor under `handle` when the handle is free.
   // Charges `n` more table entries of computed tensors to the session
   // (kTableEntryBytes each; a view or a grad holds no new storage, but its
   // entry costs the daemon all the same). OutOfMemory naming `what` when
@@ -352,6 +351,7 @@ class Session {
   absl::Status ChargeEntriesLocked(size_t n, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `handle`'s entry (false when there is none), giving back its charge.
   bool EraseLocked(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Inserts a failed tensor under `handle` when the handle is free.
   void InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The "unknown handle" error, saying whether an upload was in progress.
