@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -376,6 +377,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.max_grpc_streams = static_cast<size_t>(options.grpc_threads - kReservedGrpcThreads);
   so.attach_timeout = options.attach_timeout;
   so.max_sessions_per_peer = static_cast<size_t>(options.max_sessions_per_peer);
+  so.max_connections_per_peer = 2 * so.max_sessions_per_peer;
   absl::StatusOr<std::unique_ptr<TensordService>> service = TensordService::Create(so);
   if (!service.ok()) {
     close_all();
@@ -386,6 +388,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(options.idle_connection_timeout), 1,
+                                           std::numeric_limits<int>::max())));
   grpc::ResourceQuota quota("tensord");
   quota.SetMaxThreads(options.grpc_threads);
   builder.SetResourceQuota(quota);

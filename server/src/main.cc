@@ -84,9 +84,10 @@ constexpr char kUsage[] =
     "                                 N - 16 gRPC session streams run at once (the same-host and\n"
     "                                 TCP streams hold none)\n"
     "  --max-sessions-per-peer N      most sessions open at once from one peer (a TCP client's\n"
-    "                                 address, a Unix socket client's uid; default 64, 0 = no\n"
-    "                                 limit per peer; 1024 in all): one peer cannot take every\n"
-    "                                 session from the others\n"
+    "                                 address or IPv6 /64, a Unix socket client's uid; default\n"
+    "                                 64, 0 = no limit per peer; 1024 in all), and twice N\n"
+    "                                 open gRPC connections: one peer cannot take every session\n"
+    "                                 or descriptor from the others\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n";

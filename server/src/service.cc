@@ -6,6 +6,7 @@
 #include <google/protobuf/arena.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -181,9 +182,35 @@ void TensordService::ReapLoop() {
   }
 }
 
-void TensordService::NoteConnectionPeer(int fd, std::string peer) {
+bool TensordService::StillOpen(int fd, const Connection& c) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && st.st_dev == c.dev && st.st_ino == c.inode;
+}
+
+bool TensordService::AdmitConnection(int fd, std::string peer) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
   absl::MutexLock lock(&peers_mu_);
-  fd_peers_[fd] = std::move(peer);
+  // The entry of a connection gRPC closed stays until its number is reused
+  // (a late call of that connection still finds its peer); only the open
+  // ones count.
+  fd_peers_.erase(fd);
+  if (options_.max_connections_per_peer > 0) {
+    size_t open = 0;
+    for (const auto& [other, c] : fd_peers_) {
+      if (c.peer == peer && StillOpen(other, c)) ++open;
+    }
+    if (open >= options_.max_connections_per_peer) {
+      if (refused_connections_++ % 1000 == 0) {
+        Log(LogLevel::kWarning, "refused a gRPC connection from ", Printable(peer, kMaxClientNameBytes), ": it has ",
+            open, " open already, the daemon's limit per peer (", options_.max_connections_per_peer,
+            ", twice --max-sessions-per-peer) (", refused_connections_, " refused so far)");
+      }
+      return false;
+    }
+  }
+  fd_peers_[fd] = Connection{std::move(peer), st.st_dev, st.st_ino};
+  return true;
 }
 
 std::string TensordService::PeerOf(const grpc::ServerContext& context) const {
@@ -193,7 +220,7 @@ std::string TensordService::PeerOf(const grpc::ServerContext& context) const {
   if (absl::ConsumePrefix(&p, "fd:") && absl::SimpleAtoi(p, &fd)) {
     absl::MutexLock lock(&peers_mu_);
     auto it = fd_peers_.find(fd);
-    if (it != fd_peers_.end()) return it->second;
+    if (it != fd_peers_.end()) return it->second.peer;
     return peer;
   }
   // "ipv4:127.0.0.1:53412", "ipv6:%5B::1%5D:53412": the address without
@@ -622,13 +649,14 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
   wire::SendStreamEnd(sock, why, framing).IgnoreError();  // the client may be gone
 }
 
-std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why) {
+std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why,
+                                                   bool only_unattached) {
   std::shared_ptr<Session> session;
   bool last = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
-    if (it == sessions_.end()) return std::nullopt;
+    if (it == sessions_.end() || (only_unattached && it->second.attached)) return std::nullopt;
     if (it->second.grpc != nullptr) it->second.grpc->context->TryCancel();
     // Wakes its reader, and fails a write that blocks because the client
     // does not read (which holds the session's lock that Close needs), as
@@ -669,7 +697,7 @@ void TensordService::ReapUnattached() {
       if (now - since > options_.attach_timeout) context->TryCancel();
     }
   }
-  for (uint64_t id : stale) Remove(id, "no stream attached in time");
+  for (uint64_t id : stale) Remove(id, "no stream attached in time", /*only_unattached=*/true);
 }
 
 void TensordService::BeginShutdown() {

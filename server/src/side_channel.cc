@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <malloc.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -47,20 +48,34 @@ std::string PeerName(int fd) {
   return absl::SimpleAtoi(port, &p) ? wire::FormatHostPort(host, p) : "?";
 }
 
-// The address (no port) of a TCP socket's peer ("?" when unknown): what
-// pending connections and sessions are counted by.
+// What a TCP socket's peer is counted as (PeerGroup; "?" when unknown).
 std::string PeerAddress(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
-  char host[NI_MAXHOST];
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 ||
-      ::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) != 0) {
-    return "?";
-  }
-  return host;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  return PeerGroup(reinterpret_cast<const sockaddr*>(&ss));
 }
 
 }  // namespace
+
+std::string PeerGroup(const sockaddr* addr) {
+  char text[INET6_ADDRSTRLEN];
+  if (addr->sa_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(addr);
+    return ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text)) != nullptr ? std::string(text) : "?";
+  }
+  if (addr->sa_family != AF_INET6) return "?";
+  in6_addr a = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&a)) {
+    // A dual-stack socket's IPv4 client: the same peer as on an IPv4 socket.
+    in_addr v4;
+    std::memcpy(&v4, &a.s6_addr[12], sizeof(v4));
+    return ::inet_ntop(AF_INET, &v4, text, sizeof(text)) != nullptr ? std::string(text) : "?";
+  }
+  if (IN6_IS_ADDR_LOOPBACK(&a)) return "::1";
+  std::memset(&a.s6_addr[8], 0, 8);
+  return ::inet_ntop(AF_INET6, &a, text, sizeof(text)) != nullptr ? absl::StrCat(text, "/64") : "?";
+}
 
 absl::StatusOr<std::unique_ptr<SideChannelServer>> SideChannelServer::Start(const std::string& path,
                                                                            TensordService* service) {
@@ -299,7 +314,10 @@ void SideChannelServer::AcceptLoop() {
         ::close(fd);
         return;
       }
-      if (service_ != nullptr) service_->NoteConnectionPeer(fd, absl::StrCat("uid ", cred.uid));
+      if (service_ != nullptr && !service_->AdmitConnection(fd, absl::StrCat("uid ", cred.uid))) {
+        ::close(fd);
+        continue;
+      }
       grpc::AddInsecureChannelFromFd(grpc_server_, fd);
       continue;
     } else if (cred.uid != ::geteuid() && cred.uid != 0) {
@@ -473,6 +491,9 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::stea
   // gRPC's event engine wants a non-blocking socket; from here on it owns it.
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return FirstBytes::kNone;
+  // A peer that holds its share of gRPC connections gets no more (the
+  // caller closes this one).
+  if (service_ != nullptr && !service_->AdmitConnection(fd, PeerAddress(fd))) return FirstBytes::kNone;
   {
     absl::MutexLock l(&mu_);
     if (stopping_) return FirstBytes::kNone;  // the gRPC server may be shutting down: closed by Serve
@@ -484,7 +505,6 @@ SideChannelServer::FirstBytes SideChannelServer::Sniff(int fd, std::chrono::stea
   }
   // gRPC names the connection "fd:N" (what its logs, and ours, show as the peer).
   Log(LogLevel::kInfo, "tcp port: gRPC connection fd:", fd, " from ", PeerName(fd));
-  if (service_ != nullptr) service_->NoteConnectionPeer(fd, PeerAddress(fd));
   grpc::AddInsecureChannelFromFd(grpc_server_, fd);
   return FirstBytes::kGrpc;
 }

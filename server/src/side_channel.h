@@ -28,7 +28,17 @@ namespace grpc {
 class Server;
 }
 
+struct sockaddr;
+
 namespace tensord::server {
+
+// The peer a TCP connection from `addr` is counted as (pending connections,
+// gRPC connections, sessions): an IPv4 address as written ("192.0.2.7"), an
+// IPv4-mapped IPv6 address as that IPv4 address, and any other IPv6 address
+// as its /64 ("2001:db8:1:2::/64"): one host is commonly given a whole /64,
+// so counting each of its addresses apart would let it take 2^64 shares.
+// "?" for any other family.
+std::string PeerGroup(const sockaddr* addr);
 
 class SideChannelServer {
  public:
@@ -70,15 +80,15 @@ class SideChannelServer {
   // at most kMaxPendingHellos in all (a new one pushes out the oldest of the
   // address with the most waiting). A flood from one address thus pushes out
   // only its own connections. gRPC connections are handed over with their
-  // peer's address (TensordService::NoteConnectionPeer).
+  // peer's address (TensordService::AdmitConnection, which may refuse it).
   static std::unique_ptr<SideChannelServer> StartTcp(int listen_fd, TensordService* service,
                                                      grpc::Server* grpc_server);
 
   // Serves gRPC on the Unix stream socket `listen_fd` (listening; this
   // server owns it from now on): each connection goes to `grpc_server` at
   // once, with its peer's uid (SO_PEERCRED) noted as the peer of its calls
-  // (TensordService::NoteConnectionPeer), which gRPC's own Unix listener
-  // does not tell ("unix:" for everyone).
+  // (TensordService::AdmitConnection, which may refuse it), which gRPC's own
+  // Unix listener does not tell ("unix:" for everyone).
   static std::unique_ptr<SideChannelServer> StartUnixGrpc(int listen_fd, TensordService* service,
                                                           grpc::Server* grpc_server);
   ~SideChannelServer();

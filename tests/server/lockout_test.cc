@@ -171,6 +171,114 @@ TEST_F(LockoutTest, UnattachedSessionsAreClosedOnATimer) {
   ExpectBystanderServed();
 }
 
+// gRPC connections that one address keeps open are capped (twice its
+// session limit): past that, its new ones are closed at once, while another
+// address connects as before; a connection it closes makes room again.
+TEST_F(LockoutTest, OnePeerCannotHoldEveryConnection) {
+  max_sessions_per_peer_ = 3;
+  StartDaemon(0);
+  StartBystander();
+  ASSERT_EQ(daemon_->service().options().max_connections_per_peer, 6u);
+  const std::string port = daemon_->addresses()[1];
+  const auto handshake = [](v1::Tensord::Stub* stub) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::HandshakeRequest req;
+    req.set_protocol_version(wire::kProtocolVersion);
+    req.set_op_table_digest(OpTable::Get().digest());
+    v1::HandshakeResponse resp;
+    return stub->Handshake(&ctx, req, &resp);
+  };
+  std::vector<std::unique_ptr<v1::Tensord::Stub>> held;
+  for (int i = 0; i < 6; ++i) {
+    const int fd = ConnectFrom("127.0.0.1", port);
+    ASSERT_GE(fd, 0);
+    held.push_back(StubOver(fd));
+    const grpc::Status st = handshake(held.back().get());
+    ASSERT_TRUE(st.ok()) << "connection " << i << ": " << st.error_message();
+  }
+  for (int i = 0; i < 3; ++i) {  // the seventh, and a few more
+    const int fd = ConnectFrom("127.0.0.1", port);
+    ASSERT_GE(fd, 0);
+    auto refused = StubOver(fd);
+    EXPECT_EQ(handshake(refused.get()).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  // Another address, on the same port, is another peer.
+  const int other_fd = ConnectFrom("127.0.0.4", port);
+  ASSERT_GE(other_fd, 0);
+  auto other = StubOver(other_fd);
+  EXPECT_TRUE(handshake(other.get()).ok());
+  ExpectBystanderServed();
+  // One of the six goes: once the daemon has seen it close, a new one is
+  // let in (bounded by 30 s: a daemon that never forgets a closed one fails).
+  held.pop_back();
+  grpc::Status again;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = ConnectFrom("127.0.0.1", port);
+    ASSERT_GE(fd, 0);
+    auto stub = StubOver(fd);
+    again = handshake(stub.get());
+    if (again.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(again.ok()) << again.error_message();
+}
+
+// A gRPC connection with no call in flight is closed after
+// idle_connection_timeout (a channel made from an address reconnects for
+// its next call); one that carries a session's stream stays open however
+// long the session sits idle.
+TEST_F(LockoutTest, AnIdleConnectionIsClosedButNotOneCarryingAStream) {
+  idle_connection_timeout_ = absl::Milliseconds(300);
+  StartDaemon(0);
+  StartBystander();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+  auto channel = grpc::CreateCustomChannel(daemon_->addresses()[1], grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Tensord::NewStub(channel);
+  v1::OpenSessionResponse resp;
+  ASSERT_TRUE(OpenSession(stub.get(), &resp).ok());
+  ASSERT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  // Bounded by 30 s: a daemon that keeps idle connections fails here.
+  EXPECT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY, std::chrono::system_clock::now() +
+                                                                  std::chrono::seconds(30)))
+      << "the idle connection was not closed";
+  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
+  // The next call reconnects, and the session opened before is still there.
+  EXPECT_TRUE(CloseSessionRaw(stub.get(), resp.session_id(), resp.token()).ok());
+  // A stream that sits idle for several timeouts keeps its connection.
+  RawSession s(stub.get());
+  s.Upload<int32_t>(1, {2}, ScalarType::kInt32, {4, 5});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  EXPECT_THAT(s.FetchValues<int32_t>(1), ::testing::ElementsAre(4, 5));
+  EXPECT_TRUE(s.Close().ok());
+}
+
+// What TCP peers are counted as: an IPv6 host's whole /64 is one peer (it
+// can pick any address in it), an IPv4 client of a dual-stack socket the
+// same as on an IPv4 socket.
+TEST(PeerGroup, AnIpv6PeerIsItsSlash64AndAMappedIpv4PeerItsAddress) {
+  const auto v6 = [](const char* text) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    EXPECT_EQ(::inet_pton(AF_INET6, text, &a.sin6_addr), 1) << text;
+    return server::PeerGroup(reinterpret_cast<const sockaddr*>(&a));
+  };
+  EXPECT_EQ(v6("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64");
+  EXPECT_EQ(v6("2001:db8:1:2::1"), "2001:db8:1:2::/64");
+  EXPECT_EQ(v6("2001:db8:1:3::1"), "2001:db8:1:3::/64");
+  EXPECT_EQ(v6("::ffff:192.0.2.7"), "192.0.2.7");
+  EXPECT_EQ(v6("::1"), "::1");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ASSERT_EQ(::inet_pton(AF_INET, "192.0.2.7", &a.sin_addr), 1);
+  EXPECT_EQ(server::PeerGroup(reinterpret_cast<const sockaddr*>(&a)), "192.0.2.7");
+  sockaddr_un u{};
+  u.sun_family = AF_UNIX;
+  EXPECT_EQ(server::PeerGroup(reinterpret_cast<const sockaddr*>(&u)), "?");
+}
+
 // Silent connections from one address (more than the daemon lets wait in
 // all before) do not push out a slow client from another address, which
 // connected first and speaks last.

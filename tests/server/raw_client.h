@@ -340,6 +340,8 @@ class DaemonFixture : public ::testing::Test {
     o.session_memory_limit_bytes = session_memory_limit_bytes;
     if (grpc_threads_ > 0) o.grpc_threads = grpc_threads_;
     if (attach_timeout_ > absl::ZeroDuration()) o.attach_timeout = attach_timeout_;
+    if (idle_connection_timeout_ > absl::ZeroDuration()) o.idle_connection_timeout = idle_connection_timeout_;
+    if (max_sessions_per_peer_ >= 0) o.max_sessions_per_peer = max_sessions_per_peer_;
     o.log_level = server::LogLevel::kWarning;
     server::SetLogLevel(server::LogLevel::kWarning);
     absl::StatusOr<std::unique_ptr<server::Daemon>> d = server::Daemon::Start(o);
@@ -360,6 +362,8 @@ class DaemonFixture : public ::testing::Test {
 
   int grpc_threads_ = 0;  // > 0: DaemonOptions::grpc_threads for StartDaemon
   absl::Duration attach_timeout_;  // > 0: DaemonOptions::attach_timeout for StartDaemon
+  absl::Duration idle_connection_timeout_;  // > 0: DaemonOptions::idle_connection_timeout
+  int max_sessions_per_peer_ = -1;          // >= 0: DaemonOptions::max_sessions_per_peer
   std::string dir_;
   std::unique_ptr<server::Daemon> daemon_;
   std::shared_ptr<grpc::Channel> channel_;

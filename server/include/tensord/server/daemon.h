@@ -58,9 +58,17 @@ struct DaemonOptions {
   // gRPC Stream call that sends no attach within it is cancelled
   // (ServiceOptions::attach_timeout).
   absl::Duration attach_timeout = absl::Seconds(60);
-  // Most sessions open at once from one peer: a TCP client's address, a Unix
-  // socket client's uid (ServiceOptions::max_sessions_per_peer; 0 = none).
+  // Most sessions open at once from one peer: a TCP client's address (IPv6:
+  // its /64), a Unix socket client's uid (ServiceOptions::max_sessions_per_peer;
+  // 0 = none).
   int max_sessions_per_peer = 64;
+  // A gRPC connection with no call in flight for this long is closed
+  // (gRPC's GOAWAY; a client's channel reconnects at its next call), so
+  // that idle connections do not hold the daemon's descriptors. One peer
+  // may hold at most 2 * max_sessions_per_peer gRPC connections at once
+  // (none when that is 0): a client keeps one per session at most (its
+  // channels share a connection to one address).
+  absl::Duration idle_connection_timeout = absl::Minutes(5);
 };
 
 // gRPC threads that session streams never take (DaemonOptions::grpc_threads).

@@ -11,6 +11,8 @@
 #ifndef TENSORD_SERVER_SERVICE_H_
 #define TENSORD_SERVER_SERVICE_H_
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -44,10 +46,15 @@ struct ServiceOptions {
   int64_t session_memory_limit_bytes = 0;
   // At most this many open sessions; more are refused (ResourceExhausted).
   size_t max_sessions = 1024;
-  // At most this many open sessions per peer (a TCP client's address, a
-  // Unix socket client's uid), so that one peer cannot fill the table for
+  // At most this many open sessions per peer (a TCP client's address, or
+  // its /64 for IPv6; a Unix socket client's uid), so that one peer cannot fill the table for
   // everyone; more are refused (ResourceExhausted). 0 = no limit per peer.
   size_t max_sessions_per_peer = 64;
+  // At most this many gRPC connections open at once per peer, counted over
+  // the connections the daemon accepts itself and hands to gRPC
+  // (AdmitConnection); a new one past it is closed at once. 0 = no limit.
+  // Each descriptor held is one the daemon cannot give another client.
+  size_t max_connections_per_peer = 128;
   // At most this many session streams on gRPC at once; more are refused
   // (ResourceExhausted). Each holds one of the gRPC server's threads while it
   // lasts (the synchronous API), so the daemon sets this below the server's
@@ -120,13 +127,17 @@ class TensordService final : public v1::Tensord::Service {
   // and a wrong token.
   absl::StatusOr<std::shared_ptr<Session>> FindSession(uint64_t session_id, absl::string_view token) const;
 
-  // Who is at the other end of the connection `fd` that the daemon accepted
-  // and hands to gRPC (AddInsecureChannelFromFd; gRPC then names its calls'
-  // peer "fd:N"): "uid N" for a Unix socket, the address for TCP. Sessions
-  // are counted per peer (max_sessions_per_peer). Called before the
-  // connection is handed over, so that a descriptor number reused by a new
-  // connection is noted anew first.
-  void NoteConnectionPeer(int fd, std::string peer) ABSL_LOCKS_EXCLUDED(peers_mu_);
+  // Admits the connection `fd` that the daemon accepted and is about to hand
+  // to gRPC (AddInsecureChannelFromFd; gRPC then names its calls' peer
+  // "fd:N"), from `peer`: "uid N" for a Unix socket, the address (IPv6: its
+  // /64) for TCP. Sessions are counted per peer (max_sessions_per_peer), and
+  // so are the gRPC connections still open: false when `peer` already holds
+  // max_connections_per_peer of them (the caller closes `fd`). A connection
+  // counts until gRPC closes its descriptor, which is noticed by the socket's
+  // inode no longer being at that number. Called before the connection is
+  // handed over, so that a descriptor number reused by a new connection is
+  // noted anew first.
+  bool AdmitConnection(int fd, std::string peer) ABSL_LOCKS_EXCLUDED(peers_mu_);
 
   // Introspection (tests, logs).
   size_t live_sessions() const;
@@ -187,14 +198,17 @@ class TensordService final : public v1::Tensord::Service {
   absl::Status EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Removes the session from the table (cancelling its stream) and closes it.
-  // Returns its final statistics, or nullopt when it was not in the table.
-  std::optional<SessionStats> Remove(uint64_t session_id, absl::string_view why);
+  // Returns its final statistics, or nullopt when it was not in the table
+  // (or, with only_unattached, when a stream has attached to it: the reaper
+  // chose it under one lock and removes it under another, and a client that
+  // attached in between keeps its session).
+  std::optional<SessionStats> Remove(uint64_t session_id, absl::string_view why, bool only_unattached = false);
   // Closes sessions that no stream attached to in time.
   void ReapUnattached() ABSL_LOCKS_EXCLUDED(mu_);
   // The reaper thread: ReapUnattached on a timer until shutdown.
   void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // The peer a call comes from, as sessions are counted: a connection the
-  // daemon accepted itself is named by NoteConnectionPeer; a TCP address
+  // daemon accepted itself is named by AdmitConnection; a TCP address
   // gRPC accepted loses its port; anything else is gRPC's peer string.
   std::string PeerOf(const grpc::ServerContext& context) const ABSL_LOCKS_EXCLUDED(peers_mu_);
 
@@ -212,7 +226,18 @@ class TensordService final : public v1::Tensord::Service {
   absl::flat_hash_map<uint64_t, Entry> sessions_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, size_t> sessions_per_peer_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex peers_mu_;
-  absl::flat_hash_map<int, std::string> fd_peers_ ABSL_GUARDED_BY(peers_mu_);
+  // A connection handed to gRPC: its peer, and its socket's identity (a
+  // socket's inode is unique while it is open), which tells whether the
+  // descriptor is still that connection's.
+  struct Connection {
+    std::string peer;
+    dev_t dev = 0;
+    ino_t inode = 0;
+  };
+  // Whether `c` is still open at descriptor `fd`.
+  static bool StillOpen(int fd, const Connection& c);
+  absl::flat_hash_map<int, Connection> fd_peers_ ABSL_GUARDED_BY(peers_mu_);
+  uint64_t refused_connections_ ABSL_GUARDED_BY(peers_mu_) = 0;
   std::thread reaper_;  // ReapLoop
 };
 
