@@ -163,6 +163,61 @@ TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<Ke
                            return service->Stream(context, stream);
                          },
                          this));
+  // The unary calls take bytes too, so that a request is measured before
+  // protobuf parses it (gRPC's own limit is the stream's 64 MiB, which small
+  // submessages or empty strings can make gigabytes once parsed). Handshake
+  // may come from anyone and carries an op table of up to kMaxOpTableBytes;
+  // the others carry an id, a token and a name.
+  BoundUnary(&TensordService::Handshake, "Handshake", kMaxOpTableBytes + (256 << 10), 8 << 20);
+  BoundUnary(&TensordService::OpenSession, "OpenSession", 64 << 10, 1 << 20);
+  BoundUnary(&TensordService::CloseSession, "CloseSession", 64 << 10, 1 << 20);
+}
+
+template <typename Request, typename Response>
+void TensordService::BoundUnary(grpc::Status (TensordService::*method)(grpc::ServerContext*, const Request*,
+                                                                        Response*),
+                                const char* name, size_t max_bytes, int64_t max_extra_bytes) {
+  const int index =
+      v1::ClientMessage::descriptor()->file()->FindServiceByName("Tensord")->FindMethodByName(name)->index();
+  // Served as a "streamed unary" call (one message each way): the same
+  // bytes on the wire as a unary one, with the request as gRPC received it.
+  MarkMethodStreamed(
+      index, new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                 [this, method, name, max_bytes, max_extra_bytes](
+                     grpc::ServerContext* context,
+                     grpc::ServerUnaryStreamer<grpc::ByteBuffer, grpc::ByteBuffer>* streamer) {
+                   grpc::ByteBuffer in;
+                   if (!streamer->Read(&in)) {
+                     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(name, ": no request came"));
+                   }
+                   const std::optional<int64_t> extra = in.Length() <= max_bytes
+                                                            ? wire::DecodedExtraBytes(in, Request::descriptor())
+                                                            : std::nullopt;
+                   if (in.Length() > max_bytes || (extra.has_value() && *extra > max_extra_bytes)) {
+                     return grpc::Status(
+                         grpc::StatusCode::RESOURCE_EXHAUSTED,
+                         absl::StrCat(name, ": a request of ", in.Length(), " bytes",
+                                      extra.has_value() ? absl::StrCat(" (", *extra, " more once parsed)") : "",
+                                      " is more than the daemon reads for it (", max_bytes, " bytes, ",
+                                      max_extra_bytes, " more once parsed)"));
+                   }
+                   Request request;
+                   if (!extra.has_value() ||
+                       !grpc::SerializationTraits<Request>::Deserialize(&in, &request).ok()) {
+                     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                         absl::StrCat(name, ": the request did not parse"));
+                   }
+                   Response response;
+                   const grpc::Status status = (this->*method)(context, &request, &response);
+                   if (!status.ok()) return status;
+                   grpc::ByteBuffer out;
+                   bool own = false;
+                   if (!grpc::SerializationTraits<Response>::Serialize(response, &out, &own).ok()) {
+                     return grpc::Status(grpc::StatusCode::INTERNAL, absl::StrCat(name, ": cannot encode the reply"));
+                   }
+                   streamer->Write(out);
+                   return grpc::Status::OK;
+                 }));
 }
 
 TensordService::~TensordService() {
@@ -377,6 +432,11 @@ constexpr char kUnparsable[] = "a message on the session stream is not a valid t
 // daemon's kMaxMessageBytes; this allows for a message's framing around a
 // chunk of that size).
 constexpr size_t kMaxStreamMessageBytes = (size_t{64} << 20) + (size_t{64} << 10);
+// What parsing a stream message may take beyond its bytes without being
+// charged to the session (RunStream).
+constexpr int64_t kDecodeGraceBytes = int64_t{64} << 20;
+// The first message of a gRPC Stream call, parsed before it names a session.
+constexpr size_t kMaxAttachMessageBytes = 4 << 10;
 
 // A session's writers over one stream's `send` (one message's bytes; false
 // when the stream failed): replies serialized by protobuf, and fetched data
@@ -427,11 +487,23 @@ absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, abs
 TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shared_ptr<Session>& session,
                                                     const v1::ClientMessage* first, const ReadBytes& read_bytes,
                                                     const Session::Writer& write,
-                                                    const Session::DataWriter& write_data) {
+                                                    const Session::DataWriter& write_data, absl::Status* refusal) {
   StreamEnd end = StreamEnd::kClient;
   bool ended = false;
   grpc::ByteBuffer in;
   size_t last_bytes = 0;  // the size of the main loop's last message
+  // What decoding the message being run may take beyond its bytes
+  // (wire::DecodedExtraBytes): small submessages could make a 64 MiB
+  // message take gigabytes once parsed. Up to kDecodeGraceBytes of it is a
+  // fixed cap per stream, like its received bytes (kMaxStreamMessageBytes),
+  // so that a session at its limit can still send the releases that bring
+  // it back under; beyond that it is charged to the session until the next
+  // message is read, and refused over its limit before anything is parsed.
+  // Messages under kMinBorrowedBytes (a few MiB once parsed) are not walked.
+  // A message read while one runs (a backward callback's result) has its
+  // own charge.
+  MemoryCharge decoding_main;
+  MemoryCharge decoding_nested;
   // Reads the next message into `m`; `place` (the main loop's) may put an
   // upload chunk's data straight into its storage.
   const auto read_placed = [&](v1::ClientMessage* m, bool place) {
@@ -450,6 +522,29 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
     // 2: received and parsed by the reader, the data straight into the
     // storage (a large message: the arena is made anew after it).
     if (place) last_bytes = got == 2 ? std::numeric_limits<size_t>::max() : in.Length();
+    MemoryCharge& decoding = place ? decoding_main : decoding_nested;
+    decoding.Sub(decoding.bytes());
+    if (got != 2 && in.Length() >= wire::kMinBorrowedBytes) {
+      const std::optional<int64_t> extra = wire::DecodedExtraBytes(in, v1::ClientMessage::descriptor());
+      if (!extra.has_value()) {
+        ended = true;
+        end = StreamEnd::kMalformed;
+        return false;
+      }
+      absl::Status charged =
+          *extra <= kDecodeGraceBytes
+              ? absl::OkStatus()
+              : decoding.Add(session->memory_account(), *extra - kDecodeGraceBytes,
+                             absl::StrCat("decoding a stream message of ", in.Length(), " bytes (up to ",
+                                          FormatBytes(*extra), " once parsed, ", FormatBytes(kDecodeGraceBytes),
+                                          " of it not counted)"));
+      if (!charged.ok()) {
+        ended = true;
+        end = StreamEnd::kOverLimit;
+        *refusal = std::move(charged);
+        return false;
+      }
+    }
     const bool parsed =
         got == 2 ? true
         : place  ? wire::ParseClientMessage(&in, m, place_ref)
@@ -510,7 +605,8 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
   return end;
 }
 
-absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end) {
+absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end,
+                                       const absl::Status& refusal) {
   bool shutting_down = false;
   {
     absl::MutexLock lock(&mu_);
@@ -521,16 +617,18 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
     }
     shutting_down = shutting_down_;
   }
-  const char* why = shutting_down                ? "daemon shutting down"
-                    : end == StreamEnd::kMalformed ? "a message did not parse"
-                    : end == StreamEnd::kClient  ? "stream ended by the client"
-                                                 : "stream lost";
+  const char* why = shutting_down                 ? "daemon shutting down"
+                    : end == StreamEnd::kMalformed  ? "a message did not parse"
+                    : end == StreamEnd::kOverLimit  ? "a message would take more memory to decode than its limit leaves"
+                    : end == StreamEnd::kClient     ? "stream ended by the client"
+                                                    : "stream lost";
   const bool removed = !session->closed() && Remove(id, why);
   if (shutting_down) return ShuttingDown();
   if (!removed) {
     // CloseSession or the daemon's shutdown closed the session and ended this stream.
     return absl::CancelledError(absl::StrCat("session ", HexId(id), " was closed"));
   }
+  if (end == StreamEnd::kOverLimit) return refusal;
   return end == StreamEnd::kMalformed ? absl::InvalidArgumentError(kUnparsable) : absl::OkStatus();
 }
 
@@ -567,6 +665,13 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
   if (!got_first) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the stream ended before attaching to a session");
   }
+  // Not yet anyone's session, so nothing to charge its decoding to: an
+  // attach (with a request or two) is a few dozen bytes.
+  if (in.Length() > kMaxAttachMessageBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("the first message on a stream must carry attach (session id and token) and "
+                                     "is at most ", kMaxAttachMessageBytes, " bytes; this one is ", in.Length()));
+  }
   if (!grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&in, &msg).ok()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, kUnparsable);
   }
@@ -593,12 +698,13 @@ grpc::Status TensordService::Stream(grpc::ServerContext* context,
     if (stream->Read(bb)) return 1;
     return context->IsCancelled() ? -1 : 0;
   };
-  const StreamEnd end = RunStream(id, session, &msg, read_bytes, w.write, w.write_data);
+  absl::Status refusal;
+  const StreamEnd end = RunStream(id, session, &msg, read_bytes, w.write, w.write_data, &refusal);
   {
     absl::MutexLock l(&grpc_stream->mu);  // waits for a StreamEnd being written
     grpc_stream->stream = nullptr;
   }
-  return ToGrpcStatus(EndStream(id, session, end));
+  return ToGrpcStatus(EndStream(id, session, end, refusal));
 }
 
 void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::string_view token,
@@ -643,8 +749,9 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
     // without closing (killed, or crashed), as a lost gRPC stream.
     return !*got ? -1 : receiver.placed() ? 2 : 1;
   };
-  const StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, w.write, w.write_data);
-  absl::Status why = EndStream(session_id, session, end);
+  absl::Status refusal;
+  const StreamEnd end = RunStream(session_id, session, nullptr, read_bytes, w.write, w.write_data, &refusal);
+  absl::Status why = EndStream(session_id, session, end, refusal);
   if (end == StreamEnd::kMalformed && !read_error.ok()) why = read_error;
   wire::SendStreamEnd(sock, why, framing).IgnoreError();  // the client may be gone
 }

@@ -3,8 +3,9 @@
 // real socketpair as a peer would send it:
 //   mode 0: side-channel frames (RecvShmFrame) on SOCK_SEQPACKET;
 //   mode 1: stream records (StreamReceiver, kRecords) on SOCK_SEQPACKET,
-//           each message then parsed as a ClientMessage and a ServerMessage
-//           with their data placed (ParseClientMessage, ParseServerMessage);
+//           each message then measured (DecodedExtraBytes) and parsed as a
+//           ClientMessage and a ServerMessage with their data placed
+//           (ParseClientMessage, ParseServerMessage);
 //   mode 2: a TCP-style byte stream (StreamReceiver, kByteStream) with the
 //           upload placement hook (ParseClientMessageHead) the daemon uses;
 //   mode 3: the message-head parsers on the raw bytes.
@@ -68,6 +69,9 @@ wire::Placement Place(std::vector<char>* buf, size_t n) {
 }
 
 void ParseBoth(const grpc::ByteBuffer& bb) {
+  // The daemon measures what a message would take before it parses it.
+  (void)wire::DecodedExtraBytes(bb, v1::ClientMessage::descriptor());
+  (void)wire::DecodedExtraBytes(bb, v1::HandshakeRequest::descriptor());
   std::vector<char> placed;
   grpc::ByteBuffer a = bb;
   v1::ClientMessage cm;

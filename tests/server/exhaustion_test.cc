@@ -219,19 +219,95 @@ TEST_F(ExhaustionTest, AnnouncedStreamLengthsAreNotReservedBeforeTheirBytes) {
   for (int fd : fds) ::close(fd);
 }
 
-// An unauthenticated Handshake with a huge op table is refused by its
-// numbers, not copied line by line.
-TEST_F(ExhaustionTest, AHandshakeWithAHugeOpTableIsRefusedUncopied) {
+// A stream message whose bytes are small but whose parse would take far
+// more (empty submessages: 2 bytes each on the wire, tens once parsed) is
+// counted against the session before it is parsed, and over the limit ends
+// the stream with the numbers; the session's peers are unharmed.
+TEST_F(ExhaustionTest, AMessageThatWouldDecodeBeyondTheLimitIsRefusedUnparsed) {
+  const int64_t malloc_before = MallocBytes();
+  RawSession s(stub_.get());
+  ASSERT_TRUE(s.Sync().empty());
+  {
+    // One call with two million empty arguments, written as the bytes
+    // protobuf would write (a Request whose `call` field is those bytes),
+    // so that this test (the daemon's process) never builds them.
+    std::string call;
+    for (int i = 0; i < 2000000; ++i) call += std::string("\x1a\x00", 2);  // OpCall.args: an empty Value
+    v1::ClientMessage m;
+    v1::Request* r = m.add_requests();
+    r->GetReflection()->MutableUnknownFields(r)->AddLengthDelimited(v1::Request::kCallFieldNumber, call);
+    ASSERT_TRUE(s.stream()->Write(m));
+  }
+  const grpc::Status st = s.Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("decoding a stream message of 4000010 bytes (up to "));
+  EXPECT_THAT(st.error_message(), HasSubstr("1.00 MiB limit"));
+  // Refused before parsing: the two million Values (over 100 MiB) were
+  // never made.
+  EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
+  // Big messages that a session at its limit needs still go through: a
+  // release of a million handles (some 16 MiB once parsed).
+  RawSession again(stub_.get());
+  v1::Request release;
+  for (uint64_t h = 1000; h < 1001000; ++h) release.mutable_release()->add_handles(h);
+  again.Send(release);
+  again.Sync();
+  again.Upload<float>(2, {2}, ScalarType::kFloat32, {7, 8});
+  EXPECT_THAT(again.FetchValues<float>(2), ::testing::ElementsAre(7, 8));
+  EXPECT_TRUE(again.Close().ok());
+}
+
+// Before a gRPC stream names its session there is nobody to charge: its
+// first message (attach) is refused unparsed past a few KiB.
+TEST_F(ExhaustionTest, AnOversizedFirstStreamMessageIsRefusedUnparsed) {
   grpc::ClientContext ctx;
+  auto stream = stub_->Stream(&ctx);
+  v1::ClientMessage m;
+  m.mutable_attach()->set_session_id(1);
+  for (int i = 0; i < 100000; ++i) m.add_requests();
+  ASSERT_TRUE(stream->Write(m));
+  stream->WritesDone();
+  v1::ServerMessage reply;
+  while (stream->Read(&reply)) {
+  }
+  const grpc::Status st = stream->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("is at most 4096 bytes; this one is 200004"));
+}
+
+// An unauthenticated Handshake with a huge op table is refused by its
+// numbers, not parsed, and one that parses is not copied line by line.
+TEST_F(ExhaustionTest, AHandshakeWithAHugeOpTableIsRefusedUncopied) {
+  const auto handshake = [&](const v1::HandshakeRequest& req, v1::HandshakeResponse* resp) {
+    grpc::ClientContext ctx;
+    return stub_->Handshake(&ctx, req, resp);
+  };
   v1::HandshakeRequest req;
   req.set_protocol_version(wire::kProtocolVersion);
   req.set_op_table_digest(OpTable::Get().digest() ^ 1);
   const std::string line(300, 'y');
   for (int i = 0; i < 20000; ++i) req.add_op_table(line);  // 6 MB
   v1::HandshakeResponse resp;
-  ASSERT_TRUE(stub_->Handshake(&ctx, req, &resp).ok());
+  grpc::Status st = handshake(req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(st.error_message(), HasSubstr("Handshake: a request of 6"));
+  EXPECT_THAT(st.error_message(), HasSubstr("is more than the daemon reads for it (4456448 bytes"));
+  // 100,000 empty lines: 200 KB, some 10 MB once parsed (and a 4 MB
+  // request of them would take 200 MB).
+  req.clear_op_table();
+  for (int i = 0; i < 100000; ++i) req.add_op_table("");
+  st = handshake(req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(st.error_message(), HasSubstr("Handshake: a request of 200"));
+  EXPECT_THAT(st.error_message(), HasSubstr("more once parsed) is more than the daemon reads for it"));
+  // 16,385 lines of 100 bytes parse, and are refused by their count.
+  req.Clear();
+  req.set_protocol_version(wire::kProtocolVersion);
+  req.set_op_table_digest(OpTable::Get().digest() ^ 1);
+  for (int i = 0; i < 16385; ++i) req.add_op_table(std::string(100, 'z'));
+  ASSERT_TRUE(handshake(req, &resp).ok());
   EXPECT_FALSE(resp.accepted());
-  EXPECT_THAT(resp.refusal(), HasSubstr("20000 lines"));
+  EXPECT_THAT(resp.refusal(), HasSubstr("16385 lines"));
   EXPECT_THAT(resp.refusal(), HasSubstr("too large to compare (at most 16384 lines and 4194304 bytes)"));
 }
 

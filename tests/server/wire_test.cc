@@ -1,5 +1,11 @@
 // wire: encoding and decoding of metadata, argument values and errors.
+#include <malloc.h>
+
+#include <memory>
+
+#include "grpcpp/support/proto_buffer_writer.h"
 #include "raw_client.h"
+#include "tensord/wire/data_frame.h"
 
 namespace tensord::testing {
 namespace {
@@ -14,6 +20,107 @@ const Argument& Arg(const std::string& op, const std::string& name) {
 
 absl::StatusOr<const TensorMeta*> NoTensors(uint64_t h) {
   return RuntimeErr(absl::StrCat("unknown tensor handle ", h));
+}
+
+grpc::ByteBuffer Encode(const v1::ClientMessage& m) {
+  grpc::ByteBuffer bb;
+  bool own = false;
+  EXPECT_TRUE(grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok());
+  return bb;
+}
+
+// Bytes held by malloc in this process (arenas and blocks of their own).
+int64_t MallocBytes() {
+  const struct mallinfo2 mi = ::mallinfo2();
+  return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
+}
+
+// What parsing `bb` really allocates beyond its own bytes: parsed onto the
+// heap (every object its own allocation, no arena block slack to hide in)
+// and measured while the message lives.
+int64_t ParsedExtraBytes(grpc::ByteBuffer bb) {
+  const int64_t before = MallocBytes();
+  auto m = std::make_unique<v1::ClientMessage>();
+  EXPECT_TRUE(grpc::SerializationTraits<v1::ClientMessage>::Deserialize(&bb, m.get()).ok());
+  return MallocBytes() - before;
+}
+
+// The bound covers what a parse really takes, for the shapes that expand
+// most (empty submessages, packed one-byte varints, short strings, unknown
+// fields), and stays near nothing for a message that is mostly data.
+TEST(DecodedExtraBytes, BoundsWhatAParseTakesAndIsSmallForData) {
+  const auto* type = v1::ClientMessage::descriptor();
+  std::vector<std::pair<std::string, v1::ClientMessage>> shapes;
+  {
+    v1::ClientMessage m;
+    for (int i = 0; i < 200000; ++i) m.add_requests();
+    shapes.emplace_back("empty requests", std::move(m));
+  }
+  {
+    v1::ClientMessage m;
+    for (int i = 0; i < 2000; ++i) {
+      *m.add_requests() = Call(i + 1, "add.Tensor", {IL(std::vector<int64_t>(100, 1)), None(), None()}, {7},
+                               std::string(i % 40, 'c'));
+    }
+    shapes.emplace_back("calls with packed lists and strings", std::move(m));
+  }
+  {
+    v1::ClientMessage m;
+    m.GetReflection()->MutableUnknownFields(&m)->AddLengthDelimited(126, "x");
+    for (int i = 0; i < 20000; ++i) {
+      v1::Request* r = m.add_requests();
+      r->GetReflection()->MutableUnknownFields(r)->AddVarint(99, i);
+    }
+    shapes.emplace_back("unknown fields", std::move(m));
+  }
+  {
+    // Request.call (a message) sent as varints: protobuf keeps each as an
+    // unknown field.
+    v1::ClientMessage m;
+    for (int i = 0; i < 20000; ++i) {
+      v1::Request* r = m.add_requests();
+      r->GetReflection()->MutableUnknownFields(r)->AddVarint(v1::Request::kCallFieldNumber, i);
+    }
+    shapes.emplace_back("known numbers, other wire types", std::move(m));
+  }
+  for (auto& [what, m] : shapes) {
+    SCOPED_TRACE(what);
+    const grpc::ByteBuffer bb = Encode(m);
+    m.Clear();
+    const std::optional<int64_t> bound = wire::DecodedExtraBytes(bb, type);
+    ASSERT_TRUE(bound.has_value());
+    const int64_t real = ParsedExtraBytes(bb);
+    // Strings' bytes are copied (at most the message's own size again).
+    EXPECT_GE(*bound + static_cast<int64_t>(bb.Length()), real) << bb.Length() << " bytes";
+    EXPECT_LT(*bound, 4 * real) << "a bound far past the real cost would refuse honest messages";
+  }
+  // An upload chunk: megabytes of data, a few hundred bytes of anything else.
+  v1::ClientMessage upload;
+  upload.add_requests()->mutable_upload()->set_data(std::string(4 << 20, 'd'));
+  const std::optional<int64_t> data_bound = wire::DecodedExtraBytes(Encode(upload), type);
+  ASSERT_TRUE(data_bound.has_value());
+  EXPECT_LT(*data_bound, 1024);
+  // Empty requests expand most: two bytes each on the wire.
+  v1::ClientMessage empties;
+  for (int i = 0; i < 1000; ++i) empties.add_requests();
+  EXPECT_GT(*wire::DecodedExtraBytes(Encode(empties), type), 10 * 2000);
+}
+
+TEST(DecodedExtraBytes, WhatIsNoEncodingGivesNothing) {
+  const auto* type = v1::ClientMessage::descriptor();
+  v1::ClientMessage m;
+  m.add_requests()->mutable_upload()->set_data(std::string(1000, 'd'));
+  std::string bytes = m.SerializeAsString();
+  const auto of = [&](const std::string& b) {
+    grpc::ByteBuffer bb;
+    grpc::Slice slice(b);
+    bb = grpc::ByteBuffer(&slice, 1);
+    return wire::DecodedExtraBytes(bb, type);
+  };
+  EXPECT_TRUE(of(bytes).has_value());
+  EXPECT_FALSE(of(bytes.substr(0, bytes.size() - 1)).has_value());  // cut short
+  EXPECT_FALSE(of(bytes + std::string("\x0b", 1)).has_value());     // a group (field 1, start)
+  EXPECT_FALSE(of(bytes + std::string("\x00", 1)).has_value());     // tag 0
 }
 
 TEST(WireTest, MetaRoundTrips) {

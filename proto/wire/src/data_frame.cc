@@ -2,12 +2,15 @@
 // of everything but the bytes, then the caller's slice of bytes.
 #include "tensord/wire/data_frame.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/message.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/impl/codegen/proto_utils.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -15,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "tensord/wire/copy.h"
 
 namespace tensord::wire {
@@ -262,6 +267,136 @@ std::optional<DataDestination> ParseServerMessageHead(const char* prefix, size_t
   static constexpr int kPath[] = {v1::ServerMessage::kDataFieldNumber};
   return ParseHead<v1::FetchData>(prefix, prefix_len, total, kPath, v1::FetchData::kDataFieldNumber,
                                   [msg] { return msg->mutable_data(); }, place);
+}
+
+namespace {
+
+namespace pb = ::google::protobuf;
+using WFL = pb::internal::WireFormatLite;
+
+// The size of an empty message of each type reachable from a root type: what
+// one more of them costs (sizeof the generated class). Built once per root
+// and never freed (a handful of types).
+class MessageSizes {
+ public:
+  static const MessageSizes& For(const pb::Descriptor* root) {
+    static absl::Mutex mu;
+    static auto* const by_root = new absl::flat_hash_map<const pb::Descriptor*, std::unique_ptr<MessageSizes>>();
+    absl::MutexLock lock(&mu);
+    std::unique_ptr<MessageSizes>& s = (*by_root)[root];
+    if (s == nullptr) s.reset(new MessageSizes(root));
+    return *s;
+  }
+  int64_t Of(const pb::Descriptor* d) const {
+    auto it = bytes_.find(d);
+    return it != bytes_.end() ? it->second : kUnknownType;
+  }
+
+ private:
+  // A type outside the closure (never, for a generated root): a generous guess.
+  static constexpr int64_t kUnknownType = 1024;
+  explicit MessageSizes(const pb::Descriptor* root) {
+    std::vector<const pb::Descriptor*> todo = {root};
+    while (!todo.empty()) {
+      const pb::Descriptor* d = todo.back();
+      todo.pop_back();
+      if (bytes_.contains(d)) continue;
+      const pb::Message* prototype = pb::MessageFactory::generated_factory()->GetPrototype(d);
+      bytes_[d] = prototype != nullptr ? static_cast<int64_t>(prototype->SpaceUsedLong()) : kUnknownType;
+      for (int i = 0; i < d->field_count(); ++i) {
+        if (d->field(i)->message_type() != nullptr) todo.push_back(d->field(i)->message_type());
+      }
+    }
+  }
+  absl::flat_hash_map<const pb::Descriptor*, int64_t> bytes_;
+};
+
+// What each kind of element costs beyond its encoding, at most (see
+// DecodedExtraBytes): malloc's header and rounding of one allocation (a
+// message parsed off an arena makes one per object); a pointer or scalar
+// slot of a repeated field, doubled by its growth; a string object with
+// its allocation and an arena's destructor record; an unknown field's
+// record, with its share of the message's set of them.
+constexpr int64_t kAllocationBytes = 32;
+constexpr int64_t kSlotBytes = 16;
+constexpr int64_t kStringBytes = 64 + kAllocationBytes;
+constexpr int64_t kUnknownFieldBytes = 128 + kAllocationBytes;
+constexpr int kMaxDepth = 100;  // protobuf's default recursion limit
+
+bool WalkExtra(pb::io::CodedInputStream* in, const pb::Descriptor* type, const MessageSizes& sizes, int depth,
+               int64_t* extra) {
+  for (;;) {
+    const uint32_t tag = in->ReadTag();
+    if (tag == 0) return in->ConsumedEntireMessage();  // else a tag 0 or a cut field: not an encoding
+    const WFL::WireType wire_type = WFL::GetTagWireType(tag);
+    const pb::FieldDescriptor* f = type->FindFieldByNumber(WFL::GetTagFieldNumber(tag));
+    if (f != nullptr && wire_type != WFL::WireTypeForFieldType(static_cast<WFL::FieldType>(f->type())) &&
+        !(f->is_packable() && wire_type == WFL::WIRETYPE_LENGTH_DELIMITED)) {
+      f = nullptr;  // a known number with another wire type: kept as an unknown field
+    }
+    const bool repeated = f != nullptr && f->is_repeated();
+    switch (wire_type) {
+      case WFL::WIRETYPE_VARINT: {
+        uint64_t v;
+        if (!in->ReadVarint64(&v)) return false;
+        *extra += f == nullptr ? kUnknownFieldBytes : repeated ? kSlotBytes : 0;
+        break;
+      }
+      case WFL::WIRETYPE_FIXED64:
+      case WFL::WIRETYPE_FIXED32: {
+        if (!in->Skip(wire_type == WFL::WIRETYPE_FIXED64 ? 8 : 4)) return false;
+        *extra += f == nullptr ? kUnknownFieldBytes : repeated ? kSlotBytes : 0;
+        break;
+      }
+      case WFL::WIRETYPE_LENGTH_DELIMITED: {
+        uint32_t len;
+        if (!in->ReadVarint32(&len) || len > static_cast<uint32_t>(std::numeric_limits<int>::max())) return false;
+        if (f != nullptr && f->type() == pb::FieldDescriptor::TYPE_MESSAGE) {
+          if (depth >= kMaxDepth) return false;
+          *extra += sizes.Of(f->message_type()) + kAllocationBytes + kSlotBytes;
+          const pb::io::CodedInputStream::Limit limit = in->PushLimit(static_cast<int>(len));
+          if (!WalkExtra(in, f->message_type(), sizes, depth + 1, extra)) return false;
+          in->PopLimit(limit);
+        } else if (f != nullptr && f->is_packable() &&
+                   WFL::WireTypeForFieldType(static_cast<WFL::FieldType>(f->type())) == WFL::WIRETYPE_VARINT) {
+          // Packed varints: an 8-byte slot each (doubled by growth), however
+          // few bytes each took on the wire.
+          const pb::io::CodedInputStream::Limit limit = in->PushLimit(static_cast<int>(len));
+          for (uint64_t v; in->BytesUntilLimit() > 0;) {
+            if (!in->ReadVarint64(&v)) return false;
+            *extra += kSlotBytes;
+          }
+          in->PopLimit(limit);
+        } else {
+          if (!in->Skip(static_cast<int>(len))) return false;
+          if (f == nullptr) {
+            *extra += kUnknownFieldBytes;
+          } else if (f->type() == pb::FieldDescriptor::TYPE_STRING || f->type() == pb::FieldDescriptor::TYPE_BYTES) {
+            *extra += kStringBytes + (repeated ? kSlotBytes : 0);
+          } else {
+            *extra += int64_t{len} + kSlotBytes;  // packed fixed-size scalars: reserved exactly
+          }
+        }
+        break;
+      }
+      default:  // groups (never sent by tensord) and invalid wire types
+        return false;
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<int64_t> DecodedExtraBytes(const grpc::ByteBuffer& bb, const google::protobuf::Descriptor* type) {
+  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(&bb));  // reads; does not consume
+  pb::io::CodedInputStream in(&reader);
+  in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  if (bb.Length() > static_cast<size_t>(std::numeric_limits<int>::max())) return std::nullopt;
+  in.PushLimit(static_cast<int>(bb.Length()));  // the end of the walk is the end of `bb`
+  const MessageSizes& sizes = MessageSizes::For(type);
+  int64_t extra = sizes.Of(type);
+  if (!WalkExtra(&in, type, sizes, 0, &extra)) return std::nullopt;
+  return extra;
 }
 
 }  // namespace tensord::wire

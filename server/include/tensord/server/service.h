@@ -179,7 +179,9 @@ class TensordService final : public v1::Tensord::Service {
                                                   std::shared_ptr<GrpcStream> grpc, int sock)
       ABSL_LOCKS_EXCLUDED(mu_);
   // How a session stream ended.
-  enum class StreamEnd { kClient, kLost, kMalformed };
+  // kOverLimit: a message would take more memory to decode than the
+  // session's limit leaves (RunStream's `refusal` says how much).
+  enum class StreamEnd { kClient, kLost, kMalformed, kOverLimit };
   // Where an upload's data goes (Session::PlaceUploadData's answer).
   using PlaceUpload = absl::FunctionRef<wire::Placement(const v1::Upload& head, size_t n)>;
   // Reads the next message's bytes: 1 when it did, 0 when the client ended
@@ -190,12 +192,16 @@ class TensordService final : public v1::Tensord::Service {
   // and returns 2.
   using ReadBytes = std::function<int(grpc::ByteBuffer*, v1::ClientMessage* m, const PlaceUpload* place)>;
   // Executes `first` (when not null), then every message `read_bytes`
-  // gives, in order, until the stream or the session ends.
+  // gives, in order, until the stream or the session ends. kOverLimit sets
+  // `*refusal` (ResourceExhausted naming the bytes and the limit).
   StreamEnd RunStream(uint64_t id, const std::shared_ptr<Session>& session, const v1::ClientMessage* first,
-                      const ReadBytes& read_bytes, const Session::Writer& write, const Session::DataWriter& write_data);
+                      const ReadBytes& read_bytes, const Session::Writer& write, const Session::DataWriter& write_data,
+                      absl::Status* refusal);
   // Detaches the ended stream and closes the session (unless it was closed
-  // already); what the stream's end says to the client.
-  absl::Status EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end) ABSL_LOCKS_EXCLUDED(mu_);
+  // already); what the stream's end says to the client (`refusal` for
+  // kOverLimit).
+  absl::Status EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end,
+                         const absl::Status& refusal = absl::OkStatus()) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Removes the session from the table (cancelling its stream) and closes it.
   // Returns its final statistics, or nullopt when it was not in the table
@@ -205,6 +211,13 @@ class TensordService final : public v1::Tensord::Service {
   std::optional<SessionStats> Remove(uint64_t session_id, absl::string_view why, bool only_unattached = false);
   // Closes sessions that no stream attached to in time.
   void ReapUnattached() ABSL_LOCKS_EXCLUDED(mu_);
+  // Serves the unary call `name` through `method` from its request's bytes:
+  // a request over `max_bytes`, or one that would take more than
+  // `max_extra_bytes` beyond its bytes once parsed (wire::DecodedExtraBytes),
+  // is refused (ResourceExhausted, with the numbers) before it is parsed.
+  template <typename Request, typename Response>
+  void BoundUnary(grpc::Status (TensordService::*method)(grpc::ServerContext*, const Request*, Response*),
+                  const char* name, size_t max_bytes, int64_t max_extra_bytes);
   // The reaper thread: ReapUnattached on a timer until shutdown.
   void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // The peer a call comes from, as sessions are counted: a connection the

@@ -113,6 +113,9 @@ class Session {
 
   uint64_t id() const { return id_; }
   const std::string& token() const { return token_; }
+  // The session's memory account, for a MemoryCharge of the daemon's on
+  // its behalf (memory() is the read-only view).
+  const std::shared_ptr<MemoryAccount>& memory_account() const { return memory_; }
   const std::string& client_name() const { return client_name_; }
 
   // Reads the next client message of the stream; returns false when the

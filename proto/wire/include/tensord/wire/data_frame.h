@@ -98,6 +98,22 @@ bool ParseServerMessage(grpc::ByteBuffer* bb, v1::ServerMessage* msg,
 bool ParseClientMessage(grpc::ByteBuffer* bb, v1::ClientMessage* msg,
                         absl::FunctionRef<Placement(const v1::Upload& head, size_t n)> place);
 
+// At most how many bytes parsing `bb` as a message of `type` (with the full
+// protobuf runtime, on an arena or not) can allocate beyond `bb`'s own size:
+// every submessage's object and its slot in a repeated field, every string's
+// object, every repeated scalar's slot (16 bytes: a varint of one byte
+// becomes an 8-byte slot, and a repeated field doubles its capacity as it
+// grows), unknown fields' records. Protobuf's
+// own size limits make a 2-byte empty submessage cost some 30 times its
+// encoding: a 64 MiB message of them about 2 GiB, which a daemon must count
+// against its sender before it parses. Walks the encoding once without
+// building anything (nesting as deep as protobuf's limit of 100). nullopt
+// when `bb` is not a valid encoding of `type` as far as the walk can tell
+// (a truncated field, a group, nesting past the limit): protobuf's parse
+// would refuse it, or it is nothing a tensord peer sends. `bb` is not
+// consumed.
+std::optional<int64_t> DecodedExtraBytes(const grpc::ByteBuffer& bb, const google::protobuf::Descriptor* type);
+
 // For a receiver that has only the first `prefix_len` bytes of a `total`-byte
 // ClientMessage (a StreamReceiver's PlaceHook, socket_stream.h): when the
 // message has EncodeUploadChunk's shape, is at least kMinBorrowedBytes long
