@@ -611,14 +611,18 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   const absl::string_view site_text = absl::string_view(call.call_site()).substr(0, kMaxCallSiteBytes);
   if (site_id != 0 && !site_text.empty() && site_id <= wire::kMaxCallSiteIds && site_id <= call_sites_.size() + 1) {
     const bool append = site_id == call_sites_.size() + 1;
-    const int64_t old_bytes = append ? 0 : static_cast<int64_t>(call_sites_[site_id - 1].size());
-    const int64_t new_bytes = static_cast<int64_t>(site_text.size()) + (append ? sizeof(std::string) : 0);
+    // Counted by capacity, and a redefined site gets a string of its own
+    // size: assigning a short text into a long one would keep the long one's
+    // memory while its charge went down.
+    std::string text(site_text);
+    const int64_t old_bytes = append ? 0 : static_cast<int64_t>(call_sites_[site_id - 1].capacity());
+    const int64_t new_bytes = static_cast<int64_t>(text.capacity()) + (append ? sizeof(std::string) : 0);
     if (new_bytes <= old_bytes || call_sites_charge_.Add(memory_, new_bytes - old_bytes, "a call site").ok()) {
       if (new_bytes < old_bytes) call_sites_charge_.Sub(old_bytes - new_bytes);
       if (append) {
-        call_sites_.emplace_back(site_text);
+        call_sites_.push_back(std::move(text));
       } else {
-        call_sites_[site_id - 1].assign(site_text.data(), site_text.size());
+        call_sites_[site_id - 1].swap(text);  // (a move of a short text would keep the long one's buffer)
       }
     }
   }

@@ -167,6 +167,46 @@ TEST_F(ExhaustionTest, CallSitesAreCutAndCharged) {
   EXPECT_EQ(errors[0].call_site(), std::string(server::kMaxCallSiteBytes, 'x'));
 }
 
+// A site redefined with a shorter text gives back what the longer one
+// held: otherwise rounds of long sites, each shortened, would pile up
+// memory while the charge stayed small.
+TEST_F(ExhaustionTest, ARedefinedCallSiteIsChargedForWhatItHolds) {
+  RawSession s(stub_.get());
+  const std::string long_site(server::kMaxCallSiteBytes, 'l');
+  uint32_t id = 1;
+  // Each round defines 400 sites of 1 KiB, then redefines them to one byte.
+  // 45 rounds keep 18,000 sites, whose one-byte texts and string objects
+  // fit the 1 MiB limit beside a round's long ones.
+  const auto round = [&] {
+    const uint32_t first = id;
+    for (const std::string& text : {long_site, std::string("s")}) {
+      std::vector<v1::Request> reqs;
+      for (uint32_t k = first; k < first + 400; ++k) {
+        v1::Request r = Call(k, "neg", {T(424242)}, {}, text);
+        r.mutable_call()->set_call_site_id(k);
+        reqs.push_back(std::move(r));
+      }
+      s.Send(std::move(reqs));
+      for (const v1::Error& e : s.Sync()) EXPECT_THAT(e.call_site(), ::testing::AnyOf(text, "s"));
+    }
+    id = first + 400;
+  };
+  round();  // the first round warms the buffers that every round reuses
+  const int64_t malloc_before = MallocBytes();
+  for (int r = 1; r < 45; ++r) round();
+  // Kept long, the 17,600 redefined sites would hold 17 MiB.
+  EXPECT_LT(MallocBytes() - malloc_before, int64_t{6} << 20);
+  const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
+  EXPECT_LE(held, 18000 * 64);  // each site's string object and its short text
+  // The last site is still named by its (short) text.
+  v1::Request again = Call(id, "neg", {T(424242)}, {}, "");
+  again.mutable_call()->set_call_site_id(id - 1);
+  s.Send(again);
+  const std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].call_site(), "s");
+}
+
 // Uploads begun and never finished: at most kMaxPendingUploads at once.
 TEST_F(ExhaustionTest, UploadsInProgressAreCapped) {
   RawSession s(stub_.get());
