@@ -1,10 +1,10 @@
 // Memory a client could make the daemon hold beyond its session's limit,
 // spoken to raw: failed output handles, call sites, uploads left open,
-// stream messages announced and not sent, and oversized handshakes are each
-// charged to the session or capped. After
+// stream messages announced and not sent or that would expand once parsed,
+// and oversized handshakes are each charged to the session or capped. After
 // each attempt the daemon's resident memory (this process: the daemon runs
-// in it) has grown by less than kRssBound, the daemon serves, and a second
-// session is unharmed.
+// in it) has grown by less than kRssBound (measured outside sanitizer
+// builds), the daemon serves, and a second session is unharmed.
 #include <malloc.h>
 #include <sys/socket.h>
 
@@ -52,7 +52,7 @@ class ExhaustionTest : public DaemonFixture {
   }
 
   void TearDown() override {
-    EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
+    if (kMemoryIsMeasurable) EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
     bystander_->ExpectServed();
     bystander_.reset();
     DaemonFixture::TearDown();
@@ -195,7 +195,7 @@ TEST_F(ExhaustionTest, ARedefinedCallSiteIsChargedForWhatItHolds) {
   const int64_t malloc_before = MallocBytes();
   for (int r = 1; r < 45; ++r) round();
   // Kept long, the 17,600 redefined sites would hold 17 MiB.
-  EXPECT_LT(MallocBytes() - malloc_before, int64_t{6} << 20);
+  if (kMemoryIsMeasurable) EXPECT_LT(MallocBytes() - malloc_before, int64_t{6} << 20);
   const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
   EXPECT_LE(held, 18000 * 64);  // each site's string object and its short text
   // The last site is still named by its (short) text.
@@ -252,8 +252,10 @@ TEST_F(ExhaustionTest, AnnouncedStreamLengthsAreNotReservedBeforeTheirBytes) {
   // buffer are not resident, so the heap's allocated bytes are what show a
   // reservation made for the announced length.
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
-  EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
+  if (kMemoryIsMeasurable) {
+    EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
+    EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
+  }
   // The bystander is served meanwhile (TearDown checks it again after).
   bystander_->ExpectServed();
   for (int fd : fds) ::close(fd);
@@ -284,7 +286,7 @@ TEST_F(ExhaustionTest, AMessageThatWouldDecodeBeyondTheLimitIsRefusedUnparsed) {
   EXPECT_THAT(st.error_message(), HasSubstr("1.00 MiB limit"));
   // Refused before parsing: the two million Values (over 100 MiB) were
   // never made.
-  EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
+  if (kMemoryIsMeasurable) EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
   // Big messages that a session at its limit needs still go through: a
   // release of a million handles (some 16 MiB once parsed).
   RawSession again(stub_.get());
