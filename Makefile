@@ -39,7 +39,7 @@ test-fuzz: fuzz
 
 test: test-cpp test-python test-fuzz
 
-# Every figure of issue 5 beside its peer, one table; writes $(BUILD)/bench.json
+# Every figure of bench/RESULTS.md beside its peer, one table; writes $(BUILD)/bench.json
 # and $(BUILD)/bench.md (a benchmark: no pass/fail on speed). See bench/RESULTS.md.
 BENCH_ARGS ?=
 bench: build

@@ -1432,7 +1432,20 @@ bool Session::ExecuteDescribe(const v1::Describe& describe, const Writer& write)
   v1::ServerMessage msg;
   v1::Ack* ack = msg.mutable_ack();
   ack->set_request_id(describe.request_id());
+  // A handle costs one byte to ask for and up to a kilobyte or two to
+  // answer (a meta of 64 dims, a failed one's error with its call site): the
+  // reply is built whole before it is written, so its size is bounded, not
+  // the request's.
+  size_t reply_bytes = 0;
   for (uint64_t h : describe.handles()) {
+    if (reply_bytes > kMaxDescribeReplyBytes) {
+      OpError e;
+      e.status = RuntimeErr(absl::StrCat("describe: the reply for ", describe.handles_size(),
+                                         " handles would be more than ", kMaxDescribeReplyBytes,
+                                         " bytes; describe fewer at a time"));
+      e.op = "describe";
+      return WriteRequestError(describe.request_id(), e, write);
+    }
     if (auto err = AbandonUpload(h, "a describe"); err != nullptr) {
       err->reported = true;
       return WriteRequestError(describe.request_id(), *err, write);
@@ -1445,13 +1458,17 @@ bool Session::ExecuteDescribe(const v1::Describe& describe, const Writer& write)
       return WriteRequestError(describe.request_id(), e, write);
     }
     const Tensor& t = it->second;
-    wire::ToProto(t.meta, ack->add_metas());
+    v1::TensorMetaProto* meta = ack->add_metas();
+    wire::ToProto(t.meta, meta);
     ack->add_failed(t.failed());
     ack->add_storage_ids(t.storage != nullptr ? t.storage->id() : 0);
+    reply_bytes += meta->ByteSizeLong() + 16;
     if (t.failed()) {
       // One error per failed handle, in order, even if a Sync reported it.
       t.error->reported = true;
-      t.error->ToProto(ack->add_errors());
+      v1::Error* error = ack->add_errors();
+      t.error->ToProto(error);
+      reply_bytes += error->ByteSizeLong();
     }
   }
   AddReleasedFunctions(ack);

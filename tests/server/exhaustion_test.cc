@@ -207,6 +207,34 @@ TEST_F(ExhaustionTest, ARedefinedCallSiteIsChargedForWhatItHolds) {
   EXPECT_EQ(errors[0].call_site(), "s");
 }
 
+// Describe answers each handle with its meta (and a failed one's error):
+// a request that names a handle a million times, one byte each, would take
+// gigabytes to answer; the reply is bounded instead.
+TEST_F(ExhaustionTest, ADescribeIsAnsweredWithinABoundedReply) {
+  RawSession s(stub_.get());
+  s.Send(Call(1, "add.Tensor", {T(999), T(998), F(1)}, {1}, std::string(1024, 'x')));  // handle 1 fails
+  s.Sync();
+  const auto describe = [&](int copies) {
+    v1::Request r;
+    r.mutable_describe()->set_request_id(77 + copies);
+    for (int i = 0; i < copies; ++i) r.mutable_describe()->add_handles(1);
+    s.Send(r);
+    v1::ServerMessage m;
+    EXPECT_TRUE(s.Read(&m));
+    return m;
+  };
+  v1::ServerMessage small = describe(1000);
+  ASSERT_TRUE(small.has_ack()) << small.DebugString().substr(0, 500);
+  EXPECT_EQ(small.ack().metas_size(), 1000);
+  EXPECT_EQ(small.ack().errors_size(), 1000);
+  v1::ServerMessage huge = describe(1000000);
+  ASSERT_TRUE(huge.has_error()) << huge.DebugString().substr(0, 500);
+  EXPECT_EQ(huge.error().request_id(), 77u + 1000000);
+  EXPECT_THAT(huge.error().error().message(),
+              HasSubstr("describe: the reply for 1000000 handles would be more than 4194304 bytes"));
+  EXPECT_TRUE(s.Sync().empty());
+}
+
 // Uploads begun and never finished: at most kMaxPendingUploads at once.
 TEST_F(ExhaustionTest, UploadsInProgressAreCapped) {
   RawSession s(stub_.get());

@@ -52,6 +52,10 @@ inline constexpr size_t kMaxCallSiteBytes = 1024;
 // Uploads in progress at once in one session (a client sends one chunked
 // upload after another; the same-host client a few adopting ones).
 inline constexpr size_t kMaxPendingUploads = 1024;
+// A Describe whose reply would pass this many bytes (encoded) is refused:
+// the reply is built whole in memory, and each handle of a one-byte-per-
+// handle request may take a kilobyte or two to answer.
+inline constexpr size_t kMaxDescribeReplyBytes = 4 << 20;
 
 // The error of a failed op (or upload or request), with what issued it.
 // Shared by every tensor the failure reaches.
