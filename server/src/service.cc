@@ -140,8 +140,9 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
   // as long as nobody else came.
   try {
     service->reaper_ = std::thread([s = service.get()] { s->ReapLoop(); });
+    service->closer_ = std::thread([s = service.get()] { s->CloseLoop(); });
   } catch (const std::system_error& e) {
-    return InternalErr(absl::StrCat("cannot start the thread that closes unattached sessions: ", e.what()));
+    return InternalErr(absl::StrCat("cannot start the threads that close sessions: ", e.what()));
   }
   return service;
 }
@@ -223,6 +224,19 @@ void TensordService::BoundUnary(grpc::Status (TensordService::*method)(grpc::Ser
 TensordService::~TensordService() {
   BeginShutdown();  // also ends ReapLoop
   if (reaper_.joinable()) reaper_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    closer_stop_ = true;
+  }
+  if (closer_.joinable()) closer_.join();  // after the sessions it was handed close
+  // (None is handed over once the servers that call Remove have stopped; a
+  // closer that never started leaves them here.)
+  std::deque<Closing> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(to_close_);
+  }
+  for (Closing& c : left) Closed(c.id, c.peer, c.why, c.session->Close());
 }
 
 void TensordService::ReapLoop() {
@@ -370,11 +384,12 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
                                        options_.max_sessions_per_peer,
                                        ", tensord serve --max-sessions-per-peer); close some first"));
     }
-    if (sessions_.size() >= options_.max_sessions) {
+    if (sessions_.size() + closing_ >= options_.max_sessions) {
       if (mine == 0) sessions_per_peer_.erase(peer);
       return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          absl::StrCat("open session: the daemon already has ", sessions_.size(),
-                                       " open sessions (its limit)"));
+                          absl::StrCat("open session: the daemon already has ", sessions_.size() + closing_,
+                                       " open sessions (its limit; ", closing_,
+                                       " of them closing once their running request ends)"));
     }
     do {
       if (!SecureRandom(&id, sizeof(id))) {
@@ -759,7 +774,7 @@ void TensordService::ServeSocketStream(int sock, uint64_t session_id, absl::stri
 std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::string_view why,
                                                    bool only_unattached) {
   std::shared_ptr<Session> session;
-  bool last = false;
+  std::string peer;
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(session_id);
@@ -770,25 +785,75 @@ std::optional<SessionStats> TensordService::Remove(uint64_t session_id, absl::st
     // TryCancel does on gRPC. No end record follows then.
     if (it->second.socket >= 0) ::shutdown(it->second.socket, SHUT_RDWR);
     session = std::move(it->second.session);
-    if (auto p = sessions_per_peer_.find(it->second.peer); p != sessions_per_peer_.end() && --p->second == 0) {
+    peer = std::move(it->second.peer);
+    sessions_.erase(it);
+    ++closing_;
+  }
+  // A request of the session may be running (a kernel over billions of
+  // elements): the caller (a CloseSession call, the reaper, a stream's end)
+  // does not wait for it, which would hold a gRPC thread for as long as the
+  // kernel runs; the closer thread closes the session once the request
+  // ends. Until then the session still counts against its peer's limit and
+  // the daemon's, so that closing sessions cannot run more requests at once
+  // than the limits allow.
+  std::optional<SessionStats> stats = session->TryClose();
+  if (!stats.has_value()) {
+    SessionStats so_far;
+    so_far.peak_bytes = session->memory().peak_bytes();
+    so_far.ops_executed = session->ops_executed();
+    Log(LogLevel::kInfo, "session ", HexId(session_id), " closing (", why, ") once its running request ends");
+    absl::MutexLock lock(&mu_);
+    to_close_.push_back(Closing{std::move(session), session_id, std::move(peer), std::string(why)});
+    return so_far;
+  }
+  session.reset();
+  Closed(session_id, peer, why, *stats);
+  return stats;
+}
+
+void TensordService::Closed(uint64_t session_id, const std::string& peer, absl::string_view why,
+                            const SessionStats& stats) {
+  bool last = false;
+  {
+    absl::MutexLock lock(&mu_);
+    --closing_;
+    if (auto p = sessions_per_peer_.find(peer); p != sessions_per_peer_.end() && --p->second == 0) {
       sessions_per_peer_.erase(p);
     }
-    sessions_.erase(it);
-    last = sessions_.empty();
+    last = sessions_.empty() && closing_ == 0;
   }
-  const SessionStats stats = session->Close();
-  session.reset();
   // Its freed large blocks (and every other cached one) go back to the
   // system, so that the daemon shrinks when its clients leave.
   const int64_t trimmed = allocator_->Trim();
   // When the last client left, the heap pages glibc keeps in its per-thread
   // arenas after the sessions' small frees go back too.
   if (last) malloc_trim(0);
-  Log(why == "stream lost" || why == "a message did not parse" ? LogLevel::kWarning : LogLevel::kInfo, "session ", HexId(session_id), " closed (", why,
-      "): peak ", FormatBytes(stats.peak_bytes),
-      " (", stats.peak_bytes, " bytes), ", stats.ops_executed, " ops executed; cpu cache: ", FormatBytes(trimmed),
-      " unmapped");
-  return stats;
+  Log(why == "stream lost" || why == "a message did not parse" ? LogLevel::kWarning : LogLevel::kInfo, "session ",
+      HexId(session_id), " closed (", why, "): peak ", FormatBytes(stats.peak_bytes), " (", stats.peak_bytes,
+      " bytes), ", stats.ops_executed, " ops executed; cpu cache: ", FormatBytes(trimmed), " unmapped");
+}
+
+bool TensordService::CloserHasWork() const { return !to_close_.empty() || closer_stop_; }
+
+void TensordService::CloseLoop() {
+  for (;;) {
+    Closing c;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &TensordService::CloserHasWork));
+      if (to_close_.empty()) return;  // told to stop, and nothing is left
+      c = std::move(to_close_.front());
+      to_close_.pop_front();
+    }
+    const SessionStats stats = c.session->Close();  // waits for the running request
+    c.session.reset();
+    Closed(c.id, c.peer, c.why, stats);
+  }
+}
+
+size_t TensordService::closing_sessions() const {
+  absl::MutexLock lock(&mu_);
+  return closing_;
 }
 
 void TensordService::ReapUnattached() {
@@ -895,6 +960,17 @@ std::optional<SessionStats> TensordService::session_stats(uint64_t session_id) c
     session = it->second.session;
   }
   return session->stats();
+}
+
+std::optional<bool> TensordService::session_running(uint64_t session_id) const {
+  std::shared_ptr<Session> session;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(session_id);
+    if (it == sessions_.end()) return std::nullopt;
+    session = it->second.session;
+  }
+  return session->running();
 }
 
 }  // namespace tensord::server

@@ -283,19 +283,29 @@ SessionStats Session::stats() const {
   s.bytes_in_use = memory_->bytes_in_use();
   s.bookkeeping_bytes = memory_->bookkeeping_bytes();
   s.peak_bytes = memory_->peak_bytes();
-  s.ops_executed = ops_executed_;
+  s.ops_executed = ops_executed();
   s.live_handles = tensors_.size();
   s.pending_uploads = uploads_.size();
   return s;
 }
 
 SessionStats Session::Close() {
+  closing_.store(true, std::memory_order_relaxed);  // the executing thread lets go of mu_ soon
+  mu_.Lock();
+  return CloseLocked();
+}
+
+std::optional<SessionStats> Session::TryClose() {
+  closing_.store(true, std::memory_order_relaxed);  // the executing thread lets go of mu_ soon
+  if (!mu_.TryLock()) return std::nullopt;
+  return CloseLocked();
+}
+
+SessionStats Session::CloseLocked() {
   absl::node_hash_map<uint64_t, Tensor> tensors;
   absl::node_hash_map<uint64_t, PendingUpload> uploads;
   SessionStats s;
-  closing_.store(true, std::memory_order_relaxed);  // the executing thread lets go of mu_ soon
-  {
-    absl::MutexLock lock(&mu_);
+  {  // mu_ is held, from the caller
     closed_ = true;
     {
       absl::MutexLock sl(&shm_mu_);
@@ -317,12 +327,13 @@ SessionStats Session::Close() {
       if (auto ag = w.lock()) ag->grad.reset();
     }
     grad_holders_.clear();
-    s.ops_executed = ops_executed_;
+    s.ops_executed = ops_executed();
     if (!uploads.empty()) {
       Log(LogLevel::kWarning, "session ", absl::Hex(id_), ": ", uploads.size(),
           " upload(s) never completed; discarded");
     }
   }
+  mu_.Unlock();
   // Storages are freed here, outside the lock.
   tensors.clear();
   uploads.clear();
@@ -1034,7 +1045,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
     written[i]->storage->bump_version();
     outs[i].meta = written[i]->meta;
   }
-  ++ops_executed_;
+  ops_executed_.store(ops_executed_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // one writer
 
   if (record && !op->has(kNotDifferentiable)) {
     TD_RETURN_IF_ERROR(RecordNode(*op, args, inputs, outs, self_before.defined() ? &self_before : nullptr));

@@ -255,6 +255,49 @@ TEST_F(LockoutTest, AnIdleConnectionIsClosedButNotOneCarryingAStream) {
   EXPECT_TRUE(s.Close().ok());
 }
 
+// A session closed while a kernel of it runs: CloseSession answers without
+// waiting for the kernel (it would hold one of the gRPC server's threads
+// for as long), the session is closed once the kernel ends, and until then
+// it still counts against its peer's limit (or closing sessions could run
+// kernels past it).
+TEST_F(LockoutTest, ClosingASessionMidKernelHoldsNoThreadAndStillCounts) {
+  max_sessions_per_peer_ = 2;  // the bystander's peer opens a second one in its checks
+  StartDaemon(0);
+  StartBystander();
+  v1::OpenSessionResponse other;  // this peer's other session: the one below is its last
+  ASSERT_TRUE(OpenSession(stub_.get(), &other).ok());
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {1}, ScalarType::kFloat32, {1});
+  ASSERT_TRUE(s.Sync().empty());
+  // A sum over 2^32 elements (a view of one): seconds of work.
+  s.Send({Call(1, "expand", {T(1), IL({int64_t{1} << 32}), B(false)}, {2}),
+          Call(2, "sum", {T(2), None(), B(false), None()}, {3})});
+  bool running = false;
+  for (int i = 0; i < 3000 && !running; ++i) {  // until the daemon is in the kernel (30 s at most)
+    running = daemon_->service().session_running(s.id()).value_or(false);
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(running) << "the sum never started";
+  ASSERT_TRUE(s.Close().ok());
+  // Answered while the kernel still runs (closing sessions are those whose
+  // close waits for it).
+  EXPECT_EQ(daemon_->service().closing_sessions(), 1u);
+  v1::OpenSessionResponse refused;
+  const grpc::Status st = OpenSession(stub_.get(), &refused);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << "the closing session did not count";
+  // Other peers are served meanwhile.
+  ExpectBystanderServed();
+  // Once the kernel ends the session is closed, and its slot is free again.
+  for (int i = 0; i < 12000 && daemon_->service().closing_sessions() > 0; ++i) {  // 120 s at most
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(daemon_->service().closing_sessions(), 0u);
+  v1::OpenSessionResponse again;
+  ASSERT_TRUE(OpenSession(stub_.get(), &again).ok());
+  EXPECT_TRUE(CloseSessionRaw(stub_.get(), again.session_id(), again.token()).ok());
+  EXPECT_TRUE(CloseSessionRaw(stub_.get(), other.session_id(), other.token()).ok());
+}
+
 // What TCP peers are counted as: an IPv6 host's whole /64 is one peer (it
 // can pick any address in it), an IPv4 client of a dual-stack socket the
 // same as on an IPv4 socket.

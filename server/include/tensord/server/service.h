@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -141,12 +142,16 @@ class TensordService final : public v1::Tensord::Service {
 
   // Introspection (tests, logs).
   size_t live_sessions() const;
+  // Sessions closed while a request of theirs ran, whose close waits for it.
+  size_t closing_sessions() const;
   // Bytes of tensor storage held by all sessions together.
   int64_t bytes_in_use() const { return allocator_->bytes_in_use(); }
   // The cache of freed large CPU blocks (cached bytes are in no session's count).
   CpuAllocator::CacheStats cpu_cache_stats() const { return allocator_->cache_stats(); }
   // Statistics of an open session; nullopt when unknown or closed.
   std::optional<SessionStats> session_stats(uint64_t session_id) const;
+  // Whether a request of the session runs now (nullopt: no such session).
+  std::optional<bool> session_running(uint64_t session_id) const;
   const ServiceOptions& options() const { return options_; }
 
  private:
@@ -203,11 +208,14 @@ class TensordService final : public v1::Tensord::Service {
   absl::Status EndStream(uint64_t id, const std::shared_ptr<Session>& session, StreamEnd end,
                          const absl::Status& refusal = absl::OkStatus()) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Removes the session from the table (cancelling its stream) and closes it.
-  // Returns its final statistics, or nullopt when it was not in the table
-  // (or, with only_unattached, when a stream has attached to it: the reaper
-  // chose it under one lock and removes it under another, and a client that
-  // attached in between keeps its session).
+  // Removes the session from the table (cancelling its stream) and closes it,
+  // or, while a request of it runs, hands it to the closer thread to close
+  // when the request ends (it counts against the limits until then).
+  // Returns its final statistics (those so far, when handed over), or
+  // nullopt when it was not in the table (or, with only_unattached, when a
+  // stream has attached to it: the reaper chose it under one lock and
+  // removes it under another, and a client that attached in between keeps
+  // its session).
   std::optional<SessionStats> Remove(uint64_t session_id, absl::string_view why, bool only_unattached = false);
   // Closes sessions that no stream attached to in time.
   void ReapUnattached() ABSL_LOCKS_EXCLUDED(mu_);
@@ -252,6 +260,29 @@ class TensordService final : public v1::Tensord::Service {
   absl::flat_hash_map<int, Connection> fd_peers_ ABSL_GUARDED_BY(peers_mu_);
   uint64_t refused_connections_ ABSL_GUARDED_BY(peers_mu_) = 0;
   std::thread reaper_;  // ReapLoop
+
+  // Sessions taken out of the table while a request of theirs ran, for the
+  // closer thread to close once it ends (Remove).
+  struct Closing {
+    std::shared_ptr<Session> session;
+    uint64_t id = 0;
+    std::string peer;
+    std::string why;
+  };
+  std::deque<Closing> to_close_ ABSL_GUARDED_BY(mu_);
+  // Sessions out of the table and not yet closed: counted against the
+  // daemon's limit (and, in sessions_per_peer_, their peer's).
+  size_t closing_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closer_stop_ ABSL_GUARDED_BY(mu_) = false;  // set by the destructor
+  std::thread closer_;                              // CloseLoop
+  bool CloserHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the sessions handed over by Remove, in order, until told to stop
+  // with none left.
+  void CloseLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // What follows a session's Close: its peer's count, the cache trim, the
+  // log line.
+  void Closed(uint64_t session_id, const std::string& peer, absl::string_view why, const SessionStats& stats)
+      ABSL_LOCKS_EXCLUDED(mu_);
 };
 
 }  // namespace tensord::server

@@ -159,10 +159,23 @@ class Session {
 
   // Frees every tensor and discards unfinished uploads. Idempotent; later
   // Execute calls return false. Returns the final statistics.
-  SessionStats Close();
+  SessionStats Close() ABSL_LOCKS_EXCLUDED(mu_);
+  // The same when no request is running (it would wait for the request to
+  // end); nullopt, having done nothing but ask the running request's
+  // thread to let go soon, when one is.
+  std::optional<SessionStats> TryClose() ABSL_LOCKS_EXCLUDED(mu_);
   bool closed() const;
 
   SessionStats stats() const;
+  // Whether a request runs now (its thread holds the session), without
+  // waiting for it.
+  bool running() const ABSL_LOCKS_EXCLUDED(mu_) {
+    if (!mu_.TryLock()) return true;
+    mu_.Unlock();
+    return false;
+  }
+  // Ops executed so far, without waiting for a running request.
+  uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
   // Memory account (bytes in use return to 0 once the session is closed).
   const MemoryAccount& memory() const { return *memory_; }
 
@@ -373,6 +386,8 @@ class Session {
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // Close's work, with mu_ held by the caller; lets go of it.
+  SessionStats CloseLocked() ABSL_UNLOCK_FUNCTION(mu_);
   // Set by Close before it waits for mu_: the thread executing a message
   // (which holds mu_ for the whole message, or a whole backward) stops at
   // the next request or node instead of running the rest of its queue.
@@ -396,7 +411,8 @@ class Session {
   // The first failed tensor's error that the running backward carries (AsCause).
   std::shared_ptr<OpError> backward_cause_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t ops_executed_ ABSL_GUARDED_BY(mu_) = 0;
+  // Written under mu_ (by the executing thread), read by anyone.
+  std::atomic<uint64_t> ops_executed_{0};
   Generator generator_ ABSL_GUARDED_BY(mu_);
   // Results of the meta functions that validate each op, by call metadata.
   const std::unique_ptr<MetaCache> meta_cache_ ABSL_GUARDED_BY(mu_);
