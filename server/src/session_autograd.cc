@@ -22,6 +22,33 @@
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
+
+namespace {
+
+// Heap bytes of a meta's dims beyond the inline ones (Shape keeps 5).
+int64_t MetaHeapBytes(const TensorMeta& m) {
+  const auto dims = [](const Shape& s) {
+    return s.size() > 5 ? static_cast<int64_t>(s.capacity() * sizeof(int64_t)) : int64_t{0};
+  };
+  return dims(m.sizes) + dims(m.strides);
+}
+
+}  // namespace
+
+int64_t NodeInputBytes(const TensorMeta& meta) {
+  // Its edge, metadata and presence bit, its saved tensor (a copy of the
+  // metadata, the storage reference, the identity and grad_fn's name), its
+  // argument and slot entries.
+  return static_cast<int64_t>(sizeof(Edge) + sizeof(TensorMeta) + 1 + sizeof(SavedTensor) + sizeof(Value) +
+                              sizeof(int) + 32) +
+         2 * MetaHeapBytes(meta);
+}
+
+int64_t NodeOutputBytes(const TensorMeta& meta) {
+  return static_cast<int64_t>(sizeof(TensorMeta) + 1 + sizeof(SavedTensor)) + 2 * MetaHeapBytes(meta);
+}
+
+int64_t NodeFixedBytes() { return static_cast<int64_t>(sizeof(Node)) + 128; }
 namespace {
 
 constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
@@ -214,6 +241,18 @@ absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& ar
                              ? find(args[0].tensor_ptr())
                              : nullptr;
   auto node = std::make_shared<Node>(Node::Kind::kOp, ++next_seq_, GradFnName(op));
+  // Charged before the node is filled (a list naming one tensor a million
+  // times would make it hold a million copies of its metadata): over the
+  // session's limit the op fails and nothing of the node stays.
+  int64_t bytes = NodeFixedBytes();
+  for (const Value& v : args) {
+    if (v.kind() == Value::Kind::kTensor && v.tensor_ptr() != nullptr) bytes += NodeInputBytes(*v.tensor_ptr());
+    if (v.kind() == Value::Kind::kTensorList) {
+      for (const TensorMeta* m : v.tensor_list()) bytes += m != nullptr ? NodeInputBytes(*m) : 0;
+    }
+  }
+  for (const Tensor& t : outs) bytes += NodeOutputBytes(t.meta);
+  TD_RETURN_IF_ERROR(node->charge.Add(memory_, bytes, absl::StrCat(node->name, " (the autograd graph's node)")));
   node->op = &op;
   size_t n_slots = 0;
   for (const Value& v : args) {
@@ -456,6 +495,15 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
   absl::flat_hash_set<uint64_t> dirty(r.dirty().begin(), r.dirty().end());
   auto node = std::make_shared<Node>(Node::Kind::kFunction, ++next_seq_,
                                      r.name().empty() ? "FunctionBackward" : r.name());
+  // Charged before anything points at the node (or it reports its function
+  // released), as an op's.
+  int64_t bytes = NodeFixedBytes() + static_cast<int64_t>(r.name().size());
+  for (const Tensor* t : ins) bytes += NodeInputBytes(t != nullptr ? t->meta : TensorMeta());
+  for (const Tensor* t : outs) bytes += NodeOutputBytes(t->meta);
+  for (const Tensor* t : saved) bytes += NodeOutputBytes(t != nullptr ? t->meta : TensorMeta());
+  if (absl::Status s = node->charge.Add(memory_, bytes, absl::StrCat(what, "'s autograd graph node")); !s.ok()) {
+    return fail(std::move(s));
+  }
   node->function_id = r.function_id();
   node->materialize_grads = r.materialize_grads();
   node->released_sink = released_functions_;

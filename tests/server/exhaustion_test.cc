@@ -235,6 +235,32 @@ TEST_F(ExhaustionTest, ADescribeIsAnsweredWithinABoundedReply) {
   EXPECT_TRUE(s.Sync().empty());
 }
 
+// A recorded call over a list that names one tensor of 64 dims 100,000
+// times (a byte each on the wire): its graph node would keep 100,000 copies
+// of that metadata (over 100 MB). The node is charged to the session, so
+// the call fails over the limit, and an ordinary recorded call still runs.
+TEST_F(ExhaustionTest, AGraphNodeIsChargedForWhatItHolds) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, std::vector<int64_t>(64, 1), ScalarType::kFloat32, {2});
+  v1::Request grad;
+  grad.mutable_set_requires_grad()->add_handles(1);
+  grad.mutable_set_requires_grad()->set_requires_grad(true);
+  s.Send(grad);
+  v1::Request cat = Call(1, "cat", {TL(std::vector<uint64_t>(100000, 1)), I(0)}, {2});
+  cat.mutable_call()->set_record_grad(true);
+  s.Send(cat);
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].kind(), "MemoryError");
+  EXPECT_THAT(errors[0].message(), HasSubstr("CatBackward0 (the autograd graph's node): out of memory"));
+  EXPECT_LT(daemon_->service().session_stats(s.id())->bookkeeping_bytes, 64 << 10);
+  v1::Request small = Call(2, "cat", {TL({1, 1}), I(0)}, {3});
+  small.mutable_call()->set_record_grad(true);
+  s.Send(small);
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_GT(daemon_->service().session_stats(s.id())->bookkeeping_bytes, 2 * 1024);  // two slots of 64 dims
+}
+
 // Uploads begun and never finished: at most kMaxPendingUploads at once.
 TEST_F(ExhaustionTest, UploadsInProgressAreCapped) {
   RawSession s(stub_.get());

@@ -198,9 +198,21 @@ class Node {
   bool materialize_grads = true;
   std::shared_ptr<ReleasedFunctions> released_sink;
 
+  // What the node holds, charged to its session while it lives: a call over
+  // a list of a million handles (one byte each on the wire) would otherwise
+  // keep a million metadata copies that no limit counts (NodeBytes).
+  MemoryCharge charge;
+
  private:
   static inline std::atomic<int64_t> live_{0};
 };
+
+// Bytes a node's per-slot records take beyond sizeof(Node): one input slot
+// of `meta` (its edge, its metadata, its saved tensor), one output of
+// `meta`, and a fixed part (the node itself, its allocation and name).
+int64_t NodeInputBytes(const TensorMeta& meta);
+int64_t NodeOutputBytes(const TensorMeta& meta);
+int64_t NodeFixedBytes();
 
 // One argument of an op call made by the daemon itself (the engine and the
 // derivative formulas): a tensor, a list of tensors (undefined ones are
