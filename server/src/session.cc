@@ -296,8 +296,15 @@ SessionStats Session::Close() {
 }
 
 std::optional<SessionStats> Session::TryClose() {
-  closing_.store(true, std::memory_order_relaxed);  // the executing thread lets go of mu_ soon
-  if (!mu_.TryLock()) return std::nullopt;
+  closing_.store(true, std::memory_order_seq_cst);  // the executing thread lets go of mu_ soon
+  if (!mu_.TryLock()) {
+    // Held for a request (which may run for minutes): not waited for. Held
+    // for a moment by anything else (statistics, an upload's placement):
+    // waited for; a message that starts meanwhile runs none of its requests
+    // once closing_ is set.
+    if (executing_.load(std::memory_order_seq_cst)) return std::nullopt;
+    mu_.Lock();
+  }
   return CloseLocked();
 }
 
@@ -353,6 +360,8 @@ bool Session::ExecuteMessage(const v1::ClientMessage& message, const Writer& wri
                              const DataWriter& write_data) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
+  executing_.store(true, std::memory_order_seq_cst);
+  absl::Cleanup done = [this] { executing_.store(false, std::memory_order_relaxed); };
   const Writer* old_write = write_;
   const Reader* old_read = read_;
   const DataWriter* old_write_data = write_data_;
@@ -430,7 +439,9 @@ bool Session::ExecuteGuardedLocked(const v1::Request& request) {
 bool Session::DrainLocked() {
   v1::Request owned;
   while (const v1::Request* request = NextRequestLocked(&owned)) {
-    if (closed_ || closing_.load(std::memory_order_relaxed)) return false;
+    // (seq_cst, with executing_'s store: TryClose either sees this message
+    // executing or this message sees closing_)
+    if (closed_ || closing_.load(std::memory_order_seq_cst)) return false;
     if (!ExecuteGuardedLocked(*request)) return false;
   }
   return true;

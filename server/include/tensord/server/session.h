@@ -162,18 +162,14 @@ class Session {
   SessionStats Close() ABSL_LOCKS_EXCLUDED(mu_);
   // The same when no request is running (it would wait for the request to
   // end); nullopt, having done nothing but ask the running request's
-  // thread to let go soon, when one is.
+  // thread to stop after it, when one is.
   std::optional<SessionStats> TryClose() ABSL_LOCKS_EXCLUDED(mu_);
   bool closed() const;
 
   SessionStats stats() const;
   // Whether a request runs now (its thread holds the session), without
   // waiting for it.
-  bool running() const ABSL_LOCKS_EXCLUDED(mu_) {
-    if (!mu_.TryLock()) return true;
-    mu_.Unlock();
-    return false;
-  }
+  bool running() const { return executing_.load(std::memory_order_relaxed); }
   // Ops executed so far, without waiting for a running request.
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
   // Memory account (bytes in use return to 0 once the session is closed).
@@ -392,6 +388,9 @@ class Session {
   // (which holds mu_ for the whole message, or a whole backward) stops at
   // the next request or node instead of running the rest of its queue.
   std::atomic<bool> closing_{false};
+  // Set while a message's requests run (mu_ held): TryClose does not wait
+  // for them, and waits for anything else that holds mu_ (briefly).
+  std::atomic<bool> executing_{false};
   // Shared-memory segments: mapped by the side channel's thread, read by
   // the executing thread (which holds a reference while it copies).
   mutable absl::Mutex shm_mu_ ABSL_ACQUIRED_AFTER(mu_);
