@@ -46,10 +46,22 @@ void DropRestOfUpload(absl::flat_hash_set<uint64_t>& dropped, uint64_t handle) {
 // shared objects' allocator headers and control blocks.
 constexpr int64_t kHandleEntryOverheadBytes = 96;
 
-// What one computed tensor's table entry is charged: the entry, its
-// autograd identity and their overhead.
+// What one computed tensor's table entry is charged beyond its metadata's
+// dims: the entry, its autograd identity and their overhead.
 constexpr int64_t kTableEntryBytes =
     static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta)) + kHandleEntryOverheadBytes;
+
+// What the table entry of a tensor of `m` is charged: kTableEntryBytes, and
+// its sizes and strides where they do not fit in the entry (a Shape keeps
+// 5 dims inline; 64 dims take a kilobyte more). An entry's meta does not
+// change while it is in the table, so what EraseLocked gives back is what
+// was charged.
+int64_t EntryBytes(const TensorMeta& m) {
+  const auto heap = [](const Shape& s) {
+    return s.size() > Shape().capacity() ? static_cast<int64_t>(s.size() * sizeof(int64_t)) : int64_t{0};
+  };
+  return kTableEntryBytes + heap(m.sizes) + heap(m.strides);
+}
 
 // Reads a tensor's elements in row-major order, whatever its strides, so that
 // a Fetch can stream them as contiguous chunks without a second full copy.
@@ -551,9 +563,12 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
                                  " (never created in this session, or already released)"));
 }
 
-absl::Status Session::ChargeEntriesLocked(size_t n, absl::string_view what) {
-  if (n == 0) return absl::OkStatus();
-  return entries_charge_.Add(memory_, static_cast<int64_t>(n) * kTableEntryBytes,
+absl::Status Session::ChargeEntriesLocked(const std::vector<const TensorMeta*>& metas, absl::string_view what) {
+  if (metas.empty()) return absl::OkStatus();
+  int64_t bytes = 0;
+  for (const TensorMeta* m : metas) bytes += EntryBytes(*m);
+  const size_t n = metas.size();
+  return entries_charge_.Add(memory_, bytes,
                              absl::StrCat(what, " (the table entries of ", n, " tensor handle", n == 1 ? "" : "s", ")"));
 }
 
@@ -562,7 +577,7 @@ bool Session::EraseLocked(uint64_t handle) {
   if (it == tensors_.end()) return false;
   // A failed handle of InsertFailed carries its own charge; every other
   // entry was charged by ChargeEntriesLocked.
-  if (it->second.charge == nullptr) entries_charge_.Sub(kTableEntryBytes);
+  if (it->second.charge == nullptr) entries_charge_.Sub(EntryBytes(it->second.meta));
   tensors_.erase(it);
   return true;
 }
@@ -577,7 +592,7 @@ void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_
   const int64_t entry_bytes =
       static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta) + sizeof(MemoryCharge) +
                            kHandleEntryOverheadBytes +
-                           (meta != nullptr ? 2 * sizeof(int64_t) * meta->sizes.size() : 0) +
+                           (meta != nullptr ? EntryBytes(*meta) - kTableEntryBytes : 0) +
                            (error != nullptr ? error->status.message().size() + error->call_site.size() : 0));
   std::shared_ptr<void> token;
   auto charge = std::make_shared<MemoryCharge>();
@@ -764,8 +779,10 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs.size(), " tensors, but the call names ", n_out,
                                         " output handles")));
   }
-  size_t kept = 0;
-  for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) kept += call.outputs(i) != 0;
+  std::vector<const TensorMeta*> kept;
+  for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
+    if (call.outputs(i) != 0) kept.push_back(&outs[i].meta);
+  }
   if (absl::Status s = ChargeEntriesLocked(kept, op_name); !s.ok()) {
     outs.clear();
     return fail(std::move(s));
@@ -1178,7 +1195,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
       }
       absl::StatusOr<std::shared_ptr<Storage>> st = AdoptShmRange(what, u.shm_segment(), u.shm_offset(), expected);
       if (!st.ok()) return fail(st.status(), &m);
-      if (absl::Status s = ChargeEntriesLocked(1, what); !s.ok()) return fail(std::move(s), &m);
+      if (absl::Status s = ChargeEntriesLocked({&m}, what); !s.ok()) return fail(std::move(s), &m);
       Tensor t;
       t.meta = std::move(m);
       t.storage = *std::move(st);
@@ -1264,7 +1281,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     return fail(RuntimeErr(absl::StrCat(what, ": the last chunk arrived after ", received, " of ", total, " bytes")),
                 &m);
   }
-  if (absl::Status s = ChargeEntriesLocked(1, what); !s.ok()) {
+  if (absl::Status s = ChargeEntriesLocked({&up.meta}, what); !s.ok()) {
     TensorMeta m = up.meta;
     uploads_.erase(it);
     return fail(std::move(s), &m);

@@ -435,7 +435,7 @@ void Session::ExecuteGetGrad(const v1::GetGrad& r) {
   } else if (t->ag == nullptr || t->ag->grad == nullptr) {
     err = RecordError(RuntimeErr(absl::StrCat("grad: tensor handle ", r.handle(), " has no .grad (it is None)")),
                       "grad", 0, "");
-  } else if (absl::Status s = ChargeEntriesLocked(1, "grad"); !s.ok()) {
+  } else if (absl::Status s = ChargeEntriesLocked({&t->ag->grad->meta}, "grad"); !s.ok()) {
     err = RecordError(std::move(s), "grad", 0, "");
   } else {
     Tensor grad = *t->ag->grad;
@@ -1036,8 +1036,10 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
         }
       }
     }
-    size_t defined = 0;
-    for (const Tensor& g : captured) defined += g.defined();
+    std::vector<const TensorMeta*> defined;
+    for (const Tensor& g : captured) {
+      if (g.defined()) defined.push_back(&g.meta);
+    }
     TD_RETURN_IF_ERROR(ChargeEntriesLocked(defined, "autograd.grad"));
     for (size_t i = 0; i < captured.size(); ++i) {
       if (!captured[i].defined()) {
@@ -1119,7 +1121,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     wire::ToProto(g.meta, cb->add_metas());
     cb->add_requires_grad(g.requires_grad());
     // Each grad and saved tensor the client is handed is a charged entry.
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, node.name));
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked({&g.meta}, node.name));
     tensors_.emplace(h, std::move(g));
   }
   for (Tensor& t : unpacked) {
@@ -1133,7 +1135,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     cb->add_saved(h);
     wire::ToProto(t.meta, cb->add_saved_metas());
     cb->add_saved_requires_grad(t.requires_grad());
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, node.name));
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked({&t.meta}, node.name));
     tensors_.emplace(h, std::move(t));
   }
   if (!(*write_)(msg)) {

@@ -136,6 +136,33 @@ TEST_F(ExhaustionTest, EveryHandleIsChargedEvenAViewWithoutStorage) {
   EXPECT_THAT(s.FetchValues<float>(next), ::testing::ElementsAre(5));
 }
 
+// A handle of a 64-dim tensor holds its sizes and strides beyond what its
+// entry keeps inline (a kilobyte): that is charged too. 2,000 such views
+// fit no 1 MiB session (at 360 bytes each they would have, holding 3 MB).
+TEST_F(ExhaustionTest, AHandleIsChargedForItsDims) {
+  RawSession s(stub_.get());
+  std::vector<int64_t> sizes(64, 1);
+  sizes[0] = 0;
+  s.Upload<float>(1, sizes, ScalarType::kFloat32, {});
+  const auto split = [&](uint64_t first, int n) {
+    std::vector<uint64_t> outs(n);
+    for (int i = 0; i < n; ++i) outs[i] = first + i;
+    s.Send(Call(first, "split_with_sizes", {T(1), IL(std::vector<int64_t>(n, 0)), I(0)}, outs));
+    return s.Sync();
+  };
+  std::vector<v1::Error> errors = split(1000, 2000);
+  ASSERT_FALSE(errors.empty());
+  EXPECT_THAT(errors[0].message(), HasSubstr("(the table entries of 2000 tensor handles): out of memory"));
+  v1::Request release;  // the failed outputs that were kept
+  for (uint64_t h = 1000; h < 3000; ++h) release.mutable_release()->add_handles(h);
+  s.Send(release);
+  s.Sync();
+  const int64_t before = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
+  errors = split(10000, 500);
+  EXPECT_TRUE(errors.empty()) << errors[0].message();
+  EXPECT_EQ(daemon_->service().session_stats(s.id())->bookkeeping_bytes - before, 500 * (360 + 1024));
+}
+
 // Interned call sites: cut to kMaxCallSiteBytes and charged.
 TEST_F(ExhaustionTest, CallSitesAreCutAndCharged) {
   RawSession s(stub_.get());

@@ -359,12 +359,13 @@ class Session {
   // Returns the truncation error, or nullptr when no upload was in progress.
   std::shared_ptr<OpError> AbandonUpload(uint64_t handle, absl::string_view interrupted_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Charges `n` more table entries of computed tensors to the session
-  // (kTableEntryBytes each; a view or a grad holds no new storage, but its
-  // entry costs the daemon all the same). OutOfMemory naming `what` when
+  // Charges the table entries of computed tensors of `metas` to the session
+  // (EntryBytes each: a view or a grad holds no new storage, but its entry
+  // costs the daemon all the same, and more for many dims). OutOfMemory naming `what` when
   // over the session's limit: the caller then keeps none of them. Each
   // entry's charge is given back when it leaves the table (EraseLocked).
-  absl::Status ChargeEntriesLocked(size_t n, absl::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ChargeEntriesLocked(const std::vector<const TensorMeta*>& metas, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `handle`'s entry (false when there is none), giving back its charge.
   bool EraseLocked(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Inserts a failed tensor under `handle` when the handle is free.
