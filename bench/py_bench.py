@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The Python-side figures of `make bench` (issue 5), each beside a peer
+"""The Python-side figures of `make bench`, each beside a peer
 measured in the same run. Not a test: nothing here passes or fails.
 
     /usr/bin/python3 bench/py_bench.py [--json FILE] [--only 1,4,6,7] [--quick]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""`make bench`: every figure of issue 5 in one table, each beside its peer
+"""`make bench`: every figure of bench/RESULTS.md in one table, each beside its peer
 measured in the same run. A benchmark, not a test: no figure passes or fails
 the run; only a sub-benchmark that crashes does.
 

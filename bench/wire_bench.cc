@@ -1,4 +1,4 @@
-// wire_bench — figures 2 and 3 of `make bench` (issue 5): what the wire costs
+// wire_bench — figures 2 and 3 of `make bench`: what the wire costs
 // the C++ client, each figure beside a peer measured by this binary in the
 // same run. A benchmark, not a test: nothing here passes or fails on speed.
 //

@@ -498,7 +498,7 @@ absl::StatusOr<MetaResult> Gelu(absl::string_view op, absl::Span<const Value> ar
   return UnaryResult(op, *self, std::nullopt, self->dtype);
 }
 
-// ---- pointwise ops of issue 4 -------------------------------------------------
+// ---- pointwise math: exp2 ... lerp --------------------------------------------
 // Each follows the TensorIterator construction PyTorch 1.13 uses for it (so
 // the output layout is PyTorch's), then refuses the dtypes PyTorch's CPU
 // kernel does not dispatch, with its kernel name ('"expm1_vml_cpu" not

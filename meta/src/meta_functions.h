@@ -87,8 +87,8 @@ absl::StatusOr<MetaResult> SliceBackward(absl::string_view op, absl::Span<const 
 absl::StatusOr<MetaResult> DiagonalBackward(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Softmax(absl::string_view op, absl::Span<const Value> args);
 
-// ---- complete meta op set (issue 4): one block per family ---------------------
-// Pointwise ops of issue 4 (meta_elementwise.cc): exp2/expm1/log2/log1p
+// ---- one block per op family ----------------------------------------------------
+// Pointwise ops (meta_elementwise.cc): exp2/expm1/log2/log1p
 // (int -> float32), silu, square (pow(self, 2)), relu_, div with
 // rounding_mode, fmod, atan2, bitwise shifts and lerp.
 absl::StatusOr<MetaResult> UnaryFloatMath(absl::string_view op, absl::Span<const Value> args);

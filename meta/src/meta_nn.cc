@@ -219,7 +219,7 @@ absl::StatusOr<MetaResult> DiagonalBackward(absl::string_view op, absl::Span<con
 
 }  // namespace tensord::meta
 
-// ==== convolution and pooling (issue 4, nn family) ===========================
+// ==== convolution and pooling (nn family) =====================================
 namespace tensord::meta {
 namespace {
 

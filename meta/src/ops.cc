@@ -204,7 +204,7 @@ const OpDef kOps[] = {
     {"select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor", meta::SelectBackward, F},
     {"slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor", meta::SliceBackward, F},
     {"diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor", meta::DiagonalBackward, F},
-    // ==== complete meta op set (issue 4); one block per family, in this order.
+    // ==== one block per op family, in this order.
     // ---- pointwise (exp2 ... lerp) --------------------------------------
     {"exp2(Tensor self) -> Tensor", meta::UnaryFloatMath, FM},
     {"expm1(Tensor self) -> Tensor", meta::UnaryFloatMath, FM},
@@ -226,7 +226,6 @@ const OpDef kOps[] = {
     {"lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", meta::Lerp, FM},
     {"floor_divide(Tensor self, Tensor other) -> Tensor", meta::FloorDivide, FM},
     {"floor_divide.Scalar(Tensor self, Scalar other) -> Tensor", meta::FloorDivideScalar, FM},
-    // [pointwise-end]
     // ---- reductions and scans -------------------------------------------
     {"nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", meta::Nansum, FM},
     {"prod(Tensor self, *, ScalarType? dtype=None) -> Tensor", meta::Prod, FM},
@@ -248,7 +247,6 @@ const OpDef kOps[] = {
     {"any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor", meta::AllAny, FM | ND},
     {"cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", meta::CumScan, FM},
     {"cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", meta::CumScan, FM},
-    // [reduction-end]
     // ---- shape ops (split, chunk, unbind, flip, roll, repeat, tril, triu, pad, scatter)
     {"split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]", meta::Split, FM},
     {"split.sizes(Tensor(a -> *) self, SymInt[] split_size, int dim=0) -> Tensor(a)[]", meta::SplitWithSizes, FM},
@@ -263,14 +261,12 @@ const OpDef kOps[] = {
     {"constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor", meta::ConstantPadNd, F},
     {"scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor", meta::ScatterSrc, FM},
     {"scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor", meta::ScatterValue, FM},
-    // [shape-end]
     // ---- matmul family (addmm, baddbmm, dot, outer, linear) -------------
     {"addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", meta::Addmm, FM},
     {"baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", meta::Baddbmm, FM},
     {"dot(Tensor self, Tensor tensor) -> Tensor", meta::Dot, FM},
     {"outer(Tensor self, Tensor vec2) -> Tensor", meta::Outer, FM},
     {"linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", meta::Linear, F},
-    // [matmul-end]
     // ---- nn ops (convolution, pooling) ----------------------------------
     // conv2d: PyTorch's conv2d schema (2-D only; input NCHW or CHW). Its
     // backward is aten's convolution_backward without `bool[3] output_mask`
@@ -282,13 +278,11 @@ const OpDef kOps[] = {
     {"max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor", meta::MaxPool2dWithIndicesBackward, F},
     {"avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor", meta::AvgPool2d, F},
     {"avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor", meta::AvgPool2dBackward, F},
-    // [nn-end]
     // ---- factories (linspace, randint, empty_strided) -------------------
     {"linspace(Scalar start, Scalar end, int steps, " FACTORY_KW ") -> Tensor", meta::Linspace, F | kFactory | ND},
     {"randint(SymInt high, SymInt[] size, " FACTORY_KW ") -> Tensor", meta::Randint, F | kFactory | kRandom | ND},
     {"randint.low(SymInt low, SymInt high, SymInt[] size, " FACTORY_KW ") -> Tensor", meta::RandintLow, F | kFactory | kRandom | ND},
     {"empty_strided(SymInt[] size, SymInt[] stride, " FACTORY_KW ") -> Tensor", meta::EmptyStrided, F | kFactory | ND},
-    // [factory-end]
     // ---- fused optimizer steps ------------------------------------------
     // One Adam/AdamW update of one parameter (PyTorch 1.13's single-tensor
     // step, as tensord.optim runs it op by op) in one pass: self, grad and

@@ -229,7 +229,7 @@ TEST(RegistryTest, EveryComputingOpHasACpuKernel) {
   const std::set<std::string> pure_views = {"view", "transpose.int", "permute", "t", "slice.Tensor",
                                             "select.int", "narrow", "diagonal", "expand", "squeeze",
                                             "squeeze.dim", "unsqueeze", "detach",
-                                            // lists of views (issue 4, shape ops)
+                                            // lists of views (shape ops)
                                             "split.Tensor", "split.sizes", "split_with_sizes", "chunk", "unbind.int"};
   const KernelRegistry& reg = Registry();
   for (const OpEntry& e : OpTable::Get().entries()) {

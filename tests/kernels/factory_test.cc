@@ -1,4 +1,4 @@
-// CPU kernels of the factories added by issue 4: linspace (PyTorch's two-sided
+// CPU kernels of the factories linspace (PyTorch's two-sided
 // rule and integer truncation; expected values are torch 1.13's output for
 // the same call), randint / randint.low (range, dtypes, seeding) and
 // empty_strided (exact strides, zero-filled storage of the right size).

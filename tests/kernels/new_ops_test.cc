@@ -1,4 +1,4 @@
-// CPU kernels of the ops added for autograd and nn (issue 3): in-place ops
+// CPU kernels of the in-place ops and of the ops autograd and nn use: in-place ops
 // write into self's storage (the harness, like the daemon, passes self as
 // the output), including when another input overlaps self or the result
 // dtype differs; copy_/zero_/fill_/uniform_/normal_; addcmul/addcdiv; erf,

@@ -1,4 +1,4 @@
-// CPU kernels of the pointwise ops of issue 4: exp2, expm1, log2, log1p, silu,
+// CPU kernels of the pointwise ops exp2, expm1, log2, log1p, silu,
 // square, relu_, div with rounding_mode, floor_divide, fmod, atan2, bitwise
 // shifts and lerp, over every layout of the harness and several dtypes.
 // Expected values are computed here from the definitions (or are literals

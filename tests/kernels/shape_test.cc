@@ -1,4 +1,4 @@
-// CPU kernels of the shape ops that copy (issue 4): flip, roll, repeat,
+// CPU kernels of the shape ops that copy: flip, roll, repeat,
 // constant_pad_nd, tril/triu and scatter, for every input layout the harness
 // has (contiguous, permuted-dense, spread with an offset) and several dtypes,
 // against references computed here element by element from the definitions;

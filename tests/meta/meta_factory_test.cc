@@ -1,4 +1,4 @@
-// Meta functions of the factories added by issue 4: linspace, randint,
+// Meta functions of the factories linspace, randint,
 // randint.low and empty_strided — output metadata and PyTorch 1.13's errors
 // (the expected texts are what torch 1.13 printed for the same call), and
 // every dtype of the table on meta through the factories.

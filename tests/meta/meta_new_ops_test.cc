@@ -1,4 +1,4 @@
-// Meta functions of the ops added for autograd and nn (issue 3): in-place ops
+// Meta functions of the in-place ops and of the ops autograd and nn use: in-place ops
 // return self's meta aliasing argument 0 after PyTorch's in-place checks;
 // output layouts of the new out-of-place ops (what PyTorch 1.13 printed for
 // the same call, quoted in comments); error kinds and texts.

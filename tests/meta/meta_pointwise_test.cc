@@ -1,4 +1,4 @@
-// Meta functions of the pointwise ops of issue 4 (exp2, expm1, log2, log1p,
+// Meta functions of the pointwise ops (exp2, expm1, log2, log1p,
 // silu, square, relu_, div with rounding_mode, floor_divide, fmod, atan2,
 // bitwise shifts, lerp): dtypes, output layouts (what PyTorch 1.13 printed
 // for the same call, quoted in comments) and errors.

@@ -1,4 +1,4 @@
-// Meta functions of the shape ops (issue 4): the list-of-views ops (split,
+// Meta functions of the shape ops: the list-of-views ops (split,
 // split.sizes, split_with_sizes, chunk, unbind) give one view per piece with
 // the strides and storage offsets PyTorch 1.13 gives; the copying ops
 // (flip, roll, repeat, tril, triu, constant_pad_nd, scatter) give the layout

@@ -272,7 +272,7 @@ OPINFOS += [
            np_ref=lambda x, m: x[np.broadcast_to(m, x.shape)]),
 ]
 
-# ---------------------------------------------------------------- issue 3: in-place, nn and backward helpers
+# ---------------------------------------------------------------- in-place, nn and backward helpers
 
 def _inplace_ref(fn):
     """NumPy reference of an in-place op: the out-of-place result cast to self's dtype."""

@@ -1,4 +1,4 @@
-"""OpInfo entries of the matmul family added with issue 4 (addmm, baddbmm,
+"""OpInfo entries of the matmul family beyond matmul, mm and bmm (addmm, baddbmm,
 dot, outer, linear); see opinfo.py for how to add one. matmul, mm and bmm
 live in opinfo.py; their extra samples (odd layouts, size-0/size-1, integer
 dtypes) and error inputs are added here too as separate entries.

@@ -1,4 +1,4 @@
-"""The pointwise ops of issue 4 (exp2 ... lerp) beyond what test_opinfo.py checks:
+"""The pointwise ops exp2 ... lerp beyond what test_opinfo.py checks:
 
 - every ErrorInput of opinfo_pointwise.py raises on real tensors (at the call
   or at the sync point), the same error on meta tensors unless it needs data

@@ -1,4 +1,4 @@
-"""Data-less metadata for tools (issue 4): the factories linspace / randint /
+"""Data-less metadata for tools: the factories linspace / randint /
 empty_strided beyond the OpInfo database (values in range, strides against
 torch 1.13, errors on real and meta), full's dtype inference, TensorMeta,
 the descriptors (__dlpack_device__, __cuda_array_interface__,

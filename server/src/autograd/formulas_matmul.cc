@@ -1,4 +1,4 @@
-// Derivative formulas of the matmul family added with issue 4 (addmm,
+// Derivative formulas of the matmul family beyond matmul, mm and bmm (addmm,
 // baddbmm, dot, outer, linear), written as calls of other table ops so that
 // double backward differentiates them again (see formula_util.h and
 // formulas.cc for the conventions; matmul/mm/bmm are in formulas.cc). The
