@@ -120,7 +120,7 @@ def test_data_reads_and_connect_fail_cleanly(tmp_path):
     assert 'device="cpu"' not in proc.stderr
     script.write_text("import os, tensord\nx = tensord.ones(3)\n"
                       "if os.environ.get('TENSORD_NO_DAEMON') != '1':\n    print(x.numpy())\n")
-    assert _run(tmp_path, script).returncode == 0        # the README's way to skip a read under the check
+    assert _run(tmp_path, script).returncode == 0        # docs/meta.md's way to skip a read under the check
     script.write_text("import tensord\nx = tensord.ones(3)\nprint(x.item())\n")
     proc = _run(tmp_path, script)
     assert proc.returncode == 1
