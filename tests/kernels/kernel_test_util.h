@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "../../kernels/cpu/dtypes.h"
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "tensord/kernels/registry.h"
 #include "tensord/meta/op_table.h"
@@ -345,6 +347,19 @@ inline Shape BroadcastIndex(const Shape& idx, const Shape& sizes) {
   const size_t off = idx.size() - sizes.size();
   for (size_t d = 0; d < sizes.size(); ++d) r[d] = sizes[d] == 1 ? 0 : idx[off + d];
   return r;
+}
+
+// An arithmetic sequence of `n` values: start, start + step, ...
+inline std::vector<double> Seq(int64_t n, double start = 0, double step = 1) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(start + step * static_cast<double>(i));
+  return v;
+}
+
+// The op failed with a message containing `text`.
+inline void ExpectErrorContains(const OpRun& r, absl::string_view text) {
+  ASSERT_FALSE(r.status.ok()) << "expected an error containing: " << text;
+  EXPECT_TRUE(absl::StrContains(r.status.message(), text)) << r.status.message();
 }
 
 }  // namespace tensord::testing

@@ -110,5 +110,72 @@ TEST(MetaAgreementTest, ElementwiseOps) {
   }
 }
 
+using S = ScalarType;
+
+TEST(MetaAgreementTest, InPlaceNnAndScatterKernelsAcceptWhatMetaAcceptsForEveryDtype) {
+  const S all[] = {S::kBool,    S::kUInt8,   S::kInt8,          S::kInt16,      S::kInt32,   S::kInt64,
+                   S::kFloat16, S::kBFloat16, S::kFloat32,      S::kFloat64,    S::kFloat8_e4m3fn, S::kFloat8_e5m2};
+  for (S dt : all) {
+    const std::string dn(DtypeName(dt));
+    auto ones = [dt](Shape sizes) {
+      int64_t n = 1;
+      for (int64_t s : sizes) n *= s;
+      return FromValues(dt, sizes, std::vector<double>(static_cast<size_t>(n), 1.0));
+    };
+    auto check = [&](const std::string& op, std::vector<Value> args, std::vector<std::pair<std::string, Value>> kw) {
+      const OpEntry* e = OpTable::Get().Find(op);
+      ASSERT_NE(e, nullptr) << op;
+      auto bound = BindArgs(e->schema, args, kw);
+      if (!bound.ok()) return;
+      if (!OpTable::Get().RunMeta(*e, *bound).ok()) return;
+      OpRun r = RunOp(op, std::move(args), std::move(kw));
+      EXPECT_TRUE(r.status.ok()) << op << " (" << dn << "): meta accepts but the kernel says " << r.status;
+    };
+    const Tensor a = ones({2, 3});
+    const Tensor mask = FromValues(S::kBool, {2, 3}, {1, 0, 1, 0, 1, 1});
+    const Tensor idx = FromValues(S::kInt64, {2, 3}, {0, 1, 1, 0, 1, 0});
+    const Tensor idx1 = FromValues(S::kInt64, {2}, {1, 0});
+    for (const char* op : {"add_.Tensor", "sub_.Tensor", "mul_.Tensor", "div_.Tensor"}) {
+      Tensor self = ones({2, 3});
+      check(op, {In(self), In(a)}, {});
+    }
+    for (const char* op : {"add_.Scalar", "sub_.Scalar", "mul_.Scalar", "div_.Scalar"}) {
+      Tensor self = ones({2, 3});
+      check(op, {In(self), Value(Scalar::Int(1))}, {});
+    }
+    Tensor c = ones({2, 3});
+    check("clamp_", {In(c), Value(Scalar::Int(0)), Value(Scalar::Int(1))}, {});
+    Tensor mf = ones({2, 3});
+    check("masked_fill_.Scalar", {In(mf), In(mask), Value(Scalar::Int(0))}, {});
+    for (const char* op : {"addcmul", "addcdiv", "addcmul_", "addcdiv_"}) {
+      Tensor self = ones({2, 3});
+      check(op, {In(self), In(a), In(a)}, {});
+    }
+    for (S src_dt : all) {
+      Tensor dst = ones({2, 3});
+      const Tensor src = FromValues(src_dt, {3}, {1, 1, 1});
+      check("copy_", {In(dst), In(src)}, {});
+    }
+    Tensor z = ones({2, 3});
+    check("zero_", {In(z)}, {});
+    check("fill_.Scalar", {In(z), Value(Scalar::Int(1))}, {});
+    check("uniform_", {In(z)}, {});
+    check("normal_", {In(z)}, {});
+    check("erf", {In(a)}, {});
+    check("gelu", {In(a)}, {});
+    check("softmax.int", {In(a), Value(int64_t{1})}, {});
+    check("log_softmax.int", {In(a), Value(int64_t{0})}, {});
+    check("scatter_add", {In(a), Value(int64_t{0}), In(idx), In(a)}, {});
+    check("index_add", {In(a), Value(int64_t{1}), In(idx1), In(ones({2, 2}))}, {});
+    check("index_put", {In(a), InList({&idx1}), In(ones({3})), Value(false)}, {});
+    check("index_put", {In(a), InList({&idx1}), In(ones({3})), Value(true)}, {});
+    check("index_put", {In(a), InList({&mask}), In(ones({1}))}, {});
+    check("masked_scatter", {In(a), In(mask), In(ones({6}))}, {});
+    check("select_backward", {In(ones({3})), Value(std::vector<int64_t>{2, 3}), Value(int64_t{0}), Value(int64_t{1})}, {});
+    check("slice_backward", {In(a), Value(std::vector<int64_t>{4, 3}), Value(int64_t{0}), Value(int64_t{1}),
+                             Value(int64_t{3}), Value(int64_t{1})}, {});
+  }
+}
+
 }  // namespace
 }  // namespace tensord::testing

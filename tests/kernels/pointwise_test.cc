@@ -19,11 +19,6 @@ namespace {
 
 using S = ScalarType;
 
-void ExpectErrorContains(const OpRun& r, absl::string_view text) {
-  ASSERT_FALSE(r.status.ok()) << "expected an error containing: " << text;
-  EXPECT_TRUE(absl::StrContains(r.status.message(), text)) << r.status.message();
-}
-
 void ExpectNear(const Tensor& t, const std::vector<double>& want, double tol) {
   const std::vector<double> got = Values(t);
   ASSERT_EQ(got.size(), want.size());
