@@ -392,9 +392,8 @@ struct Session::Impl {
   // inline_upload_limit, a long batch) is serialized into write_buffer,
   // which is kept: a fresh buffer of that size comes from the top of this
   // process's heap, which glibc gives back to the system when it is freed,
-  // so every such message paid a page fault per 4 KiB again (17 per 64 KiB
-  // upload, about 3 us each on this project's virtual machines: a 64 KiB
-  // upload and sync took 95 us, a 128 KiB one through shared memory 28).
+  // so every such message paid a page fault per 4 KiB again (a cost that
+  // dominated a 64 KiB upload's round trip; bench/RESULTS.md has the figure).
   // A client library cannot mallopt its host process, as the daemon does. A
   // still larger one goes through gRPC's serializer, as the generated stub
   // would, in slices of at most 1 MiB. Called with mu held (or before the

@@ -1,8 +1,8 @@
 // kernels/cpu/fast_math.h — float32 exp on several lanes at a time (GCC
 // vector extensions, exp_lanes.h: SSE2 on the x86-64 baseline, AVX2 and
 // AVX-512F when the CPU has them, NEON on arm64): glibc's expf is a scalar
-// call per element, which left exp and softmax over 16M floats 4-5x slower
-// than NumPy's SIMD exp. ExpF (one value) computes exactly what ExpFArray
+// call per element, several times slower on large arrays than NumPy's SIMD
+// exp (bench/RESULTS.md, the CPU kernel rows). ExpF (one value) computes exactly what ExpFArray
 // computes for each lane.
 //
 //   ExpFArray(in, out, n);   // out[i] = e^in[i]; in == out is allowed

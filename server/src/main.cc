@@ -402,14 +402,11 @@ void KeepChunkSizedAllocationsWarm() {
 }
 
 // OpenBLAS's pthreads build keeps its worker threads polling (sched_yield)
-// for 2^28 cycles, about 0.1 s, after every GEMM it splits across them
-// (measured here: a 128x64x128 float32 matmul is split, 64x64x128 is
-// not; one worker on 2 cores kept a core busy for 20 such calls 20 ms
-// apart, 410 ms of CPU in 408). A daemon that runs one such
+// for 2^28 cycles, about 0.1 s, after every GEMM it splits across them (a
+// 128x64x128 float32 matmul is split already). A daemon that runs one such
 // GEMM every few milliseconds then has a worker polling all the time,
 // taking a core from the session threads and from a client on the same
-// host: on this project's 2-core machine the digits MLP's epoch (45 steps,
-// one 360x64x128 GEMM after them) took 14.5 ms instead of 9
+// host: on a small machine a training step slows down visibly
 // (bench/RESULTS.md, figure 6). OPENBLAS_THREAD_TIMEOUT sets that time
 // (2^N cycles, N from 4 to 30) but is read when the library loads, before
 // main; so `serve` sets it and executes itself again, once, unless the

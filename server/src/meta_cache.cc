@@ -55,9 +55,8 @@ uint64_t* PutTensor(uint64_t* w, absl::InlinedVector<const TensorMeta*, 8>& seen
 
 bool MetaCache::BuildKey(const OpEntry& op, absl::Span<const Value> args) {
   // First the key's length, so that the words are written with plain
-  // stores after one resize: a push_back per word cost about a quarter of a
-  // hit (845 -> 626 instructions per lookup of figure 2's ops, by
-  // callgrind). Calls whose key would pass kMaxKeyWords are not keyed.
+  // stores after one resize: a push_back per word cost a large share of a
+  // hit. Calls whose key would pass kMaxKeyWords are not keyed.
   size_t words = 1;
   for (const Value& v : args) {
     words += 1;

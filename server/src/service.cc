@@ -583,9 +583,8 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
   // resets: a message that fits costs no malloc and free of the block
   // either. While messages stay small, the next one is parsed into the
   // last one's objects, cleared rather than made anew: its requests cost no
-  // new objects, and the arena no reset (together about 1,200 of the 8,000
-  // instructions a round trip of `wire_bench --only 2` spent parsing and
-  // resetting, by callgrind). The arena is reset, and the message
+  // new objects, and the arena no reset (a large share of what a small
+  // round trip spent parsing and resetting). The arena is reset, and the message
   // made anew, after a message over kReuseMaxBytes (whose strings it would
   // keep otherwise), every kReuseMessages messages, and once the first block
   // is full: the submessages of oneofs that Clear leaves on the arena, and

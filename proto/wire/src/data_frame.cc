@@ -217,8 +217,8 @@ bool ParseWhole(grpc::ByteBuffer* bb, Message* msg) {
   msg->Clear();
   // A message in one slice (a small one, and every same-host stream
   // record) is parsed from its flat bytes: protobuf's array parser skips
-  // the zero-copy stream's set-up and its buffer-boundary checks (about 300
-  // instructions per round trip of `wire_bench --only 2`, by callgrind).
+  // the zero-copy stream's set-up and its buffer-boundary checks, a
+  // visible share of a small round trip's cost.
   // Either way the buffer is emptied, as gRPC's Deserialize does.
   grpc::Slice slice;
   if (bb->TrySingleSlice(&slice).ok() && slice.size() <= static_cast<size_t>(std::numeric_limits<int>::max())) {

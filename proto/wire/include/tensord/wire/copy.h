@@ -6,9 +6,8 @@
 // kernel has just copied them out of the socket) and go to a destination of
 // megabytes that nothing reads soon. memcpy of such a piece uses ordinary
 // stores, which first read each destination line into the cache; the
-// non-temporal stores used here write the lines without reading them. On this
-// project's build machine (AMD EPYC, 2 cores) that copies 64 KiB pieces into a
-// 256 MiB destination at about 21 GB/s against memcpy's 12 GB/s. glibc's
+// non-temporal stores used here write the lines without reading them, which
+// roughly halves the memory traffic of such a copy. glibc's
 // memcpy makes the same choice, but only for a single copy larger than a
 // share of the last-level cache, which no piece is.
 #ifndef TENSORD_WIRE_COPY_H_
@@ -36,10 +35,9 @@ void NonTemporalCopy(char* dst, const char* src, size_t n);
 void CopyTransferPiece(char* dst, const char* src, size_t n, uint64_t total_bytes);
 
 // Transfers of at least this many bytes are split across threads by
-// CopyTransfer. Measured on this project's build machine (2 cores, AMD EPYC,
-// idle), one copy alone against one thread: 4 MiB 253 against 223 us and
-// 8 MiB 476 against 465 (a thread started for the copy first runs tens of
-// microseconds later), 16 MiB 1.3 against 1.8 ms, 64 MiB 7.0 against 11.4.
+// CopyTransfer. Below it a split copy was measured no faster than one
+// thread (a thread started for the copy first runs tens of microseconds
+// later); from it on, faster (bench/RESULTS.md, upload and download).
 inline constexpr uint64_t kParallelCopyMinBytes = uint64_t{16} << 20;
 // The pieces that the threads of a split copy take one at a time.
 inline constexpr size_t kCopyPieceBytes = size_t{1} << 20;

@@ -2,10 +2,9 @@
 // side-channel socket ("<daemon socket>.shm", SOCK_SEQPACKET), for a client
 // on the same host: the same ClientMessage and ServerMessage bytes as on the
 // gRPC stream, carried in records, without gRPC's HTTP/2 framing and thread
-// hand-offs. A round trip over it costs one socket wake-up each way (about
-// 20 us for 64 bytes between two processes on this project's virtual
-// machines, 5 us when the receiver polls: see StreamReceiver; a gRPC
-// ping-pong takes 45-70 us).
+// hand-offs. A round trip over it costs one socket wake-up each way, less
+// when the receiver polls (see StreamReceiver); bench/RESULTS.md compares
+// it with a bare gRPC ping-pong.
 //
 //   client                                   daemon
 //   ShmFrame{kHelloStream, session_id, token} ->  checks peer uid and token
@@ -125,10 +124,9 @@ absl::StatusOr<int> ConnectTcpStream(absl::string_view address, uint64_t session
                                      int timeout_ms, absl::string_view prefer = {});
 
 // How long a receiver polls the socket for the next record before it
-// blocks (see StreamReceiver): 100 us. On this project's virtual machines a
-// blocked thread's core halts, and waking it costs about 7 us each way; a
-// round trip of 64 bytes between two processes falls from about 20 us to 5
-// with polling.
+// blocks (see StreamReceiver): 100 us. On a virtual machine a blocked
+// thread's core halts, and waking it costs several microseconds each way,
+// which polling saves a round trip whose reply comes within that time.
 inline constexpr int64_t kDefaultStreamSpinNanos = 100'000;
 // The longest polling time a setting may ask for: 1 s, in microseconds.
 inline constexpr int64_t kMaxStreamSpinMicros = 1'000'000;
