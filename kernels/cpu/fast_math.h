@@ -2,7 +2,7 @@
 // vector extensions, exp_lanes.h: SSE2 on the x86-64 baseline, AVX2 and
 // AVX-512F when the CPU has them, NEON on arm64): glibc's expf is a scalar
 // call per element, several times slower on large arrays than NumPy's SIMD
-// exp (bench/RESULTS.md, the CPU kernel rows). ExpF (one value) computes exactly what ExpFArray
+// exp (bench/RESULTS.md, figure 4). ExpF (one value) computes exactly what ExpFArray
 // computes for each lane.
 //
 //   ExpFArray(in, out, n);   // out[i] = e^in[i]; in == out is allowed

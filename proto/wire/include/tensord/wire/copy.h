@@ -37,7 +37,7 @@ void CopyTransferPiece(char* dst, const char* src, size_t n, uint64_t total_byte
 // Transfers of at least this many bytes are split across threads by
 // CopyTransfer. Below it a split copy was measured no faster than one
 // thread (a thread started for the copy first runs tens of microseconds
-// later); from it on, faster (bench/RESULTS.md, upload and download).
+// later); from it on, faster (bench/RESULTS.md, figure 3).
 inline constexpr uint64_t kParallelCopyMinBytes = uint64_t{16} << 20;
 // The pieces that the threads of a split copy take one at a time.
 inline constexpr size_t kCopyPieceBytes = size_t{1} << 20;
