@@ -1,0 +1,45 @@
+"""The layer rules of docs/architecture.md, checked on every #include of the sources.
+
+Nothing points upward: meta/ knows no wire, protobuf, gRPC or device API;
+kernels/ never sees a session, the wire or protobuf; the wire conversions
+know neither the daemon nor the client; the clients never include the
+daemon. A violation names the file, the line and the rule.
+"""
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+# folder -> include prefixes (or fragments) it must not use, and why
+RULES = {
+    "meta": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/", "tensord/client/",
+              "tensord/kernels/", "cuda", "cublas"), "meta/ depends on abseil only"),
+    "kernels": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/", "tensord/client/"),
+                "kernels/ compute into given outputs: no session, wire or protobuf"),
+    "proto/wire": (("tensord/server/", "tensord/client/"), "the wire conversions serve both sides, and know neither"),
+    "client": (("tensord/server/", "server/src", "tensord/kernels/"), "the client talks to a daemon, it does not link one"),
+    "python-client/src": (("tensord/server/", "server/src", "tensord/kernels/"), "the binding wraps client/ only"),
+}
+
+
+def _sources(folder):
+    base = ROOT / folder
+    for ext in ("*.h", "*.cc", "*.cu", "*.cuh"):
+        yield from base.rglob(ext)
+
+
+def test_no_layer_includes_upward():
+    broken = []
+    checked = 0
+    for folder, (banned, why) in RULES.items():
+        for path in _sources(folder):
+            checked += 1
+            text = path.read_text(errors="replace")
+            for m in INCLUDE.finditer(text):
+                target = m.group(1)
+                if any(b in target for b in banned):
+                    line = text.count("\n", 0, m.start()) + 1
+                    broken.append(f"{path.relative_to(ROOT)}:{line}: #include {target} ({why})")
+    assert checked > 50, f"only {checked} sources found: the folders moved?"
+    assert not broken, "\n".join(broken)
