@@ -19,6 +19,18 @@ bool InplaceNeedsOriginalSelf(const OpEntry& op);
 bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Value> args,
                                         const std::vector<Tensor*>& inputs);
 
+// Heap bytes of a meta's sizes and strides where they do not fit inline (a
+// Shape keeps 5 dims in place; 64 dims take a kilobyte more): what each
+// copy of the meta costs beyond sizeof(TensorMeta). Counted by size, so
+// that the same meta always gives the same number (a charge given back
+// must equal the one taken).
+inline int64_t MetaHeapBytes(const TensorMeta& m) {
+  const auto heap = [](const Shape& s) {
+    return s.size() > Shape().capacity() ? static_cast<int64_t>(s.size() * sizeof(int64_t)) : int64_t{0};
+  };
+  return heap(m.sizes) + heap(m.strides);
+}
+
 }  // namespace tensord::server
 
 #endif  // TENSORD_SERVER_SRC_INTERNAL_H_

@@ -228,15 +228,9 @@ TensordService::~TensordService() {
     absl::MutexLock lock(&mu_);
     closer_stop_ = true;
   }
-  if (closer_.joinable()) closer_.join();  // after the sessions it was handed close
-  // (None is handed over once the servers that call Remove have stopped; a
-  // closer that never started leaves them here.)
-  std::deque<Closing> left;
-  {
-    absl::MutexLock lock(&mu_);
-    left.swap(to_close_);
-  }
-  for (Closing& c : left) Closed(c.id, c.peer, c.why, c.session->Close());
+  // After the sessions it was handed are closed (BeginShutdown above hands
+  // over the busy ones; nothing calls Remove once the servers stopped).
+  if (closer_.joinable()) closer_.join();
 }
 
 void TensordService::ReapLoop() {
@@ -447,6 +441,9 @@ constexpr char kUnparsable[] = "a message on the session stream is not a valid t
 // daemon's kMaxMessageBytes; this allows for a message's framing around a
 // chunk of that size).
 constexpr size_t kMaxStreamMessageBytes = (size_t{64} << 20) + (size_t{64} << 10);
+// Stream messages from this size on are measured before they are parsed
+// (RunStream); a smaller one takes at most a few MiB once parsed.
+constexpr size_t kMeasuredMessageBytes = size_t{64} << 10;
 // What parsing a stream message may take beyond its bytes without being
 // charged to the session (RunStream).
 constexpr int64_t kDecodeGraceBytes = int64_t{64} << 20;
@@ -514,7 +511,7 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
   // so that a session at its limit can still send the releases that bring
   // it back under; beyond that it is charged to the session until the next
   // message is read, and refused over its limit before anything is parsed.
-  // Messages under kMinBorrowedBytes (a few MiB once parsed) are not walked.
+  // Messages under kMeasuredMessageBytes are not walked.
   // A message read while one runs (a backward callback's result) has its
   // own charge.
   MemoryCharge decoding_main;
@@ -539,7 +536,7 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
     if (place) last_bytes = got == 2 ? std::numeric_limits<size_t>::max() : in.Length();
     MemoryCharge& decoding = place ? decoding_main : decoding_nested;
     decoding.Sub(decoding.bytes());
-    if (got != 2 && in.Length() >= wire::kMinBorrowedBytes) {
+    if (got != 2 && in.Length() >= kMeasuredMessageBytes) {
       const std::optional<int64_t> extra = wire::DecodedExtraBytes(in, v1::ClientMessage::descriptor());
       if (!extra.has_value()) {
         ended = true;
@@ -950,25 +947,21 @@ size_t TensordService::live_sessions() const {
   return sessions_.size();
 }
 
+std::shared_ptr<Session> TensordService::SessionById(uint64_t session_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(session_id);
+  return it != sessions_.end() ? it->second.session : nullptr;
+}
+
 std::optional<SessionStats> TensordService::session_stats(uint64_t session_id) const {
-  std::shared_ptr<Session> session;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(session_id);
-    if (it == sessions_.end()) return std::nullopt;
-    session = it->second.session;
-  }
+  const std::shared_ptr<Session> session = SessionById(session_id);
+  if (session == nullptr) return std::nullopt;
   return session->stats();
 }
 
 std::optional<bool> TensordService::session_running(uint64_t session_id) const {
-  std::shared_ptr<Session> session;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(session_id);
-    if (it == sessions_.end()) return std::nullopt;
-    session = it->second.session;
-  }
+  const std::shared_ptr<Session> session = SessionById(session_id);
+  if (session == nullptr) return std::nullopt;
   return session->running();
 }
 

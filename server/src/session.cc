@@ -51,17 +51,6 @@ constexpr int64_t kHandleEntryOverheadBytes = 96;
 constexpr int64_t kTableEntryBytes =
     static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta)) + kHandleEntryOverheadBytes;
 
-// What the table entry of a tensor of `m` is charged: kTableEntryBytes, and
-// its sizes and strides where they do not fit in the entry (a Shape keeps
-// 5 dims inline; 64 dims take a kilobyte more). An entry's meta does not
-// change while it is in the table, so what EraseLocked gives back is what
-// was charged.
-int64_t EntryBytes(const TensorMeta& m) {
-  const auto heap = [](const Shape& s) {
-    return s.size() > Shape().capacity() ? static_cast<int64_t>(s.size() * sizeof(int64_t)) : int64_t{0};
-  };
-  return kTableEntryBytes + heap(m.sizes) + heap(m.strides);
-}
 
 // Reads a tensor's elements in row-major order, whatever its strides, so that
 // a Fetch can stream them as contiguous chunks without a second full copy.
@@ -563,11 +552,10 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
                                  " (never created in this session, or already released)"));
 }
 
-absl::Status Session::ChargeEntriesLocked(const std::vector<const TensorMeta*>& metas, absl::string_view what) {
-  if (metas.empty()) return absl::OkStatus();
-  int64_t bytes = 0;
-  for (const TensorMeta* m : metas) bytes += EntryBytes(*m);
-  const size_t n = metas.size();
+int64_t Session::EntryBytes(const TensorMeta& m) { return kTableEntryBytes + MetaHeapBytes(m); }
+
+absl::Status Session::ChargeEntriesLocked(size_t n, int64_t bytes, absl::string_view what) {
+  if (n == 0) return absl::OkStatus();
   return entries_charge_.Add(memory_, bytes,
                              absl::StrCat(what, " (the table entries of ", n, " tensor handle", n == 1 ? "" : "s", ")"));
 }
@@ -592,7 +580,7 @@ void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_
   const int64_t entry_bytes =
       static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta) + sizeof(MemoryCharge) +
                            kHandleEntryOverheadBytes +
-                           (meta != nullptr ? EntryBytes(*meta) - kTableEntryBytes : 0) +
+                           (meta != nullptr ? MetaHeapBytes(*meta) : 0) +
                            (error != nullptr ? error->status.message().size() + error->call_site.size() : 0));
   std::shared_ptr<void> token;
   auto charge = std::make_shared<MemoryCharge>();
@@ -779,11 +767,14 @@ void Session::ExecuteCall(const v1::OpCall& call) {
     return fail(RuntimeErr(absl::StrCat(op_name, ": returns ", outs.size(), " tensors, but the call names ", n_out,
                                         " output handles")));
   }
-  std::vector<const TensorMeta*> kept;
+  size_t kept = 0;
+  int64_t kept_bytes = 0;
   for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
-    if (call.outputs(i) != 0) kept.push_back(&outs[i].meta);
+    if (call.outputs(i) == 0) continue;
+    ++kept;
+    kept_bytes += EntryBytes(outs[i].meta);
   }
-  if (absl::Status s = ChargeEntriesLocked(kept, op_name); !s.ok()) {
+  if (absl::Status s = ChargeEntriesLocked(kept, kept_bytes, op_name); !s.ok()) {
     outs.clear();
     return fail(std::move(s));
   }
@@ -1195,7 +1186,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
       }
       absl::StatusOr<std::shared_ptr<Storage>> st = AdoptShmRange(what, u.shm_segment(), u.shm_offset(), expected);
       if (!st.ok()) return fail(st.status(), &m);
-      if (absl::Status s = ChargeEntriesLocked({&m}, what); !s.ok()) return fail(std::move(s), &m);
+      if (absl::Status s = ChargeEntriesLocked(1, EntryBytes(m), what); !s.ok()) return fail(std::move(s), &m);
       Tensor t;
       t.meta = std::move(m);
       t.storage = *std::move(st);
@@ -1281,7 +1272,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     return fail(RuntimeErr(absl::StrCat(what, ": the last chunk arrived after ", received, " of ", total, " bytes")),
                 &m);
   }
-  if (absl::Status s = ChargeEntriesLocked({&up.meta}, what); !s.ok()) {
+  if (absl::Status s = ChargeEntriesLocked(1, EntryBytes(up.meta), what); !s.ok()) {
     TensorMeta m = up.meta;
     uploads_.erase(it);
     return fail(std::move(s), &m);

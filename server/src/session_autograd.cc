@@ -23,18 +23,6 @@
 
 namespace tensord::server {
 
-namespace {
-
-// Heap bytes of a meta's dims beyond the inline ones (Shape keeps 5).
-int64_t MetaHeapBytes(const TensorMeta& m) {
-  const auto dims = [](const Shape& s) {
-    return s.size() > 5 ? static_cast<int64_t>(s.capacity() * sizeof(int64_t)) : int64_t{0};
-  };
-  return dims(m.sizes) + dims(m.strides);
-}
-
-}  // namespace
-
 int64_t NodeInputBytes(const TensorMeta& meta) {
   // Its edge, metadata and presence bit, its saved tensor (a copy of the
   // metadata, the storage reference, the identity and grad_fn's name), its
@@ -435,7 +423,7 @@ void Session::ExecuteGetGrad(const v1::GetGrad& r) {
   } else if (t->ag == nullptr || t->ag->grad == nullptr) {
     err = RecordError(RuntimeErr(absl::StrCat("grad: tensor handle ", r.handle(), " has no .grad (it is None)")),
                       "grad", 0, "");
-  } else if (absl::Status s = ChargeEntriesLocked({&t->ag->grad->meta}, "grad"); !s.ok()) {
+  } else if (absl::Status s = ChargeEntriesLocked(1, EntryBytes(t->ag->grad->meta), "grad"); !s.ok()) {
     err = RecordError(std::move(s), "grad", 0, "");
   } else {
     Tensor grad = *t->ag->grad;
@@ -1036,11 +1024,14 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
         }
       }
     }
-    std::vector<const TensorMeta*> defined;
+    size_t defined = 0;
+    int64_t bytes = 0;
     for (const Tensor& g : captured) {
-      if (g.defined()) defined.push_back(&g.meta);
+      if (!g.defined()) continue;
+      ++defined;
+      bytes += EntryBytes(g.meta);
     }
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked(defined, "autograd.grad"));
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked(defined, bytes, "autograd.grad"));
     for (size_t i = 0; i < captured.size(); ++i) {
       if (!captured[i].defined()) {
         ack->add_defined(false);
@@ -1121,7 +1112,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     wire::ToProto(g.meta, cb->add_metas());
     cb->add_requires_grad(g.requires_grad());
     // Each grad and saved tensor the client is handed is a charged entry.
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked({&g.meta}, node.name));
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, EntryBytes(g.meta), node.name));
     tensors_.emplace(h, std::move(g));
   }
   for (Tensor& t : unpacked) {
@@ -1135,7 +1126,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     cb->add_saved(h);
     wire::ToProto(t.meta, cb->add_saved_metas());
     cb->add_saved_requires_grad(t.requires_grad());
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked({&t.meta}, node.name));
+    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, EntryBytes(t.meta), node.name));
     tensors_.emplace(h, std::move(t));
   }
   if (!(*write_)(msg)) {

@@ -19,16 +19,7 @@ using S = ScalarType;
 using meta_test::Call;
 using meta_test::Dense;
 using meta_test::KW;
-
-TensorMeta Strided(Shape sizes, Shape strides, S dtype = S::kFloat32) {
-  TensorMeta m;
-  m.sizes = std::move(sizes);
-  m.strides = std::move(strides);
-  m.storage_offset = 0;
-  m.dtype = dtype;
-  m.device = kCPU;
-  return m;
-}
+using meta_test::Strided;
 
 void ExpectOut(const absl::StatusOr<MetaResult>& r, const Shape& sizes, const Shape& strides, S dtype) {
   ASSERT_TRUE(r.ok()) << r.status();

@@ -21,6 +21,7 @@ namespace {
 using S = ScalarType;
 using meta_test::Call;
 using meta_test::Dense;
+using meta_test::ExpectErrorContains;
 using meta_test::KW;
 
 TensorMeta Strided(Shape sizes, Shape strides, int64_t offset = 0, S dtype = S::kFloat32) {
@@ -31,12 +32,6 @@ TensorMeta Strided(Shape sizes, Shape strides, int64_t offset = 0, S dtype = S::
   m.dtype = dtype;
   m.device = kCPU;
   return m;
-}
-
-void ExpectErrorContains(const absl::StatusOr<MetaResult>& r, ErrorKind kind, absl::string_view text) {
-  ASSERT_FALSE(r.ok()) << "expected: " << text;
-  EXPECT_EQ(ErrorKindName(KindOf(r.status())), ErrorKindName(kind)) << r.status().message();
-  EXPECT_TRUE(absl::StrContains(r.status().message(), text)) << r.status().message();
 }
 
 struct Geo {

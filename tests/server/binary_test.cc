@@ -150,13 +150,8 @@ class BinaryTest : public ::testing::Test {
 
   static bool HandshakeAccepted(const std::string& address, v1::HandshakeResponse* resp = nullptr) {
     auto stub = v1::Tensord::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::HandshakeRequest req;
-    req.set_protocol_version(wire::kProtocolVersion);
-    req.set_op_table_digest(OpTable::Get().digest());
     v1::HandshakeResponse r;
-    if (!stub->Handshake(&ctx, req, &r).ok()) return false;
+    if (!HandshakeRaw(stub.get(), &r).ok()) return false;
     if (resp != nullptr) *resp = r;
     return r.accepted();
   }

@@ -180,34 +180,25 @@ TEST_F(LockoutTest, OnePeerCannotHoldEveryConnection) {
   StartBystander();
   ASSERT_EQ(daemon_->service().options().max_connections_per_peer, 6u);
   const std::string port = daemon_->addresses()[1];
-  const auto handshake = [](v1::Tensord::Stub* stub) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::HandshakeRequest req;
-    req.set_protocol_version(wire::kProtocolVersion);
-    req.set_op_table_digest(OpTable::Get().digest());
-    v1::HandshakeResponse resp;
-    return stub->Handshake(&ctx, req, &resp);
-  };
   std::vector<std::unique_ptr<v1::Tensord::Stub>> held;
   for (int i = 0; i < 6; ++i) {
     const int fd = ConnectFrom("127.0.0.1", port);
     ASSERT_GE(fd, 0);
     held.push_back(StubOver(fd));
-    const grpc::Status st = handshake(held.back().get());
+    const grpc::Status st = HandshakeRaw(held.back().get());
     ASSERT_TRUE(st.ok()) << "connection " << i << ": " << st.error_message();
   }
   for (int i = 0; i < 3; ++i) {  // the seventh, and a few more
     const int fd = ConnectFrom("127.0.0.1", port);
     ASSERT_GE(fd, 0);
     auto refused = StubOver(fd);
-    EXPECT_EQ(handshake(refused.get()).error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(HandshakeRaw(refused.get()).error_code(), grpc::StatusCode::UNAVAILABLE);
   }
   // Another address, on the same port, is another peer.
   const int other_fd = ConnectFrom("127.0.0.4", port);
   ASSERT_GE(other_fd, 0);
   auto other = StubOver(other_fd);
-  EXPECT_TRUE(handshake(other.get()).ok());
+  EXPECT_TRUE(HandshakeRaw(other.get()).ok());
   ExpectBystanderServed();
   // One of the six goes: once the daemon has seen it close, a new one is
   // let in (bounded by 30 s: a daemon that never forgets a closed one fails).
@@ -217,7 +208,7 @@ TEST_F(LockoutTest, OnePeerCannotHoldEveryConnection) {
     const int fd = ConnectFrom("127.0.0.1", port);
     ASSERT_GE(fd, 0);
     auto stub = StubOver(fd);
-    again = handshake(stub.get());
+    again = HandshakeRaw(stub.get());
     if (again.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

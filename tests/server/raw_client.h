@@ -336,6 +336,18 @@ class Bystander {
 };
 
 // An in-process daemon on a temporary Unix socket and 127.0.0.1:0.
+// A Handshake with this build's protocol version and op-table digest
+// (30 s deadline); the reply in `*resp` when given.
+inline grpc::Status HandshakeRaw(v1::Tensord::Stub* stub, v1::HandshakeResponse* resp = nullptr) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::HandshakeRequest req;
+  req.set_protocol_version(wire::kProtocolVersion);
+  req.set_op_table_digest(OpTable::Get().digest());
+  v1::HandshakeResponse ignored;
+  return stub->Handshake(&ctx, req, resp != nullptr ? resp : &ignored);
+}
+
 class DaemonFixture : public ::testing::Test {
  protected:
   // One gRPC library reference for the whole test program: otherwise the

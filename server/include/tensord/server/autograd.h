@@ -200,7 +200,8 @@ class Node {
 
   // What the node holds, charged to its session while it lives: a call over
   // a list of a million handles (one byte each on the wire) would otherwise
-  // keep a million metadata copies that no limit counts (NodeBytes).
+  // keep a million metadata copies that no limit counts (NodeInputBytes,
+  // NodeOutputBytes, NodeFixedBytes).
   MemoryCharge charge;
 
  private:

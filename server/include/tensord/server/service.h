@@ -226,6 +226,8 @@ class TensordService final : public v1::Tensord::Service {
   template <typename Request, typename Response>
   void BoundUnary(grpc::Status (TensordService::*method)(grpc::ServerContext*, const Request*, Response*),
                   const char* name, size_t max_bytes, int64_t max_extra_bytes);
+  // The open session `session_id` (no token asked: introspection), or null.
+  std::shared_ptr<Session> SessionById(uint64_t session_id) const ABSL_LOCKS_EXCLUDED(mu_);
   // The reaper thread: ReapUnattached on a timer until shutdown.
   void ReapLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // The peer a call comes from, as sessions are counted: a connection the

@@ -359,12 +359,18 @@ class Session {
   // Returns the truncation error, or nullptr when no upload was in progress.
   std::shared_ptr<OpError> AbandonUpload(uint64_t handle, absl::string_view interrupted_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Charges the table entries of computed tensors of `metas` to the session
-  // (EntryBytes each: a view or a grad holds no new storage, but its entry
-  // costs the daemon all the same, and more for many dims). OutOfMemory naming `what` when
-  // over the session's limit: the caller then keeps none of them. Each
-  // entry's charge is given back when it leaves the table (EraseLocked).
-  absl::Status ChargeEntriesLocked(const std::vector<const TensorMeta*>& metas, absl::string_view what)
+  // What the table entry of a computed tensor of `m` is charged: the entry,
+  // its autograd identity, their overhead and the meta's dims beyond those
+  // kept inline (MetaHeapBytes). An entry's meta does not change while it
+  // is in the table, so what EraseLocked gives back is what was charged.
+  static int64_t EntryBytes(const TensorMeta& m);
+  // Charges `n` table entries of computed tensors, of `bytes` together (the
+  // sum of their EntryBytes), to the session: a view or a grad holds no new
+  // storage, but its entry costs the daemon all the same. OutOfMemory naming
+  // `what` when over the session's limit: the caller then keeps none of
+  // them. Each entry's charge is given back when it leaves the table
+  // (EraseLocked).
+  absl::Status ChargeEntriesLocked(size_t n, int64_t bytes, absl::string_view what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `handle`'s entry (false when there is none), giving back its charge.
   bool EraseLocked(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -7,7 +7,7 @@
 // megabytes that nothing reads soon. memcpy of such a piece uses ordinary
 // stores, which first read each destination line into the cache; the
 // non-temporal stores used here write the lines without reading them, which
-// roughly halves the memory traffic of such a copy. glibc's
+// saves that read of the destination (bench/RESULTS.md, figure 3). glibc's
 // memcpy makes the same choice, but only for a single copy larger than a
 // share of the last-level cache, which no piece is.
 #ifndef TENSORD_WIRE_COPY_H_
