@@ -295,7 +295,7 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
       if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
       options->max_sessions_per_peer = *n;
     } else if (key == "log_level") {
-      absl::StatusOr<LogLevel> lv = ParseLogLevel(value);
+      absl::StatusOr<LogLevel> lv = runtime::ParseLogLevel(value);
       if (!lv.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), lv.status().message()));
       options->log_level = *lv;
     } else {

@@ -40,11 +40,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "tensord/server/daemon.h"
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 #include "tensord/server/service.h"
 #include "tensord/wire/socket_stream.h"
 
 namespace tensord::server {
+
+using runtime::Log;
+using runtime::LogLevel;
 namespace {
 
 constexpr char kUsage[] =
@@ -220,7 +223,7 @@ int Serve(const std::vector<std::string>& args) {
     options.cpu_cache_limit_bytes = *n;
   }
   // A debugging aid for kernel authors and the test suite (see
-  // CpuAllocatorOptions::uninitialized_fill): a byte value, 0..255.
+  // backends::CpuAllocatorOptions::uninitialized_fill): a byte value, 0..255.
   if (const char* env = std::getenv("TENSORD_UNINITIALIZED_FILL"); env != nullptr && *env != '\0') {
     int v = -1;
     if (!absl::SimpleAtoi(env, &v) || v < 0 || v > 255) {
@@ -266,7 +269,7 @@ int Serve(const std::vector<std::string>& args) {
     options.max_sessions_per_peer = *n;
   }
   if (!log_level.empty()) {
-    absl::StatusOr<LogLevel> lv = ParseLogLevel(log_level);
+    absl::StatusOr<LogLevel> lv = runtime::ParseLogLevel(log_level);
     if (!lv.ok()) return UsageError(absl::StrCat("--log-level: ", lv.status().message()));
     options.log_level = *lv;
   }
@@ -280,7 +283,7 @@ int Serve(const std::vector<std::string>& args) {
       return UsageError(absl::StrCat("--private-dir: '", private_dir, "' is not a directory named tensord-*"));
     }
   }
-  SetLogLevel(options.log_level);
+  runtime::SetLogLevel(options.log_level);
 
   // Signals: the handler only writes the signal number to a pipe (a
   // self-pipe; write(2) is async-signal-safe) and this thread does the

@@ -27,7 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 #include "tensord/wire/data_frame.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
@@ -38,6 +38,9 @@
 #endif
 
 namespace tensord::server {
+
+using runtime::Log;
+using runtime::LogLevel;
 namespace {
 
 constexpr size_t kTokenBytes = 16;
@@ -118,23 +121,23 @@ grpc::Status ToGrpcStatus(const absl::Status& st) {
   return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
 }
 
-int64_t CpuCores() {
-  const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (n > 0) return n;
-  const unsigned hc = std::thread::hardware_concurrency();
-  return hc > 0 ? hc : 1;
-}
-
 }  // namespace
 
 absl::string_view DaemonVersion() { return TENSORD_VERSION; }
 
+int64_t TensordService::bytes_in_use() const {
+  int64_t total = 0;
+  for (size_t i = 0; i < backends_.size(); ++i) total += backends_[i].allocator()->bytes_in_use();
+  return total;
+}
+
 absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const ServiceOptions& options) {
-  auto kernels = std::make_unique<KernelRegistry>();
-  if (absl::Status s = RegisterCpuKernels(*kernels); !s.ok()) {
-    return InternalErr(absl::StrCat("registering the cpu kernels failed: ", s.message()));
-  }
-  std::unique_ptr<TensordService> service(new TensordService(options, std::move(kernels)));
+  absl::StatusOr<std::unique_ptr<backends::CpuBackend>> cpu = backends::CpuBackend::Create(options.cpu_allocator);
+  if (!cpu.ok()) return cpu.status();
+  backends::CpuBackend* cpu_ptr = cpu->get();
+  Backends devices;
+  devices.Add(*std::move(cpu));
+  std::unique_ptr<TensordService> service(new TensordService(options, std::move(devices), cpu_ptr));
   // Sessions that never attach are closed on a timer, not only when a later
   // one opens: otherwise they would hold their slot (and their peer's) for
   // as long as nobody else came.
@@ -147,8 +150,8 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
   return service;
 }
 
-TensordService::TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels)
-    : options_(options), kernels_(std::move(kernels)), allocator_(std::make_shared<CpuAllocator>(options.cpu_allocator)) {
+TensordService::TensordService(const ServiceOptions& options, Backends backends, backends::CpuBackend* cpu)
+    : options_(options), backends_(std::move(backends)), cpu_(cpu) {
   // Stream writes byte buffers: install it as the handler of the Stream
   // method, as the generated code's WithStreamedUnaryMethod_ classes install
   // theirs (the method's index is its position in the service).
@@ -393,7 +396,7 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
     } while (id == 0 || sessions_.contains(id));
     Entry e;
     e.session = std::make_shared<Session>(
-        id, token, name, MemoryAccount::Create(allocator_, options_.session_memory_limit_bytes), kernels_.get());
+        id, token, name, MemoryAccount::Create(options_.session_memory_limit_bytes), &backends_);
     e.opened = absl::Now();
     e.peer = peer;
     sessions_.emplace(id, std::move(e));
@@ -403,14 +406,15 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
   response->set_token(token);
   response->set_server_version(std::string(DaemonVersion()));
   response->set_session_memory_limit_bytes(static_cast<uint64_t>(options_.session_memory_limit_bytes));
-  v1::DeviceInfo* cpu = response->add_devices();
-  cpu->set_name("cpu");
-  cpu->set_type(static_cast<int32_t>(DeviceType::kCPU));
-  cpu->set_index(0);
-  cpu->set_total_memory_bytes(static_cast<uint64_t>(allocator_->physical_memory_bytes()));
-  const int64_t cores = CpuCores();
-  cpu->set_description(absl::StrCat(cores, cores == 1 ? " core" : " cores"));
-  // No CUDA devices yet.
+  for (size_t i = 0; i < backends_.size(); ++i) {
+    const Backend& b = backends_[i];
+    v1::DeviceInfo* d = response->add_devices();
+    d->set_name(b.device().ToString());
+    d->set_type(static_cast<int32_t>(b.device().type));
+    d->set_index(b.device().index);
+    d->set_total_memory_bytes(static_cast<uint64_t>(b.total_memory_bytes()));
+    d->set_description(b.description());
+  }
   Log(LogLevel::kInfo, "session ", HexId(id), " opened for client '", name, "' (", peer, ")");
   return grpc::Status::OK;
 }
@@ -820,7 +824,8 @@ void TensordService::Closed(uint64_t session_id, const std::string& peer, absl::
   }
   // Its freed large blocks (and every other cached one) go back to the
   // system, so that the daemon shrinks when its clients leave.
-  const int64_t trimmed = allocator_->Trim();
+  int64_t trimmed = 0;
+  for (size_t i = 0; i < backends_.size(); ++i) trimmed += backends_[i].Trim();
   // When the last client left, the heap pages glibc keeps in its per-thread
   // arenas after the sessions' small frees go back too.
   if (last) malloc_trim(0);

@@ -23,7 +23,7 @@
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 #include "internal.h"
 #include "meta_cache.h"
 #include "tensord/wire/copy.h"
@@ -31,6 +31,9 @@
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
+
+using runtime::Log;
+using runtime::LogLevel;
 namespace {
 
 // Uploads whose later chunks are being dropped (their first chunk failed):
@@ -128,11 +131,14 @@ absl::Status DeviceUnavailable(absl::string_view op, const Device& d) {
 
 // A kernel's scratch memory charged to the session's account, so temporaries
 // (im2col buffers, contiguous copies of expanded inputs) obey the limit.
+// Scratch lives on the kernel's device.
 class SessionScratch final : public ScratchAllocator {
  public:
-  SessionScratch(MemoryAccount* memory, absl::string_view op) : memory_(memory), op_(op) {}
+  SessionScratch(MemoryAccount* memory, const Backend* device, absl::string_view op)
+      : memory_(memory), device_(device), op_(op) {}
   absl::StatusOr<std::shared_ptr<char>> Allocate(int64_t bytes) override {
-    absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(bytes, op_, /*zero_fill=*/false);
+    absl::StatusOr<std::shared_ptr<Storage>> st =
+        memory_->Allocate(device_->allocator(), bytes, op_, /*zero_fill=*/false);
     if (!st.ok()) return st.status();
     char* p = (*st)->data();
     return std::shared_ptr<char>(*std::move(st), p);  // shares the Storage's ownership
@@ -140,20 +146,22 @@ class SessionScratch final : public ScratchAllocator {
 
  private:
   MemoryAccount* memory_;
+  const Backend* device_;
   absl::string_view op_;
 };
 
-absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op, MemoryAccount* memory) {
-  SessionScratch scratch(memory, op);
+absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op, MemoryAccount* memory,
+                       const Backend* device) {
+  SessionScratch scratch(memory, device, op);
   ScopedScratchAllocator scoped(&scratch);
   try {
     return fn(ctx);
   } catch (const std::bad_alloc&) {
     return OutOfMemoryErr(absl::StrCat(op, ": out of memory inside the kernel"));
   } catch (const std::exception& e) {
-    return InternalErr(absl::StrCat(op, ": the cpu kernel failed: ", e.what()));
+    return InternalErr(absl::StrCat(op, ": the ", ctx.device.ToString(), " kernel failed: ", e.what()));
   } catch (...) {
-    return InternalErr(absl::StrCat(op, ": the cpu kernel failed with an unknown exception"));
+    return InternalErr(absl::StrCat(op, ": the ", ctx.device.ToString(), " kernel failed with an unknown exception"));
   }
 }
 
@@ -244,12 +252,12 @@ absl::Status Session::AsCause(const std::shared_ptr<OpError>& e) {
 }
 
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
-                 const KernelRegistry* kernels)
+                 const Backends* devices)
     : id_(id),
       token_(std::move(token)),
       client_name_(std::move(client_name)),
       memory_(std::move(memory)),
-      kernels_(kernels),
+      devices_(devices),
       meta_cache_(std::make_unique<MetaCache>()) {
   // Seeded from the OS's random source, not from anything a client or a log
   // reader can see (the session id is logged): its numbers must not be
@@ -816,7 +824,9 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
 
   TD_RETURN_IF_ERROR(ValidateArgs(schema, args));
   for (const Value& v : args) {
-    if (v.kind() == Value::Kind::kDevice && !v.device().is_cpu()) return DeviceUnavailable(op_name, v.device());
+    if (v.kind() == Value::Kind::kDevice && devices_->Find(v.device()) == nullptr) {
+      return DeviceUnavailable(op_name, v.device());
+    }
   }
   for (const Tensor* t : inputs) {
     if (t->failed()) return t->error->status;
@@ -887,7 +897,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
       const TensorMeta& m = outs[i].meta;
       if (!checked) {
         if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
-        if (!m.device.is_cpu()) return fail(DeviceUnavailable(op_name, m.device));
+        if (devices_->Find(m.device) == nullptr) return fail(DeviceUnavailable(op_name, m.device));
       }
       absl::StatusOr<int64_t> need = m.StorageBytesNeeded();
       if (!need.ok()) return fail(need.status());
@@ -938,7 +948,10 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
         // needs no zeroing. Anything with gaps (empty_strided) is zeroed.
         const bool covers_storage = m.storage_offset == 0 && m.is_non_overlapping_and_dense() &&
                                     *need == SaturatingBytes(m.numel(), m.itemsize());
-        absl::StatusOr<std::shared_ptr<Storage>> st = memory_->Allocate(*need, op_name, !covers_storage);
+        const Backend* on = devices_->Find(m.device);
+        if (on == nullptr) return fail(DeviceUnavailable(op_name, m.device));
+        absl::StatusOr<std::shared_ptr<Storage>> st =
+            memory_->Allocate(on->allocator(), *need, op_name, !covers_storage);
         if (!st.ok()) return fail(st.status());
         outs[i].storage = *std::move(st);
         outs[i].ag = std::make_shared<AutogradMeta>();
@@ -949,8 +962,21 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
   }
 
   if (need_kernel) {
-    const KernelFn fn = kernels_ != nullptr ? kernels_->Find(DeviceType::kCPU, op->id) : nullptr;
-    if (fn == nullptr) return fail(NotImplementedErr(absl::StrCat(op_name, ": no kernel for device cpu")));
+    // The op runs where its outputs are (meta puts every output on the
+    // device of the op's tensors, or of its device argument); an op with no
+    // output known yet (a data-dependent one) where its first input is.
+    Device where = kCPU;
+    if (!outs.empty()) {
+      where = outs[0].meta.device;
+    } else if (!inputs.empty()) {
+      where = inputs[0]->storage->device();
+    }
+    const Backend* backend = devices_->Find(where);
+    if (backend == nullptr) return fail(DeviceUnavailable(op_name, where));
+    const KernelFn fn = backend->FindKernel(op->id);
+    if (fn == nullptr) {
+      return fail(NotImplementedErr(absl::StrCat(op_name, ": no kernel for device ", where.ToString())));
+    }
     // An input whose storage is an adopted shared-memory segment stays
     // writable by the client while the kernel runs. Kernels validate index
     // values, masks and counts in one pass and use them in another
@@ -980,7 +1006,9 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
       p.shared = t->storage.get();
       p.begin = t->meta.storage_offset * t->meta.itemsize();  // strides are >= 0: the lowest byte addressed
       p.end = *end;
-      absl::StatusOr<std::shared_ptr<Storage>> copy = memory_->Allocate(p.end - p.begin, op_name, false);
+      // Adopted memory is the CPU's (a client's shared-memory segment).
+      absl::StatusOr<std::shared_ptr<Storage>> copy =
+          memory_->Allocate(devices_->cpu()->allocator(), p.end - p.begin, op_name, false);
       if (!copy.ok()) return fail(copy.status());
       p.copy = *std::move(copy);
       std::memcpy(p.copy->data(), p.shared->data() + p.begin, static_cast<size_t>(p.end - p.begin));
@@ -997,6 +1025,8 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
     };
     KernelContext ctx;
     ctx.op = op;
+    ctx.device = where;
+    ctx.stream = backend->stream();
     ctx.args = args;
     ctx.input_base = [&inputs, &private_base](const TensorMeta* m) -> char* {
       if (char* p = private_base(m)) return p;
@@ -1017,11 +1047,12 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
         return InternalErr(absl::StrCat(op_name, ": the kernel allocated more than the ", n_out, " outputs"));
       }
       TD_RETURN_IF_ERROR(m.Validate(absl::StrCat(op_name, ": output ", outs.size())));
-      if (!m.device.is_cpu() || (m.numel() > 0 && !m.is_non_overlapping_and_dense())) {
-        return InternalErr(absl::StrCat(op_name, ": a kernel allocated ", m.ToString(), " (not dense cpu)"));
+      if (m.device != where || (m.numel() > 0 && !m.is_non_overlapping_and_dense())) {
+        return InternalErr(absl::StrCat(op_name, ": a kernel allocated ", m.ToString(), " (not dense ",
+                                        where.ToString(), ")"));
       }
       TD_ASSIGN_OR_RETURN(int64_t need, m.StorageBytesNeeded());
-      TD_ASSIGN_OR_RETURN(std::shared_ptr<Storage> st, memory_->Allocate(need, op_name));
+      TD_ASSIGN_OR_RETURN(std::shared_ptr<Storage> st, memory_->Allocate(backend->allocator(), need, op_name));
       Tensor t;
       t.meta = m;
       t.storage = std::move(st);
@@ -1040,7 +1071,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
       };
     }
     ctx.generator = &generator_;
-    if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get()); !s.ok()) {
+    if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get(), backend); !s.ok()) {
       for (Tensor* w : written) {
         if (w != nullptr && w->storage != nullptr) w->storage->bump_version();
       }
@@ -1129,7 +1160,7 @@ absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& m
   // Not zero-filled: the chunks overwrite every byte, and the storage is
   // published only once all of them arrived.
   absl::StatusOr<std::shared_ptr<Storage>> st =
-      memory_->Allocate(static_cast<int64_t>(expected), "upload", /*zero_fill=*/false);
+      memory_->Allocate(devices_->cpu()->allocator(), static_cast<int64_t>(expected), "upload", /*zero_fill=*/false);
   if (!st.ok()) return st.status();
   PendingUpload up;
   up.meta = meta;

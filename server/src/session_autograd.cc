@@ -17,11 +17,14 @@
 #include "internal.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 #include "tensord/server/session.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::server {
+
+using runtime::Log;
+using runtime::LogLevel;
 
 int64_t NodeInputBytes(const TensorMeta& meta) {
   // Its edge, metadata and presence bit, its saved tensor (a copy of the
@@ -641,7 +644,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   const bool grad_mode = !r.accumulate();
   auto has_kernel = [&](absl::string_view name) {
     const OpEntry* op = OpTable::Get().Find(name);
-    return op != nullptr && kernels_ != nullptr && kernels_->Find(DeviceType::kCPU, op->id) != nullptr;
+    return op != nullptr && devices_->cpu()->FindKernel(op->id) != nullptr;
   };
   auto run = [&](absl::string_view name, std::vector<Arg> args, bool record) -> absl::StatusOr<Tensor> {
     TD_ASSIGN_OR_RETURN(std::vector<Tensor> o, RunOp(name, std::move(args), record));
@@ -836,7 +839,9 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
         return absl::OkStatus();
       }
       if (has_kernel("copy_")) {
-        TD_ASSIGN_OR_RETURN(fresh.storage, memory_->Allocate(need, "backward"));
+        const Backend* on = devices_->Find(m.device);
+        if (on == nullptr) return InternalErr(absl::StrCat("backward: no backend serves ", m.device.ToString()));
+        TD_ASSIGN_OR_RETURN(fresh.storage, memory_->Allocate(on->allocator(), need, "backward"));
         fresh.meta = std::move(m);
         fresh.ag = std::make_shared<AutogradMeta>();
         TD_ASSIGN_OR_RETURN(fresh, run("copy_", {fresh, g}, create_graph));

@@ -146,9 +146,9 @@ struct AdoptedSegment {
 absl::StatusOr<std::shared_ptr<Storage>> Session::AdoptShmRange(absl::string_view what, uint32_t id, uint64_t offset,
                                                                 uint64_t nbytes) {
   // Kernels may assume the allocator's alignment.
-  if (offset % static_cast<uint64_t>(CpuAllocator::kAlignment) != 0) {
+  if (offset % static_cast<uint64_t>(runtime::DeviceAllocator::kAlignment) != 0) {
     return RuntimeErr(absl::StrCat(what, ": an adopted segment's offset must be a multiple of ",
-                                   CpuAllocator::kAlignment, " bytes, got ", offset));
+                                   runtime::DeviceAllocator::kAlignment, " bytes, got ", offset));
   }
   absl::StatusOr<std::shared_ptr<ShmMapping>> r = ShmRange(what, id, offset, nbytes);
   if (!r.ok()) return r.status();
@@ -175,7 +175,7 @@ absl::StatusOr<std::shared_ptr<Storage>> Session::AdoptShmRange(absl::string_vie
   // or the daemon's bookkeeping, and the seals keep the pages from going away.
   // Charged as "upload", as StartUploadLocked's allocation is: an upload over
   // the session's limit reads the same on every path.
-  return memory_->Adopt(m->data + offset, static_cast<int64_t>(nbytes), std::move(keeper), "upload");
+  return memory_->Adopt(devices_->cpu()->allocator(), m->data + offset, static_cast<int64_t>(nbytes), std::move(keeper), "upload");
 }
 
 }  // namespace tensord::server

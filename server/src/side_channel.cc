@@ -25,13 +25,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 #include "tensord/server/session.h"
 #include "tensord/wire/shm.h"
 #include "tensord/wire/socket_stream.h"
 #include "unix_socket.h"
 
 namespace tensord::server {
+
+using runtime::Log;
+using runtime::LogLevel;
 namespace {
 
 // "ADDRESS:PORT" of a TCP socket's peer ("?" when unknown).

@@ -30,9 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "tensord/kernels/registry.h"
+#include "tensord/backends/cpu/cpu_backend.h"
 #include "tensord/meta/op_table.h"
-#include "tensord/server/allocator.h"
 #include "tensord/server/session.h"
 #include "tensord/v1/tensord.pb.h"
 #include "tensord/wire/data_frame.h"
@@ -47,17 +46,17 @@ constexpr int64_t kSessionLimitBytes = 64 << 20;
 constexpr size_t kMaxReplyBytes = 8 << 20;
 
 struct Globals {
-  std::shared_ptr<tensord::server::CpuAllocator> allocator;
-  tensord::KernelRegistry kernels;
+  tensord::runtime::Backends devices;
 };
 
 Globals& G() {
   static Globals* g = [] {
     auto* g = new Globals;
-    tensord::server::CpuAllocatorOptions o;
+    tensord::backends::CpuAllocatorOptions o;
     o.cache_limit_bytes = 0;  // every free unmaps: ASan sees use after free
-    g->allocator = std::make_shared<tensord::server::CpuAllocator>(o);
-    if (!tensord::RegisterCpuKernels(g->kernels).ok()) abort();
+    auto cpu = tensord::backends::CpuBackend::Create(o);
+    if (!cpu.ok()) abort();
+    g->devices.Add(*std::move(cpu));
     return g;
   }();
   return *g;
@@ -176,7 +175,7 @@ void RunOne(const uint8_t* data, size_t size) {
   Globals& g = G();
   Segment seg1, seg2;
   auto session = std::make_unique<Session>(
-      7, "token", "fuzz", tensord::server::MemoryAccount::Create(g.allocator, kSessionLimitBytes), &g.kernels);
+      7, "token", "fuzz", tensord::runtime::MemoryAccount::Create(kSessionLimitBytes), &g.devices);
   if (!session->ClaimShmChannel() || !session->MapShmSegment(1, kSegmentBytes, seg1.fd).ok() ||
       !session->MapShmSegment(2, kSegmentBytes, seg2.fd).ok()) {
     fprintf(stderr, "session_fuzz: cannot map the segments\n");
@@ -224,7 +223,7 @@ void RunOne(const uint8_t* data, size_t size) {
         grpc::Slice slice(bytes, n);
         grpc::ByteBuffer bb(&slice, 1);
         v1::ClientMessage m;
-        std::shared_ptr<tensord::server::Storage> keep;
+        std::shared_ptr<tensord::runtime::Storage> keep;
         const bool ok = tensord::wire::ParseClientMessage(
             &bb, &m, [&](const v1::Upload& head, size_t len) { return session->PlaceUploadData(head, len, &keep); });
         if (!ok) break;

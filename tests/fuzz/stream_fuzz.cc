@@ -30,7 +30,7 @@
 
 #include "../../server/src/side_channel.h"
 #include "tensord/meta/op_table.h"
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 #include "tensord/server/service.h"
 #include "tensord/wire/shm.h"
 
@@ -50,7 +50,7 @@ struct Daemon {
 Daemon& D() {
   static Daemon* d = [] {
     auto* d = new Daemon;
-    tensord::server::SetLogLevel(tensord::server::LogLevel::kError);
+    tensord::runtime::SetLogLevel(tensord::runtime::LogLevel::kError);
     tensord::server::ServiceOptions o;
     o.session_memory_limit_bytes = 64 << 20;
     o.stream_spin = absl::ZeroDuration();

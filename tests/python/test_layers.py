@@ -1,7 +1,9 @@
 """The layer rules of docs/architecture.md, checked on every #include of the sources.
 
 Nothing points upward: meta/ knows no wire, protobuf, gRPC or device API;
-kernels/ never sees a session, the wire or protobuf; the wire conversions
+kernels/ never sees a session, the runtime, the wire or protobuf; the
+runtime knows no protobuf, gRPC, daemon, backend or device API; a backend
+knows no session or wire; the wire conversions
 know neither the daemon nor the client; the clients never include the
 daemon. A violation names the file, the line and the rule.
 """
@@ -15,8 +17,14 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 RULES = {
     "meta": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/", "tensord/client/",
               "tensord/kernels/", "cuda", "cublas"), "meta/ depends on abseil only"),
-    "kernels": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/", "tensord/client/"),
-                "kernels/ compute into given outputs: no session, wire or protobuf"),
+    "kernels": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/", "tensord/client/",
+                 "tensord/runtime/", "tensord/backends/"),
+                "kernels/ compute into given outputs: no session, runtime, wire or protobuf"),
+    "server/runtime": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/",
+                        "tensord/client/", "tensord/backends/", "cuda", "cublas"),
+                       "the runtime is device-neutral: no protobuf, gRPC, daemon, backend or device API"),
+    "server/backends": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/",
+                         "tensord/client/"), "a backend serves the runtime: no session, wire or protobuf"),
     "proto/wire": (("tensord/server/", "tensord/client/"), "the wire conversions serve both sides, and know neither"),
     "client": (("tensord/server/", "server/src", "tensord/kernels/"), "the client talks to a daemon, it does not link one"),
     "python-client/src": (("tensord/server/", "server/src", "tensord/kernels/"), "the binding wraps client/ only"),

@@ -2,7 +2,8 @@
 // cache of freed large blocks (reuse, zeroing, the cap, trimming), on real
 // mappings. A test per property; the last one runs allocations on several
 // threads (run it under `make tsan` / `make sanitize`).
-#include "tensord/server/allocator.h"
+#include "tensord/backends/cpu/cpu_backend.h"
+#include "tensord/runtime/memory.h"
 
 #include <algorithm>
 #include <cstring>
@@ -19,10 +20,10 @@ namespace tensord::testing {
 namespace {
 
 using ::testing::HasSubstr;
-using server::CpuAllocator;
-using server::CpuAllocatorOptions;
-using server::MemoryAccount;
-using server::Storage;
+using backends::CpuAllocator;
+using backends::CpuAllocatorOptions;
+using runtime::MemoryAccount;
+using runtime::Storage;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -35,8 +36,9 @@ std::shared_ptr<CpuAllocator> MakeAllocator(int64_t cache_limit, absl::Duration 
   return std::make_shared<CpuAllocator>(o);
 }
 
-std::shared_ptr<Storage> Alloc(MemoryAccount& account, int64_t nbytes, bool zero_fill) {
-  absl::StatusOr<std::shared_ptr<Storage>> s = account.Allocate(nbytes, "test", zero_fill);
+std::shared_ptr<Storage> Alloc(const std::shared_ptr<CpuAllocator>& on, MemoryAccount& account, int64_t nbytes,
+                               bool zero_fill) {
+  absl::StatusOr<std::shared_ptr<Storage>> s = account.Allocate(on, nbytes, "test", zero_fill);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *std::move(s) : nullptr;
 }
@@ -54,108 +56,108 @@ TEST(CpuAllocatorTest, DefaultCapIsAGibibyteOrAnEighthOfMemory) {
 
 TEST(CpuAllocatorTest, AFreedLargeBlockComesBackForTheSameGranuleCount) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto account = MemoryAccount::Create(alloc, 0);
-  std::shared_ptr<Storage> s = Alloc(*account, 3 * kMiB, false);
+  auto account = MemoryAccount::Create(0);
+  std::shared_ptr<Storage> s = Alloc(alloc, *account, 3 * kMiB, false);
   char* first = s->data();
   EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % CpuAllocator::kGranuleBytes, 0u);  // huge-page aligned
   s.reset();
   EXPECT_EQ(alloc->cache_stats().cached_bytes, 4 * kMiB);  // 3 MiB is two 2 MiB granules
   EXPECT_EQ(alloc->cache_stats().cached_blocks, 1);
   // 3.5 MiB is two granules too: the same block.
-  s = Alloc(*account, 3 * kMiB + kMiB / 2, false);
+  s = Alloc(alloc, *account, 3 * kMiB + kMiB / 2, false);
   EXPECT_EQ(s->data(), first);
   EXPECT_EQ(alloc->cache_stats().hits, 1);
   EXPECT_EQ(alloc->cache_stats().misses, 1);
   EXPECT_EQ(alloc->cache_stats().cached_bytes, 0);
   // A different granule count does not take it.
-  std::shared_ptr<Storage> other = Alloc(*account, 6 * kMiB, false);
+  std::shared_ptr<Storage> other = Alloc(alloc, *account, 6 * kMiB, false);
   EXPECT_NE(other->data(), first);
   EXPECT_EQ(alloc->cache_stats().misses, 2);
 }
 
 TEST(CpuAllocatorTest, SmallStoragesDoNotUseTheCache) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto account = MemoryAccount::Create(alloc, 0);
-  Alloc(*account, CpuAllocator::kMapThresholdBytes - 1, true).reset();
+  auto account = MemoryAccount::Create(0);
+  Alloc(alloc, *account, CpuAllocator::kMapThresholdBytes - 1, true).reset();
   EXPECT_EQ(alloc->cache_stats().cached_blocks, 0);
   EXPECT_EQ(alloc->cache_stats().misses, 0);
 }
 
 // Allocates a 4 MiB block for `account`, fills it with 0xAB and frees it
 // (into the cache); returns its address.
-char* FreeADirtyBlock(MemoryAccount& account) {
-  std::shared_ptr<Storage> s = Alloc(account, 4 * kMiB, false);
+char* FreeADirtyBlock(const std::shared_ptr<CpuAllocator>& alloc, MemoryAccount& account) {
+  std::shared_ptr<Storage> s = Alloc(alloc, account, 4 * kMiB, false);
   std::memset(s->data(), 0xAB, 4 * kMiB);
   return s->data();
 }
 
 TEST(CpuAllocatorTest, ZeroFillOfAReusedDirtyBlockGivesZeros) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto account = MemoryAccount::Create(alloc, 0);
-  char* first = FreeADirtyBlock(*account);
-  std::shared_ptr<Storage> s = Alloc(*account, 4 * kMiB, /*zero_fill=*/true);
+  auto account = MemoryAccount::Create(0);
+  char* first = FreeADirtyBlock(alloc, *account);
+  std::shared_ptr<Storage> s = Alloc(alloc, *account, 4 * kMiB, /*zero_fill=*/true);
   ASSERT_EQ(s->data(), first);
   EXPECT_TRUE(AllBytesAre(*s, 0));
 }
 
 TEST(CpuAllocatorTest, WithoutZeroFillTheSameSessionGetsItsBlockAsItLeftIt) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto account = MemoryAccount::Create(alloc, 0);
-  char* first = FreeADirtyBlock(*account);
-  std::shared_ptr<Storage> s = Alloc(*account, 4 * kMiB, /*zero_fill=*/false);  // the caller overwrites it: no memset
+  auto account = MemoryAccount::Create(0);
+  char* first = FreeADirtyBlock(alloc, *account);
+  std::shared_ptr<Storage> s = Alloc(alloc, *account, 4 * kMiB, /*zero_fill=*/false);  // the caller overwrites it: no memset
   ASSERT_EQ(s->data(), first);
   EXPECT_TRUE(AllBytesAre(*s, 0xAB));
 }
 
 TEST(CpuAllocatorTest, AnotherSessionsBlockIsZeroedEvenWithoutZeroFill) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto a = MemoryAccount::Create(alloc, 0);
-  auto b = MemoryAccount::Create(alloc, 0);
-  char* first = FreeADirtyBlock(*a);
-  std::shared_ptr<Storage> s = Alloc(*b, 4 * kMiB, /*zero_fill=*/false);
+  auto a = MemoryAccount::Create(0);
+  auto b = MemoryAccount::Create(0);
+  char* first = FreeADirtyBlock(alloc, *a);
+  std::shared_ptr<Storage> s = Alloc(alloc, *b, 4 * kMiB, /*zero_fill=*/false);
   ASSERT_EQ(s->data(), first);
   EXPECT_TRUE(AllBytesAre(*s, 0));
 }
 
 TEST(CpuAllocatorTest, ASessionPrefersTheBlockItFreedItself) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto a = MemoryAccount::Create(alloc, 0);
-  auto b = MemoryAccount::Create(alloc, 0);
-  std::shared_ptr<Storage> sa = Alloc(*a, 4 * kMiB, false);
-  std::shared_ptr<Storage> sb = Alloc(*b, 4 * kMiB, false);
+  auto a = MemoryAccount::Create(0);
+  auto b = MemoryAccount::Create(0);
+  std::shared_ptr<Storage> sa = Alloc(alloc, *a, 4 * kMiB, false);
+  std::shared_ptr<Storage> sb = Alloc(alloc, *b, 4 * kMiB, false);
   char* pa = sa->data();
   char* pb = sb->data();
   sa.reset();
   sb.reset();  // b's block is the newer one
-  sa = Alloc(*a, 4 * kMiB, false);
+  sa = Alloc(alloc, *a, 4 * kMiB, false);
   EXPECT_EQ(sa->data(), pa);
-  sb = Alloc(*b, 4 * kMiB, false);
+  sb = Alloc(alloc, *b, 4 * kMiB, false);
   EXPECT_EQ(sb->data(), pb);
 }
 
 TEST(CpuAllocatorTest, UninitializedFillMarksBytesNobodyWrote) {
   auto alloc = MakeAllocator(64 * kMiB, absl::ZeroDuration(), 0xFF);
-  auto account = MemoryAccount::Create(alloc, 0);
+  auto account = MemoryAccount::Create(0);
   for (int64_t n : {int64_t{100}, 3 * kMiB}) {
-    std::shared_ptr<Storage> fresh = Alloc(*account, n, false);
+    std::shared_ptr<Storage> fresh = Alloc(alloc, *account, n, false);
     EXPECT_TRUE(AllBytesAre(*fresh, 0xFF)) << n;
     std::memset(fresh->data(), 0x11, static_cast<size_t>(n));
     fresh.reset();
-    std::shared_ptr<Storage> again = Alloc(*account, n, false);  // reused (the large one) or not
+    std::shared_ptr<Storage> again = Alloc(alloc, *account, n, false);  // reused (the large one) or not
     EXPECT_TRUE(AllBytesAre(*again, 0xFF)) << n;
     again.reset();
-    std::shared_ptr<Storage> zeroed = Alloc(*account, n, true);  // zero_fill still means zeros
+    std::shared_ptr<Storage> zeroed = Alloc(alloc, *account, n, true);  // zero_fill still means zeros
     EXPECT_TRUE(AllBytesAre(*zeroed, 0)) << n;
   }
 }
 
 TEST(CpuAllocatorTest, TheCapIsRespectedByEvictingTheOldestBlocks) {
   auto alloc = MakeAllocator(8 * kMiB);
-  auto account = MemoryAccount::Create(alloc, 0);
+  auto account = MemoryAccount::Create(0);
   std::vector<std::shared_ptr<Storage>> live;
   std::vector<char*> addr;
   for (int i = 0; i < 4; ++i) {
-    live.push_back(Alloc(*account, 4 * kMiB, false));
+    live.push_back(Alloc(alloc, *account, 4 * kMiB, false));
     addr.push_back(live.back()->data());
   }
   for (auto& s : live) s.reset();  // freed in order 0, 1, 2, 3
@@ -164,20 +166,20 @@ TEST(CpuAllocatorTest, TheCapIsRespectedByEvictingTheOldestBlocks) {
   EXPECT_EQ(st.cached_blocks, 2);
   EXPECT_EQ(st.trimmed_bytes, 8 * kMiB);  // blocks 0 and 1 were unmapped
   // The two newest stay: the next two allocations get blocks 3 and 2.
-  std::shared_ptr<Storage> x = Alloc(*account, 4 * kMiB, false);
-  std::shared_ptr<Storage> y = Alloc(*account, 4 * kMiB, false);
+  std::shared_ptr<Storage> x = Alloc(alloc, *account, 4 * kMiB, false);
+  std::shared_ptr<Storage> y = Alloc(alloc, *account, 4 * kMiB, false);
   EXPECT_EQ(x->data(), addr[3]);
   EXPECT_EQ(y->data(), addr[2]);
   // A block larger than the cap is unmapped at once.
-  Alloc(*account, 10 * kMiB, false).reset();
+  Alloc(alloc, *account, 10 * kMiB, false).reset();
   EXPECT_EQ(alloc->cache_stats().cached_bytes, 0);
 }
 
 TEST(CpuAllocatorTest, ACapOfZeroTurnsTheCacheOff) {
   auto alloc = MakeAllocator(0);
-  auto account = MemoryAccount::Create(alloc, 0);
-  Alloc(*account, 4 * kMiB, false).reset();
-  Alloc(*account, 4 * kMiB, false).reset();
+  auto account = MemoryAccount::Create(0);
+  Alloc(alloc, *account, 4 * kMiB, false).reset();
+  Alloc(alloc, *account, 4 * kMiB, false).reset();
   CpuAllocator::CacheStats st = alloc->cache_stats();
   EXPECT_EQ(st.limit_bytes, 0);
   EXPECT_EQ(st.cached_bytes, 0);
@@ -187,9 +189,9 @@ TEST(CpuAllocatorTest, ACapOfZeroTurnsTheCacheOff) {
 
 TEST(CpuAllocatorTest, TrimUnmapsEveryCachedBlock) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto account = MemoryAccount::Create(alloc, 0);
-  std::shared_ptr<Storage> a = Alloc(*account, 4 * kMiB, false);
-  std::shared_ptr<Storage> b = Alloc(*account, 8 * kMiB, false);
+  auto account = MemoryAccount::Create(0);
+  std::shared_ptr<Storage> a = Alloc(alloc, *account, 4 * kMiB, false);
+  std::shared_ptr<Storage> b = Alloc(alloc, *account, 8 * kMiB, false);
   a.reset();
   b.reset();
   EXPECT_EQ(alloc->cache_stats().cached_bytes, 12 * kMiB);
@@ -201,8 +203,8 @@ TEST(CpuAllocatorTest, TrimUnmapsEveryCachedBlock) {
 
 TEST(CpuAllocatorTest, AnIdleCacheIsEmptiedByTime) {
   auto alloc = MakeAllocator(64 * kMiB, absl::Milliseconds(20));
-  auto account = MemoryAccount::Create(alloc, 0);
-  Alloc(*account, 4 * kMiB, false).reset();
+  auto account = MemoryAccount::Create(0);
+  Alloc(alloc, *account, 4 * kMiB, false).reset();
   // Not a speed check: the trimmer runs 20 ms after the last activity; allow
   // a loaded machine plenty of time to schedule it.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -210,15 +212,15 @@ TEST(CpuAllocatorTest, AnIdleCacheIsEmptiedByTime) {
   EXPECT_EQ(alloc->cache_stats().cached_bytes, 0);
   EXPECT_EQ(alloc->cache_stats().trimmed_bytes, 4 * kMiB);
   // It keeps working after a trim, and trims again.
-  Alloc(*account, 4 * kMiB, false).reset();
+  Alloc(alloc, *account, 4 * kMiB, false).reset();
   while (alloc->cache_stats().cached_bytes != 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_EQ(alloc->cache_stats().trimmed_bytes, 8 * kMiB);
 }
 
 TEST(CpuAllocatorTest, AccountingCountsRequestedBytesAndCachedBytesBelongToNoSession) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto account = MemoryAccount::Create(alloc, 0);
-  std::shared_ptr<Storage> s = Alloc(*account, 3 * kMiB + 5, false);
+  auto account = MemoryAccount::Create(0);
+  std::shared_ptr<Storage> s = Alloc(alloc, *account, 3 * kMiB + 5, false);
   EXPECT_EQ(account->bytes_in_use(), 3 * kMiB + 5);
   EXPECT_EQ(alloc->bytes_in_use(), 3 * kMiB + 5);
   s.reset();
@@ -230,10 +232,10 @@ TEST(CpuAllocatorTest, AccountingCountsRequestedBytesAndCachedBytesBelongToNoSes
 
 TEST(CpuAllocatorTest, LimitsStillApplyWhenTheCacheHoldsAFittingBlock) {
   auto alloc = MakeAllocator(64 * kMiB);
-  auto roomy = MemoryAccount::Create(alloc, 0);
-  Alloc(*roomy, 4 * kMiB, false).reset();
-  auto tight = MemoryAccount::Create(alloc, 3 * kMiB);
-  absl::StatusOr<std::shared_ptr<Storage>> s = tight->Allocate(4 * kMiB, "add", false);
+  auto roomy = MemoryAccount::Create(0);
+  Alloc(alloc, *roomy, 4 * kMiB, false).reset();
+  auto tight = MemoryAccount::Create(3 * kMiB);
+  absl::StatusOr<std::shared_ptr<Storage>> s = tight->Allocate(alloc, 4 * kMiB, "add", false);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.status().message(), HasSubstr("add: out of memory: tried to allocate 4.00 MiB (4194304 bytes)"));
@@ -241,7 +243,7 @@ TEST(CpuAllocatorTest, LimitsStillApplyWhenTheCacheHoldsAFittingBlock) {
   EXPECT_EQ(tight->bytes_in_use(), 0);
   EXPECT_EQ(alloc->cache_stats().cached_blocks, 1);  // untouched
   // Larger than the machine: refused before the cache is looked at.
-  s = roomy->Allocate(alloc->physical_memory_bytes() + 1, "empty");
+  s = roomy->Allocate(alloc, alloc->physical_memory_bytes() + 1, "empty");
   ASSERT_FALSE(s.ok());
   EXPECT_THAT(s.status().message(), HasSubstr("of physical memory"));
 }
@@ -251,10 +253,10 @@ TEST(CpuAllocatorTest, ThreadsAllocateAndFreeConcurrently) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([alloc, t] {
-      auto account = MemoryAccount::Create(alloc, 0);
+      auto account = MemoryAccount::Create(0);
       for (int i = 0; i < 50; ++i) {
         const int64_t n = (2 + (i + t) % 3) * kMiB;
-        absl::StatusOr<std::shared_ptr<Storage>> s = account->Allocate(n, "test", i % 2 == 0);
+        absl::StatusOr<std::shared_ptr<Storage>> s = account->Allocate(alloc, n, "test", i % 2 == 0);
         ASSERT_TRUE(s.ok()) << s.status();
         (*s)->data()[0] = static_cast<char>(i);
         (*s)->data()[n - 1] = static_cast<char>(t);

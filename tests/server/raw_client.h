@@ -373,7 +373,7 @@ class DaemonFixture : public ::testing::Test {
     if (idle_connection_timeout_ > absl::ZeroDuration()) o.idle_connection_timeout = idle_connection_timeout_;
     if (max_sessions_per_peer_ >= 0) o.max_sessions_per_peer = max_sessions_per_peer_;
     o.log_level = server::LogLevel::kWarning;
-    server::SetLogLevel(server::LogLevel::kWarning);
+    runtime::SetLogLevel(runtime::LogLevel::kWarning);
     absl::StatusOr<std::unique_ptr<server::Daemon>> d = server::Daemon::Start(o);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = *std::move(d);

@@ -43,6 +43,12 @@ struct Generator {
 
 struct KernelContext {
   const OpEntry* op = nullptr;
+  // Where the kernel runs: every input and output pointer is an address on
+  // this device. `stream` is the device's stream the kernel issues its work
+  // to (a cudaStream_t on CUDA), nullptr on the CPU, whose kernels compute
+  // before they return.
+  Device device = kCPU;
+  void* stream = nullptr;
   // Bound arguments in schema order; tensor values point at input metas.
   absl::Span<const Value> args;
   // Storage base pointer of each tensor argument, looked up by its meta.

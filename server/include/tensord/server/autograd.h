@@ -28,9 +28,18 @@
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
-#include "tensord/server/allocator.h"
+#include "tensord/runtime/backend.h"
+#include "tensord/runtime/memory.h"
 
 namespace tensord::server {
+
+// The runtime's names the daemon uses throughout.
+using runtime::Backend;
+using runtime::Backends;
+using runtime::FormatBytes;
+using runtime::MemoryAccount;
+using runtime::MemoryCharge;
+using runtime::Storage;
 
 struct OpError;
 struct AutogradMeta;

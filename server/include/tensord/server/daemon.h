@@ -20,10 +20,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 #include "tensord/server/service.h"
 
 namespace tensord::server {
+
+// The daemon's log is the runtime's (backends write to it too).
+using runtime::LogLevel;
 
 class SideChannelServer;  // server/src/side_channel.h
 class HealthService;      // server/src/health.h

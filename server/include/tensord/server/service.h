@@ -30,8 +30,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "tensord/kernels/registry.h"
-#include "tensord/server/allocator.h"
+#include "tensord/backends/cpu/cpu_backend.h"
+#include "tensord/runtime/backend.h"
 #include "tensord/server/session.h"
 #include "tensord/v1/tensord.grpc.pb.h"
 #include "tensord/wire/data_frame.h"
@@ -71,7 +71,7 @@ struct ServiceOptions {
   absl::Duration attach_timeout = absl::Seconds(60);
   // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
   // fill): see CpuAllocatorOptions. It is also emptied when a session closes.
-  CpuAllocatorOptions cpu_allocator;
+  backends::CpuAllocatorOptions cpu_allocator;
   // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (wire::StreamReceiver's spin); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
@@ -79,7 +79,7 @@ struct ServiceOptions {
 
 class TensordService final : public v1::Tensord::Service {
  public:
-  // Builds the kernel registry (RegisterCpuKernels); fails only on a build
+  // Builds the backends (the CPU's, with its kernels); fails only on a build
   // bug (a kernel registered for an op the table lacks).
   static absl::StatusOr<std::unique_ptr<TensordService>> Create(const ServiceOptions& options);
   ~TensordService() override;
@@ -145,9 +145,11 @@ class TensordService final : public v1::Tensord::Service {
   // Sessions closed while a request of theirs ran, whose close waits for it.
   size_t closing_sessions() const;
   // Bytes of tensor storage held by all sessions together.
-  int64_t bytes_in_use() const { return allocator_->bytes_in_use(); }
+  int64_t bytes_in_use() const;
   // The cache of freed large CPU blocks (cached bytes are in no session's count).
-  CpuAllocator::CacheStats cpu_cache_stats() const { return allocator_->cache_stats(); }
+  backends::CpuAllocator::CacheStats cpu_cache_stats() const { return cpu_->cpu_allocator().cache_stats(); }
+  // The devices served, the CPU first.
+  const Backends& backends() const { return backends_; }
   // Statistics of an open session; nullopt when unknown or closed.
   std::optional<SessionStats> session_stats(uint64_t session_id) const;
   // Whether a request of the session runs now (nullopt: no such session).
@@ -174,7 +176,7 @@ class TensordService final : public v1::Tensord::Service {
     std::string peer;  // who opened it (PeerOf)
   };
 
-  TensordService(const ServiceOptions& options, std::unique_ptr<KernelRegistry> kernels);
+  TensordService(const ServiceOptions& options, Backends backends, backends::CpuBackend* cpu);
 
   // Marks the session attached to a stream (a gRPC stream, or the same-host
   // or TCP stream's `sock`): NotFound (an unknown id or a wrong token: one
@@ -236,8 +238,8 @@ class TensordService final : public v1::Tensord::Service {
   std::string PeerOf(const grpc::ServerContext& context) const ABSL_LOCKS_EXCLUDED(peers_mu_);
 
   const ServiceOptions options_;
-  const std::unique_ptr<KernelRegistry> kernels_;
-  const std::shared_ptr<CpuAllocator> allocator_;
+  const Backends backends_;
+  backends::CpuBackend* const cpu_;  // backends_'s CPU
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -33,7 +33,6 @@
 #include "absl/synchronization/mutex.h"
 #include "tensord/kernels/registry.h"
 #include "tensord/meta/tensor_meta.h"
-#include "tensord/server/allocator.h"
 #include "tensord/server/autograd.h"
 #include "tensord/v1/tensord.pb.h"
 #include "tensord/wire/data_frame.h"
@@ -108,9 +107,10 @@ class Session {
   // the Writer.
   using DataWriter = std::function<bool(const v1::FetchData& head, const char* data, size_t n)>;
 
-  // `kernels` must outlive the session.
+  // `devices` (the backends the session's ops run on: allocators and
+  // kernels) must outlive the session.
   Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
-          const KernelRegistry* kernels);
+          const Backends* devices);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -385,7 +385,7 @@ class Session {
   const std::string token_;
   const std::string client_name_;
   const std::shared_ptr<MemoryAccount> memory_;
-  const KernelRegistry* const kernels_;
+  const Backends* const devices_;
 
   mutable absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,5 +1,5 @@
 // The daemon's one-line log on stderr.
-#include "tensord/server/log.h"
+#include "tensord/runtime/log.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 
@@ -54,4 +54,4 @@ void LogLine(LogLevel level, absl::string_view message) {
   }
 }
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

@@ -1,16 +1,16 @@
-// tensord/server/log.h — the daemon's log: one line per event on stderr
+// tensord/runtime/log.h — the daemon's log: one line per event on stderr
 // ("2024-05-01 12:00:00.123 tensord[4242] I session 7f.. opened for 'knn.py'").
 // abseil 20220623 has no absl/log, so this is a tiny, thread-safe stand-in;
 // each line is written with a single write(2) so lines never interleave.
-#ifndef TENSORD_SERVER_LOG_H_
-#define TENSORD_SERVER_LOG_H_
+#ifndef TENSORD_RUNTIME_LOG_H_
+#define TENSORD_RUNTIME_LOG_H_
 
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 
 enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
 
@@ -32,6 +32,6 @@ void Log(LogLevel level, const Args&... args) {
   if (LogEnabled(level)) LogLine(level, absl::StrCat(args...));
 }
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime
 
-#endif  // TENSORD_SERVER_LOG_H_
+#endif  // TENSORD_RUNTIME_LOG_H_

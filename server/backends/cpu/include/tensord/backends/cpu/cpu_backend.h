@@ -1,0 +1,160 @@
+// tensord/backends/cpu/cpu_backend.h — the CPU as a runtime Backend: its
+// allocator (64-byte aligned storages; large ones, >= 2 MiB, mapped in 2 MiB
+// granules and, when freed, kept in a bounded daemon-wide cache for the next
+// allocation of the same granule count, as PyTorch's caching allocator
+// does: a 64 MiB output then costs no page faults and no kernel zeroing;
+// cached bytes are charged to no session), memcpy copies, and the kernels of
+// kernels/cpu/.
+//
+//   absl::StatusOr<std::unique_ptr<CpuBackend>> cpu = CpuBackend::Create({});
+//   auto account = runtime::MemoryAccount::Create(/*limit_bytes=*/1 << 30);
+//   auto s = account->Allocate((*cpu)->allocator(), 4096, "zeros");
+#ifndef TENSORD_BACKENDS_CPU_CPU_BACKEND_H_
+#define TENSORD_BACKENDS_CPU_CPU_BACKEND_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "tensord/kernels/registry.h"
+#include "tensord/runtime/backend.h"
+#include "tensord/runtime/memory.h"
+
+namespace tensord::backends {
+
+struct CpuAllocatorOptions {
+  // Most bytes of freed large blocks kept mapped for reuse: -1 = the default,
+  // min(1 GiB, physical memory / 8); 0 = no cache (every large block is
+  // unmapped when freed).
+  int64_t cache_limit_bytes = -1;
+  // The cache is emptied (unmapped) once no large block was allocated or
+  // freed for this long; <= 0 = never by time (Trim() still empties it).
+  absl::Duration idle_trim_after = absl::Seconds(5);
+  // Debugging aid, like glibc's MALLOC_PERTURB_: when 0..255, every storage
+  // handed out without zero_fill is first filled with this byte, so that a
+  // kernel that does not write every element of its output shows garbage
+  // (0xFF: NaN, -1) instead of plausible stale values. -1 = off.
+  int uninitialized_fill = -1;
+};
+
+// The CPU's memory: refuses single allocations larger than the machine's
+// physical memory (which would only fault later, long after the op
+// returned), and keeps the cache of freed large blocks. Thread-safe.
+class CpuAllocator final : public runtime::DeviceAllocator {
+ public:
+  // Storages of at least this many bytes are mmap'd in whole granules
+  // (2 MiB-aligned, so that transparent huge pages back them; fresh ones are
+  // zero) and go to the cache when freed.
+  static constexpr int64_t kMapThresholdBytes = int64_t{2} << 20;
+  static constexpr int64_t kGranuleBytes = int64_t{2} << 20;
+  // The default cache cap's upper bound.
+  static constexpr int64_t kDefaultCacheLimitBytes = int64_t{1} << 30;
+
+  explicit CpuAllocator(const CpuAllocatorOptions& options = {});
+  ~CpuAllocator() override;  // unmaps the cache; every storage must be gone
+  CpuAllocator(const CpuAllocator&) = delete;
+  CpuAllocator& operator=(const CpuAllocator&) = delete;
+
+  Device device() const override { return kCPU; }
+  absl::Status CheckCapacity(int64_t nbytes) const override;
+  absl::StatusOr<Block> Allocate(int64_t nbytes, bool zero_fill, uint64_t owner) override;
+  void Free(const Block& block, int64_t nbytes, uint64_t owner) override;
+
+  // Physical memory of the machine, in bytes (the largest allocation accepted).
+  int64_t physical_memory_bytes() const { return physical_bytes_; }
+
+  struct CacheStats {
+    int64_t limit_bytes = 0;    // the cap (0: the cache is off)
+    int64_t cached_bytes = 0;   // mapped bytes of the blocks kept now
+    int64_t cached_blocks = 0;
+    int64_t hits = 0;           // large allocations served from the cache
+    int64_t misses = 0;         // large allocations that mapped fresh memory
+    int64_t trimmed_bytes = 0;  // bytes unmapped by Trim and the idle trim, in total
+  };
+  CacheStats cache_stats() const;
+  // Unmaps every cached block (a session closed, the daemon went idle).
+  // Returns the bytes given back to the system.
+  int64_t Trim();
+
+ private:
+  struct CachedBlock {
+    char* data;
+    size_t bytes;    // mapped bytes, a whole number of granules
+    uint64_t owner;  // MemoryAccount::id() of the session that freed it
+    uint64_t seq;    // order of caching (eviction takes the oldest)
+  };
+
+  // A mapped block of `bytes` (whole granules) for `owner`: from the cache
+  // (*dirty: it holds old bytes; *foreign: they are another session's) or
+  // freshly mapped (zero). nullptr when the system refuses.
+  char* TakeBlock(size_t bytes, uint64_t owner, bool* dirty, bool* foreign);
+  // Caches a freed block, evicting the oldest over the cap; unmaps it when it
+  // cannot be cached.
+  void ReturnBlock(char* data, size_t bytes, uint64_t owner);
+  void IdleTrimLoop();
+
+  int64_t physical_bytes_ = 0;
+  int64_t cache_limit_ = 0;
+  absl::Duration idle_trim_after_;
+  int uninitialized_fill_ = -1;
+
+  // A std::mutex rather than absl::Mutex: ThreadSanitizer sees through
+  // pthread mutexes, but not through Debian's prebuilt (uninstrumented)
+  // abseil, whose Mutex would make every cache access look like a race.
+  // mu_ guards cache_ and every member below it except trimmer_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // the idle trimmer waits on it
+  std::vector<CachedBlock> cache_;
+  int64_t cached_bytes_ = 0;
+  uint64_t next_seq_ = 0;
+  int64_t hits_ = 0;
+  int64_t misses_ = 0;
+  int64_t trimmed_bytes_ = 0;
+  absl::Time last_activity_;
+  bool stop_ = false;
+  std::thread trimmer_;  // started with the first cached block
+};
+
+// The CPU: one device, "cpu", its kernels run on the calling thread (and
+// OpenMP's), so every copy is a memcpy and Synchronize has nothing to wait for.
+class CpuBackend final : public runtime::Backend {
+ public:
+  // Registers the CPU kernels; fails only on a build bug (a kernel
+  // registered for an op the table lacks), with InternalError.
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const CpuAllocatorOptions& options);
+
+  Device device() const override { return kCPU; }
+  std::string description() const override;  // "16 cores"
+  int64_t total_memory_bytes() const override { return cpu_allocator_->physical_memory_bytes(); }
+  const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
+  bool host_addressable() const override { return true; }
+  absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) override;
+  absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) override;
+  absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  void* stream() const override { return nullptr; }
+  KernelFn FindKernel(uint32_t op_id) const override { return kernels_.Find(DeviceType::kCPU, op_id); }
+  int64_t Trim() override { return cpu_allocator_->Trim(); }
+
+  CpuAllocator& cpu_allocator() const { return *cpu_allocator_; }
+
+ private:
+  explicit CpuBackend(const CpuAllocatorOptions& options);
+
+  std::shared_ptr<CpuAllocator> cpu_allocator_;
+  std::shared_ptr<runtime::DeviceAllocator> allocator_;  // the same object
+  KernelRegistry kernels_;
+};
+
+// Cores online on the machine, at least 1.
+int64_t CpuCores();
+
+}  // namespace tensord::backends
+
+#endif  // TENSORD_BACKENDS_CPU_CPU_BACKEND_H_
