@@ -1,0 +1,37 @@
+// Errors of tensord._C: a tensord Status raised as the Python exception of
+// its kind, and a Python exception turned back into a Status for the Python
+// code the client calls (a user-defined Function's backward).
+#ifndef TENSORD_PYTHON_CLIENT_SRC_ERRORS_H_
+#define TENSORD_PYTHON_CLIENT_SRC_ERRORS_H_
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "binding.h"
+
+namespace tensord::python {
+
+// Raises `s` (not OK) as a Python exception with its message, by its
+// ErrorKind: TypeError, IndexError, NotImplementedError,
+// tensord.OutOfMemoryError (MemoryError before BindErrors ran) or
+// RuntimeError. Sets the Python error and throws py::error_already_set.
+[[noreturn]] void Raise(const absl::Status& s);
+
+// The value of `s`; raises its status as Raise does when it is not OK.
+template <typename T>
+T Unwrap(absl::StatusOr<T> s) {
+  if (!s.ok()) Raise(s.status());
+  return *std::move(s);
+}
+
+// Returns when `s` is OK; raises it as Raise does otherwise.
+void Check(const absl::Status& s);
+
+// Maps a Python exception to a Status of the matching kind (its message
+// keeps the exception's type name and text). Raises nothing.
+absl::Status StatusFromPython(py::error_already_set& e);
+
+}  // namespace tensord::python
+
+#endif  // TENSORD_PYTHON_CLIENT_SRC_ERRORS_H_

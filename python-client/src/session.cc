@@ -1,0 +1,160 @@
+// Sessions in tensord._C: the Session class, connecting to or spawning a
+// daemon, the default session, the meta cache, and what the client and the
+// daemon hold for a tensor (metadata, storage ids).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "binding.h"
+#include "errors.h"
+
+namespace tensord::python {
+namespace {
+
+py::dict MetaDict(const tensord::TensorMeta& m) {
+  py::dict d;
+  d["sizes"] = py::tuple(py::cast(m.sizes));
+  d["strides"] = py::tuple(py::cast(m.strides));
+  d["storage_offset"] = m.storage_offset;
+  d["dtype"] = static_cast<int>(m.dtype);
+  d["device"] = m.device.ToString();
+  return d;
+}
+
+py::dict StatsDict(const tc::Stats& s) {
+  py::dict d;
+  d["ops_issued"] = s.ops_issued;
+  d["messages_sent"] = s.messages_sent;
+  d["timed_flushes"] = s.timed_flushes;
+  d["round_trips"] = s.round_trips;
+  d["predicted_backwards"] = s.predicted_backwards;
+  d["uploads"] = s.uploads;
+  d["releases"] = s.releases;
+  d["shm_uploads"] = s.shm_uploads;
+  d["shm_fetches"] = s.shm_fetches;
+  d["shm_adopted_uploads"] = s.shm_adopted_uploads;
+  d["shm_segments_created"] = s.shm_segments_created;
+  return d;
+}
+
+std::shared_ptr<tc::Session> SessionOrNone() { return tc::DefaultSessionIfAny(); }
+
+}  // namespace
+
+void BindSession(py::module_& m) {
+  py::class_<tc::Session, std::shared_ptr<tc::Session>>(m, "Session",
+                                                          "A session with a tensord daemon (see tensord.connect).")
+      .def_property_readonly("session_id", &tc::Session::session_id)
+      .def_property_readonly("address", &tc::Session::address)
+      .def_property_readonly("daemon_pid", &tc::Session::daemon_pid)
+      .def_property_readonly("closed", &tc::Session::closed)
+      .def_property_readonly("uses_shared_memory", &tc::Session::uses_shared_memory)
+      .def_property_readonly("uses_same_host_stream", &tc::Session::uses_same_host_stream)
+      .def_property_readonly("uses_tcp_stream", &tc::Session::uses_tcp_stream)
+      .def_property_readonly("devices", [](const tc::Session& s) { return s.daemon_info().devices; })
+      .def("stats", [](const tc::Session& s) { return StatsDict(s.stats()); })
+      .def("synchronize",
+           [](tc::Session& s) {
+             absl::Status st;
+             {
+               py::gil_scoped_release nogil;
+               st = s.Synchronize();
+             }
+             Check(st);
+           })
+      .def("close", [](tc::Session& s) {
+        absl::Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = s.Close();
+        }
+        Check(st);
+      });
+  // flush_interval_us < 0: SessionOptions' default ($TENSORD_FLUSH_US, else 2 ms).
+  auto options = [](int flush_interval_us) {
+    return tc::SessionOptions{.flush_interval_us = flush_interval_us, .client_name = "tensord-python"};
+  };
+  m.def(
+      "connect",
+      [options](const std::string& address, int flush_interval_us) {
+        absl::StatusOr<std::shared_ptr<tc::Session>> s;
+        {
+          py::gil_scoped_release nogil;
+          s = tc::Session::Connect(address, options(flush_interval_us));
+        }
+        return Unwrap(std::move(s));
+      },
+      py::arg("address"), py::arg("flush_interval_us") = -1);
+  m.def(
+      "spawn_embedded",
+      [options](int flush_interval_us) {
+        absl::StatusOr<std::shared_ptr<tc::Session>> s;
+        {
+          py::gil_scoped_release nogil;
+          s = tc::Session::SpawnEmbedded(options(flush_interval_us));
+        }
+        return Unwrap(std::move(s));
+      },
+      py::arg("flush_interval_us") = -1);
+  m.def("current_session", []() {
+    absl::StatusOr<std::shared_ptr<tc::Session>> s;
+    {
+      py::gil_scoped_release nogil;
+      s = tc::CurrentSession();
+    }
+    return Unwrap(std::move(s));
+  });
+  m.def("default_session", &SessionOrNone);
+  m.def("set_default_session", &tc::SetDefaultSession);
+  m.def("exchange_thread_session", &tc::ExchangeThreadSession);
+  m.def("shutdown", []() {
+    py::gil_scoped_release nogil;
+    tc::ShutdownAll();
+  });
+  m.def("meta_ops_run", &tc::MetaOpsRun);
+  m.def(
+      "_meta_cache_info",
+      []() {
+        const tc::MetaCacheInfo i = tc::GetMetaCacheInfo();
+        py::dict d;
+        d["enabled"] = i.enabled;
+        d["hits"] = i.hits;
+        d["misses"] = i.misses;
+        d["size"] = i.size;
+        d["capacity"] = i.capacity;
+        return d;
+      },
+      "This thread's meta cache: dict of enabled, hits, misses, size and capacity (entries).");
+  m.def("_set_meta_cache_enabled", &tc::SetMetaCacheEnabled, py::arg("enabled"),
+        "Turns this thread's meta cache on or off (entries are kept).");
+  m.def("_clear_meta_cache", &tc::ClearMetaCache, "Drops this thread's meta cache entries and zeroes its counters.");
+  m.def(
+      "_daemon_meta",
+      [](const tc::Tensor& t) {
+        absl::StatusOr<tensord::TensorMeta> r;
+        {
+          py::gil_scoped_release nogil;
+          r = t.DaemonMeta();
+        }
+        return MetaDict(Unwrap(std::move(r)));
+      },
+      "The metadata the daemon holds for a tensor (a sync point): dict of sizes, strides, storage_offset, dtype "
+      "(code), device.");
+  m.def("_client_meta", [](const tc::Tensor& t) { return MetaDict(t.meta()); });
+  m.def("_storage_id", [](const tc::Tensor& t) { return t.storage_id(); },
+        "The client's id of the storage a tensor views (no round trip; meta tensors too): a view shares its "
+        "input's id, every fresh tensor has a new one. For tests and tools comparing aliasing.");
+  m.def(
+      "_daemon_storage_id",
+      [](const tc::Tensor& t) {
+        absl::StatusOr<uint64_t> r;
+        {
+          py::gil_scoped_release nogil;
+          r = t.DaemonStorageId();
+        }
+        return Unwrap(std::move(r));
+      },
+      "The daemon's id of the storage a tensor views (a sync point): equal ids mean the same storage.");
+}
+
+}  // namespace tensord::python
