@@ -24,8 +24,6 @@
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
 #include "tensord/runtime/log.h"
-#include "internal.h"
-#include "meta_cache.h"
 #include "tensord/wire/copy.h"
 #include "tensord/wire/data_frame.h"
 #include "tensord/wire/wire.h"
@@ -182,38 +180,6 @@ const std::string& FullName(const OpEntry& op, std::string& scratch) {
 }  // namespace
 
 
-bool InplaceNeedsOriginalSelf(const OpEntry& op) {
-  // In-place ops whose derivative never reads self's old value.
-  static const absl::flat_hash_set<std::string>* kNoSelf = new absl::flat_hash_set<std::string>{
-      "add_.Tensor", "add_.Scalar", "sub_.Tensor", "sub_.Scalar", "mul_.Scalar", "div_.Scalar", "zero_",
-      "fill_.Scalar", "copy_", "uniform_", "normal_", "masked_fill_.Scalar", "addcmul_", "addcdiv_"};
-  return !kNoSelf->contains(op.full_name());
-}
-
-bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Value> args,
-                                        const std::vector<Tensor*>& inputs) {
-  const std::vector<bool>& diff = DifferentiableArgs(op);
-  auto requires = [&](const TensorMeta* m) {
-    if (m == nullptr) return false;
-    for (const Tensor* t : inputs) {
-      if (&t->meta == m) return t->requires_grad();
-    }
-    return false;
-  };
-  for (size_t i = 0; i < args.size() && i < diff.size(); ++i) {
-    if (!diff[i]) continue;
-    if (args[i].kind() == Value::Kind::kTensor && requires(args[i].tensor_ptr())) return true;
-    if (args[i].kind() == Value::Kind::kTensorList) {
-      for (const TensorMeta* m : args[i].tensor_list()) {
-        if (requires(m)) return true;
-      }
-    }
-  }
-  return false;
-}
-
-bool Tensor::requires_grad() const { return ag != nullptr && ag->requires(); }
-
 namespace {
 
 // Whether return `i` of `op` is one of its written arguments (`Tensor(a!)`).
@@ -237,18 +203,18 @@ struct PrivateInput {
 
 }  // namespace
 
-void OpError::ToProto(v1::Error* out) const { wire::ToProto(status, op, call_id, call_site, out); }
+void ToProto(const OpError& e, v1::Error* out) { wire::ToProto(e.status, e.op, e.call_id, e.call_site, out); }
 
-absl::Status OpError::WithOrigin() const {
-  v1::Error e;
-  ToProto(&e);
-  return wire::FromProto(e);
+absl::Status WithOrigin(const OpError& e) {
+  v1::Error w;
+  ToProto(e, &w);
+  return wire::FromProto(w);
 }
 
 absl::Status Session::AsCause(const std::shared_ptr<OpError>& e) {
   e->carried = true;
   if (backward_cause_ == nullptr) backward_cause_ = e;
-  return e->WithOrigin();
+  return WithOrigin(*e);
 }
 
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
@@ -1337,7 +1303,7 @@ void Session::ExecuteRelease(const v1::Release& release) {
 bool Session::WriteRequestError(uint64_t request_id, const OpError& error, const Writer& write) {
   v1::ServerMessage msg;
   msg.mutable_error()->set_request_id(request_id);
-  error.ToProto(msg.mutable_error()->mutable_error());
+  ToProto(error, msg.mutable_error()->mutable_error());
   shm_freed_->TakeInto(msg.mutable_error()->mutable_shm_freed());
   return write(msg);
 }
@@ -1465,12 +1431,12 @@ void Session::TakeUnreportedErrors(google::protobuf::RepeatedPtrField<v1::Error>
   for (const auto& e : unreported_) {
     if (!StillToReport(*e)) continue;
     e->reported = true;
-    e->ToProto(out->Add());
+    ToProto(*e, out->Add());
   }
   if (dropped_errors_ > 0) {
     OpError more;
     more.status = RuntimeErr(absl::StrCat(dropped_errors_, " more errors occurred and were not recorded"));
-    more.ToProto(out->Add());
+    ToProto(more, out->Add());
     dropped_errors_ = 0;
   }
   unreported_.clear();
@@ -1528,7 +1494,7 @@ bool Session::ExecuteDescribe(const v1::Describe& describe, const Writer& write)
       // One error per failed handle, in order, even if a Sync reported it.
       t.error->reported = true;
       v1::Error* error = ack->add_errors();
-      t.error->ToProto(error);
+      ToProto(*t.error, error);
       reply_bytes += error->ByteSizeLong();
     }
   }

@@ -14,7 +14,6 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "internal.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
 #include "tensord/runtime/log.h"
@@ -26,20 +25,6 @@ namespace tensord::server {
 using runtime::Log;
 using runtime::LogLevel;
 
-int64_t NodeInputBytes(const TensorMeta& meta) {
-  // Its edge, metadata and presence bit, its saved tensor (a copy of the
-  // metadata, the storage reference, the identity and grad_fn's name), its
-  // argument and slot entries.
-  return static_cast<int64_t>(sizeof(Edge) + sizeof(TensorMeta) + 1 + sizeof(SavedTensor) + sizeof(Value) +
-                              sizeof(int) + 32) +
-         2 * MetaHeapBytes(meta);
-}
-
-int64_t NodeOutputBytes(const TensorMeta& meta) {
-  return static_cast<int64_t>(sizeof(TensorMeta) + 1 + sizeof(SavedTensor)) + 2 * MetaHeapBytes(meta);
-}
-
-int64_t NodeFixedBytes() { return static_cast<int64_t>(sizeof(Node)) + 128; }
 namespace {
 
 constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
@@ -626,7 +611,7 @@ bool Session::ExecuteBackward(const v1::Backward& r) {
     e.status = s;
     e.op = r.accumulate() ? "backward" : "grad";
     e.call_site = r.call_site();
-    e.ToProto(ack->add_errors());
+    ToProto(e, ack->add_errors());
     auto shared = std::make_shared<OpError>(e);
     shared->reported = true;
     for (uint64_t h : r.outputs()) {

@@ -1,5 +1,5 @@
 """Double backward (gradgradcheck) of the reduction and scan formulas
-(server/src/autograd/formulas_reduction.cc). First derivatives of every
+(server/runtime/src/autograd/formulas_reduction.cc). First derivatives of every
 sample are checked by test_gradcheck_ops.py; these check that each formula,
 written as table ops, is itself differentiable."""
 import numpy as np

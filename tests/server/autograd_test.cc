@@ -8,10 +8,9 @@
 #include <functional>
 #include <thread>
 
-#include "../../server/src/internal.h"
 #include "raw_client.h"
 #include "tensord/meta/autograd_rules.h"
-#include "tensord/server/autograd.h"
+#include "tensord/runtime/autograd.h"
 
 namespace tensord::testing {
 namespace {
@@ -319,7 +318,7 @@ TEST_F(AutogradTest, InPlaceOnANonLeafRebasesItsHistory) {
 // z): that mul's node saved z) must not tie the graph into a reference
 // cycle: once the session closes, every node it recorded is gone.
 TEST_F(AutogradTest, InPlaceOpsOnSavedTensorsLeaveNoCycleBehind) {
-  const int64_t before = server::Node::Live();
+  const int64_t before = runtime::Node::Live();
   {
     RawSession s(stub_.get());
     s.Upload<double>(1, {3}, kF64, {1, 2, 3});
@@ -333,7 +332,7 @@ TEST_F(AutogradTest, InPlaceOpsOnSavedTensorsLeaveNoCycleBehind) {
     s.Send(Rec(Call(7, "mul_.Tensor", {T(5), T(6)}, {0})));         // z.mul_(y)
     s.Send(Rec(Call(8, "sum", {T(5), None(), B(false), None()}, {7})));
     NoErrors(s.Sync());
-    EXPECT_GT(server::Node::Live(), before);
+    EXPECT_GT(runtime::Node::Live(), before);
     v1::Ack ack = Backward(s, {.roots = {7}});  // y saved z before the write: an error, as in PyTorch
     ASSERT_EQ(ack.errors_size(), 1) << ack.DebugString();
     s.Send(ReleaseReq({1, 2, 3, 4, 5, 6, 7}));
@@ -341,16 +340,16 @@ TEST_F(AutogradTest, InPlaceOpsOnSavedTensorsLeaveNoCycleBehind) {
     ASSERT_TRUE(s.Close().ok());
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (server::Node::Live() != before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_EQ(server::Node::Live(), before);
+  while (runtime::Node::Live() != before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(runtime::Node::Live(), before);
 }
 
 // Waits (up to 10 s: a closed session's graph is freed on the daemon's
 // threads) for the count of live nodes to come back to `before`.
 int64_t LiveNodesAfterClose(int64_t before) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (server::Node::Live() != before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-  return server::Node::Live();
+  while (runtime::Node::Live() != before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  return runtime::Node::Live();
 }
 
 // A leaf that requires grad can still be rebased by an in-place op once
@@ -358,7 +357,7 @@ int64_t LiveNodesAfterClose(int64_t before) {
 // node that saved it (w * w) may then keep its identity alive, or w's new
 // grad_fn (w.mul_(z)), which reaches both through z, closes a cycle.
 TEST_F(AutogradTest, ALeafRebasedAfterRequiresGradFalseLeavesNoCycleBehind) {
-  const int64_t before = server::Node::Live();
+  const int64_t before = runtime::Node::Live();
   for (const char* first : {"mul.Scalar", "mul.Tensor"}) {
     SCOPED_TRACE(first);
     RawSession s(stub_.get());
@@ -373,7 +372,7 @@ TEST_F(AutogradTest, ALeafRebasedAfterRequiresGradFalseLeavesNoCycleBehind) {
     s.Send(Rec(Call(2, "mul_.Tensor", {T(1), T(2)}, {0})));  // w.mul_(z): w is no leaf any more
     s.Send(Rec(Call(3, "sum", {T(2), None(), B(false), None()}, {3})));
     NoErrors(s.Sync());
-    EXPECT_GT(server::Node::Live(), before);
+    EXPECT_GT(runtime::Node::Live(), before);
     // As PyTorch: z's backward reaches w's AccumulateGrad (or reads w, modified since).
     v1::Ack ack = Backward(s, {.roots = {3}, .retain_graph = true});
     ASSERT_EQ(ack.errors_size(), 1) << ack.DebugString();
@@ -391,7 +390,7 @@ TEST_F(AutogradTest, ALeafRebasedAfterRequiresGradFalseLeavesNoCycleBehind) {
 // backward(create_graph=True) leaves w.grad with a history that reaches the
 // nodes that saved w: closing the session frees them all.
 TEST_F(AutogradTest, CreateGraphBackwardIntoALeafsGradLeavesNoCycleBehind) {
-  const int64_t before = server::Node::Live();
+  const int64_t before = runtime::Node::Live();
   {
     RawSession s(stub_.get());
     s.Upload<double>(1, {3}, kF64, {1, 2, 3});
@@ -992,11 +991,11 @@ TEST(FormulaCompleteness, EveryDifferentiableOpHasAFormula) {
   std::vector<std::string> missing;
   for (const OpEntry& e : OpTable::Get().entries()) {
     if (e.has(kNotDifferentiable)) continue;
-    if (server::FindFormula(e) == nullptr) missing.push_back(e.full_name());
+    if (runtime::FindFormula(e) == nullptr) missing.push_back(e.full_name());
   }
   EXPECT_TRUE(missing.empty()) << "no derivative formula for: " << ::testing::PrintToString(missing);
   std::set<std::string> seen;
-  for (const std::string& n : server::FormulaNames()) {
+  for (const std::string& n : runtime::FormulaNames()) {
     EXPECT_NE(OpTable::Get().Find(n), nullptr) << "formula for an op the table lacks: " << n;
     EXPECT_TRUE(seen.insert(n).second) << "two formulas for " << n << " (formulas*.cc tables)";
   }
@@ -1009,7 +1008,7 @@ TEST(FormulaCompleteness, EveryDifferentiableOpHasAFormula) {
 // TENSORD_CHECK_SAVED_READS=1; test_autograd_meta.py compares outcomes.)
 TEST(FormulaCompleteness, EveryFormulaHasASavedReadsRow) {
   std::set<std::string> formulas;
-  for (const std::string& n : server::FormulaNames()) formulas.insert(n);
+  for (const std::string& n : runtime::FormulaNames()) formulas.insert(n);
   for (const std::string& n : formulas) {
     const OpEntry* op = OpTable::Get().Find(n);
     ASSERT_NE(op, nullptr) << n;
@@ -1038,7 +1037,7 @@ TEST(FormulaCompleteness, InPlaceOpsReadingSelfSaveTheOriginal) {
     const bool reads_self =
         std::find(reads.begin(), reads.end(), SavedRead{SavedRead::Kind::kInput, 0}) != reads.end();
     if (reads_self) {
-      EXPECT_TRUE(server::InplaceNeedsOriginalSelf(e)) << e.full_name();
+      EXPECT_TRUE(runtime::InplaceNeedsOriginalSelf(e)) << e.full_name();
     }
   }
 }
@@ -1068,11 +1067,11 @@ TEST(SavedReads, PredictionFollowsWhichInputsNeedAGradient) {
 
 TEST(FormulaCompleteness, AFormulaCallingAMissingOpFailsLoudly) {
   absl::Status error;
-  EXPECT_EQ(server::RequireOp("no_such_op.Tensor", &error), nullptr);
+  EXPECT_EQ(runtime::RequireOp("no_such_op.Tensor", &error), nullptr);
   EXPECT_THAT(std::string(error.message()), HasSubstr("no_such_op.Tensor"));
   // The first error is kept; a known op is found and leaves it alone.
-  EXPECT_NE(server::RequireOp("add.Tensor", &error), nullptr);
-  EXPECT_EQ(server::RequireOp("other_missing_op", &error), nullptr);
+  EXPECT_NE(runtime::RequireOp("add.Tensor", &error), nullptr);
+  EXPECT_EQ(runtime::RequireOp("other_missing_op", &error), nullptr);
   EXPECT_THAT(std::string(error.message()), HasSubstr("no_such_op.Tensor"));
 }
 

@@ -1,4 +1,4 @@
-// The daemon's per-session meta cache (server/src/meta_cache.h): repeated
+// The daemon's per-session meta cache (tensord/runtime/meta_cache.h): repeated
 // calls get exactly what the meta function gives for their own arguments
 // (layouts, scalar kinds, identical tensors), and errors are never cached.
 #include "raw_client.h"

@@ -48,7 +48,7 @@ std::string GradFnName(const OpEntry& op);
 // in place since it was saved (the version-counter error). Whether a backward
 // fails therefore depends on *which* saved tensors each formula reads. The
 // table in autograd_rules.cc says that per op; the daemon's formulas
-// (server/src/autograd/formulas*.cc) must read exactly that, which tests check
+// (server/runtime/src/autograd/formulas*.cc) must read exactly that, which tests check
 // (tests/server/autograd_test.cc, and the daemon checks every formula run
 // against it when TENSORD_CHECK_SAVED_READS=1, as tests/python sets), and the
 // client's meta-mode backward predicts the same errors from it.

@@ -32,12 +32,44 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "tensord/kernels/registry.h"
+#include "tensord/runtime/autograd.h"
+#include "tensord/runtime/backend.h"
+#include "tensord/runtime/memory.h"
+#include "tensord/runtime/meta_cache.h"
 #include "tensord/meta/tensor_meta.h"
-#include "tensord/server/autograd.h"
 #include "tensord/v1/tensord.pb.h"
 #include "tensord/wire/data_frame.h"
 
 namespace tensord::server {
+
+// The runtime's names the daemon's sessions use throughout.
+using runtime::AnyDifferentiableInputRequiresGrad;
+using runtime::Arg;
+using runtime::AutogradMeta;
+using runtime::Backend;
+using runtime::Backends;
+using runtime::Edge;
+using runtime::FindFormula;
+using runtime::FormatBytes;
+using runtime::FormulaContext;
+using runtime::FormulaFn;
+using runtime::FormulaNames;
+using runtime::InplaceNeedsOriginalSelf;
+using runtime::MemoryAccount;
+using runtime::MemoryCharge;
+using runtime::MetaCache;
+using runtime::MetaHeapBytes;
+using runtime::Node;
+using runtime::NodeFixedBytes;
+using runtime::NodeInputBytes;
+using runtime::NodeOutputBytes;
+using runtime::OpError;
+using runtime::OpRunnerFn;
+using runtime::ReleasedFunctions;
+using runtime::RequireOp;
+using runtime::SavedTensor;
+using runtime::Storage;
+using runtime::Tensor;
 
 // Fetch data travels in chunks of at most this many bytes: large, but with
 // room left under gRPC's default 4 MiB receive limit (for the first chunk's
@@ -56,31 +88,14 @@ inline constexpr size_t kMaxPendingUploads = 1024;
 // handle request may take a kilobyte or two to answer.
 inline constexpr size_t kMaxDescribeReplyBytes = 4 << 20;
 
-// The error of a failed op (or upload or request), with what issued it.
-// Shared by every tensor the failure reaches.
-struct OpError {
-  absl::Status status;
-  std::string op;          // "add.Tensor", "upload", "release", ...
-  uint64_t call_id = 0;
-  std::string call_site;
-  bool reported = false;   // sent to the client already (guarded by the session's mutex)
-  // Its text goes to the client inside a later error (a backward's that it
-  // made fail): not raised again on its own at a sync point. Reading the
-  // failed tensor still raises it. Guarded by the session's mutex.
-  bool carried = false;
-  // For such a later error: the failed tensor's error it carries. Once that
-  // one is reported on its own (the failed tensor was read), this one is
-  // not raised at a sync point either: the same failure, raised once.
-  std::shared_ptr<const OpError> cause;
-
-  void ToProto(v1::Error* out) const;
-  // The status with its origin in front, as the client prints it
-  // ("index.Tensor (call 4 at train.py:3): index 5 is out of bounds ..."):
-  // what a later request (a backward, say) reports when this failed tensor
-  // is the reason it cannot run, so that the message names the line that
-  // failed first, not only the later one.
-  absl::Status WithOrigin() const;
-};
+// The error as the wire carries it (the kind, the message and the origin).
+void ToProto(const OpError& e, v1::Error* out);
+// The status with its origin in front, as the client prints it
+// ("index.Tensor (call 4 at train.py:3): index 5 is out of bounds ..."):
+// what a later request (a backward, say) reports when this failed tensor
+// is the reason it cannot run, so that the message names the line that
+// failed first, not only the later one.
+absl::Status WithOrigin(const OpError& e);
 
 struct SessionStats {
   int64_t bytes_in_use = 0;
@@ -90,8 +105,6 @@ struct SessionStats {
   size_t live_handles = 0;
   size_t pending_uploads = 0;
 };
-
-class MetaCache;  // server/src/meta_cache.h
 
 class Session {
  public:

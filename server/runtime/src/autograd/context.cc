@@ -1,10 +1,11 @@
-// Graph nodes and the context derivative formulas run in.
+// Graph nodes, what recording needs of them, and the context derivative formulas run in.
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
-#include "tensord/server/autograd.h"
+#include "tensord/runtime/autograd.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 
 namespace {
 
@@ -25,6 +26,53 @@ void Harvest(Node& n, std::vector<std::shared_ptr<Node>>& stack) {
 }
 
 }  // namespace
+
+bool InplaceNeedsOriginalSelf(const OpEntry& op) {
+  // In-place ops whose derivative never reads self's old value.
+  static const absl::flat_hash_set<std::string>* kNoSelf = new absl::flat_hash_set<std::string>{
+      "add_.Tensor", "add_.Scalar", "sub_.Tensor", "sub_.Scalar", "mul_.Scalar", "div_.Scalar", "zero_",
+      "fill_.Scalar", "copy_", "uniform_", "normal_", "masked_fill_.Scalar", "addcmul_", "addcdiv_"};
+  return !kNoSelf->contains(op.full_name());
+}
+
+bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Value> args,
+                                        const std::vector<Tensor*>& inputs) {
+  const std::vector<bool>& diff = DifferentiableArgs(op);
+  auto requires = [&](const TensorMeta* m) {
+    if (m == nullptr) return false;
+    for (const Tensor* t : inputs) {
+      if (&t->meta == m) return t->requires_grad();
+    }
+    return false;
+  };
+  for (size_t i = 0; i < args.size() && i < diff.size(); ++i) {
+    if (!diff[i]) continue;
+    if (args[i].kind() == Value::Kind::kTensor && requires(args[i].tensor_ptr())) return true;
+    if (args[i].kind() == Value::Kind::kTensorList) {
+      for (const TensorMeta* m : args[i].tensor_list()) {
+        if (requires(m)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool Tensor::requires_grad() const { return ag != nullptr && ag->requires(); }
+
+int64_t NodeInputBytes(const TensorMeta& meta) {
+  // Its edge, metadata and presence bit, its saved tensor (a copy of the
+  // metadata, the storage reference, the identity and grad_fn's name), its
+  // argument and slot entries.
+  return static_cast<int64_t>(sizeof(Edge) + sizeof(TensorMeta) + 1 + sizeof(SavedTensor) + sizeof(Value) +
+                              sizeof(int) + 32) +
+         2 * MetaHeapBytes(meta);
+}
+
+int64_t NodeOutputBytes(const TensorMeta& meta) {
+  return static_cast<int64_t>(sizeof(TensorMeta) + 1 + sizeof(SavedTensor)) + 2 * MetaHeapBytes(meta);
+}
+
+int64_t NodeFixedBytes() { return static_cast<int64_t>(sizeof(Node)) + 128; }
 
 Node::~Node() {
   live_.fetch_sub(1, std::memory_order_relaxed);
@@ -206,4 +254,4 @@ Tensor FormulaContext::call(absl::string_view full_name, std::vector<Arg> args) 
   return std::move(r[0]);
 }
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

@@ -1,4 +1,4 @@
-// server/src/meta_cache.h — the daemon's per-session cache of meta function
+// tensord/runtime/meta_cache.h — the daemon's per-session cache of meta function
 // results. Every streamed op is validated by its meta function before its
 // kernel runs; a training loop repeats the same few calls (same op, same
 // argument metadata) thousands of times, so the daemon remembers each
@@ -11,8 +11,8 @@
 //   MetaCache cache;
 //   const MetaResult* r = cache.Find(op, args);
 //   if (r == nullptr) r = cache.Insert(*table.RunMeta(op, args));  // after a successful run
-#ifndef TENSORD_SERVER_META_CACHE_H_
-#define TENSORD_SERVER_META_CACHE_H_
+#ifndef TENSORD_RUNTIME_META_CACHE_H_
+#define TENSORD_RUNTIME_META_CACHE_H_
 
 #include <cstdint>
 #include <vector>
@@ -22,7 +22,7 @@
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/value.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 
 class MetaCache {
  public:
@@ -67,6 +67,6 @@ class MetaCache {
   int64_t misses_ = 0;
 };
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime
 
-#endif  // TENSORD_SERVER_META_CACHE_H_
+#endif  // TENSORD_RUNTIME_META_CACHE_H_

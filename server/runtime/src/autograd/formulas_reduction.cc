@@ -19,7 +19,7 @@
 //              cumprod with that zero replaced by 1; 0 at later zeros
 #include "formula_util.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
@@ -235,4 +235,4 @@ namespace formula_util {
 absl::Span<const FormulaEntry> ReductionFormulas() { return kReductionFormulas; }
 }  // namespace formula_util
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

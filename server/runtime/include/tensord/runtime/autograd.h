@@ -1,4 +1,4 @@
-// tensord/server/autograd.h — the daemon's autograd graph: a tensor's
+// tensord/runtime/autograd.h — the daemon's autograd graph: a tensor's
 // autograd identity, graph nodes, saved tensors, and the derivative formulas
 // registered against the op table.
 //
@@ -7,8 +7,8 @@
 // A node saves its own outputs without their grad_fn (re-attached when
 // unpacked), so no node keeps itself alive. Releasing the last handle of a
 // tensor frees the part of the graph only it reached.
-#ifndef TENSORD_SERVER_AUTOGRAD_H_
-#define TENSORD_SERVER_AUTOGRAD_H_
+#ifndef TENSORD_RUNTIME_AUTOGRAD_H_
+#define TENSORD_RUNTIME_AUTOGRAD_H_
 
 #include <atomic>
 #include <cstdint>
@@ -24,26 +24,48 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
-#include "tensord/runtime/backend.h"
 #include "tensord/runtime/memory.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 
-// The runtime's names the daemon uses throughout.
-using runtime::Backend;
-using runtime::Backends;
-using runtime::FormatBytes;
-using runtime::MemoryAccount;
-using runtime::MemoryCharge;
-using runtime::Storage;
-
-struct OpError;
 struct AutogradMeta;
 class Node;
+
+// The error of a failed op (or upload or request), with what issued it.
+// Shared by every tensor the failure reaches. (The daemon's sessions turn
+// it into the wire's Error, and into the status with its origin in front.)
+struct OpError {
+  absl::Status status;
+  std::string op;          // "add.Tensor", "upload", "release", ...
+  uint64_t call_id = 0;
+  std::string call_site;
+  bool reported = false;   // sent to the client already (guarded by the session's mutex)
+  // Its text goes to the client inside a later error (a backward's that it
+  // made fail): not raised again on its own at a sync point. Reading the
+  // failed tensor still raises it. Guarded by the session's mutex.
+  bool carried = false;
+  // For such a later error: the failed tensor's error it carries. Once that
+  // one is reported on its own (the failed tensor was read), this one is
+  // not raised at a sync point either: the same failure, raised once.
+  std::shared_ptr<const OpError> cause;
+};
+
+// Heap bytes of a meta's sizes and strides where they do not fit inline (a
+// Shape keeps 5 dims in place; 64 dims take a kilobyte more): what each
+// copy of the meta costs beyond sizeof(TensorMeta). Counted by size, so
+// that the same meta always gives the same number (a charge given back
+// must equal the one taken).
+inline int64_t MetaHeapBytes(const TensorMeta& m) {
+  const auto heap = [](const Shape& s) {
+    return s.size() > Shape().capacity() ? static_cast<int64_t>(s.size() * sizeof(int64_t)) : int64_t{0};
+  };
+  return heap(m.sizes) + heap(m.strides);
+}
 
 // A tensor in the daemon: metadata, the storage it views (or the error that
 // prevented it from being computed), and its autograd identity. Copies share
@@ -224,6 +246,14 @@ int64_t NodeInputBytes(const TensorMeta& meta);
 int64_t NodeOutputBytes(const TensorMeta& meta);
 int64_t NodeFixedBytes();
 
+// True when the derivative of in-place `op` reads self's value from before
+// the op (so recording it saves a clone of self first).
+bool InplaceNeedsOriginalSelf(const OpEntry& op);
+// True when some differentiable argument of `op` (autograd_rules.h) is a
+// tensor of `inputs` that requires grad. `args` point at `inputs`' metas.
+bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Value> args,
+                                        const std::vector<Tensor*>& inputs);
+
 // One argument of an op call made by the daemon itself (the engine and the
 // derivative formulas): a tensor, a list of tensors (undefined ones are
 // None), or any other Value.
@@ -341,6 +371,6 @@ std::vector<std::string> FormulaNames();
 // holds an error (error may be null).
 const OpEntry* RequireOp(absl::string_view full_name, absl::Status* error);
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime
 
-#endif  // TENSORD_SERVER_AUTOGRAD_H_
+#endif  // TENSORD_RUNTIME_AUTOGRAD_H_

@@ -5,8 +5,8 @@
 // To add formulas for new ops: write them in a formulas_*.cc file with the
 // helpers below and list them in that file's table; the completeness test
 // (tests/server/autograd_test.cc) fails while a differentiable op has none.
-#ifndef TENSORD_SERVER_SRC_AUTOGRAD_FORMULA_UTIL_H_
-#define TENSORD_SERVER_SRC_AUTOGRAD_FORMULA_UTIL_H_
+#ifndef TENSORD_RUNTIME_SRC_AUTOGRAD_FORMULA_UTIL_H_
+#define TENSORD_RUNTIME_SRC_AUTOGRAD_FORMULA_UTIL_H_
 
 #include <algorithm>
 #include <cmath>
@@ -17,9 +17,9 @@
 #include "absl/types/span.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/shape_rules.h"
-#include "tensord/server/autograd.h"
+#include "tensord/runtime/autograd.h"
 
-namespace tensord::server::formula_util {
+namespace tensord::runtime::formula_util {
 
 using C = FormulaContext;
 using Grads = std::vector<Tensor>;
@@ -165,6 +165,6 @@ absl::Span<const FormulaEntry> ShapeFormulas();      // formulas_shape.cc
 absl::Span<const FormulaEntry> NnFormulas();         // formulas_nn.cc
 absl::Span<const FormulaEntry> MatmulFormulas();     // formulas_matmul.cc
 
-}  // namespace tensord::server::formula_util
+}  // namespace tensord::runtime::formula_util
 
-#endif  // TENSORD_SERVER_SRC_AUTOGRAD_FORMULA_UTIL_H_
+#endif  // TENSORD_RUNTIME_SRC_AUTOGRAD_FORMULA_UTIL_H_

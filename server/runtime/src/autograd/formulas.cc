@@ -21,11 +21,11 @@
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/shape_rules.h"
-#include "tensord/server/autograd.h"
+#include "tensord/runtime/autograd.h"
 
 #include "formula_util.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
@@ -859,4 +859,4 @@ std::vector<std::string> FormulaNames() {
   return out;
 }
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

@@ -5,7 +5,7 @@
 
 #include "formula_util.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
@@ -209,4 +209,4 @@ namespace formula_util {
 absl::Span<const FormulaEntry> ShapeFormulas() { return kShapeFormulas; }
 }  // namespace formula_util
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

@@ -1,5 +1,5 @@
 // The daemon's per-session meta cache: see meta_cache.h.
-#include "meta_cache.h"
+#include "tensord/runtime/meta_cache.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "absl/container/inlined_vector.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 
 uint64_t Bits(double d) {
@@ -184,4 +184,4 @@ MetaCache::Entry* MetaCache::Insert(MetaResult result) {
   return &entries_.insert_or_assign(key_, Entry{std::move(result), false}).first->second;
 }
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

@@ -6,7 +6,7 @@
 
 #include "formula_util.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
@@ -140,4 +140,4 @@ namespace formula_util {
 absl::Span<const FormulaEntry> PointwiseFormulas() { return kFormulas; }
 }  // namespace formula_util
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

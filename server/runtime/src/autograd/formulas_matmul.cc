@@ -10,7 +10,7 @@
 
 #include "formula_util.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
@@ -91,4 +91,4 @@ namespace formula_util {
 absl::Span<const FormulaEntry> MatmulFormulas() { return kFormulas; }
 }  // namespace formula_util
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime

@@ -5,7 +5,7 @@
 // derivatives.yaml, and have formulas of their own (double backward).
 #include "formula_util.h"
 
-namespace tensord::server {
+namespace tensord::runtime {
 namespace {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
@@ -149,4 +149,4 @@ namespace formula_util {
 absl::Span<const FormulaEntry> NnFormulas() { return kNnFormulas; }
 }  // namespace formula_util
 
-}  // namespace tensord::server
+}  // namespace tensord::runtime
