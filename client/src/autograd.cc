@@ -41,32 +41,21 @@ absl::StatusOr<std::shared_ptr<Session>> SessionOf(absl::string_view what, const
   return s;
 }
 
-// Checks shared by backward() and grad(): every root requires grad, implicit
-// grads only for one-element roots, given grads match the roots' shapes.
+// Checks shared by backward() and grad(): defined roots, then the engine's
+// checks (tensord::CheckBackwardRoots, which the daemon runs too).
 absl::Status CheckRoots(absl::string_view what, const std::vector<Tensor>& roots,
                         const std::vector<std::optional<Tensor>>& grad_roots) {
-  if (!grad_roots.empty() && grad_roots.size() != roots.size()) {
-    return RuntimeErr(absl::StrCat(what, ": got ", grad_roots.size(), " gradients for ", roots.size(), " tensors"));
-  }
+  std::vector<BackwardRoot> checked(roots.size());
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
     if (!r.defined()) return RuntimeErr(absl::StrCat(what, ": element ", i, " of tensors is undefined"));
-    if (!r.requires_grad()) {
-      return RuntimeErr(absl::StrCat("element ", i, " of tensors does not require grad and does not have a grad_fn"));
-    }
-    const bool given = i < grad_roots.size() && grad_roots[i].has_value() && grad_roots[i]->defined();
-    if (!given) {
-      if (r.numel() != 1) return RuntimeErr("grad can be implicitly created only for scalar outputs");
-      continue;
-    }
-    const Tensor& g = *grad_roots[i];
-    if (g.sizes() != r.sizes()) {
-      return RuntimeErr(absl::StrCat("Mismatch in shape: grad_output[", i, "] has a shape of ",
-                                     ShapeToString(g.sizes()), " and output[", i, "] has a shape of ",
-                                     ShapeToString(r.sizes()), "."));
+    checked[i].meta = &r.impl()->meta;
+    checked[i].requires_grad = r.requires_grad();
+    if (i < grad_roots.size() && grad_roots[i].has_value() && grad_roots[i]->defined()) {
+      checked[i].grad = &grad_roots[i]->impl()->meta;
     }
   }
-  return absl::OkStatus();
+  return CheckBackwardRoots(checked, grad_roots.size());
 }
 
 // The metadata of a new .grad for `t`: t's layout when it is dense (as

@@ -423,4 +423,27 @@ absl::Status SavedTensorModifiedError(ScalarType dtype, absl::Span<const int64_t
       "variable in question was changed in there or anywhere later. Good luck!"));
 }
 
+absl::Status CheckBackwardRoots(absl::Span<const BackwardRoot> roots, size_t n_grads) {
+  if (n_grads != 0 && n_grads != roots.size()) {
+    return RuntimeErr(absl::StrCat("got ", roots.size(), " tensors and ", n_grads, " gradients"));
+  }
+  const auto torch_size = [](const Shape& s) { return absl::StrCat("torch.Size(", ShapeToString(s), ")"); };
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const BackwardRoot& r = roots[i];
+    if (!r.requires_grad) {
+      return RuntimeErr(absl::StrCat("element ", i, " of tensors does not require grad and does not have a grad_fn"));
+    }
+    if (r.grad == nullptr) {
+      if (r.meta->numel() != 1) return RuntimeErr("grad can be implicitly created only for scalar outputs");
+      continue;
+    }
+    if (r.grad->sizes != r.meta->sizes) {
+      return RuntimeErr(absl::StrCat("Mismatch in shape: grad_output[", i, "] has a shape of ",
+                                     torch_size(r.grad->sizes), " and output[", i, "] has a shape of ",
+                                     torch_size(r.meta->sizes), "."));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tensord

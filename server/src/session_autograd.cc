@@ -29,9 +29,6 @@ namespace {
 
 constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
 
-// PyTorch's torch.Size repr: "torch.Size([2, 3])".
-std::string TorchSize(absl::Span<const int64_t> s) { return absl::StrCat("torch.Size(", ShapeToString(s), ")"); }
-
 // What a node keeps of a saved tensor's identity `ag`: a snapshot of its
 // history now (requires_grad, grad_fn, output_nr) and a weak reference to
 // the identity itself (SavedTensor::identity and owner). Holding the live
@@ -638,10 +635,6 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   };
 
   if (r.roots_size() == 0) return RuntimeErr("grad requires non-empty inputs: no tensors to differentiate were given");
-  if (r.grad_roots_size() != 0 && r.grad_roots_size() != r.roots_size()) {
-    return RuntimeErr(absl::StrCat("grad can be implicitly created only for scalar outputs; got ", r.grad_roots_size(),
-                                   " gradients for ", r.roots_size(), " tensors"));
-  }
   if (grad_mode && r.inputs_size() == 0) return RuntimeErr("grad requires non-empty inputs.");
   if (grad_mode) {
     absl::flat_hash_set<uint64_t> seen;
@@ -655,35 +648,40 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     }
   }
 
-  // Roots and their gradients.
-  std::vector<Edge> root_edges;
-  std::vector<Tensor> root_grads;
+  // Roots and their gradients: first the engine's checks (the client's
+  // meta engine runs the same, tensord::CheckBackwardRoots), then implicit
+  // gradients made and given ones cast to the root's dtype.
+  std::vector<Tensor> roots;
+  std::vector<Tensor> given;  // per root; undefined: implicit
+  std::vector<BackwardRoot> checked;
   for (int i = 0; i < r.roots_size(); ++i) {
     Tensor* t = FindTensor(r.roots(i));
     if (t == nullptr) return UnknownHandle("backward", r.roots(i));
     if (t->failed()) return AsCause(t->error);
-    if (!t->requires_grad()) {
-      return RuntimeErr(absl::StrCat("element ", i, " of tensors does not require grad and does not have a grad_fn"));
-    }
-    const Tensor root = *t;
+    roots.push_back(*t);
     Tensor g;
-    const uint64_t gh = r.grad_roots_size() ? r.grad_roots(i) : 0;
-    if (gh == 0) {
-      if (root.meta.numel() != 1) return RuntimeErr("grad can be implicitly created only for scalar outputs");
-      TD_ASSIGN_OR_RETURN(g, run("ones_like", {root}, false));
-    } else {
+    if (const uint64_t gh = i < r.grad_roots_size() ? r.grad_roots(i) : 0; gh != 0) {
       Tensor* gt = FindTensor(gh);
       if (gt == nullptr) return UnknownHandle("backward", gh);
       if (gt->failed()) return AsCause(gt->error);
       g = *gt;
-      if (g.meta.sizes != root.meta.sizes) {
-        return RuntimeErr(absl::StrCat("Mismatch in shape: grad_output[", i, "] has a shape of ",
-                                       TorchSize(g.meta.sizes), " and output[", i, "] has a shape of ",
-                                       TorchSize(root.meta.sizes), "."));
-      }
-      if (g.meta.dtype != root.meta.dtype) {
-        TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, root.meta.dtype}, create_graph));
-      }
+    }
+    given.push_back(std::move(g));
+  }
+  for (size_t i = 0; i < roots.size(); ++i) {
+    checked.push_back(BackwardRoot{&roots[i].meta, roots[i].requires_grad(),
+                                   given[i].defined() ? &given[i].meta : nullptr});
+  }
+  TD_RETURN_IF_ERROR(CheckBackwardRoots(checked, static_cast<size_t>(r.grad_roots_size())));
+  std::vector<Edge> root_edges;
+  std::vector<Tensor> root_grads;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    Tensor g = std::move(given[i]);
+    if (!g.defined()) {
+      TD_ASSIGN_OR_RETURN(g, run("ones_like", {root}, false));
+    } else if (g.meta.dtype != root.meta.dtype) {
+      TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, root.meta.dtype}, create_graph));
     }
     root_edges.push_back(GradientEdge(root));
     root_grads.push_back(std::move(g));

@@ -55,6 +55,12 @@ inline void ExpectErrorContains(const absl::StatusOr<MetaResult>& r, ErrorKind k
   EXPECT_EQ(ErrorKindName(KindOf(r.status())), ErrorKindName(kind)) << r.status().message();
   EXPECT_TRUE(absl::StrContains(r.status().message(), text)) << r.status().message();
 }
+// The same for a check that returns a status.
+inline void ExpectErrorContains(const absl::Status& s, ErrorKind kind, absl::string_view text) {
+  ASSERT_FALSE(s.ok()) << "expected: " << text;
+  EXPECT_EQ(ErrorKindName(KindOf(s)), ErrorKindName(kind)) << s.message();
+  EXPECT_TRUE(absl::StrContains(s.message(), text)) << s.message();
+}
 
 }  // namespace tensord::meta_test
 

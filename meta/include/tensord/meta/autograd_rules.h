@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "tensord/meta/dtype.h"
 #include "tensord/meta/op_table.h"
+#include "tensord/meta/tensor_meta.h"
 
 namespace tensord {
 
@@ -96,6 +97,28 @@ absl::Status SavedTensorsFreedError();
 absl::Status SavedTensorModifiedError(ScalarType dtype, absl::Span<const int64_t> sizes,
                                       absl::string_view grad_fn_name, uint32_t output_nr, uint64_t now,
                                       uint64_t expected);
+
+// One root of a backward() or autograd.grad() call, as the checks before
+// the graph is walked see it: its metadata, whether it requires grad, and
+// the gradient given for it (nullptr: none, to be implicitly created).
+struct BackwardRoot {
+  const TensorMeta* meta = nullptr;
+  bool requires_grad = false;
+  const TensorMeta* grad = nullptr;
+};
+
+// The checks PyTorch's engine makes on the roots of a backward, with its
+// words (torch/csrc/autograd/python_engine.cpp and autograd/__init__.py):
+// as many gradients as roots when any are given (`n_grads` > 0; "got 2
+// tensors and 1 gradients"); every root requires grad ("element 1 of
+// tensors does not require grad and does not have a grad_fn"); an implicit
+// gradient only for a one-element root ("grad can be implicitly created only
+// for scalar outputs"); a given gradient of the root's shape ("Mismatch in
+// shape: grad_output[0] has a shape of torch.Size([2]) and output[0] has a
+// shape of torch.Size([3])."). RuntimeError at the first failure, OK
+// otherwise. The client's meta engine and the daemon both run it, so their
+// errors cannot drift apart.
+absl::Status CheckBackwardRoots(absl::Span<const BackwardRoot> roots, size_t n_grads);
 
 }  // namespace tensord
 
