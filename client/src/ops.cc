@@ -18,6 +18,7 @@
 #include "tensord/client/session.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
+#include "tensord/meta/meta_key.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
 
@@ -636,21 +637,17 @@ MetaCache& ThreadMetaCache() {
   return *cache;
 }
 
-// Key words. Every variable-length part is preceded by its length, and every
-// argument by a tag, so two different calls never encode alike.
+// Key words: values and tensor metadata as tensord/meta/meta_key.h writes
+// them (as the daemon's cache does), each tensor behind a tag; every
+// variable-length part is preceded by its length, so two different calls
+// never encode alike. Tags lie above every Value::Kind (meta_key's first
+// word of a value).
 enum KeyTag : uint64_t {
-  kTagValue = 1,  // + Value::Kind
   kTagTensor = 100,
   kTagNoneItem,
   kTagTensorList,
   kTagOptionalTensorList,
 };
-
-uint64_t DoubleBits(double d) {
-  uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return u;
-}
 
 void PutString(KeyBuffer& k, absl::string_view s) {
   k.push_back(s.size());
@@ -661,38 +658,11 @@ void PutString(KeyBuffer& k, absl::string_view s) {
   }
 }
 
-uint64_t DeviceWord(Device d) {
-  return static_cast<uint64_t>(static_cast<uint32_t>(d.type)) << 32 | static_cast<uint32_t>(d.index);
-}
-
 bool PutValue(KeyBuffer& k, const Value& v) {
-  k.push_back(kTagValue + static_cast<uint64_t>(v.kind()));
-  switch (v.kind()) {
-    case Value::Kind::kNone: return true;
-    case Value::Kind::kTensor:
-    case Value::Kind::kTensorList: return false;  // raw tensor Values: Convert's error
-    case Value::Kind::kScalar: {
-      const Scalar s = v.scalar();
-      k.push_back(static_cast<uint64_t>(s.kind()));
-      k.push_back(s.is_float() ? DoubleBits(s.to_double()) : static_cast<uint64_t>(s.to_int()));
-      return true;
-    }
-    case Value::Kind::kInt: k.push_back(static_cast<uint64_t>(v.to_int())); return true;
-    case Value::Kind::kFloat: k.push_back(DoubleBits(v.to_double())); return true;
-    case Value::Kind::kBool: k.push_back(v.to_bool()); return true;
-    case Value::Kind::kIntList:
-      k.push_back(v.int_list().size());
-      for (int64_t x : v.int_list()) k.push_back(static_cast<uint64_t>(x));
-      return true;
-    case Value::Kind::kFloatList:
-      k.push_back(v.float_list().size());
-      for (double x : v.float_list()) k.push_back(DoubleBits(x));
-      return true;
-    case Value::Kind::kString: PutString(k, v.str()); return true;
-    case Value::Kind::kDtype: k.push_back(static_cast<uint64_t>(v.dtype())); return true;
-    case Value::Kind::kDevice: k.push_back(DeviceWord(v.device())); return true;
-  }
-  return false;
+  const size_t n = meta_key::ValueWords(v);
+  if (n == 0) return false;  // raw tensor Values: Convert's error
+  meta_key::PutValue(k.Extend(n), v);
+  return true;
 }
 
 bool PutTensor(MetaCache& mc, const std::optional<Tensor>& t) {
@@ -712,16 +682,10 @@ bool PutTensor(MetaCache& mc, const std::optional<Tensor>& t) {
   }
   mc.tensors.push_back(&*t);
   const TensorMeta& m = impl->meta;
-  uint64_t* w = k.Extend(7 + m.sizes.size() + m.strides.size());
+  uint64_t* w = k.Extend(2 + meta_key::TensorMetaWords(m));
   *w++ = kTagTensor;
   *w++ = same;
-  *w++ = static_cast<uint64_t>(m.dtype);
-  *w++ = DeviceWord(m.device);
-  *w++ = static_cast<uint64_t>(m.storage_offset);
-  *w++ = m.sizes.size();
-  w = std::copy(m.sizes.begin(), m.sizes.end(), w);
-  *w++ = m.strides.size();
-  std::copy(m.strides.begin(), m.strides.end(), w);
+  meta_key::PutTensorMeta(w, m);
   return true;
 }
 
@@ -757,7 +721,7 @@ bool EncodeCall(absl::string_view name, const std::vector<Arg>& args, const Kwar
     k.push_back(0);
   } else {
     k.push_back(1);
-    k.push_back(DeviceWord(device_stack.back()));
+    k.push_back(meta_key::DeviceWord(device_stack.back()));
   }
   k.push_back(args.size());
   for (const Arg& a : args) {
