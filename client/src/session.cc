@@ -37,11 +37,11 @@
 #include "shm_pool.h"
 #include "tensord/client/autograd.h"
 #include "tensord/meta/errors.h"
+#include "tensord/transport/shm.h"
+#include "tensord/transport/socket_stream.h"
 #include "tensord/v1/tensord.grpc.pb.h"
 #include "tensord/wire/copy.h"
 #include "tensord/wire/data_frame.h"
-#include "tensord/wire/shm.h"
-#include "tensord/wire/socket_stream.h"
 #include "tensord/wire/wire.h"
 
 namespace tensord::client {
@@ -189,7 +189,7 @@ struct Session::Impl {
   std::string stream_method;  // "/tensord.v1.Tensord/Stream", named by the RpcMethod
   std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream;
   // Or, for a client on the daemon's host, the same messages over the side
-  // channel's socket (tensord/wire/socket_stream.h): -1 when the gRPC
+  // channel's socket (tensord/transport/socket_stream.h): -1 when the gRPC
   // stream carries them. Set before the stream is used, closed by Close.
   int sock = -1;
   bool same_host_stream = false;  // sock was set by Start (kept after Close)
