@@ -71,14 +71,15 @@ absl::Status CheckConnectAllowedAfterFork(absl::string_view what) {
       "'spawn' or 'forkserver' method of multiprocessing, or fork before the parent's first tensor"));
 }
 
-// SessionOptions::stream_spin_us in nanoseconds: the caller's, else
+// SessionOptions::transport.stream_spin_us in nanoseconds: the caller's, else
 // $TENSORD_STREAM_SPIN_US, else wire's default. InvalidArgument for a value
 // out of range (the daemon's rule, wire::ParseStreamSpinMicros).
 absl::StatusOr<int64_t> StreamSpinNanos(const SessionOptions& options) {
-  int64_t us = options.stream_spin_us;
+  int64_t us = options.transport.stream_spin_us;
   if (us > wire::kMaxStreamSpinMicros || us < -1) {
-    return absl::InvalidArgumentError(absl::StrCat("SessionOptions::stream_spin_us is ", us, ": give 0 to ",
-                                                   wire::kMaxStreamSpinMicros, " microseconds, or -1 for the default"));
+    return absl::InvalidArgumentError(absl::StrCat("SessionOptions::transport.stream_spin_us is ", us,
+                                                   ": give 0 to ", wire::kMaxStreamSpinMicros,
+                                                   " microseconds, or -1 for the default"));
   }
   if (us >= 0) return us * 1000;
   const char* env = std::getenv("TENSORD_STREAM_SPIN_US");
@@ -1066,8 +1067,8 @@ absl::Status Session::Start() {
     daemon_peer_ = ctx.peer();
   }
   predict_backward_ = options_.predict_backward && !EnvSaysOff("TENSORD_PREDICT_BACKWARD");
-  const bool shm_allowed = options_.shared_memory && !EnvSaysOff("TENSORD_SHM");
-  const bool sock_allowed = options_.same_host_stream && !EnvSaysOff("TENSORD_SAME_HOST_STREAM");
+  const bool shm_allowed = options_.transport.shared_memory && !EnvSaysOff("TENSORD_SHM");
+  const bool sock_allowed = options_.transport.same_host_stream && !EnvSaysOff("TENSORD_SAME_HOST_STREAM");
   // Same host over a Unix socket: the shared-memory side channel and the
   // same-host stream, if the daemon offers them (silently gRPC otherwise).
   if (absl::StartsWith(address_, "unix:")) {
@@ -1088,7 +1089,7 @@ absl::Status Session::Start() {
     };
     if (shm_allowed && owner_known) {
       absl::StatusOr<std::shared_ptr<internal::ShmPool>> pool =
-          internal::ShmPool::Connect(channel, session_id_, im.token, st.st_uid, options_.shm_pool_bytes);
+          internal::ShmPool::Connect(channel, session_id_, im.token, st.st_uid, options_.transport.shm_pool_bytes);
       if (pool.ok()) im.shm = *std::move(pool);
       if (absl::IsPermissionDenied(pool.status())) return refused(pool.status());
     }
@@ -1105,7 +1106,7 @@ absl::Status Session::Start() {
         im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20, *spin_ns);
       }
     }
-  } else if (options_.tcp_stream && !EnvSaysOff("TENSORD_TCP_STREAM")) {
+  } else if (options_.transport.tcp_stream && !EnvSaysOff("TENSORD_TCP_STREAM")) {
     // Over TCP: the stream on a connection of its own to the same port (the
     // hello attaches it), gRPC when that fails.
     // Where gRPC connected first: a name may resolve to addresses gRPC's
@@ -1462,10 +1463,10 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     const char* bytes = static_cast<const char*>(data);
     std::optional<internal::ShmPool::Lease> lease;
     bool adopt = false;
-    if (im.shm != nullptr && nbytes > options_.inline_upload_limit) {
+    if (im.shm != nullptr && nbytes > options_.transport.inline_upload_limit) {
       // Large ones: a segment of their own that the daemon adopts as the
       // storage (one copy in all), else one reused for copies (two).
-      if (nbytes >= options_.shm_adopt_min_bytes) {
+      if (nbytes >= options_.transport.shm_adopt_min_bytes) {
         lease = im.shm->Acquire(nbytes, /*adopt=*/true);
         adopt = lease.has_value();
       }
@@ -1518,7 +1519,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
         im.shm->ReleaseAfter(lease->id, im.next_request_id);
         TD_RETURN_IF_ERROR(im.MaybeFlushLocked());
       }
-    } else if (nbytes <= options_.inline_upload_limit) {
+    } else if (nbytes <= options_.transport.inline_upload_limit) {
       v1::Upload* u = im.pending->add_requests()->mutable_upload();
       u->set_handle(handle);
       wire::ToProto(meta, u->mutable_meta());
@@ -1537,7 +1538,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
       // without a copy. They must stay valid until gRPC lets go of every
       // chunk's slice, which this waits for before returning.
       wire::BorrowedSlices borrowed;
-      const size_t chunk = options_.chunk_bytes > 0 ? options_.chunk_bytes : (1u << 20);
+      const size_t chunk = options_.transport.chunk_bytes > 0 ? options_.transport.chunk_bytes : (1u << 20);
       bool ok = true;
       for (size_t off = 0; off < nbytes && ok; off += chunk) {
         const size_t n = std::min(chunk, nbytes - off);
@@ -1585,7 +1586,9 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
     v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
     f->set_request_id(id);
     f->set_handle(handle);
-    if (im.shm != nullptr && expected_bytes > options_.inline_upload_limit) lease = im.shm->Acquire(expected_bytes);
+    if (im.shm != nullptr && expected_bytes > options_.transport.inline_upload_limit) {
+      lease = im.shm->Acquire(expected_bytes);
+    }
     if (lease.has_value()) {
       f->set_shm_segment(lease->id);
       f->set_shm_offset(0);
