@@ -7,10 +7,7 @@
 #include <grpcpp/grpcpp.h>
 #include <pthread.h>
 #include <sys/mman.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +40,7 @@
 #include "tensord/wire/copy.h"
 #include "tensord/wire/data_frame.h"
 #include "tensord/wire/wire.h"
+#include "transport.h"
 
 namespace tensord::client {
 namespace {
@@ -181,21 +179,10 @@ std::chrono::system_clock::time_point DeadlineIn(int ms) {
 struct Session::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Tensord::Stub> stub;
-  std::unique_ptr<grpc::ClientContext> stream_ctx;
-  // The session stream writes and reads byte buffers: batches are
-  // serialized by protobuf (FlushLocked), upload chunks are encoded around
-  // the caller's memory without copying it (wire::EncodeUploadChunk), and
-  // fetched data is copied from gRPC's buffer straight into the fetch's
-  // buffer (wire::ParseServerMessage, PlaceData).
-  std::string stream_method;  // "/tensord.v1.Tensord/Stream", named by the RpcMethod
-  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream;
-  // Or, for a client on the daemon's host, the same messages over the side
-  // channel's socket (tensord/transport/socket_stream.h): -1 when the gRPC
-  // stream carries them. Set before the stream is used, closed by Close.
-  int sock = -1;
-  bool same_host_stream = false;  // sock was set by Start (kept after Close)
-  bool tcp_stream = false;        // the same, for a TCP stream (framed as a byte stream)
-  std::unique_ptr<wire::StreamReceiver> receiver;  // used by the reading thread only
+  // The session stream: the gRPC stream, or the same-host or TCP stream
+  // beside it (transport.h). Set by Start before the stream is used; closed
+  // by Close, and kept (its kind still answers).
+  std::unique_ptr<internal::Transport> transport;
   std::string token;
   internal::EmbeddedDaemon daemon;
   std::atomic<bool> closed{false};
@@ -277,7 +264,6 @@ struct Session::Impl {
   absl::Mutex wmu;
   bool reading ABSL_GUARDED_BY(wmu) = false;
   v1::ServerMessage read_buf;  // used by the reading thread only
-  grpc::ByteBuffer read_bytes;  // the same
   uint64_t placed = 0;          // the same: bytes of read_buf's FetchData that PlaceData took
   std::shared_ptr<char> placed_buffer;  // the same: the buffer they went to, alive until the message is handled
   absl::flat_hash_map<uint64_t, std::shared_ptr<Waiter>> waiters ABSL_GUARDED_BY(wmu);
@@ -317,16 +303,10 @@ struct Session::Impl {
 
   absl::Status StreamLost() {
     absl::MutexLock l(&wmu);
-    if (sock >= 0 && !reader_done && !reading) {
-      // The daemon shut the socket: what it sent before (replies, and the
-      // end record saying why, e.g. that it is shutting down) can still be
-      // read, and the socket's end follows it. Only if something comes
-      // within a second: a daemon that hangs must not hang this error.
-      pollfd p{sock, POLLIN, 0};
-      if (::poll(&p, 1, 1000) > 0) PumpLocked(+[](Impl*) { return false; }, this);
-    } else if (sock < 0 && !reader_done && !reading) {
-      // A failed Write means the call is over: Read gives what the daemon
-      // sent before (a StreamEnd saying why), then its end, without waiting.
+    // What the daemon sent before (replies, and why it ended the stream,
+    // e.g. that it is shutting down), when the transport can give it
+    // without waiting on a daemon that hangs.
+    if (!reader_done && !reading && transport->ReadableAfterFailedSend()) {
       PumpLocked(+[](Impl*) { return false; }, this);
     }
     if (reader_done && !stream_status.ok()) return stream_status;
@@ -374,7 +354,7 @@ struct Session::Impl {
     if (pending->requests_size() == 0) return absl::OkStatus();
     batch_open = false;
     daemon_idle.store(false, std::memory_order_relaxed);
-    const bool ok = WriteMessage(*pending);
+    const bool ok = transport->Send(*pending);
     ++stats.messages_sent;
     arena.Reset();
     pending = google::protobuf::Arena::CreateMessage<v1::ClientMessage>(&arena);
@@ -383,100 +363,6 @@ struct Session::Impl {
       return write_error;
     }
     return absl::OkStatus();
-  }
-
-  // Serializes `m` and writes it. A message up to kOneSliceBytes (every
-  // batch of small ops) is sized once and written into one slice; gRPC's
-  // serializer would size it twice (ByteSizeLong, then again inside
-  // SerializeToZeroCopyStream) and go through a ZeroCopyOutputStream. A
-  // larger one up to kWriteBufferMaxBytes (an inline upload near
-  // inline_upload_limit, a long batch) is serialized into write_buffer,
-  // which is kept: a fresh buffer of that size comes from the top of this
-  // process's heap, which glibc gives back to the system when it is freed,
-  // so every such message paid a page fault per 4 KiB again (a cost that
-  // dominated a 64 KiB upload's round trip; bench/RESULTS.md has the figure).
-  // A client library cannot mallopt its host process, as the daemon does. A
-  // still larger one goes through gRPC's serializer, as the generated stub
-  // would, in slices of at most 1 MiB. Called with mu held (or before the
-  // stream is shared).
-  static constexpr size_t kOneSliceBytes = 64 << 10;
-  static constexpr size_t kWriteBufferMaxBytes = 1 << 20;
-  std::unique_ptr<uint8_t[]> write_buffer;
-  size_t write_buffer_bytes = 0;
-  bool WriteMessage(const v1::ClientMessage& m) {
-    grpc::ByteBuffer bb;
-    const size_t n = m.ByteSizeLong();
-    if (n <= kOneSliceBytes) {
-      grpc::Slice slice(n);
-      uint8_t* end = m.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
-      if (end != slice.end()) return false;
-      grpc::ByteBuffer one(&slice, 1);
-      bb.Swap(&one);
-    } else if (n <= kWriteBufferMaxBytes) {
-      if (write_buffer_bytes < n) {
-        write_buffer_bytes = std::min(kWriteBufferMaxBytes, std::max(n, 2 * write_buffer_bytes));
-        write_buffer.reset(new uint8_t[write_buffer_bytes]);
-      }
-      if (m.SerializeWithCachedSizesToArray(write_buffer.get()) != write_buffer.get() + n) return false;
-      // Lent to the transport until it lets go (a socket stream's send has
-      // copied it by then; gRPC may hold it a little longer).
-      wire::BorrowedSlices borrowed;
-      grpc::Slice slice = borrowed.Borrow(write_buffer.get(), n);
-      grpc::ByteBuffer one(&slice, 1);
-      bb.Swap(&one);
-      slice = grpc::Slice();
-      const bool ok = WriteBytes(bb);
-      bb.Clear();
-      borrowed.WaitUntilReleased();
-      return ok;
-    } else {
-      bool own = false;
-      if (!grpc::SerializationTraits<v1::ClientMessage>::Serialize(m, &bb, &own).ok()) return false;
-    }
-    return WriteBytes(bb);
-  }
-  // Writes one message's bytes on whichever stream the session uses.
-  bool WriteBytes(const grpc::ByteBuffer& bb) {
-    if (sock >= 0) {
-      return wire::SendStreamMessage(sock, bb, tcp_stream ? wire::StreamFraming::kByteStream : wire::StreamFraming::kRecords)
-          .ok();
-    }
-    return stream->Write(bb);
-  }
-  // Reads the next message's bytes; false at the end of the stream, with
-  // what ended it in `*end`. On the TCP stream, a large fetch chunk's data
-  // goes from the socket straight into the waiting fetch's buffer (one copy,
-  // the kernel's): then `*msg` is parsed here and `*parsed` set.
-  bool ReadBytes(grpc::ByteBuffer* bb, grpc::Status* end, v1::ServerMessage* msg, bool* parsed) {
-    *parsed = false;
-    if (sock < 0) {
-      if (stream->Read(bb)) return true;
-      *end = stream->Finish();
-      return false;
-    }
-    const auto place_head = [&](const char* prefix, size_t prefix_len, size_t total) {
-      return wire::ParseServerMessageHead(prefix, prefix_len, total, msg,
-                                          [this](const v1::FetchData& head, size_t n) { return PlaceData(head, n); });
-    };
-    absl::StatusOr<bool> got = tcp_stream ? receiver->Next(sock, bb, place_head) : receiver->Next(sock, bb);
-    *parsed = got.ok() && *got && receiver->placed();
-    if (got.ok() && *got) return true;
-    absl::Status why = !got.ok()                         ? got.status()
-                       : receiver->ended_with_record() ? receiver->end_status()
-                                                       : absl::UnavailableError(
-                                                             "the daemon closed the stream's socket without saying why (it "
-                                                             "may have shut down, or closed the session)");
-    *end = grpc::Status(static_cast<grpc::StatusCode>(why.code()), std::string(why.message()));
-    return false;
-  }
-  // Ends the stream now (Read returns false): a broken message, or Close
-  // giving up on the daemon.
-  void CancelStream() {
-    if (sock >= 0) {
-      ::shutdown(sock, SHUT_RDWR);
-    } else {
-      stream_ctx->TryCancel();
-    }
   }
 
   absl::Status MaybeFlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -586,16 +472,8 @@ struct Session::Impl {
       wmu.Unlock();
       grpc::Status st;
       placed = 0;
-      bool parsed = false;
-      bool ok = ReadBytes(&read_bytes, &st, &read_buf, &parsed);
-      if (ok && !parsed && !wire::ParseServerMessage(&read_bytes, &read_buf, [this](const v1::FetchData& head, size_t n) {
-            return PlaceData(head, n);
-          })) {
-        ok = false;
-        CancelStream();
-        if (sock < 0) stream->Finish().IgnoreError();
-        st = grpc::Status(grpc::StatusCode::INTERNAL, "the daemon sent a message that does not parse");
-      }
+      const bool ok = transport->Read(
+          &read_buf, [this](const v1::FetchData& head, size_t n) { return PlaceData(head, n); }, &st);
       wmu.Lock();
       reading = false;
       if (ok) {
@@ -641,7 +519,7 @@ struct Session::Impl {
     // after `timeout` from a watchdog thread (Read then returns false).
     absl::Notification drained;
     std::thread watchdog([this, &drained, timeout] {
-      if (!drained.WaitForNotificationWithTimeout(timeout)) CancelStream();
+      if (!drained.WaitForNotificationWithTimeout(timeout)) transport->Cancel();
     });
     PumpLocked(+[](Impl*) { return false; }, this);
     drained.Notify();
@@ -662,7 +540,8 @@ struct Session::Impl {
     } else if (st.ok()) {
       stream_status = RuntimeErr(absl::StrCat(Session::Label(session_id), ": the daemon at ", address,
                                               " ended the session stream"));
-    } else if (st.error_code() == grpc::StatusCode::UNAVAILABLE && daemon_ended.ok() && sock < 0) {
+    } else if (st.error_code() == grpc::StatusCode::UNAVAILABLE && daemon_ended.ok() &&
+               transport->kind() == internal::TransportKind::kGrpc) {
       // The connection broke before a StreamEnd was read (over a Unix
       // socket, gRPC drops what the daemon sent once a write to the closed
       // socket fails): most often the daemon stopped.
@@ -823,7 +702,7 @@ struct Session::Impl {
         // Unavailable, as a socket stream's end record says it.
         daemon_ended = absl::UnavailableError(msg.stream_end().message().empty() ? "the daemon ended the session stream"
                                                                                  : msg.stream_end().message());
-        CancelStream();
+        transport->Cancel();
         return;
       case v1::ServerMessage::KIND_NOT_SET:
         return;
@@ -1095,16 +974,10 @@ absl::Status Session::Start() {
     }
     if (sock_allowed && owner_known) {
       // The hello attaches the stream: no attach message follows.
-      absl::StatusOr<int> fd =
-          wire::ConnectShmChannel(channel, wire::ShmOp::kHelloStream, session_id_, im.token, st.st_uid);
-      if (absl::IsPermissionDenied(fd.status())) return refused(fd.status());
-      if (fd.ok()) {
-        timeval no_timeout{0, 0};  // a sync point may wait for a long op
-        ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &no_timeout, sizeof(no_timeout));
-        im.sock = *fd;
-        im.same_host_stream = true;
-        im.receiver = std::make_unique<wire::StreamReceiver>(size_t{64} << 20, *spin_ns);
-      }
+      absl::StatusOr<std::unique_ptr<internal::Transport>> t =
+          internal::ConnectSameHostTransport(channel, session_id_, im.token, st.st_uid, *spin_ns);
+      if (absl::IsPermissionDenied(t.status())) return refused(t.status());
+      if (t.ok()) im.transport = *std::move(t);
     }
   } else if (options_.transport.tcp_stream && !EnvSaysOff("TENSORD_TCP_STREAM")) {
     // Over TCP: the stream on a connection of its own to the same port (the
@@ -1115,28 +988,17 @@ absl::Status Session::Start() {
     const int timeout_ms = std::max(1, std::min(options_.connect_timeout_ms, 10000));
     // Through a proxy (gRPC's peer is not an address the name resolves to)
     // the stream stays on gRPC.
-    absl::StatusOr<int> fd = wire::ConnectTcpStream(address_, session_id_, im.token, timeout_ms, daemon_peer_);
-    if (fd.ok()) {
-      im.sock = *fd;
-      im.tcp_stream = true;
-      im.receiver =
-          std::make_unique<wire::StreamReceiver>(size_t{64} << 20, *spin_ns, wire::StreamFraming::kByteStream);
-    }
+    absl::StatusOr<std::unique_ptr<internal::Transport>> t =
+        internal::ConnectTcpTransport(address_, session_id_, im.token, timeout_ms, daemon_peer_, *spin_ns);
+    if (t.ok()) im.transport = *std::move(t);
   }
-  if (im.sock < 0) TD_RETURN_IF_ERROR(AttachGrpcStream());
+  if (im.transport == nullptr) TD_RETURN_IF_ERROR(AttachGrpcStream());
   return StartStreaming();
 }
 
 absl::Status Session::AttachGrpcStream() {
   Impl& im = *impl_;
-  im.stream_ctx = std::make_unique<grpc::ClientContext>();
-  // What the generated stub's Stream() does, with a byte buffer as the
-  // written type (the daemon parses the same protobuf messages).
-  im.stream_method = absl::StrCat("/", v1::Tensord::service_full_name(), "/Stream");
-  im.stream.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-      im.channel.get(),
-      grpc::internal::RpcMethod(im.stream_method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING, im.channel),
-      im.stream_ctx.get()));
+  im.transport = internal::StartGrpcTransport(im.channel);
   // The attach carries a sync, and connect waits for its reply: a daemon
   // whose gRPC threads are all held by other session streams refuses the
   // call (ResourceExhausted, naming the streams that hold none), and that
@@ -1153,7 +1015,7 @@ absl::Status Session::AttachGrpcStream() {
     w = im.AddWaiterLocked(&id);
   }
   attach.add_requests()->mutable_sync()->set_request_id(id);
-  const bool ok = im.WriteMessage(attach);
+  const bool ok = im.transport->Send(attach);
   {
     absl::MutexLock l(&im.mu);
     ++im.stats.messages_sent;
@@ -1216,7 +1078,7 @@ absl::Status Session::Close() {
     const absl::Time give_up = absl::Now() + kCloseWaitsForWriters;
     while (!im.mu.TryLock()) {
       if (absl::Now() >= give_up) {
-        im.CancelStream();
+        if (im.transport != nullptr) im.transport->Cancel();
         im.mu.Lock();
         break;
       }
@@ -1246,10 +1108,9 @@ absl::Status Session::Close() {
   }
   {
     absl::MutexLock l(&im.mu);
-    if (im.stream != nullptr && im.write_error.ok()) im.stream->WritesDone();
-    if (im.sock >= 0) ::shutdown(im.sock, SHUT_WR);  // the daemon reads the end
+    if (im.transport != nullptr) im.transport->CloseWrites();
   }
-  if (im.stream != nullptr || im.sock >= 0) {
+  if (im.transport != nullptr) {
     // Read to the end of the stream (the daemon ends it after CloseSession
     // or WritesDone) so that Finish runs; cancel a stream that lingers.
     absl::MutexLock wl(&im.wmu);
@@ -1267,10 +1128,7 @@ absl::Status Session::Close() {
   }
   {
     absl::MutexLock l(&im.mu);
-    im.stream.reset();
-    im.stream_ctx.reset();
-    if (im.sock >= 0) ::close(im.sock);
-    im.sock = -1;
+    if (im.transport != nullptr) im.transport->Close();
     im.stub.reset();
     im.channel.reset();
   }
@@ -1553,7 +1411,7 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
         u.set_last(off + n == nbytes);
         u.set_call_id(call_id);
         grpc::ByteBuffer bb = wire::EncodeUploadChunk(u, borrowed.Borrow(bytes + off, n));
-        ok = im.WriteBytes(bb);
+        ok = im.transport->SendBytes(bb);
         ++im.stats.messages_sent;
       }
       borrowed.WaitUntilReleased();
@@ -1636,8 +1494,12 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
 
 bool Session::uses_shared_memory() const { return impl_->shm != nullptr; }
 
-bool Session::uses_same_host_stream() const { return impl_->same_host_stream; }
-bool Session::uses_tcp_stream() const { return impl_->tcp_stream; }
+bool Session::uses_same_host_stream() const {
+  return impl_->transport != nullptr && impl_->transport->kind() == internal::TransportKind::kSameHost;
+}
+bool Session::uses_tcp_stream() const {
+  return impl_->transport != nullptr && impl_->transport->kind() == internal::TransportKind::kTcp;
+}
 
 absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_id) {
   Impl& im = *impl_;
