@@ -23,6 +23,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -177,6 +178,12 @@ std::chrono::system_clock::time_point DeadlineIn(int ms) {
 }  // namespace
 
 struct Session::Impl {
+  // A request sent for its reply: its id and the waiter the reply completes.
+  struct Sent {
+    uint64_t id = 0;
+    std::shared_ptr<Waiter> waiter;
+  };
+
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Tensord::Stub> stub;
   // The session stream: the gRPC stream, or the same-host or TCP stream
@@ -232,8 +239,7 @@ struct Session::Impl {
   // adopting upload (Session::Upload), as long as nothing was sent after
   // it: Synchronize then waits for its reply instead of sending another
   // request, unless the reply says errors wait to be reported.
-  uint64_t upload_sync_id ABSL_GUARDED_BY(mu) = 0;
-  std::shared_ptr<Waiter> upload_sync ABSL_GUARDED_BY(mu);
+  std::optional<Sent> upload_sync ABSL_GUARDED_BY(mu);
 
   // The flusher thread sleeps on flush_cv (with mu). While batches keep
   // opening it wakes every flush_interval by itself and sends a batch that
@@ -427,11 +433,9 @@ struct Session::Impl {
   // is lost: a peek's reply carries no errors (they stay in the daemon for
   // the next sync point), and one read later finds no waiter.
   void DropUploadSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    if (upload_sync == nullptr) return;
-    absl::MutexLock wl(&wmu);
-    waiters.erase(upload_sync_id);
+    if (!upload_sync.has_value()) return;
+    Forget(*upload_sync);
     upload_sync.reset();
-    upload_sync_id = 0;
   }
 
   // Registers a waiter for a new request id (call with mu held, before the
@@ -446,6 +450,30 @@ struct Session::Impl {
     }
     waiters[*id] = w;
     return w;
+  }
+
+  // The sending half of every round trip: registers a waiter for a new
+  // request id, has `add(id, waiter)` append the request that names the id
+  // to the pending batch, and flushes the batch (the request goes out now,
+  // with whatever was pending). Returns what to wait for (Wait,
+  // WaitOrCallback); when the flush fails, the waiter is forgotten and the
+  // flush's error returned.
+  absl::StatusOr<Sent> SendForReplyLocked(absl::FunctionRef<void(uint64_t id, Waiter& w)> add)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    Sent sent;
+    sent.waiter = AddWaiterLocked(&sent.id);
+    add(sent.id, *sent.waiter);
+    if (absl::Status st = FlushLocked(); !st.ok()) {
+      Forget(sent);
+      return st;
+    }
+    return sent;
+  }
+
+  // Drops the waiter of `sent` (its reply, if one comes, completes nothing).
+  void Forget(const Sent& sent) ABSL_LOCKS_EXCLUDED(wmu) {
+    absl::MutexLock wl(&wmu);
+    waiters.erase(sent.id);
   }
 
   // Reads server messages until `done(arg)` holds or the stream ends; when
@@ -485,23 +513,24 @@ struct Session::Impl {
     }
   }
 
-  // Blocks until `w` completes (or the stream ends).
-  absl::Status Wait(uint64_t id, const std::shared_ptr<Waiter>& w) {
+  // Blocks until the reply to `sent` came (or the stream ended); then its
+  // waiter is forgotten. Returns the reply's status.
+  absl::Status Wait(const Sent& sent) {
     absl::MutexLock wl(&wmu);
-    PumpLocked(+[](Waiter* w) { return w->done; }, w.get());
-    waiters.erase(id);
+    PumpLocked(+[](Waiter* w) { return w->done; }, sent.waiter.get());
+    waiters.erase(sent.id);
     daemon_idle.store(true, std::memory_order_relaxed);
-    return w->status;
+    return sent.waiter->status;
   }
 
-  // Blocks until `w` completes or a BackwardCallback arrives; returns the
-  // callback (to be run by the caller without locks), or nullopt once `w`
-  // is done.
-  std::optional<v1::BackwardCallback> WaitOrCallback(const std::shared_ptr<Waiter>& w) {
+  // Blocks until the reply to `sent` came or a BackwardCallback arrives;
+  // returns the callback (to be run by the caller without locks), or
+  // nullopt once the reply came. The waiter stays (Forget it).
+  std::optional<v1::BackwardCallback> WaitOrCallback(const Sent& sent) {
     struct State {
       Waiter* w;
       std::deque<v1::BackwardCallback>* q;
-    } st{w.get(), &callbacks};
+    } st{sent.waiter.get(), &callbacks};
     absl::MutexLock wl(&wmu);
     PumpLocked(+[](State* s) { return s->w->done || !s->q->empty(); }, &st);
     if (!callbacks.empty()) {
@@ -1005,23 +1034,17 @@ absl::Status Session::AttachGrpcStream() {
   // is then the connect's error rather than the first sync point's. One
   // round trip per connect, on the gRPC stream only; not counted in
   // stats().round_trips (the caller waits for nothing of its own).
-  v1::ClientMessage attach;
-  attach.mutable_attach()->set_session_id(session_id_);
-  attach.mutable_attach()->set_token(im.token);
-  uint64_t id = 0;
-  std::shared_ptr<Waiter> w;
+  absl::StatusOr<Impl::Sent> sync;
   {
     absl::MutexLock l(&im.mu);
-    w = im.AddWaiterLocked(&id);
-  }
-  attach.add_requests()->mutable_sync()->set_request_id(id);
-  const bool ok = im.transport->Send(attach);
-  {
-    absl::MutexLock l(&im.mu);
-    ++im.stats.messages_sent;
+    v1::Attach* attach = im.pending->mutable_attach();
+    attach->set_session_id(session_id_);
+    attach->set_token(im.token);
+    sync = im.SendForReplyLocked(
+        [&](uint64_t id, Waiter&) { im.pending->add_requests()->mutable_sync()->set_request_id(id); });
   }
   // A failed write: what the daemon said as it ended the call (StreamLost).
-  absl::Status attached = ok ? im.Wait(id, w) : im.StreamLost();
+  absl::Status attached = sync.ok() ? im.Wait(*sync) : sync.status();
   if (!attached.ok()) {
     Close().IgnoreError();
     return attached;
@@ -1267,25 +1290,19 @@ absl::StatusOr<std::vector<Tensor>> Session::CallDataDependent(const OpEntry& op
   TD_ASSIGN_OR_RETURN(std::vector<Tensor> outs,
                       EnqueueCall(op, args, tensor_args, absl::MakeSpan(placeholders), site, record_grad));
   Impl& im = *impl_;
-  uint64_t id = 0;
-  std::shared_ptr<Waiter> w;
+  Impl::Sent describe;
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
-    w = im.AddWaiterLocked(&id);
-    v1::Describe* d = im.pending->add_requests()->mutable_describe();
-    d->set_request_id(id);
-    for (const Tensor& t : outs) d->add_handles(t.handle());
     ++im.stats.round_trips;
-    absl::Status st = im.FlushLocked();
-    if (!st.ok()) {
-      absl::MutexLock wl(&im.wmu);
-      im.waiters.erase(id);
-      return st;
-    }
+    TD_ASSIGN_OR_RETURN(describe, im.SendForReplyLocked([&](uint64_t id, Waiter&) {
+      v1::Describe* d = im.pending->add_requests()->mutable_describe();
+      d->set_request_id(id);
+      for (const Tensor& t : outs) d->add_handles(t.handle());
+    }));
   }
-  TD_RETURN_IF_ERROR(im.Wait(id, w));
-  const v1::Ack& ack = w->ack;
+  TD_RETURN_IF_ERROR(im.Wait(describe));
+  const v1::Ack& ack = describe.waiter->ack;
   for (int i = 0; i < static_cast<int>(outs.size()); ++i) {
     if (i < ack.failed_size() && ack.failed(i)) {
       // The daemon holds the op's error; a fetch of the output returns it.
@@ -1359,18 +1376,12 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
         // sync only peeks at errors (Sync.peek): they stay in the daemon,
         // reported at the next sync point as always, whether or not a
         // Synchronize uses this reply.
-        uint64_t sync_id = 0;
-        std::shared_ptr<Waiter> sync = im.AddWaiterLocked(&sync_id);
-        v1::Sync* peek = im.pending->add_requests()->mutable_sync();
-        peek->set_request_id(sync_id);
-        peek->set_peek(true);
-        if (absl::Status st = im.FlushLocked(); !st.ok()) {
-          absl::MutexLock wl(&im.wmu);
-          im.waiters.erase(sync_id);
-          return st;
-        }
+        TD_ASSIGN_OR_RETURN(Impl::Sent sync, im.SendForReplyLocked([&](uint64_t id, Waiter&) {
+          v1::Sync* peek = im.pending->add_requests()->mutable_sync();
+          peek->set_request_id(id);
+          peek->set_peek(true);
+        }));
         wire::CopyTransfer(lease->data, bytes, nbytes, wire::MaxCopyThreads());
-        im.upload_sync_id = sync_id;
         im.upload_sync = std::move(sync);
       } else {
         // Reusable once the daemon answers the next waiting request.
@@ -1433,37 +1444,35 @@ absl::StatusOr<HostData> Session::Fetch(uint64_t handle, uint64_t expected_bytes
     return OutOfMemoryErr(absl::StrCat("fetch: the tensor's ", expected_bytes, " bytes exceed this machine's memory (",
                                        physical, " bytes)"));
   }
-  uint64_t id = 0;
-  std::shared_ptr<Waiter> w;
   std::optional<internal::ShmPool::Lease> lease;
+  absl::StatusOr<Impl::Sent> fetch;
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
-    w = im.AddWaiterLocked(&id);
     im.AppendReleasesLocked();  // as in Synchronize
-    v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
-    f->set_request_id(id);
-    f->set_handle(handle);
     if (im.shm != nullptr && expected_bytes > options_.transport.inline_upload_limit) {
       lease = im.shm->Acquire(expected_bytes);
     }
-    if (lease.has_value()) {
-      f->set_shm_segment(lease->id);
-      f->set_shm_offset(0);
-      f->set_shm_capacity(lease->size);
-      absl::MutexLock wl(&im.wmu);
-      w->shm_requested = lease->id;
-    }
     ++im.stats.round_trips;
-    absl::Status st = im.FlushLocked();
-    if (!st.ok()) {
-      absl::MutexLock wl(&im.wmu);
-      im.waiters.erase(id);
+    fetch = im.SendForReplyLocked([&](uint64_t id, Waiter& w) {
+      v1::Fetch* f = im.pending->add_requests()->mutable_fetch();
+      f->set_request_id(id);
+      f->set_handle(handle);
+      if (lease.has_value()) {
+        f->set_shm_segment(lease->id);
+        f->set_shm_offset(0);
+        f->set_shm_capacity(lease->size);
+        absl::MutexLock wl(&im.wmu);
+        w.shm_requested = lease->id;
+      }
+    });
+    if (!fetch.ok()) {
       if (lease.has_value()) im.shm->Release(lease->id);
-      return st;
+      return fetch.status();
     }
   }
-  absl::Status waited = im.Wait(id, w);
+  absl::Status waited = im.Wait(*fetch);
+  Waiter* w = fetch->waiter.get();
   HostData out;
   if (lease.has_value()) {
     if (waited.ok() && w->shm_segment != 0) {
@@ -1503,24 +1512,19 @@ bool Session::uses_tcp_stream() const {
 
 absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_id) {
   Impl& im = *impl_;
-  uint64_t id = 0;
-  std::shared_ptr<Waiter> w;
+  Impl::Sent describe;
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
-    w = im.AddWaiterLocked(&id);
-    v1::Describe* d = im.pending->add_requests()->mutable_describe();
-    d->set_request_id(id);
-    d->add_handles(handle);
     ++im.stats.round_trips;
-    absl::Status st = im.FlushLocked();
-    if (!st.ok()) {
-      absl::MutexLock wl(&im.wmu);
-      im.waiters.erase(id);
-      return st;
-    }
+    TD_ASSIGN_OR_RETURN(describe, im.SendForReplyLocked([&](uint64_t id, Waiter&) {
+      v1::Describe* d = im.pending->add_requests()->mutable_describe();
+      d->set_request_id(id);
+      d->add_handles(handle);
+    }));
   }
-  TD_RETURN_IF_ERROR(im.Wait(id, w));
+  TD_RETURN_IF_ERROR(im.Wait(describe));
+  const Waiter* w = describe.waiter.get();
   if (w->ack.failed_size() > 0 && w->ack.failed(0)) {
     absl::StatusOr<HostData> f = Fetch(handle);
     if (!f.ok()) return f.status();
@@ -1535,8 +1539,7 @@ absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_
 
 absl::Status Session::Synchronize() {
   Impl& im = *impl_;
-  uint64_t id = 0;
-  std::shared_ptr<Waiter> w;
+  Impl::Sent sync;
   bool peeked = false;
   {
     absl::MutexLock l(&im.mu);
@@ -1545,25 +1548,20 @@ absl::Status Session::Synchronize() {
     // lists the shared-memory segments their storages adopted as free.
     im.AppendReleasesLocked();
     ++im.stats.round_trips;
-    if (im.upload_sync != nullptr && im.pending->requests_size() == 0) {
+    if (im.upload_sync.has_value() && im.pending->requests_size() == 0) {
       // Nothing went out since an adopting upload and its sync: that sync's
       // reply says what a new one would, unless errors wait (below).
-      id = im.upload_sync_id;
-      w = std::move(im.upload_sync);
-      im.upload_sync_id = 0;
+      sync = *std::move(im.upload_sync);
+      im.upload_sync.reset();
       peeked = true;
     } else {
-      w = im.AddWaiterLocked(&id);
-      im.pending->add_requests()->mutable_sync()->set_request_id(id);
-      absl::Status st = im.FlushLocked();
-      if (!st.ok()) {
-        absl::MutexLock wl(&im.wmu);
-        im.waiters.erase(id);
-        return st;
-      }
+      TD_ASSIGN_OR_RETURN(sync, im.SendForReplyLocked([&](uint64_t id, Waiter&) {
+        im.pending->add_requests()->mutable_sync()->set_request_id(id);
+      }));
     }
   }
-  TD_RETURN_IF_ERROR(im.Wait(id, w));
+  TD_RETURN_IF_ERROR(im.Wait(sync));
+  const Waiter* w = sync.waiter.get();
   // Errors wait in the daemon: a sync of its own reports them.
   if (peeked && w->ack.errors_pending()) return Synchronize();
   return im.TakeErrors({w->ack.errors().begin(), w->ack.errors().end()});
@@ -1770,43 +1768,34 @@ absl::StatusOr<std::vector<std::optional<Tensor>>> Session::RunBackward(
     const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph, bool accumulate, bool allow_unused,
     const CallSite& site) {
   Impl& im = *impl_;
-  uint64_t id = 0;
-  std::shared_ptr<Waiter> w;
+  Impl::Sent backward;
   std::vector<uint64_t> out_handles;
   {
     absl::MutexLock l(&im.mu);
     TD_RETURN_IF_ERROR(im.Usable());
-    w = im.AddWaiterLocked(&id);
-    v1::Backward* b = im.pending->add_requests()->mutable_backward();
-    b->set_request_id(id);
-    AddRoots(roots, grad_roots, b);
-    for (const Tensor& t : inputs) {
-      b->add_inputs(t.handle());
-      if (!accumulate) {
-        out_handles.push_back(im.next_handle++);
-        b->add_outputs(out_handles.back());
-      }
-    }
-    b->set_retain_graph(retain_graph);
-    b->set_create_graph(create_graph);
-    b->set_accumulate(accumulate);
-    b->set_allow_unused(allow_unused);
-    b->set_call_site(site.Text());
     ++im.stats.round_trips;
-    absl::Status st = im.FlushLocked();
-    if (!st.ok()) {
-      absl::MutexLock wl(&im.wmu);
-      im.waiters.erase(id);
-      return st;
-    }
+    TD_ASSIGN_OR_RETURN(backward, im.SendForReplyLocked([&](uint64_t id, Waiter&) {
+      v1::Backward* b = im.pending->add_requests()->mutable_backward();
+      b->set_request_id(id);
+      AddRoots(roots, grad_roots, b);
+      for (const Tensor& t : inputs) {
+        b->add_inputs(t.handle());
+        if (!accumulate) {
+          out_handles.push_back(im.next_handle++);
+          b->add_outputs(out_handles.back());
+        }
+      }
+      b->set_retain_graph(retain_graph);
+      b->set_create_graph(create_graph);
+      b->set_accumulate(accumulate);
+      b->set_allow_unused(allow_unused);
+      b->set_call_site(site.Text());
+    }));
   }
-  while (std::optional<v1::BackwardCallback> cb = im.WaitOrCallback(w)) RunCallback(&*cb);
-  {
-    absl::MutexLock wl(&im.wmu);
-    im.waiters.erase(id);
-  }
-  TD_RETURN_IF_ERROR(w->status);
-  const v1::Ack& ack = w->ack;
+  while (std::optional<v1::BackwardCallback> cb = im.WaitOrCallback(backward)) RunCallback(&*cb);
+  im.Forget(backward);
+  TD_RETURN_IF_ERROR(backward.waiter->status);
+  const v1::Ack& ack = backward.waiter->ack;
   if (ack.errors_size() > 0) {
     absl::Status first = wire::FromProto(ack.errors(0));
     if (ack.errors_size() > 1) {
