@@ -12,10 +12,11 @@
 //   echo.proto) on the same transport. Ratio = tensord / bare; target <= 1.3.
 //   Four rows: over the Unix socket with the same-host stream (the session's
 //   messages on the daemon's side-channel socket, the default there), over
-//   the Unix socket with the gRPC stream (SessionOptions::same_host_stream =
-//   false), over loopback TCP with the TCP stream (the session's messages on
-//   a TCP connection of their own, the default there), and over loopback
-//   TCP with the gRPC stream (SessionOptions::tcp_stream = false).
+//   the Unix socket with the gRPC stream
+//   (SessionOptions::transport.same_host_stream = false), over loopback TCP
+//   with the TCP stream (the session's messages on a TCP connection of their
+//   own, the default there), and over loopback TCP with the gRPC stream
+//   (SessionOptions::transport.tcp_stream = false).
 // Figure 3, data plane: upload (FromBlob + Synchronize) and download (Fetch)
 //   of 1 MiB, 64 MiB and 256 MiB float32 tensors through the C++ client, in
 //   GB/s (10^9 bytes per second), beside memcpy of the same size between two
@@ -304,7 +305,7 @@ std::pair<std::string, std::string> SplitAddresses(const std::string& line) {
 // ---------------------------------------------------------------- echo server
 
 // Bulk transfers over bare gRPC go in messages of this size, as tensord's
-// large transfers do (SessionOptions::chunk_bytes).
+// large transfers do (SessionOptions::transport.chunk_bytes).
 constexpr size_t kBulkChunkBytes = 4 << 20;
 
 using BytesStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
@@ -669,8 +670,8 @@ class BulkClient {
 Row Figure2(const std::string& transport, const std::string& daemon_addr, pid_t daemon_pid,
             const std::string& echo_addr, pid_t echo_pid, int n, bool socket_stream) {
   tc::SessionOptions options;
-  options.same_host_stream = socket_stream;
-  options.tcp_stream = socket_stream;
+  options.transport.same_host_stream = socket_stream;
+  options.transport.tcp_stream = socket_stream;
   std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr, options), "connect to tensord");
   if (s->uses_same_host_stream() != (socket_stream && transport == "unix") ||
       s->uses_tcp_stream() != (socket_stream && transport == "tcp")) {
@@ -791,12 +792,12 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
                          const std::string& echo_addr, const char* src, char* dst, size_t nbytes, int repeats,
                          bool shm, bool tcp_stream) {
   tc::SessionOptions options;
-  options.shared_memory = shm;
-  options.tcp_stream = tcp_stream;
+  options.transport.shared_memory = shm;
+  options.transport.tcp_stream = tcp_stream;
   // Without shared memory the bytes go over the gRPC stream (what the
   // issue's 0.25 target is for), also over the Unix socket; with it, the
   // session's messages take the same-host stream, as by default.
-  options.same_host_stream = shm;
+  options.transport.same_host_stream = shm;
   std::shared_ptr<tc::Session> s = Check(tc::Session::Connect(daemon_addr, options), "connect to tensord");
   if (s->uses_shared_memory() != shm) Die(absl::StrCat("the session ", shm ? "does not use" : "uses", " shared memory"));
   if (s->uses_tcp_stream() != tcp_stream) Die(absl::StrCat("the session ", tcp_stream ? "does not use" : "uses", " the tcp stream"));

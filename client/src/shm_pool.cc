@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "tensord/wire/shm.h"
+#include "tensord/transport/shm.h"
 
 namespace tensord::client::internal {
 namespace {

@@ -1,4 +1,4 @@
-// The client's end of the shared-memory side channel (tensord/wire/shm.h):
+// The client's end of the shared-memory side channel (tensord/transport/shm.h):
 // a pool of segments — anonymous memfds sealed against shrinking, mapped
 // here and registered with the daemon — reused across uploads and fetches
 // so that their pages stay warm. Internal to client/.

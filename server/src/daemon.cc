@@ -25,8 +25,8 @@
 #include "grpcpp/resource_quota.h"
 #include "health.h"
 #include "side_channel.h"
-#include "tensord/wire/shm.h"
-#include "tensord/wire/socket_stream.h"
+#include "tensord/transport/shm.h"
+#include "tensord/transport/socket_stream.h"
 #include "unix_socket.h"
 
 namespace tensord::server {

@@ -42,7 +42,7 @@
 #include "tensord/server/daemon.h"
 #include "tensord/runtime/log.h"
 #include "tensord/server/service.h"
-#include "tensord/wire/socket_stream.h"
+#include "tensord/transport/socket_stream.h"
 
 namespace tensord::server {
 

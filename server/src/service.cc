@@ -28,9 +28,9 @@
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/runtime/log.h"
+#include "tensord/transport/shm.h"
+#include "tensord/transport/socket_stream.h"
 #include "tensord/wire/data_frame.h"
-#include "tensord/wire/shm.h"
-#include "tensord/wire/socket_stream.h"
 #include "tensord/wire/wire.h"
 
 #ifndef TENSORD_VERSION

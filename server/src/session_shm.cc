@@ -1,5 +1,5 @@
 // A session's shared-memory segments: client memfds mapped by the side
-// channel (tensord/wire/shm.h) and named by Upload and Fetch.
+// channel (tensord/transport/shm.h) and named by Upload and Fetch.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

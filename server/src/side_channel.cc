@@ -27,8 +27,8 @@
 #include "absl/strings/str_cat.h"
 #include "tensord/runtime/log.h"
 #include "tensord/server/session.h"
-#include "tensord/wire/shm.h"
-#include "tensord/wire/socket_stream.h"
+#include "tensord/transport/shm.h"
+#include "tensord/transport/socket_stream.h"
 #include "unix_socket.h"
 
 namespace tensord::server {

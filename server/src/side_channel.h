@@ -1,8 +1,8 @@
 // The daemon's side channels, outside gRPC. Internal to server/.
 //  - Beside each Unix socket the daemon serves gRPC on, the shared-memory
-//    side channel (tensord/wire/shm.h): a SOCK_SEQPACKET Unix socket
+//    side channel (tensord/transport/shm.h): a SOCK_SEQPACKET Unix socket
 //    "<socket>.shm", which also carries same-host streams
-//    (tensord/wire/socket_stream.h).
+//    (tensord/transport/socket_stream.h).
 //  - On each TCP port: the daemon accepts the connections itself and tells
 //    gRPC's (which begin with HTTP/2's preface, "PRI * HTTP/2.0") from
 //    tensord's TCP streams (which begin with a ShmFrame hello); the former

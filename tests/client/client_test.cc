@@ -678,8 +678,8 @@ TEST_F(WithDaemon, CloseReturnsWhileASendToAStoppedDaemonBlocks) {
     const pid_t pid = owner->daemon_pid();
     ASSERT_GT(pid, 0);
     tc::SessionOptions o;
-    o.shared_memory = false;
-    o.same_host_stream = same_host;
+    o.transport.shared_memory = false;
+    o.transport.same_host_stream = same_host;
     ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(owner->address(), o));
     ASSERT_EQ(::kill(pid, SIGSTOP), 0);
     std::vector<uint8_t> bytes(size_t{64} << 20, 7);
@@ -748,7 +748,7 @@ TEST_F(WithDaemon, DeferredErrorsNameTheOpAndCallSite) {
 
 TEST_F(WithDaemon, LargeUploadsAreChunked) {
   tc::SessionOptions stream_only;
-  stream_only.shared_memory = false;
+  stream_only.transport.shared_memory = false;
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> stream, tc::Session::Connect(session_->address(), stream_only));
   EXPECT_FALSE(stream->uses_shared_memory());
   tc::SessionGuard use(stream);
@@ -772,12 +772,12 @@ TEST_F(WithDaemon, LargeUploadsAreChunked) {
 // size, not multiples of it, and odd byte counts round trip exactly.
 TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
   tc::SessionOptions stream_only;
-  stream_only.shared_memory = false;
-  stream_only.inline_upload_limit = 100;  // most sizes below are chunked
+  stream_only.transport.shared_memory = false;
+  stream_only.transport.inline_upload_limit = 100;  // most sizes below are chunked
   // Chunks just over the size from which the daemon copies them straight
   // into the storage (wire::kMinBorrowedBytes); smaller ones are parsed whole.
   const size_t chunk = (64 << 10) + 8;
-  stream_only.chunk_bytes = chunk;
+  stream_only.transport.chunk_bytes = chunk;
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> stream, tc::Session::Connect(session_->address(), stream_only));
   tc::SessionGuard use(stream);
   for (size_t n : {size_t{0}, size_t{1}, size_t{101}, chunk - 1, chunk, chunk + 1, 3 * chunk, 40 * chunk + 33,
@@ -815,9 +815,9 @@ TEST_F(WithDaemon, StreamedTransfersOfEverySizeRoundTrip) {
 TEST_F(WithDaemon, InlineUploadsOfEverySizeRoundTripOnEveryStream) {
   for (bool same_host : {true, false}) {
     tc::SessionOptions inline_only;
-    inline_only.shared_memory = false;
-    inline_only.same_host_stream = same_host;
-    inline_only.inline_upload_limit = size_t{2} << 20;
+    inline_only.transport.shared_memory = false;
+    inline_only.transport.same_host_stream = same_host;
+    inline_only.transport.inline_upload_limit = size_t{2} << 20;
     ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(session_->address(), inline_only));
     ASSERT_EQ(s->uses_same_host_stream(), same_host);
     tc::SessionGuard use(s);
@@ -848,7 +848,7 @@ TEST_F(WithDaemon, InlineUploadsOfEverySizeRoundTripOnEveryStream) {
 // fetch of another size gets a buffer of its own.
 TEST_F(WithDaemon, AFreedFetchBufferIsReusedByTheNextFetchOfItsSize) {
   tc::SessionOptions stream_only;
-  stream_only.shared_memory = false;
+  stream_only.transport.shared_memory = false;
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> stream, tc::Session::Connect(session_->address(), stream_only));
   tc::SessionGuard use(stream);
   const int64_t n = (5 << 20) / 4 + 3;  // 5 MiB of float32 and then some: a 6 MiB buffer
@@ -905,15 +905,15 @@ TEST_F(WithDaemon, TheSameHostStreamAndTheGrpcStreamAgree) {
   // socket unless told not to; both carry the same messages and give the
   // same results, data (streamed in chunks, no shared memory) and errors.
   tc::SessionOptions on_socket, on_grpc;
-  on_socket.shared_memory = on_grpc.shared_memory = false;
-  on_grpc.same_host_stream = false;
+  on_socket.transport.shared_memory = on_grpc.transport.shared_memory = false;
+  on_grpc.transport.same_host_stream = false;
   EXPECT_TRUE(session_->uses_same_host_stream());
   const int64_t n = 1024 * 1024 + 5;  // 4 MiB of float32 and then some: two chunks
   std::vector<float> v(n);
   std::iota(v.begin(), v.end(), 0.5f);
   for (const tc::SessionOptions& o : {on_socket, on_grpc}) {
     ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(session_->address(), o));
-    EXPECT_EQ(s->uses_same_host_stream(), o.same_host_stream);
+    EXPECT_EQ(s->uses_same_host_stream(), o.transport.same_host_stream);
     tc::SessionGuard use(s);
     ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::FromVector(v, {n}));
     ASSERT_OK_AND_ASSIGN(tc::Tensor u, tc::Add(t, t));
@@ -941,8 +941,8 @@ TEST_F(WithDaemon, StreamPollingSettings) {
   // results; a polling time out of range, from the options or the
   // environment, fails Connect naming the setting.
   tc::SessionOptions polls, sleeps;
-  polls.stream_spin_us = 1000;
-  sleeps.stream_spin_us = 0;
+  polls.transport.stream_spin_us = 1000;
+  sleeps.transport.stream_spin_us = 0;
   for (const tc::SessionOptions& o : {polls, sleeps}) {
     ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect(session_->address(), o));
     EXPECT_TRUE(s->uses_same_host_stream());
@@ -958,11 +958,11 @@ TEST_F(WithDaemon, StreamPollingSettings) {
     EXPECT_TRUE(s->Close().ok());
   }
   tc::SessionOptions too_long;
-  too_long.stream_spin_us = 2'000'000;
+  too_long.transport.stream_spin_us = 2'000'000;
   absl::StatusOr<std::shared_ptr<tc::Session>> refused = tc::Session::Connect(session_->address(), too_long);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(refused.status().message(), HasSubstr("SessionOptions::stream_spin_us is 2000000"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("SessionOptions::transport.stream_spin_us is 2000000"));
   ::setenv("TENSORD_STREAM_SPIN_US", "fast", 1);
   refused = tc::Session::Connect(session_->address());
   ::unsetenv("TENSORD_STREAM_SPIN_US");
@@ -1044,7 +1044,7 @@ TEST_F(WithDaemon, SynchronizeAfterAnAdoptedUploadWaitsForTheSyncSentWithIt) {
   // chunks after an adopted upload: the adopted upload's sync no longer
   // covers everything sent, so Synchronize sends a sync of its own.
   tc::SessionOptions small_pool;
-  small_pool.shm_pool_bytes = size_t{12} << 20;
+  small_pool.transport.shm_pool_bytes = size_t{12} << 20;
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s2, tc::Session::Connect(session_->address(), small_pool));
   {
     tc::SessionGuard use(s2);

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "tensord/server/daemon.h"
-#include "tensord/wire/socket_stream.h"
+#include "tensord/transport/socket_stream.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The parser reads a path: give it a memfd's, no file system involved.

@@ -18,8 +18,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
 
-SHM_MAGIC = 0x314D4854     # "THM1", tensord/wire/shm.h
-STREAM_MAGIC = 0x31534454  # "TDS1", tensord/wire/socket_stream.h
+SHM_MAGIC = 0x314D4854     # "THM1", tensord/transport/shm.h
+STREAM_MAGIC = 0x31534454  # "TDS1", tensord/transport/socket_stream.h
 HELLO, MAP, UNMAP, HELLO_STREAM = 1, 2, 3, 4
 RECORD_MORE, RECORD_END = 1, 2
 

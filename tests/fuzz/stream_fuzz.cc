@@ -32,7 +32,7 @@
 #include "tensord/meta/op_table.h"
 #include "tensord/runtime/log.h"
 #include "tensord/server/service.h"
-#include "tensord/wire/shm.h"
+#include "tensord/transport/shm.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Fuzz target: the framing of the side channel and of the TCP stream
-// (proto/wire/src/shm.cc, socket_stream.cc, data_frame.cc), fed through a
-// real socketpair as a peer would send it:
+// (proto/transport/src/shm.cc and socket_stream.cc, proto/wire/src/
+// data_frame.cc), fed through a real socketpair as a peer would send it:
 //   mode 0: side-channel frames (RecvShmFrame) on SOCK_SEQPACKET;
 //   mode 1: stream records (StreamReceiver, kRecords) on SOCK_SEQPACKET,
 //           each message then measured (DecodedExtraBytes) and parsed as a
@@ -19,10 +19,10 @@
 #include <memory>
 #include <vector>
 
+#include "tensord/transport/shm.h"
+#include "tensord/transport/socket_stream.h"
 #include "tensord/v1/tensord.pb.h"
 #include "tensord/wire/data_frame.h"
-#include "tensord/wire/shm.h"
-#include "tensord/wire/socket_stream.h"
 
 namespace {
 

@@ -94,7 +94,7 @@ def test_fetched_arrays_outlive_the_next_fetch_and_the_session(daemon):
     assert first[0] == 5.0
 
 
-ADOPT_MIN = 1 << 20  # SessionOptions.shm_adopt_min_bytes' default
+ADOPT_MIN = 1 << 20  # TransportOptions::shm_adopt_min_bytes' default (SessionOptions::transport)
 
 
 # Bytes just under, at and past the adoption threshold (the last not a

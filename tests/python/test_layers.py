@@ -1,11 +1,12 @@
 """The layer rules of docs/architecture.md, checked on every #include of the sources.
 
-Nothing points upward: meta/ knows no wire, protobuf, gRPC or device API;
-kernels/ never sees a session, the runtime, the wire or protobuf; the
-runtime knows no protobuf, gRPC, daemon, backend or device API; a backend
-knows no session or wire; the wire conversions
-know neither the daemon nor the client; the clients never include the
-daemon. A violation names the file, the line and the rule.
+Nothing points upward: meta/ knows no wire, transport, protobuf, gRPC or
+device API; kernels/ never sees a session, the runtime, the wire, the
+transport or protobuf; the runtime knows no protobuf, gRPC, daemon, backend
+or device API; a backend knows no session or wire; the transport (stream
+framing, side channel, connect) and the wire conversions above it know
+neither the daemon nor the client; the clients never include the daemon.
+A violation names the file, the line and the rule.
 """
 import pathlib
 import re
@@ -15,17 +16,21 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 # folder -> include prefixes (or fragments) it must not use, and why
 RULES = {
-    "meta": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/", "tensord/client/",
-              "tensord/kernels/", "cuda", "cublas"), "meta/ depends on abseil only"),
-    "kernels": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/", "tensord/client/",
-                 "tensord/runtime/", "tensord/backends/"),
-                "kernels/ compute into given outputs: no session, runtime, wire or protobuf"),
-    "server/runtime": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/",
-                        "tensord/client/", "tensord/backends/", "cuda", "cublas"),
+    "meta": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/transport/", "tensord/server/",
+              "tensord/client/", "tensord/kernels/", "cuda", "cublas"), "meta/ depends on abseil only"),
+    "kernels": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/transport/", "tensord/server/",
+                 "tensord/client/", "tensord/runtime/", "tensord/backends/"),
+                "kernels/ compute into given outputs: no session, runtime, wire, transport or protobuf"),
+    "server/runtime": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/transport/",
+                        "tensord/server/", "tensord/client/", "tensord/backends/", "cuda", "cublas"),
                        "the runtime is device-neutral: no protobuf, gRPC, daemon, backend or device API"),
-    "server/backends": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/server/",
-                         "tensord/client/"), "a backend serves the runtime: no session, wire or protobuf"),
+    "server/backends": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/transport/",
+                         "tensord/server/", "tensord/client/"),
+                        "a backend serves the runtime: no session, wire or protobuf"),
     "proto/wire": (("tensord/server/", "tensord/client/"), "the wire conversions serve both sides, and know neither"),
+    "proto/transport": (("tensord/server/", "server/src", "tensord/client/", "tensord/kernels/", "tensord/wire/"),
+                        "the transport serves both sides and knows neither; it sits below the wire conversions "
+                        "(wire's data chunks name its DataDestination), so it never includes them"),
     "client": (("tensord/server/", "server/src", "tensord/kernels/"), "the client talks to a daemon, it does not link one"),
     "python-client/src": (("tensord/server/", "server/src", "tensord/kernels/"), "the binding wraps client/ only"),
 }

@@ -1,7 +1,7 @@
-// wire/cpus: the cgroup CPU quota read from fake /proc and /sys trees (v2,
+// transport/cpus: the cgroup CPU quota read from fake /proc and /sys trees (v2,
 // v1, a container's namespaced view, nothing usable), UsableCores and the
 // idle cores read from /proc/loadavg.
-#include "tensord/wire/cpus.h"
+#include "tensord/transport/cpus.h"
 
 #include <unistd.h>
 

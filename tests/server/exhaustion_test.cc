@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "raw_client.h"
 #include "absl/time/clock.h"
-#include "tensord/wire/socket_stream.h"
+#include "tensord/transport/socket_stream.h"
 #include "tensord/server/daemon.h"
 
 namespace tensord::testing {

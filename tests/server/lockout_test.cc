@@ -23,8 +23,8 @@
 #include "grpcpp/create_channel_posix.h"
 #include "../../server/src/side_channel.h"
 #include "raw_client.h"
-#include "tensord/wire/shm.h"
-#include "tensord/wire/socket_stream.h"
+#include "tensord/transport/shm.h"
+#include "tensord/transport/socket_stream.h"
 
 namespace tensord::testing {
 namespace {

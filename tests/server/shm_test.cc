@@ -1,4 +1,4 @@
-// The shared-memory side channel (tensord/wire/shm.h) spoken to raw: a
+// The shared-memory side channel (tensord/transport/shm.h) spoken to raw: a
 // hello needs the session's token; only sealed memfds of the stated size are
 // mapped; Upload and Fetch through a segment round-trip the data; a segment
 // is its own session's only; bad segment ids and offsets are errors naming
@@ -18,7 +18,7 @@
 
 #include "../../server/src/side_channel.h"
 #include "raw_client.h"
-#include "tensord/wire/shm.h"
+#include "tensord/transport/shm.h"
 
 namespace tensord::testing {
 namespace {

@@ -1,4 +1,4 @@
-// The same-host stream and the TCP stream (tensord/wire/socket_stream.h)
+// The same-host stream and the TCP stream (tensord/transport/socket_stream.h)
 // spoken to raw, each test on both: a HelloStream needs the session's token
 // and a session takes one stream (gRPC or this); messages larger than a
 // record are reassembled both ways; a malformed record, an over-long
@@ -25,10 +25,10 @@
 
 #include "../../server/src/side_channel.h"
 #include "raw_client.h"
-#include "tensord/wire/cpus.h"
+#include "tensord/transport/cpus.h"
 #include "tensord/wire/data_frame.h"
-#include "tensord/wire/shm.h"
-#include "tensord/wire/socket_stream.h"
+#include "tensord/transport/shm.h"
+#include "tensord/transport/socket_stream.h"
 
 namespace tensord::testing {
 namespace {

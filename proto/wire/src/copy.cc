@@ -8,7 +8,7 @@
 #include <system_error>
 #include <thread>
 
-#include "tensord/wire/cpus.h"
+#include "tensord/transport/cpus.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

@@ -157,9 +157,9 @@ bool MetaDeviceForced();
 // device, else cpu; meta gives a meta tensor (the data is not read). Data up
 // to 64 KiB travels inline in the session's next message; more goes through
 // shared memory on the daemon's host, else in chunks of
-// SessionOptions::chunk_bytes (4 MiB). RuntimeError when nbytes != numel *
-// itemsize; the daemon's errors (OutOfMemory over the session's limit, naming
-// `site`) come at the next sync point.
+// SessionOptions::transport.chunk_bytes (4 MiB). RuntimeError when nbytes !=
+// numel * itemsize; the daemon's errors (OutOfMemory over the session's
+// limit, naming `site`) come at the next sync point.
 absl::StatusOr<Tensor> FromBlob(const void* data, size_t nbytes, Shape sizes, ScalarType dtype,
                                 std::optional<Device> device = std::nullopt, CallSite site = CallSite::Current());
 // Convenience: float32 / int64 vectors.

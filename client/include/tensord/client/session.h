@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "tensord/client/tensor.h"
+#include "tensord/client/transport_options.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
@@ -44,54 +45,11 @@ struct SessionOptions {
   // (up to flush_interval_us, as any batch): waking the flusher for it
   // would cost every round trip a thread wake-up.
   int flush_interval_us = -1;
-  // Uploads up to this size travel inline in the batch; larger ones are
-  // streamed in chunks of `chunk_bytes`.
-  size_t inline_upload_limit = 64 * 1024;
-  size_t chunk_bytes = 4 * 1024 * 1024;
   // How long Connect waits for the handshake and an embedded daemon for its
   // ready line.
   int connect_timeout_ms = 10000;
   int spawn_timeout_ms = 30000;
   std::string client_name = "tensord-client";
-  // Same-host fast path: over a Unix socket, tensors of more than
-  // `inline_upload_limit` bytes travel through shared-memory segments (one
-  // copy each way) when the daemon offers its side channel; otherwise, or
-  // with this false or $TENSORD_SHM=0, through the stream. The segments, kept
-  // for reuse, total at most `shm_pool_bytes`.
-  bool shared_memory = true;
-  size_t shm_pool_bytes = size_t{1} << 30;
-  // Uploads of at least this many bytes through shared memory get a segment
-  // of their own that the daemon adopts as the tensor's storage: one copy
-  // (here, into the segment) instead of two. The segment returns to the pool
-  // when the daemon frees the storage (every tensor viewing it released).
-  // Adopted segments hold at most half of `shm_pool_bytes`; beyond that,
-  // uploads copy. SIZE_MAX: never adopt.
-  size_t shm_adopt_min_bytes = size_t{1} << 20;
-  // Same-host stream: over a Unix socket, the session's messages (ops,
-  // sync points, replies) go over the daemon's side-channel socket
-  // ("<socket>.shm") instead of the gRPC stream: the same protobuf messages
-  // without HTTP/2 and gRPC's thread hand-offs, so a round trip costs one
-  // socket wake-up each way. The handshake and opening and closing the
-  // session stay on gRPC. Used when the daemon offers the channel; false, or
-  // $TENSORD_SAME_HOST_STREAM=0, keeps the gRPC stream.
-  bool same_host_stream = true;
-  // TCP stream: connected at HOST:PORT, the session's messages go over a
-  // second TCP connection to the same port instead of the gRPC stream (the
-  // daemon tells the two apart by their first bytes): the same protobuf
-  // messages, each one length-prefixed record, without HTTP/2 and gRPC's
-  // thread hand-offs. The handshake and opening and closing the session
-  // stay on gRPC. When that connection cannot be made (within
-  // connect_timeout_ms) or the daemon refuses it, the gRPC stream is used;
-  // false, or $TENSORD_TCP_STREAM=0, always uses it.
-  bool tcp_stream = true;
-  // On the same-host stream, how long (microseconds) a thread waiting for a
-  // reply polls the socket before it blocks: a reply that comes within it
-  // costs no wake-up of a halted core (see wire::StreamReceiver for when it
-  // polls). 0 never polls; -1 (the default) takes $TENSORD_STREAM_SPIN_US
-  // when set, else 100. At most 1,000,000: Connect fails (InvalidArgument,
-  // naming the setting) for a value out of range, or a
-  // $TENSORD_STREAM_SPIN_US that is not a whole number in that range.
-  int stream_spin_us = -1;
   // backward() without a round trip: when the client can tell from its mirror
   // of the graph which .grad the daemon will set (no user-defined Function,
   // no retain_grad() tensor, leaf inputs only, no create_graph), it streams
@@ -102,6 +60,9 @@ struct SessionOptions {
   // Embedded daemon: the binary (empty: $TENSORD_BIN, else the build's bin/
   // directory, else `tensord` on PATH).
   std::string daemon_binary;
+  // How messages and tensors travel (upload sizes, shared memory, the
+  // same-host and TCP streams): see tensord/client/transport_options.h.
+  TransportOptions transport;
 };
 
 // Client counters (PyTorch users compare them with the op count to see how
@@ -133,9 +94,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Handshakes (protocol version and op-table digest; a mismatch is refused
   // with the daemon's explanation of what differs), opens a session and
   // attaches its stream. RuntimeError when the daemon is unreachable; on
-  // the gRPC stream (same_host_stream or tcp_stream off, or refused),
-  // ResourceExhausted when the daemon's gRPC threads for session streams are
-  // all taken (tensord serve --grpc-threads).
+  // the gRPC stream (transport.same_host_stream or tcp_stream off, or
+  // refused), ResourceExhausted when the daemon's gRPC threads for session
+  // streams are all taken (tensord serve --grpc-threads).
   static absl::StatusOr<std::shared_ptr<Session>> Connect(absl::string_view address, SessionOptions options = {});
   // Starts a private daemon (`tensord serve --listen unix:<tmp dir>/sock`),
   // waits for its "tensord: listening on ..." line and connects. The daemon
@@ -238,10 +199,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Whether the shared-memory side channel is in use.
   bool uses_shared_memory() const;
   // Whether the session stream runs over the daemon's side-channel socket
-  // (SessionOptions::same_host_stream) rather than gRPC.
+  // (SessionOptions::transport.same_host_stream) rather than gRPC.
   bool uses_same_host_stream() const;
   // Whether the session stream runs over its own TCP connection
-  // (SessionOptions::tcp_stream) rather than gRPC.
+  // (SessionOptions::transport.tcp_stream) rather than gRPC.
   bool uses_tcp_stream() const;
   // The daemon's metadata for `handle` (error if it failed); when
   // `storage_id` is given, the daemon's id of the storage it views (equal ids

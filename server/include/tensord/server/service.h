@@ -2,7 +2,7 @@
 // API): handshake, session open/close, and the per-session bidirectional
 // stream whose requests the session executes in order on the stream's
 // handler thread. A same-host client's stream may instead run over the side
-// channel's socket (ServeSocketStream, tensord/wire/socket_stream.h), with
+// channel's socket (ServeSocketStream, tensord/transport/socket_stream.h), with
 // the same messages and the same loop. Sessions run concurrently with each
 // other.
 //
@@ -33,9 +33,9 @@
 #include "tensord/backends/cpu/cpu_backend.h"
 #include "tensord/runtime/backend.h"
 #include "tensord/server/session.h"
+#include "tensord/transport/socket_stream.h"
 #include "tensord/v1/tensord.grpc.pb.h"
 #include "tensord/wire/data_frame.h"
-#include "tensord/wire/socket_stream.h"
 
 namespace tensord::server {
 
@@ -101,7 +101,7 @@ class TensordService final : public v1::Tensord::Service {
 
   // The session stream over the side-channel socket `sock` for a same-host
   // client, or over a TCP connection to the daemon's port (`framing`
-  // kByteStream) (tensord/wire/socket_stream.h), whose hello named `session_id`
+  // kByteStream) (tensord/transport/socket_stream.h), whose hello named `session_id`
   // and `token`: answers the hello (a ShmReply: NotFound for an unknown id
   // or a wrong token alike, FailedPrecondition when the session has a
   // stream already), then

@@ -188,7 +188,7 @@ class Session {
   // Memory account (bytes in use return to 0 once the session is closed).
   const MemoryAccount& memory() const { return *memory_; }
 
-  // ---- shared memory (the side channel of tensord/wire/shm.h) -------------
+  // ---- shared memory (the side channel of tensord/transport/shm.h) --------
   // Claims the session's one side channel; false when it already has one.
   bool ClaimShmChannel();
   // Maps the client's memfd `fd` as segment `id` of `size` bytes (the caller

@@ -52,7 +52,7 @@ inline constexpr int kMaxCopyThreads = 8;
 // next op reads them). From there: non-temporal stores and a fence, as
 // NonTemporalCopy. From kParallelCopyMinBytes with `threads` > 1, up to
 // min(`threads`, kMaxCopyThreads) - 1 threads are started for this copy, only
-// onto cores idle when the caller looks (IdleCoresNow, cpus.h: before its
+// onto cores idle when the caller looks (IdleCoresNow, transport/cpus.h: before its
 // first piece and every few pieces after), and they and the caller take
 // pieces of kCopyPieceBytes in turn until none is left. The caller never
 // waits for a thread that has not started, only for pieces another thread is
@@ -69,7 +69,7 @@ void CopyTransfer(char* dst, const char* src, size_t n, int threads);
 // busy the machine: for tests.
 void CopyWithHelpers(char* dst, const char* src, size_t n, int helpers);
 
-// The threads CopyTransfer may use in this process: UsableCores() (cpus.h:
+// The threads CopyTransfer may use in this process: UsableCores() (transport/cpus.h:
 // the cores, fewer when pinned or under a cgroup CPU quota), at most
 // kMaxCopyThreads.
 int MaxCopyThreads();

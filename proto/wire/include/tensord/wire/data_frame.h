@@ -28,8 +28,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
+#include "tensord/transport/socket_stream.h"  // DataDestination
 #include "tensord/v1/tensord.pb.h"
-#include "tensord/wire/socket_stream.h"  // DataDestination
 
 namespace tensord::wire {
 

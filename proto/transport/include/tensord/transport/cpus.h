@@ -1,12 +1,12 @@
-// tensord/wire/cpus.h — how many cores this process can keep busy: the
+// tensord/transport/cpus.h — how many cores this process can keep busy: the
 // online cores, fewer when it is pinned (sched_getaffinity: taskset, a
 // cpuset), and fewer again under a CPU quota (a cgroup's cpu.max in cgroup v2,
 // cpu.cfs_quota_us / cpu.cfs_period_us in v1: `docker --cpus`, systemd's
 // CPUQuota=). The polling receivers of the same-host stream
-// (socket_stream.h) and the parallel copies of large transfers (copy.h) size
-// themselves by it.
-#ifndef TENSORD_WIRE_CPUS_H_
-#define TENSORD_WIRE_CPUS_H_
+// (socket_stream.h) and the parallel copies of large transfers
+// (tensord/wire/copy.h) size themselves by it.
+#ifndef TENSORD_TRANSPORT_CPUS_H_
+#define TENSORD_TRANSPORT_CPUS_H_
 
 #include <string>
 
@@ -42,4 +42,4 @@ double CgroupCpuQuotaCores(absl::string_view proc_self_cgroup, absl::string_view
 
 }  // namespace tensord::wire
 
-#endif  // TENSORD_WIRE_CPUS_H_
+#endif  // TENSORD_TRANSPORT_CPUS_H_

@@ -1,5 +1,5 @@
-// Usable cores: online, affinity, cgroup CPU quota (see tensord/wire/cpus.h).
-#include "tensord/wire/cpus.h"
+// Usable cores: online, affinity, cgroup CPU quota (see tensord/transport/cpus.h).
+#include "tensord/transport/cpus.h"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-// tensord/wire/shm.h — the shared-memory side channel between a same-host
+// tensord/transport/shm.h — the shared-memory side channel between a same-host
 // client and the daemon: fixed binary frames on a SOCK_SEQPACKET Unix socket
 // at "<daemon socket>.shm", carrying memfds with SCM_RIGHTS (gRPC cannot).
 //
@@ -10,15 +10,15 @@
 //   Unmap{segment}                    ->     <- Reply
 //
 // A second connection whose first frame is HelloStream{session_id, token}
-// carries the session's stream itself (tensord/wire/socket_stream.h).
+// carries the session's stream itself (tensord/transport/socket_stream.h).
 //
 // Upload and Fetch (tensord.proto) then name a mapped segment by its id; an
 // Upload with shm_adopt makes the segment the tensor's storage, and the
 // daemon refuses to unmap it until a reply lists it in shm_freed. A
 // segment is an anonymous memfd: it has no name in /dev/shm, so nothing is
 // left behind when a client dies, and no other process can open it.
-#ifndef TENSORD_WIRE_SHM_H_
-#define TENSORD_WIRE_SHM_H_
+#ifndef TENSORD_TRANSPORT_SHM_H_
+#define TENSORD_TRANSPORT_SHM_H_
 
 #include <sys/types.h>
 
@@ -36,7 +36,7 @@ inline constexpr uint32_t kShmMagic = 0x314d4854;  // "THM1" little-endian
 inline constexpr size_t kShmMaxTokenBytes = 32;
 
 // kHelloStream: this connection carries the session's stream instead
-// (tensord/wire/socket_stream.h); a session may have both connections.
+// (tensord/transport/socket_stream.h); a session may have both connections.
 enum class ShmOp : uint32_t { kHello = 1, kMap = 2, kUnmap = 3, kHelloStream = 4 };
 
 // Client -> daemon. Unused fields are zero.
@@ -87,4 +87,4 @@ absl::Status RecvShmReply(int sock);
 
 }  // namespace tensord::wire
 
-#endif  // TENSORD_WIRE_SHM_H_
+#endif  // TENSORD_TRANSPORT_SHM_H_

@@ -1,6 +1,6 @@
 // The session stream over the side-channel socket (see
-// tensord/wire/socket_stream.h).
-#include "tensord/wire/socket_stream.h"
+// tensord/transport/socket_stream.h).
+#include "tensord/transport/socket_stream.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -31,8 +31,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "datagram.h"
-#include "tensord/wire/cpus.h"
-#include "tensord/wire/shm.h"
+#include "tensord/transport/cpus.h"
+#include "tensord/transport/shm.h"
 
 namespace tensord::wire {
 namespace {

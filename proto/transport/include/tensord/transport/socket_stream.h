@@ -1,4 +1,4 @@
-// tensord/wire/socket_stream.h — the session stream over the daemon's
+// tensord/transport/socket_stream.h — the session stream over the daemon's
 // side-channel socket ("<daemon socket>.shm", SOCK_SEQPACKET), for a client
 // on the same host: the same ClientMessage and ServerMessage bytes as on the
 // gRPC stream, carried in records, without gRPC's HTTP/2 framing and thread
@@ -25,8 +25,8 @@
 // the daemon checks the token only (a TCP peer has no user id to check);
 // then each message is one record, a ByteStreamHeader (with the payload's
 // length, as a byte stream has no record boundaries) and the message's bytes.
-#ifndef TENSORD_WIRE_SOCKET_STREAM_H_
-#define TENSORD_WIRE_SOCKET_STREAM_H_
+#ifndef TENSORD_TRANSPORT_SOCKET_STREAM_H_
+#define TENSORD_TRANSPORT_SOCKET_STREAM_H_
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -229,4 +229,4 @@ class StreamReceiver {
 
 }  // namespace tensord::wire
 
-#endif  // TENSORD_WIRE_SOCKET_STREAM_H_
+#endif  // TENSORD_TRANSPORT_SOCKET_STREAM_H_

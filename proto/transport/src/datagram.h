@@ -1,8 +1,8 @@
 // Sending datagrams on the side channel's SOCK_SEQPACKET sockets, shared by
 // its frames (shm.cc) and the same-host stream's records (socket_stream.cc).
-// Internal to proto/wire.
-#ifndef TENSORD_WIRE_SRC_DATAGRAM_H_
-#define TENSORD_WIRE_SRC_DATAGRAM_H_
+// Internal to proto/transport.
+#ifndef TENSORD_TRANSPORT_SRC_DATAGRAM_H_
+#define TENSORD_TRANSPORT_SRC_DATAGRAM_H_
 
 #include <sys/socket.h>
 
@@ -24,4 +24,4 @@ absl::Status SendDatagram(int sock, const msghdr& msg, size_t bytes, absl::strin
 
 }  // namespace tensord::wire::internal
 
-#endif  // TENSORD_WIRE_SRC_DATAGRAM_H_
+#endif  // TENSORD_TRANSPORT_SRC_DATAGRAM_H_

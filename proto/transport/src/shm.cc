@@ -1,5 +1,5 @@
-// The shared-memory side channel's frames (see tensord/wire/shm.h).
-#include "tensord/wire/shm.h"
+// The shared-memory side channel's frames (see tensord/transport/shm.h).
+#include "tensord/transport/shm.h"
 
 #include <sys/socket.h>
 #include <sys/time.h>
