@@ -7,7 +7,8 @@ the run; only a sub-benchmark that crashes does.
 
 Runs, each as a subprocess writing JSON rows:
   build/bin/wire_bench   figures 2 (round trip beside bare gRPC) and 3 (upload
-                         and download beside memcpy), C++;
+                         and download beside the bare transport of the same
+                         path, or memcpy through shared memory), C++;
   bench/py_bench.py      figures 1 (pipelined small ops), 4 (CPU kernels),
                          6 (digits MLP epoch), 7 (many clients), Python;
   bench/meta_bench.py    figure 5 (meta cost per op beside torch's meta device).
@@ -114,12 +115,9 @@ def _note(r):
         note = f"CPU share: client {r['client_cpu_share']:.2f}, daemon {r['daemon_cpu_share']:.2f}"
         if "pair_ratio_min" in r:
             note = f"alternating pairs: ratio {r['pair_ratio_min']:.2f}-{r['pair_ratio_max']:.2f}; " + note
-        if "bare_grpc_gbs" in r:
-            note += (f"; bare gRPC moves the same bytes at {r['bare_grpc_gbs']:.2f} GB/s "
-                     f"({r['bare_grpc_gbs'] / r['peer']:.3f} of memcpy)")
-        if "bare_tcp_gbs" in r:
-            note += (f"; a bare TCP connection moves the same bytes at {r['bare_tcp_gbs']:.2f} GB/s "
-                     f"({r['bare_tcp_gbs'] / r['peer']:.3f} of memcpy)")
+        if "memcpy_gbs" in r:
+            note += (f"; memcpy moves the same bytes at {r['memcpy_gbs']:.2f} GB/s "
+                     f"(tensord {r['ours'] / r['memcpy_gbs']:.3f} of it)")
         return note
     if "p50_sync_us" in r:
         return (f"sync p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us, {r['errors']} errors, "
