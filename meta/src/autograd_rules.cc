@@ -19,26 +19,39 @@ namespace tensord {
 
 bool IsDifferentiableDtype(ScalarType dtype) { return IsFloating(dtype); }
 
+namespace {
+
+// Per schema argument of `e`: whether it is differentiable (see the header).
+std::vector<bool> ComputeDifferentiableArgs(const OpEntry& e) {
+  static const absl::flat_hash_set<std::string>* kNonDiffNames =
+      new absl::flat_hash_set<std::string>{"index", "indices", "mask", "condition", "target"};
+  std::vector<bool> d(e.schema.arguments.size(), false);
+  if (e.has(kNotDifferentiable)) return d;
+  for (size_t i = 0; i < e.schema.arguments.size(); ++i) {
+    const Argument& a = e.schema.arguments[i];
+    const bool tensorish = a.type == ArgType::kTensor || a.type == ArgType::kTensorList;
+    d[i] = tensorish && !kNonDiffNames->contains(a.name);
+  }
+  return d;
+}
+
+}  // namespace
+
 const std::vector<bool>& DifferentiableArgs(const OpEntry& op) {
-  // Computed once per table entry; the table is immutable after startup.
+  // Computed once per entry of the process's table (immutable after
+  // startup). An entry of another table (tests build their own) is computed
+  // on each call: an id is only a position in its own table.
   static const auto* table = [] {
-    static const absl::flat_hash_set<std::string> kNonDiffNames = {"index", "indices", "mask", "condition",
-                                                                  "target"};
     const OpTable& t = OpTable::Get();
-    auto* v = new std::vector<std::vector<bool>>(t.size());
-    for (const OpEntry& e : t.entries()) {
-      std::vector<bool>& d = (*v)[e.id];
-      d.resize(e.schema.arguments.size(), false);
-      if (e.has(kNotDifferentiable)) continue;
-      for (size_t i = 0; i < e.schema.arguments.size(); ++i) {
-        const Argument& a = e.schema.arguments[i];
-        const bool tensorish = a.type == ArgType::kTensor || a.type == ArgType::kTensorList;
-        d[i] = tensorish && !kNonDiffNames.contains(a.name);
-      }
-    }
+    auto* v = new std::vector<std::vector<bool>>();
+    v->reserve(t.size());
+    for (const OpEntry& e : t.entries()) v->push_back(ComputeDifferentiableArgs(e));
     return v;
   }();
-  return (*table)[op.id];
+  if (op.id < table->size() && &OpTable::Get().at(op.id) == &op) return (*table)[op.id];
+  thread_local std::vector<bool> other;
+  other = ComputeDifferentiableArgs(op);
+  return other;
 }
 
 std::string GradFnName(const OpEntry& op) {
@@ -329,6 +342,14 @@ const std::vector<std::optional<std::vector<ReadItem>>>& Rules() {
   return *rules;
 }
 
+// The parsed rule of `op`, or nullptr when it has none or is no entry of
+// the process's table (ids are positions in their own table only).
+const std::vector<ReadItem>* RuleOf(const OpEntry& op) {
+  const auto& rules = Rules();
+  if (op.id >= rules.size() || &OpTable::Get().at(op.id) != &op || !rules[op.id].has_value()) return nullptr;
+  return &*rules[op.id];
+}
+
 }  // namespace
 
 std::string SavedRead::ToString() const {
@@ -343,15 +364,15 @@ std::string SavedRead::ToString() const {
 std::vector<SavedRead> PredictSavedReads(const OpEntry& op, absl::Span<const std::vector<int>> arg_slots,
                                          absl::FunctionRef<bool(int slot)> needs_slot) {
   std::vector<SavedRead> out;
-  const auto& rules = Rules();
-  if (op.id >= rules.size() || !rules[op.id].has_value()) return out;
+  const std::vector<ReadItem>* rule = RuleOf(op);
+  if (rule == nullptr) return out;
   auto add = [&](SavedRead r) {
     for (const SavedRead& o : out) {
       if (o == r) return;
     }
     out.push_back(r);
   };
-  for (const ReadItem& it : *rules[op.id]) {
+  for (const ReadItem& it : *rule) {
     if (it.nograd) continue;
     if (it.when >= 0) {
       bool needed = false;
@@ -378,22 +399,21 @@ std::vector<SavedRead> PredictSavedReads(const OpEntry& op, absl::Span<const std
 }
 
 bool FormulaGivesGradient(const OpEntry& op, int arg) {
-  const auto& rules = Rules();
-  if (op.id >= rules.size() || !rules[op.id].has_value()) return true;
-  for (const ReadItem& it : *rules[op.id]) {
+  const std::vector<ReadItem>* rule = RuleOf(op);
+  if (rule == nullptr) return true;
+  for (const ReadItem& it : *rule) {
     if (it.nograd && it.index == arg) return false;
   }
   return true;
 }
 
 bool SavedReadsRuleIsEmpty(const OpEntry& op) {
-  const auto& rules = Rules();
-  return op.id >= rules.size() || !rules[op.id].has_value() || rules[op.id]->empty();
+  const std::vector<ReadItem>* rule = RuleOf(op);
+  return rule == nullptr || rule->empty();
 }
 
 bool HasSavedReadsRule(const OpEntry& op) {
-  const auto& rules = Rules();
-  return op.id < rules.size() && rules[op.id].has_value();
+  return RuleOf(op) != nullptr;
 }
 
 std::vector<std::string> SavedReadsRuleNames() {

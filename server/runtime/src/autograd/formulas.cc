@@ -848,7 +848,8 @@ FormulaFn FindFormula(const OpEntry& op) {
     }
     return v;
   }();
-  return op.id < by_id->size() ? (*by_id)[op.id] : nullptr;
+  // Ids are positions in their own table: an entry of another one has none.
+  return op.id < by_id->size() && &OpTable::Get().at(op.id) == &op ? (*by_id)[op.id] : nullptr;
 }
 
 std::vector<std::string> FormulaNames() {
