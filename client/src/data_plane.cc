@@ -37,8 +37,9 @@ absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const Te
     bool adopt = false;
     if (im.shm != nullptr && nbytes > options_.transport.inline_upload_limit) {
       // Large ones: a segment of their own that the daemon adopts as the
-      // storage (one copy in all), else one reused for copies (two).
-      if (nbytes >= options_.transport.shm_adopt_min_bytes) {
+      // storage (one copy in all), else one reused for copies (two). Only a
+      // cpu tensor's storage can be the client's memory.
+      if (nbytes >= options_.transport.shm_adopt_min_bytes && meta.device.is_cpu()) {
         lease = im.shm->Acquire(nbytes, /*adopt=*/true);
         adopt = lease.has_value();
       }

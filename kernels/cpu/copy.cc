@@ -27,10 +27,13 @@ absl::Status ReshapeCopy(KernelContext& ctx) {
 absl::Status ToDevice(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  const Device from = self.meta->device, to = ctx.outputs[0].meta->device;
-  if (!from.is_cpu() || !to.is_cpu()) {
-    return NotImplementedErr(absl::StrCat("to.device: the CPU kernel copies cpu -> cpu only, got ",
-                                          from.ToString(), " -> ", to.ToString()));
+  // The copy between devices is the dispatcher's (the Backend copies): it
+  // hands this kernel an input already on the kernel's device, whatever
+  // device its meta names, so the kernel copies within host memory. Only
+  // the output must be on the device the kernel runs on.
+  if (ctx.outputs[0].meta->device != ctx.device) {
+    return NotImplementedErr(absl::StrCat("to.device: a kernel running on ", ctx.device.ToString(),
+                                          " cannot write an output on ", ctx.outputs[0].meta->device.ToString()));
   }
   TD_RETURN_IF_ERROR(ExpectOutputSizes("to", ctx.outputs[0], self.meta->sizes));
   return CopyConvert(ctx.outputs[0], self);

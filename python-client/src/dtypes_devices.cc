@@ -38,10 +38,10 @@ void BindDtypesAndDevices(py::module_& m) {
       "parse_device",
       [](const std::string& text) {
         Device d = Unwrap(tensord::ParseDevice(text));
-        const char* type = d.is_cpu() ? "cpu" : d.is_cuda() ? "cuda" : "meta";
-        return py::make_tuple(type, d.is_cuda() ? py::object(py::int_(d.index)) : py::object(py::none()));
+        const char* type = d.is_cpu() ? "cpu" : d.is_cuda() ? "cuda" : d.is_privateuseone() ? "privateuseone" : "meta";
+        return py::make_tuple(type, d.indexed() ? py::object(py::int_(d.index)) : py::object(py::none()));
       },
-      "Parses 'cpu', 'meta', 'cuda', 'cuda:N' into (type, index or None).");
+      "Parses 'cpu', 'meta', 'cuda', 'cuda:N', 'privateuseone[:N]' into (type, index or None).");
   m.def("push_device", [](py::handle d) { tc::PushDefaultDevice(DeviceOf(d)); });
   m.def("pop_device", []() { tc::PopDefaultDevice(); });
   m.def("_force_meta_device", []() { tc::ForceMetaDevice(); },

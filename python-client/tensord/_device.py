@@ -1,4 +1,4 @@
-"""``tensord.device``: where a tensor lives ('cpu', 'cuda:N', 'meta'), as ``torch.device``."""
+"""``tensord.device``: where a tensor lives ('cpu', 'cuda:N', 'meta', 'privateuseone:N'), as ``torch.device``."""
 from . import _C
 
 __all__ = ["device"]
@@ -34,8 +34,9 @@ class device:
         if index is not None:
             if ":" in type:
                 raise RuntimeError(f"device(): type (string) must not include an index because index was passed explicitly: {type}")
-            if t != "cuda":
-                raise RuntimeError(f"device(): only cuda devices take an index, got {type!r} with index {index}")
+            if t not in ("cuda", "privateuseone"):
+                raise RuntimeError(f"device(): only cuda and privateuseone devices take an index, "
+                                   f"got {type!r} with index {index}")
             if not isinstance(index, int) or index < 0:
                 raise RuntimeError(f"device(): the index must be a non-negative int, got {index!r}")
             i = index

@@ -374,6 +374,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.cpu_allocator.cache_limit_bytes = options.cpu_cache_limit_bytes;
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   so.stream_spin = options.stream_spin;
+  so.test_device = options.test_device;
   so.max_grpc_streams = static_cast<size_t>(options.grpc_threads - kReservedGrpcThreads);
   so.attach_timeout = options.attach_timeout;
   so.max_sessions_per_peer = static_cast<size_t>(options.max_sessions_per_peer);
@@ -438,7 +439,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
           ? absl::StrCat("; session memory limit ", FormatBytes(d->options_.session_memory_limit_bytes))
           : std::string("; no session memory limit"),
       "; cpu cache up to ", FormatBytes(d->service_->cpu_cache_stats().limit_bytes),
-      "; same-host and tcp streams poll ", absl::ToInt64Microseconds(options.stream_spin), " us before sleeping");
+      "; same-host and tcp streams poll ", absl::ToInt64Microseconds(options.stream_spin), " us before sleeping",
+      options.test_device ? "; serving the test device privateuseone:0" : "");
   return d;
 }
 

@@ -91,6 +91,9 @@ constexpr char kUsage[] =
     "                                 64, 0 = no limit per peer; 1024 in all), and twice N\n"
     "                                 open gRPC connections: one peer cannot take every session\n"
     "                                 or descriptor from the others\n"
+    "  --test-device                  also serve privateuseone:0, host memory that behaves as a\n"
+    "                                 separate device (explicit copies, its own allocator): for\n"
+    "                                 testing device code without a GPU (also $TENSORD_TEST_DEVICE=1)\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n";
@@ -189,6 +192,11 @@ int Serve(const std::vector<std::string>& args) {
       std::fputs(kUsage, stdout);
       return 0;
     }
+    if (args[p.i] == "--test-device") {
+      options.test_device = true;
+      ++p.i;
+      continue;
+    }
     if (p.MatchNonEmpty("--listen", &value)) {
       listen.push_back(value);
     } else if (p.MatchNonEmpty("--config", &value)) {
@@ -216,6 +224,9 @@ int Serve(const std::vector<std::string>& args) {
   }
   if (!p.error.empty()) return UsageError(p.error);
 
+  if (const char* env = std::getenv("TENSORD_TEST_DEVICE"); env != nullptr && std::string(env) == "1") {
+    options.test_device = true;
+  }
   // The environment first, then the config file; the command line overrides both.
   if (const char* env = std::getenv("TENSORD_CPU_CACHE_LIMIT"); env != nullptr && *env != '\0') {
     absl::StatusOr<int64_t> n = ParseByteSize(env);

@@ -27,6 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
+#include "tensord/backends/test_device/test_device_backend.h"
 #include "tensord/runtime/log.h"
 #include "tensord/transport/shm.h"
 #include "tensord/transport/socket_stream.h"
@@ -137,6 +138,11 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
   backends::CpuBackend* cpu_ptr = cpu->get();
   Backends devices;
   devices.Add(*std::move(cpu));
+  if (options.test_device) {
+    absl::StatusOr<std::unique_ptr<backends::TestDeviceBackend>> test = backends::TestDeviceBackend::Create();
+    if (!test.ok()) return test.status();
+    devices.Add(*std::move(test));
+  }
   std::unique_ptr<TensordService> service(new TensordService(options, std::move(devices), cpu_ptr));
   // Sessions that never attach are closed on a timer, not only when a later
   // one opens: otherwise they would hold their slot (and their peer's) for

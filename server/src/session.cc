@@ -118,13 +118,42 @@ class StridedReader {
   int64_t offset_ = 0;  // bytes from base_
 };
 
-absl::Status DeviceUnavailable(absl::string_view op, const Device& d) {
+absl::Status DeviceUnavailable(absl::string_view op, const Device& d, const Backends& served) {
   if (d.is_meta()) {
     return NotImplementedErr(absl::StrCat(op, ": tensors on device 'meta' exist only in the client (meta mode); "
                                               "the daemon does not run ops on them"));
   }
+  std::string names;
+  for (size_t i = 0; i < served.size(); ++i) absl::StrAppend(&names, i == 0 ? "" : ", ", served[i].device().ToString());
   return NotImplementedErr(
-      absl::StrCat(op, ": device '", d.ToString(), "' is not available: this daemon has only cpu"));
+      absl::StrCat(op, ": device '", d.ToString(), "' is not available: this daemon serves ", names));
+}
+
+// `n` bytes from `src` on `from` to `dst` on `to`: directly when either
+// side's memory is the daemon's own, else through a host buffer (from
+// `host`, charged to `memory`). The error names `op` and both devices.
+absl::Status CopyAcross(const Backend& from, const char* src, const Backend& to, char* dst, size_t n,
+                        MemoryAccount& memory, const Backend& host, absl::string_view op) {
+  if (n == 0) return absl::OkStatus();
+  absl::Status s;
+  if (from.host_addressable() && to.host_addressable()) {
+    std::memcpy(dst, src, n);
+  } else if (to.host_addressable()) {
+    s = from.CopyToHost(dst, src, n);
+  } else if (from.host_addressable()) {
+    s = to.CopyFromHost(dst, src, n);
+  } else {
+    absl::StatusOr<std::shared_ptr<Storage>> bounce =
+        memory.Allocate(host.allocator(), static_cast<int64_t>(n), op, /*zero_fill=*/false);
+    if (!bounce.ok()) return bounce.status();
+    s = from.CopyToHost((*bounce)->data(), src, n);
+    if (s.ok()) s = to.CopyFromHost(dst, (*bounce)->data(), n);
+  }
+  if (!s.ok()) {
+    return InternalErr(absl::StrCat(op, ": copying ", n, " bytes from ", from.device().ToString(), " to ",
+                                    to.device().ToString(), " failed: ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 // A kernel's scratch memory charged to the session's account, so temporaries
@@ -189,9 +218,10 @@ bool WrittenReturn(const OpEntry& op, size_t i) {
   return a >= 0 && static_cast<size_t>(a) < op.schema.arguments.size() && op.schema.arguments[a].is_write;
 }
 
-// A kernel's private copy of the bytes [begin, end) of an input's
-// client-writable storage (see DispatchInto); `base` is what the kernel is
-// given as the storage's start.
+// A kernel's private copy of the bytes [begin, end) of an input's storage
+// (see DispatchInto): of a client-writable one (`shared`, written back
+// after an in-place op), or of one on another device than the kernel's
+// (`shared` null). `base` is what the kernel is given as the storage's start.
 struct PrivateInput {
   const TensorMeta* meta = nullptr;
   Storage* shared = nullptr;
@@ -791,7 +821,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
   TD_RETURN_IF_ERROR(ValidateArgs(schema, args));
   for (const Value& v : args) {
     if (v.kind() == Value::Kind::kDevice && devices_->Find(v.device()) == nullptr) {
-      return DeviceUnavailable(op_name, v.device());
+      return DeviceUnavailable(op_name, v.device(), *devices_);
     }
   }
   for (const Tensor* t : inputs) {
@@ -863,7 +893,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
       const TensorMeta& m = outs[i].meta;
       if (!checked) {
         if (!m.Validate("").ok()) return fail(m.Validate(absl::StrCat(op_name, ": output ", i)));
-        if (devices_->Find(m.device) == nullptr) return fail(DeviceUnavailable(op_name, m.device));
+        if (devices_->Find(m.device) == nullptr) return fail(DeviceUnavailable(op_name, m.device, *devices_));
       }
       absl::StatusOr<int64_t> need = m.StorageBytesNeeded();
       if (!need.ok()) return fail(need.status());
@@ -915,7 +945,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
         const bool covers_storage = m.storage_offset == 0 && m.is_non_overlapping_and_dense() &&
                                     *need == SaturatingBytes(m.numel(), m.itemsize());
         const Backend* on = devices_->Find(m.device);
-        if (on == nullptr) return fail(DeviceUnavailable(op_name, m.device));
+        if (on == nullptr) return fail(DeviceUnavailable(op_name, m.device, *devices_));
         absl::StatusOr<std::shared_ptr<Storage>> st =
             memory_->Allocate(on->allocator(), *need, op_name, !covers_storage);
         if (!st.ok()) return fail(st.status());
@@ -936,9 +966,18 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
       where = outs[0].meta.device;
     } else if (!inputs.empty()) {
       where = inputs[0]->storage->device();
+      // No meta function ran (a data-dependent op): its inputs' devices are
+      // checked here, in PyTorch's words.
+      for (const Tensor* t : inputs) {
+        if (t->storage->device() != where) {
+          return fail(RuntimeErr(absl::StrCat("Expected all tensors to be on the same device, but found at least "
+                                              "two devices, ", where.ToString(), " and ",
+                                              t->storage->device().ToString(), "!")));
+        }
+      }
     }
     const Backend* backend = devices_->Find(where);
-    if (backend == nullptr) return fail(DeviceUnavailable(op_name, where));
+    if (backend == nullptr) return fail(DeviceUnavailable(op_name, where, *devices_));
     const KernelFn fn = backend->FindKernel(op->id);
     if (fn == nullptr) {
       return fail(NotImplementedErr(absl::StrCat(op_name, ": no kernel for device ", where.ToString())));
@@ -980,6 +1019,35 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
       std::memcpy(p.copy->data(), p.shared->data() + p.begin, static_cast<size_t>(p.end - p.begin));
       // The kernel adds storage_offset * itemsize to the base it is given:
       // that lands on the copy's first byte.
+      p.base = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p.copy->data()) - static_cast<uintptr_t>(p.begin));
+      privates.push_back(std::move(p));
+    }
+    // An input on another device (past meta only for ops that move data
+    // between devices: to, copy_'s src) reaches the kernel as a copy, on the
+    // kernel's device, of the bytes it addresses, made by the devices'
+    // copies; the kernel then copies within its device.
+    for (const Tensor* t : inputs) {
+      if (t->storage->device() == where || t->meta.numel() == 0) continue;
+      if (std::any_of(privates.begin(), privates.end(), [&](const PrivateInput& p) { return p.meta == &t->meta; })) {
+        continue;
+      }
+      const Backend* from = devices_->Find(t->storage->device());
+      if (from == nullptr) return fail(DeviceUnavailable(op_name, t->storage->device(), *devices_));
+      absl::StatusOr<int64_t> end = t->meta.StorageBytesNeeded();
+      if (!end.ok()) return fail(end.status());
+      PrivateInput p;
+      p.meta = &t->meta;
+      p.begin = t->meta.storage_offset * t->meta.itemsize();
+      p.end = std::max(*end, p.begin);
+      absl::StatusOr<std::shared_ptr<Storage>> copy =
+          memory_->Allocate(backend->allocator(), p.end - p.begin, op_name, false);
+      if (!copy.ok()) return fail(copy.status());
+      p.copy = *std::move(copy);
+      if (absl::Status s = CopyAcross(*from, t->storage->data() + p.begin, *backend, p.copy->data(),
+                                      static_cast<size_t>(p.end - p.begin), *memory_, *devices_->cpu(), op_name);
+          !s.ok()) {
+        return fail(s);
+      }
       p.base = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(p.copy->data()) - static_cast<uintptr_t>(p.begin));
       privates.push_back(std::move(p));
     }
@@ -1050,7 +1118,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
     for (size_t i = 0; i < written.size() && !privates.empty(); ++i) {
       if (written[i] == nullptr) continue;
       for (const PrivateInput& p : privates) {
-        if (p.meta == &written[i]->meta) {
+        if (p.shared != nullptr && p.meta == &written[i]->meta) {
           std::memcpy(p.shared->data() + p.begin, p.copy->data(), static_cast<size_t>(p.end - p.begin));
         }
       }
@@ -1078,7 +1146,9 @@ absl::Status Session::CheckFirstChunk(const v1::Upload& u, uint64_t data_bytes, 
   absl::StatusOr<TensorMeta> meta = wire::FromProto(u.meta(), what);
   if (!meta.ok()) return meta.status();
   *m = *std::move(meta);
-  if (!m->device.is_cpu()) return RuntimeErr(absl::StrCat(what, ": device must be cpu, got ", m->device.ToString()));
+  if (m->device.is_meta() || devices_->Find(m->device) == nullptr) {
+    return RuntimeErr(absl::StrCat(what, ": device must be one this daemon serves, got ", m->device.ToString()));
+  }
   if (!m->is_contiguous() || m->storage_offset != 0) {
     return RuntimeErr(absl::StrCat(what, ": uploads must be contiguous with storage_offset 0, got sizes ",
                                    ShapeToString(m->sizes), ", strides ", ShapeToString(m->strides),
@@ -1124,7 +1194,8 @@ absl::Status Session::StartUploadLocked(const v1::Upload& u, const TensorMeta& m
                                                      "send the last chunk of one first"));
   }
   // Not zero-filled: the chunks overwrite every byte, and the storage is
-  // published only once all of them arrived.
+  // published only once all of them arrived. Always host memory: a tensor
+  // for another device moves there with the last chunk.
   absl::StatusOr<std::shared_ptr<Storage>> st =
       memory_->Allocate(devices_->cpu()->allocator(), static_cast<int64_t>(expected), "upload", /*zero_fill=*/false);
   if (!st.ok()) return st.status();
@@ -1176,6 +1247,11 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     }
     if (u.shm_adopt()) {
       // One message whose storage is the client's segment: no copy here.
+      if (!m.device.is_cpu()) {
+        return fail(RuntimeErr(absl::StrCat(what, ": only a cpu tensor can adopt a shared-memory segment, not one "
+                                            "on ", m.device.ToString())),
+                    &m);
+      }
       if (u.shm_segment() == 0 || !u.last() || !u.data().empty() || u.offset() != 0) {
         return fail(RuntimeErr(absl::StrCat(what, ": an adopting upload must be one message (last set, offset 0) "
                                             "naming a shared-memory segment and carrying no data")),
@@ -1269,6 +1345,25 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     return fail(RuntimeErr(absl::StrCat(what, ": the last chunk arrived after ", received, " of ", total, " bytes")),
                 &m);
   }
+  if (!up.meta.device.is_cpu()) {
+    // The chunks arrive in host memory; a tensor for another device moves
+    // there once it is whole, through the devices' copies.
+    const Backend* to = devices_->Find(up.meta.device);
+    absl::StatusOr<std::shared_ptr<Storage>> moved =
+        to == nullptr ? absl::StatusOr<std::shared_ptr<Storage>>(DeviceUnavailable(what, up.meta.device, *devices_))
+                      : memory_->Allocate(to->allocator(), static_cast<int64_t>(up.total_bytes), what, false);
+    absl::Status s = moved.status();
+    if (s.ok()) {
+      s = CopyAcross(*devices_->cpu(), up.storage->data(), *to, (*moved)->data(), up.total_bytes, *memory_,
+                     *devices_->cpu(), what);
+    }
+    if (!s.ok()) {
+      TensorMeta m = up.meta;
+      uploads_.erase(it);
+      return fail(std::move(s), &m);
+    }
+    up.storage = *std::move(moved);
+  }
   if (absl::Status s = ChargeEntriesLocked(1, EntryBytes(up.meta), what); !s.ok()) {
     TensorMeta m = up.meta;
     uploads_.erase(it);
@@ -1308,6 +1403,20 @@ bool Session::WriteRequestError(uint64_t request_id, const OpError& error, const
   return write(msg);
 }
 
+absl::StatusOr<char*> Session::HostBase(const Tensor& t, absl::string_view what, std::shared_ptr<Storage>* keep) {
+  const Backend* from = devices_->Find(t.storage->device());
+  if (from == nullptr) return DeviceUnavailable(what, t.storage->device(), *devices_);
+  if (from->host_addressable()) return t.storage->data();
+  // Strides are >= 0: the lowest byte addressed is at the storage offset.
+  const int64_t begin = t.meta.storage_offset * t.meta.itemsize();
+  TD_ASSIGN_OR_RETURN(int64_t end, t.meta.StorageBytesNeeded());
+  if (end < begin) end = begin;  // an empty tensor addresses nothing
+  TD_ASSIGN_OR_RETURN(*keep, memory_->Allocate(devices_->cpu()->allocator(), end - begin, what, false));
+  TD_RETURN_IF_ERROR(CopyAcross(*from, t.storage->data() + begin, *devices_->cpu(), (*keep)->data(),
+                                static_cast<size_t>(end - begin), *memory_, *devices_->cpu(), what));
+  return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>((*keep)->data()) - static_cast<uintptr_t>(begin));
+}
+
 bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   const uint64_t h = fetch.handle();
   if (auto err = AbandonUpload(h, "a fetch"); err != nullptr) {
@@ -1336,6 +1445,12 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
   absl::StatusOr<int64_t> dense = m.DenseBytes("fetch");
   if (!dense.ok()) return fail(dense.status());
   const int64_t total = *dense;
+  // A device whose memory the daemon cannot read gives the bytes the
+  // tensor addresses to host memory first.
+  std::shared_ptr<Storage> staged;
+  absl::StatusOr<char*> host_base = HostBase(t, "fetch", &staged);
+  if (!host_base.ok()) return fail(host_base.status());
+  char* const base = *host_base;
   // The first (or only) data message also says the tensor's metadata, its
   // size and the errors not reported yet.
   auto first_data = [&](v1::ServerMessage* msg) {
@@ -1354,10 +1469,10 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     if (!shm.ok()) return fail(shm.status());
     char* dst = (*shm)->data + fetch.shm_offset();
     if (m.is_contiguous()) {
-      wire::CopyTransfer(dst, t.storage->data() + m.storage_offset * itemsize, static_cast<size_t>(total),
+      wire::CopyTransfer(dst, base + m.storage_offset * itemsize, static_cast<size_t>(total),
                          wire::MaxCopyThreads());  // on several cores when large
     } else {
-      StridedReader(t.storage->data(), m).Read(numel, dst);
+      StridedReader(base, m).Read(numel, dst);
     }
     v1::ServerMessage msg;
     v1::FetchData* d = first_data(&msg);
@@ -1385,10 +1500,10 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     d->set_offset(static_cast<uint64_t>(done * itemsize));
     const char* src;
     if (m.is_contiguous()) {
-      src = t.storage->data() + (m.storage_offset + done) * itemsize;
+      src = base + (m.storage_offset + done) * itemsize;
     } else {
       gathered.resize(bytes);
-      if (!reader.has_value()) reader.emplace(t.storage->data(), m);
+      if (!reader.has_value()) reader.emplace(base, m);
       reader->Read(n, gathered.data());
       src = gathered.data();
     }

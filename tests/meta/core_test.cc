@@ -61,6 +61,11 @@ TEST(Device, ParseAndPrint) {
   EXPECT_TRUE(ParseDevice("meta")->is_meta());
   EXPECT_FALSE(ParseDevice("cuda:-1").ok());
   EXPECT_FALSE(ParseDevice("tpu").ok());
+  // PyTorch's slot for an out-of-tree device (tensord's test device).
+  EXPECT_EQ(ParseDevice("privateuseone")->ToString(), "privateuseone:0");
+  EXPECT_EQ(ParseDevice("privateuseone:2")->index, 2);
+  EXPECT_TRUE(ParseDevice("privateuseone:0")->indexed());
+  EXPECT_FALSE(ParseDevice("privateuseone:x").ok());
 }
 
 TEST(TensorMeta, ContiguityAndStorage) {

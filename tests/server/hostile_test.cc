@@ -96,7 +96,7 @@ TEST_F(HostileTest, OutOfRangeDeviceType) {
   ExpectOneError(s.Sync(), "invalid device type 42");
   m.set_device_type(static_cast<int32_t>(DeviceType::kMeta));
   s.Send(UploadReq(6, m, std::string(8, '\0')));
-  ExpectOneError(s.Sync(), "device must be cpu");
+  ExpectOneError(s.Sync(), "device must be one this daemon serves, got meta");
   s.Send(Call(1, "zeros", {IL({2}), None(), Dev("tpu:0")}, {7}));
   ExpectOneError(s.Sync(), "tpu:0");
   ExpectBystanderServed();

@@ -372,6 +372,7 @@ class DaemonFixture : public ::testing::Test {
     if (attach_timeout_ > absl::ZeroDuration()) o.attach_timeout = attach_timeout_;
     if (idle_connection_timeout_ > absl::ZeroDuration()) o.idle_connection_timeout = idle_connection_timeout_;
     if (max_sessions_per_peer_ >= 0) o.max_sessions_per_peer = max_sessions_per_peer_;
+    o.test_device = test_device_;
     o.log_level = server::LogLevel::kWarning;
     runtime::SetLogLevel(runtime::LogLevel::kWarning);
     absl::StatusOr<std::unique_ptr<server::Daemon>> d = server::Daemon::Start(o);
@@ -394,6 +395,7 @@ class DaemonFixture : public ::testing::Test {
   absl::Duration attach_timeout_;  // > 0: DaemonOptions::attach_timeout for StartDaemon
   absl::Duration idle_connection_timeout_;  // > 0: DaemonOptions::idle_connection_timeout
   int max_sessions_per_peer_ = -1;          // >= 0: DaemonOptions::max_sessions_per_peer
+  bool test_device_ = false;                // DaemonOptions::test_device
   std::string dir_;
   std::unique_ptr<server::Daemon> daemon_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -98,7 +98,7 @@ absl::StatusOr<TensorMeta> FromProto(const v1::TensorMetaProto& p, absl::string_
   m.storage_offset = p.storage_offset();
   m.dtype = static_cast<ScalarType>(p.dtype());
   m.device = Device{static_cast<DeviceType>(p.device_type()), p.device_index()};
-  if (m.device.type != DeviceType::kCUDA && m.device.index != 0) {
+  if (!m.device.indexed() && m.device.index != 0) {
     return RuntimeErr(absl::StrCat(what, ": device index ", m.device.index, " given for device type ",
                                    m.device.type == DeviceType::kCPU ? "cpu" : "meta"));
   }

@@ -1,4 +1,6 @@
-// tensord/meta/device.h — where a tensor lives: "cpu", "cuda:N" or "meta".
+// tensord/meta/device.h — where a tensor lives: "cpu", "cuda:N", "meta", or
+// "privateuseone:N" (PyTorch's slot for an out-of-tree device; in tensord the
+// test-only second host device a daemon serves with --test-device).
 //
 //   Device d = *ParseDevice("cuda:1");  d.type == DeviceType::kCUDA, d.index == 1
 //   d.ToString() == "cuda:1"
@@ -14,19 +16,22 @@
 namespace tensord {
 
 // Numeric values are part of the wire contract: append only.
-enum class DeviceType : int32_t { kCPU = 0, kCUDA = 1, kMeta = 2 };
-inline constexpr int kNumDeviceTypes = 3;
+enum class DeviceType : int32_t { kCPU = 0, kCUDA = 1, kMeta = 2, kPrivateUse1 = 3 };
+inline constexpr int kNumDeviceTypes = 4;
 
 struct Device {
   DeviceType type = DeviceType::kCPU;
-  int32_t index = 0;  // only meaningful for CUDA; 0 for cpu and meta
+  int32_t index = 0;  // meaningful for cuda and privateuseone; 0 for cpu and meta
 
   bool operator==(const Device& o) const { return type == o.type && index == o.index; }
   bool operator!=(const Device& o) const { return !(*this == o); }
   bool is_meta() const { return type == DeviceType::kMeta; }
   bool is_cpu() const { return type == DeviceType::kCPU; }
   bool is_cuda() const { return type == DeviceType::kCUDA; }
-  // "cpu", "cuda:0", "meta" (PyTorch spelling).
+  bool is_privateuseone() const { return type == DeviceType::kPrivateUse1; }
+  // Whether the type takes an index (cuda:N, privateuseone:N).
+  bool indexed() const { return is_cuda() || is_privateuseone(); }
+  // "cpu", "cuda:0", "meta", "privateuseone:0" (PyTorch spelling).
   std::string ToString() const;
 };
 
@@ -35,7 +40,8 @@ inline constexpr Device kMetaDevice{DeviceType::kMeta, 0};
 
 bool IsValidDeviceType(int64_t v);
 
-// Parses "cpu", "meta", "cuda" (index 0) and "cuda:N" (N >= 0).
+// Parses "cpu", "meta", "cuda" (index 0), "cuda:N" (N >= 0), "privateuseone"
+// and "privateuseone:N".
 // InvalidArgument naming the text otherwise.
 absl::StatusOr<Device> ParseDevice(absl::string_view text);
 

@@ -53,8 +53,9 @@ int64_t CpuCores() {
   return hc > 0 ? hc : 1;
 }
 
-CpuAllocator::CpuAllocator(const CpuAllocatorOptions& options)
-    : idle_trim_after_(options.idle_trim_after),
+CpuAllocator::CpuAllocator(const CpuAllocatorOptions& options, Device device)
+    : device_(device),
+      idle_trim_after_(options.idle_trim_after),
       uninitialized_fill_(options.uninitialized_fill >= 0 && options.uninitialized_fill <= 255
                               ? options.uninitialized_fill
                               : -1) {
@@ -278,17 +279,17 @@ std::string CpuBackend::description() const {
   return absl::StrCat(cores, cores == 1 ? " core" : " cores");
 }
 
-absl::Status CpuBackend::CopyFromHost(char* device_dst, const char* host_src, size_t n) {
+absl::Status CpuBackend::CopyFromHost(char* device_dst, const char* host_src, size_t n) const {
   if (n > 0) std::memcpy(device_dst, host_src, n);
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::CopyToHost(char* host_dst, const char* device_src, size_t n) {
+absl::Status CpuBackend::CopyToHost(char* host_dst, const char* device_src, size_t n) const {
   if (n > 0) std::memcpy(host_dst, device_src, n);
   return absl::OkStatus();
 }
 
-absl::Status CpuBackend::CopyWithin(char* device_dst, const char* device_src, size_t n) {
+absl::Status CpuBackend::CopyWithin(char* device_dst, const char* device_src, size_t n) const {
   if (n > 0) std::memmove(device_dst, device_src, n);
   return absl::OkStatus();
 }

@@ -45,6 +45,9 @@ struct DaemonOptions {
   // Debugging: fill storages handed out unzeroed with this byte (0..255; -1 = off).
   int uninitialized_fill = -1;
   LogLevel log_level = LogLevel::kInfo;
+  // Also serve the test device, privateuseone:0 (host memory that behaves
+  // as a device of its own: backends/test_device/), beside the CPU.
+  bool test_device = false;
   // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (see wire::StreamReceiver); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);

@@ -72,6 +72,8 @@ struct ServiceOptions {
   // The daemon-wide cache of freed large CPU blocks (cap, idle trim, debug
   // fill): see CpuAllocatorOptions. It is also emptied when a session closes.
   backends::CpuAllocatorOptions cpu_allocator;
+  // Also serve the test device (privateuseone:0) after the CPU.
+  bool test_device = false;
   // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (wire::StreamReceiver's spin); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);

@@ -344,6 +344,13 @@ class Session {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteRelease(const v1::Release& release) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteFetch(const v1::Fetch& fetch, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where the host can read `t`'s bytes: its storage's base when the daemon
+  // addresses the device's memory directly (the CPU); else the bytes `t`
+  // addresses, copied to a host storage kept in `*keep` (charged to the
+  // session), with the base set back by the offset so that the tensor's own
+  // offset and strides address the copy. `what` names the request in errors.
+  absl::StatusOr<char*> HostBase(const Tensor& t, absl::string_view what, std::shared_ptr<Storage>* keep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteSync(const v1::Sync& sync, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the errors not reported yet (and a count of dropped ones) into
   // `out`, marking them reported: Sync acks and every fetch's first chunk.

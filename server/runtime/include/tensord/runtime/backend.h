@@ -48,12 +48,12 @@ class Backend {
   // host memory, from it to host memory, and within it. The host side may
   // be read or written until Synchronize returns. InternalError naming the
   // device when the device fails.
-  virtual absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) = 0;
-  virtual absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) = 0;
-  virtual absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) = 0;
+  virtual absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) const = 0;
+  virtual absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) const = 0;
+  virtual absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) const = 0;
   // Waits for everything issued to the device so far (a no-op on the CPU,
   // whose kernels return when done).
-  virtual absl::Status Synchronize() = 0;
+  virtual absl::Status Synchronize() const = 0;
   // The stream kernels on this device are issued to (KernelContext::stream);
   // nullptr on the CPU.
   virtual void* stream() const = 0;

@@ -56,12 +56,14 @@ class CpuAllocator final : public runtime::DeviceAllocator {
   // The default cache cap's upper bound.
   static constexpr int64_t kDefaultCacheLimitBytes = int64_t{1} << 30;
 
-  explicit CpuAllocator(const CpuAllocatorOptions& options = {});
+  // `device`: what its storages say they are on (the CPU; the test device
+  // keeps its host memory in an allocator of its own).
+  explicit CpuAllocator(const CpuAllocatorOptions& options = {}, Device device = kCPU);
   ~CpuAllocator() override;  // unmaps the cache; every storage must be gone
   CpuAllocator(const CpuAllocator&) = delete;
   CpuAllocator& operator=(const CpuAllocator&) = delete;
 
-  Device device() const override { return kCPU; }
+  Device device() const override { return device_; }
   absl::Status CheckCapacity(int64_t nbytes) const override;
   absl::StatusOr<Block> Allocate(int64_t nbytes, bool zero_fill, uint64_t owner) override;
   void Free(const Block& block, int64_t nbytes, uint64_t owner) override;
@@ -99,6 +101,7 @@ class CpuAllocator final : public runtime::DeviceAllocator {
   void ReturnBlock(char* data, size_t bytes, uint64_t owner);
   void IdleTrimLoop();
 
+  const Device device_;
   int64_t physical_bytes_ = 0;
   int64_t cache_limit_ = 0;
   absl::Duration idle_trim_after_;
@@ -134,10 +137,10 @@ class CpuBackend final : public runtime::Backend {
   int64_t total_memory_bytes() const override { return cpu_allocator_->physical_memory_bytes(); }
   const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
   bool host_addressable() const override { return true; }
-  absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) override;
-  absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) override;
-  absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) override;
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) const override;
+  absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) const override;
+  absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) const override;
+  absl::Status Synchronize() const override { return absl::OkStatus(); }
   void* stream() const override { return nullptr; }
   KernelFn FindKernel(uint32_t op_id) const override { return kernels_.Find(DeviceType::kCPU, op_id); }
   int64_t Trim() override { return cpu_allocator_->Trim(); }

@@ -1,0 +1,65 @@
+"""A second device from Python without a GPU: the test device
+(privateuseone:0), which `tensord serve --test-device` serves as host memory
+behind explicit copies. What a CUDA user does (tensors created on a device,
+`.to()` and `.cpu()`, autograd across the move, PyTorch's error for two
+devices in one op) runs here on every CI run."""
+import numpy as np
+import pytest
+
+import tensord
+from conftest import DAEMON_BIN, Daemon
+
+pytestmark = pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+
+
+@pytest.fixture(scope="module")
+def dev_session():
+    d = Daemon(DAEMON_BIN, extra_args=["--test-device"])
+    s = tensord.connect(d.address, set_default=False)
+    yield s
+    s.close()
+    d.stop()
+
+
+def test_tensors_live_and_compute_on_the_test_device(dev_session):
+    with dev_session:
+        x = tensord.tensor([1.0, 2.0, 3.0], device="privateuseone")
+        assert str(x.device) == "privateuseone:0"
+        y = x * 2 + 1
+        assert y.device == x.device
+        np.testing.assert_array_equal(y.numpy(), [3.0, 5.0, 7.0])
+        # Large enough for chunks and shared memory (never adopted: a device
+        # tensor's storage is not the client's memory); a strided fetch.
+        big = np.arange(600 * 500, dtype=np.float32).reshape(600, 500)
+        t = tensord.tensor(big, device="privateuseone")
+        np.testing.assert_array_equal(t.t().numpy(), big.T)
+        np.testing.assert_allclose(t.sum(0).cpu().numpy(), big.astype(np.float64).sum(0), rtol=1e-6)
+        z = tensord.zeros(2, 3, device="privateuseone")
+        assert z.device.type == "privateuseone" and z.tolist() == [[0.0] * 3] * 2
+
+
+def test_to_moves_data_both_ways_and_autograd_follows(dev_session):
+    with dev_session:
+        w = tensord.tensor([1.0, 2.0], requires_grad=True)
+        wd = w.to("privateuseone")
+        assert wd.requires_grad and wd.grad_fn is not None
+        (wd * wd).sum().backward()
+        assert w.grad.device.type == "cpu"
+        np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0])
+        back = wd.detach().cpu()
+        assert back.device.type == "cpu" and back.tolist() == [1.0, 2.0]
+
+
+def test_two_devices_in_one_op_is_pytorchs_error(dev_session):
+    with dev_session:
+        a = tensord.ones(3, device="privateuseone")
+        b = tensord.ones(3)
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            a + b
+        assert (a + 1).tolist() == [2.0, 2.0, 2.0]  # the session goes on
+
+
+def test_a_daemon_without_it_names_the_devices_it_serves(session):
+    z = tensord.zeros(2, device="privateuseone")
+    with pytest.raises(NotImplementedError, match="device 'privateuseone:0' is not available: this daemon serves cpu"):
+        z.tolist()

@@ -1,0 +1,134 @@
+// The daemon's second device: the test device (privateuseone:0, host memory
+// behind explicit copies, backends/test_device/) served with --test-device.
+// What a GPU changes, checked without one: the handshake lists the device;
+// uploads, fetches and ops run there through the Backend copies; `to`
+// and `copy_` move data across; tensors on two devices in one op are
+// refused in PyTorch's words; each device counts its own bytes; and a
+// daemon without the device says which devices it serves.
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "raw_client.h"
+#include "tensord/backends/test_device/test_device_backend.h"
+
+namespace tensord::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr Device kDev = backends::kTestDevice;
+
+v1::TensorMetaProto MetaOn(const std::vector<int64_t>& sizes, ScalarType dtype, Device device) {
+  v1::TensorMetaProto p;
+  wire::ToProto(TensorMeta::Contiguous(Shape(sizes.begin(), sizes.end()), dtype, device), &p);
+  return p;
+}
+
+class TestDeviceTest : public DaemonFixture {
+ protected:
+  void SetUp() override {
+    test_device_ = true;
+    StartDaemon(0);
+  }
+  int64_t DeviceBytes(size_t i) const { return daemon_->service().backends()[i].allocator()->bytes_in_use(); }
+};
+
+TEST_F(TestDeviceTest, TheSessionIsToldOfBothDevices) {
+  RawSession s(stub_.get());
+  const auto& devices = s.open_response().devices();
+  ASSERT_EQ(devices.size(), 2);
+  EXPECT_EQ(devices[0].name(), "cpu");
+  EXPECT_EQ(devices[1].name(), "privateuseone:0");
+  EXPECT_EQ(devices[1].type(), static_cast<int32_t>(DeviceType::kPrivateUse1));
+  EXPECT_GT(devices[1].total_memory_bytes(), 0u);
+}
+
+TEST_F(TestDeviceTest, UploadComputeAndFetchOnTheDevice) {
+  RawSession s(stub_.get());
+  s.Send(UploadReq(1, MetaOn({4}, ScalarType::kFloat32, kDev), Bytes<float>({1, 2, 3, 4})));
+  s.Send(Call(1, "mul.Scalar", {T(1), F(2.0)}, {2}));
+  s.Send(Call(2, "transpose.int", {T(2), I(0), I(0)}, {3}));
+  EXPECT_TRUE(s.Sync().empty());
+  // Both storages are the device's, counted apart from the CPU's.
+  EXPECT_EQ(DeviceBytes(1), 2 * 16);
+  FetchResult r = s.Fetch(3);  // a view of a device tensor
+  ASSERT_TRUE(r.ok) << r.error.message();
+  EXPECT_EQ(r.meta.device_type(), static_cast<int32_t>(DeviceType::kPrivateUse1));
+  EXPECT_THAT(FromBytes<float>(r.data), ElementsAre(2, 4, 6, 8));
+  // Closing the session gives back every byte, on both devices (the
+  // upload's and the fetch's host copies included). A close that finds the
+  // session's last message still finishing completes on the closer thread.
+  EXPECT_TRUE(s.Close().ok());
+  for (int i = 0; i < 3000 && daemon_->service().closing_sessions() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  s.Finish();  // the stream's last placement buffer goes with it
+  EXPECT_EQ(DeviceBytes(1), 0);
+  EXPECT_EQ(DeviceBytes(0), 0);
+}
+
+TEST_F(TestDeviceTest, ToMovesDataAcrossBothWaysAStridedViewToo) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {2, 3}, ScalarType::kFloat32, {1, 2, 3, 4, 5, 6});
+  s.Send(Call(1, "transpose.int", {T(1), I(0), I(1)}, {2}));                // [3, 2], strided, cpu
+  s.Send(Call(2, "to.device", {T(2), Dev("privateuseone:0"), None(), B(false), B(false)}, {3}));     // to the device
+  s.Send(Call(3, "add.Scalar", {T(3), F(10.0), I(1)}, {4}));                   // computed there
+  s.Send(Call(4, "to.device", {T(4), Dev("cpu"), None(), B(false), B(false)}, {5}));                 // and back
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_THAT(s.FetchValues<float>(5), ElementsAre(11, 14, 12, 15, 13, 16));
+  EXPECT_THAT(s.FetchValues<float>(4), ElementsAre(11, 14, 12, 15, 13, 16));  // fetched from the device
+  // copy_ writes a device tensor from a cpu one (and the other way).
+  s.Upload<float>(6, {3, 2}, ScalarType::kFloat32, {0, 0, 0, 0, 0, 0});
+  s.Send(Call(5, "copy_", {T(4), T(6), B(false)}, {7}));
+  s.Send(Call(6, "copy_", {T(6), T(3), B(false)}, {8}));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_THAT(s.FetchValues<float>(4), ElementsAre(0, 0, 0, 0, 0, 0));
+  EXPECT_THAT(s.FetchValues<float>(6), ElementsAre(1, 4, 2, 5, 3, 6));
+}
+
+TEST_F(TestDeviceTest, TensorsOnTwoDevicesInOneOpAreRefused) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
+  s.Send(UploadReq(2, MetaOn({3}, ScalarType::kFloat32, kDev), Bytes<float>({4, 5, 6})));
+  s.Send(UploadReq(3, MetaOn({3}, ScalarType::kBool, kCPU), std::string("\1\0\1", 3)));
+  s.Send(Call(1, "add.Tensor", {T(1), T(2), I(1)}, {4}));
+  s.Send(Call(2, "masked_select", {T(2), T(3)}, {5}));  // no meta function: the dispatcher checks
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("Expected all tensors to be on the same device"));
+  EXPECT_THAT(errors[1].message(), HasSubstr("Expected all tensors to be on the same device, but found at least "
+                                             "two devices, privateuseone:0 and cpu!"));
+  // The session goes on: an op on one device still runs.
+  s.Send(Call(3, "masked_select", {T(1), T(3)}, {6}));
+  EXPECT_TRUE(s.Sync().empty());
+  EXPECT_THAT(s.FetchValues<float>(6), ElementsAre(1, 3));
+}
+
+TEST_F(TestDeviceTest, ADeviceTensorCannotAdoptSharedMemory) {
+  RawSession s(stub_.get());
+  v1::Request r = UploadReq(1, MetaOn({4}, ScalarType::kFloat32, kDev), "");
+  r.mutable_upload()->set_shm_adopt(true);
+  r.mutable_upload()->set_shm_segment(1);
+  r.mutable_upload()->set_total_bytes(16);
+  s.Send(r);
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("only a cpu tensor can adopt a shared-memory segment"));
+}
+
+// A daemon without --test-device names the devices it serves.
+class NoTestDeviceTest : public DaemonFixture {};
+
+TEST_F(NoTestDeviceTest, TheTestDeviceIsRefusedWithTheDevicesServed) {
+  RawSession s(stub_.get());
+  EXPECT_EQ(s.open_response().devices_size(), 1);
+  s.Send(UploadReq(1, MetaOn({2}, ScalarType::kFloat32, kDev), Bytes<float>({1, 2})));
+  s.Send(Call(1, "zeros", {IL({2}), None(), Dev("privateuseone:0")}, {2}));
+  std::vector<v1::Error> errors = s.Sync();
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_THAT(errors[0].message(), HasSubstr("device must be one this daemon serves, got privateuseone:0"));
+  EXPECT_THAT(errors[1].message(), HasSubstr("device 'privateuseone:0' is not available: this daemon serves cpu"));
+}
+
+}  // namespace
+}  // namespace tensord::testing
