@@ -1,12 +1,20 @@
 // tensord/meta/op_table.h — the one table of ops. Each entry has the op's
 // schema, its meta function (the only code that decides output dtype, sizes,
 // strides, storage_offset and aliasing) and flags. Kernels, the wire, the
-// Python surface and (later) derivatives are keyed by the entry's full name
+// Python surface and derivative formulas are keyed by the entry's full name
 // ("add.Tensor") and checked against this table.
 //
-// To add an op: add one `OpDef` line in meta/src/ops.cc with its schema and a
-// meta function, a CPU kernel in kernels/cpu/, and samples in
-// tests/python/opinfo.py. The completeness tests fail until all three exist.
+// To add an op (docs/adding-an-op.md walks through one, step by step):
+//   - its `OpDef` row in meta/src/ops.cc, and its meta function
+//     (meta/src/meta_functions.h, meta/src/meta_*.cc);
+//   - a CPU kernel in kernels/cpu/, registered under the full name (a pure
+//     view has none);
+//   - unless kNotDifferentiable: a derivative formula and its table row in
+//     server/runtime/src/autograd/formulas*.cc, and its saved-reads row in
+//     meta/src/autograd_rules.cc;
+//   - samples in tests/python/opinfo*.py.
+// The Python function and method come from the table. Completeness tests
+// fail while a piece is missing.
 #ifndef TENSORD_META_OP_TABLE_H_
 #define TENSORD_META_OP_TABLE_H_
 
