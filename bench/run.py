@@ -4,6 +4,7 @@ measured in the same run. A benchmark, not a test: no figure passes or fails
 the run; only a sub-benchmark that crashes does.
 
     /usr/bin/python3 bench/run.py [--build DIR] [--json FILE] [--markdown FILE] [--only 1,2,...] [--quick]
+    /usr/bin/python3 bench/run.py --from-json FILE [--markdown FILE]
 
 Runs, each as a subprocess writing JSON rows:
   build/bin/wire_bench   figures 2 (round trip beside bare gRPC) and 3 (upload
@@ -18,7 +19,13 @@ is met, and the peer. Header lines state the machine (cores, CPU model,
 memory), the transports, the date and the git commit.
 
 Outputs: the combined JSON (default BUILD/bench.json; an object with
-"machine" and "rows"), and with --markdown FILE the same table as Markdown.
+"machine" and "rows"), and with --markdown FILE the same rows as Markdown:
+the header lines, then one table per figure (row, tensord, peer, unit,
+ratio, target, met, what bounds the row, and the row's notes: CPU shares,
+alternating pairs, memcpy's rate, latencies). The "bound by" texts are
+BOUND_BY below. --from-json FILE runs nothing: it prints the table and
+writes --markdown from a combined JSON of an earlier run, so that the
+tables of bench/RESULTS.md can be made again.
 --quick passes quick to every sub-benchmark (a smoke run of seconds to a
 minute; its numbers are not figures). A sub-benchmark that fails prints its
 error; the others still run and the exit status is 1 at the end. The daemon
@@ -105,25 +112,93 @@ def _num(v):
 
 
 def _note(r):
-    """Extra facts of a row: figure 2's CPU time per round trip, figures 1,
-    3 and 6's CPU shares (and 1 and 6's spread over alternating pairs),
-    figure 7's latencies, errors and memory."""
+    """Extra facts of a row, compact: figure 2's CPU time per round trip,
+    figures 1, 3 and 6's CPU shares (and 1 and 6's spread over alternating
+    pairs, 3's memcpy rate), figure 7's latencies, errors and memory.
+    Tolerates rows of earlier runs (figure 3's bare_grpc_gbs and bare_tcp_gbs,
+    from when memcpy was every figure-3 row's peer)."""
+    parts = []
     if "daemon_cpu_us" in r:
-        return (f"CPU us per round trip: client {r['client_cpu_us']:.0f}, daemon {r['daemon_cpu_us']:.0f} "
-                f"(bare: client {r['peer_client_cpu_us']:.0f}, server {r['peer_server_cpu_us']:.0f})")
+        parts.append(f"CPU us per round trip: client {r['client_cpu_us']:.0f}, daemon {r['daemon_cpu_us']:.0f}; "
+                     f"bare: client {r['peer_client_cpu_us']:.0f}, server {r['peer_server_cpu_us']:.0f}")
+    if "pair_ratio_min" in r:
+        parts.append(f"pairs {r['pair_ratio_min']:.2f}-{r['pair_ratio_max']:.2f}")
     if "daemon_cpu_share" in r:
-        note = f"CPU share: client {r['client_cpu_share']:.2f}, daemon {r['daemon_cpu_share']:.2f}"
-        if "pair_ratio_min" in r:
-            note = f"alternating pairs: ratio {r['pair_ratio_min']:.2f}-{r['pair_ratio_max']:.2f}; " + note
-        if "memcpy_gbs" in r:
-            note += (f"; memcpy moves the same bytes at {r['memcpy_gbs']:.2f} GB/s "
-                     f"(tensord {r['ours'] / r['memcpy_gbs']:.3f} of it)")
-        return note
+        parts.append(f"CPU share: client {r['client_cpu_share']:.2f}, daemon {r['daemon_cpu_share']:.2f}")
+    if r.get("memcpy_gbs"):
+        parts.append(f"memcpy {r['memcpy_gbs']:.1f} GB/s (tensord {r['ours'] / r['memcpy_gbs']:.3f} of it)")
+    for key, what in (("bare_grpc_gbs", "bare gRPC"), ("bare_tcp_gbs", "bare TCP")):
+        if r.get(key) and r.get("ours"):
+            parts.append(f"{what} {r[key]:.2f} GB/s (tensord {r['ours'] / r[key]:.2f}x it)")
     if "p50_sync_us" in r:
-        return (f"sync p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us, {r['errors']} errors, "
-                f"daemon RSS {r['daemon_rss_before'] / 2**20:.1f} -> {r['daemon_rss_after'] / 2**20:.1f} MiB, "
-                f"{r['daemon_rss_after_second'] / 2**20:.1f} MiB after a second round; anonymous memory "
-                f"{r['daemon_anon_before'] / 2**20:.1f} -> {r['daemon_anon_after'] / 2**20:.1f} MiB")
+        mib = 2**20
+        parts.append(f"sync p50 {r['p50_sync_us']:.0f} us, p99 {r['p99_sync_us']:.0f} us; {r['errors']} errors; "
+                     f"daemon RSS {r['daemon_rss_before'] / mib:.1f} -> {r['daemon_rss_after'] / mib:.1f} MiB "
+                     f"({r['daemon_rss_after_second'] / mib:.1f} after a second round), anonymous "
+                     f"{r['daemon_anon_before'] / mib:.1f} -> {r['daemon_anon_after'] / mib:.1f} MiB")
+    return "; ".join(parts)
+
+
+# Each figure's heading in the Markdown; for figure 3 also the order of its
+# rows (by the path their name ends with, then as measured) and one table
+# per peer (the bare gRPC stream, a bare TCP connection and memcpy are the
+# peers of different paths).
+FIGURES = {
+    1: dict(title="Pipelined small ops from Python (us, lower is better)"),
+    2: dict(title="Synchronous round trip from C++ (us, lower is better)"),
+    3: dict(title="Upload and download from C++ (GB/s, higher is better)", split_by_peer=True,
+            order=("(unix)", "(tcp)", "(tcp stream)", "(unix, shm)")),
+    4: dict(title="CPU kernels in the daemon (GB/s or GFLOP/s, higher is better)"),
+    5: dict(title="Meta cost per op from Python (us per op, lower is better)"),
+    6: dict(title="Digits MLP, one training epoch (s, lower is better)"),
+    7: dict(title="Many clients: 16 Python processes on one daemon (ops/s, higher is better)"),
+}
+
+# What bounds each figure, one line per row: figure -> [(substring of the row
+# name, or a tuple of them; case-insensitive; "" matches any row), text],
+# first match wins. Facts measured when the figure was worked on (profiles,
+# instruction counts, alternating runs; bench/RESULTS.md's git history has
+# them), not numbers.
+BOUND_BY = {
+    1: [("python work", "wake-ups of blocked threads: both ends block in turn at each item(); "
+                        "the daemon's ops run while Python works"),
+        ("", "the client's CPU per op: Python, the binding, the meta cache lookup, building the request; "
+             "the daemon works in parallel")],
+    2: [("grpc stream", "gRPC's thread hand-offs per message (poller to stream thread, futex wake-ups), "
+                        "as in the bare ping-pong, plus tensord's work on both ends"),
+        ("tcp stream", "the two ops and the fetch on both ends, one send and receive each way on the "
+                       "session's TCP connection; both ends poll 100 us before sleeping"),
+        ("", "the two ops and the fetch on both ends, one sendmsg and recvmsg each way on the "
+             "same-host socket; both ends poll 100 us before sleeping")],
+    3: [("upload 1 MiB (unix, shm)", "one copy into the shared segment on one core; the upload's round trip "
+                                     "overlaps the copy"),
+        ("download 1 MiB (unix, shm)", "the daemon's copy on one core plus one round trip: the reply can only go "
+                                       "after the copy"),
+        ("(unix, shm)", "one copy each way, split over the idle cores from 16 MiB: memory bandwidth, "
+                        "against memcpy on one core"),
+        ("(tcp stream)", "loopback TCP's own rate: the kernel's copy out of the socket is the only copy; "
+                         "at 1 MiB also the round trip that ends each transfer"),
+        ("", "the bare gRPC stream's own rate: the receiver, the busy side, copies from the socket into "
+             "gRPC's buffers, then into the storage")],
+    4: [("matmul", "OpenBLAS's sgemm in both columns; its threads share the two cores with whatever else runs"),
+        (("exp", "softmax"), "the exp polynomial on the CPU's widest vectors, on both cores (NumPy on one); "
+                             "halves when the second core is busy"),
+        ("sum", "memory bandwidth: fixed blocks summed in double on both cores, then pairwise; NumPy on one core"),
+        ("", "memory bandwidth: both cores over warm output pages, none zeroed by the kernel; NumPy on one core")],
+    5: [("geometric mean", "the rows above: the client's call path per op"),
+        ("", "the client's call path: meta cache key and hash lookup, new TensorImpls, the Python Tensor object")],
+    6: [("", "one round trip per step (loss.item()) and the daemon's CPU, the busier side: forward, "
+             "backward, the linear layers' matmuls, the Adam step")],
+    7: [("", "the 2 cores, shared by 16 Python clients and the daemon; both columns saturate the machine")],
+}
+
+
+def bound_by(r):
+    """The BOUND_BY line of row `r`, '' when its figure has none."""
+    name = r.get("name", "").lower()
+    for keys, text in BOUND_BY.get(r.get("figure"), ()):
+        if any(k.lower() in name for k in ((keys,) if isinstance(keys, str) else keys)):
+            return text
     return ""
 
 
@@ -146,7 +221,7 @@ def header_lines(m, quick):
         f"machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB memory, Linux {m['kernel']}, "
         f"Python {m['python']}, load average at start {' '.join(map(str, m['load_average']))}",
         f"transports: {m['transports']}",
-        "every value is a median of repeats; ratio = tensord / peer; target is the issue's goal for the ratio",
+        "every value is a median of repeats; ratio = tensord / peer; target is the goal for the ratio",
     ]
 
 
@@ -164,14 +239,59 @@ def text_table(rows):
     return "\n".join(lines)
 
 
-def markdown_table(rows):
+MD_COLUMNS = ("row", "tensord", "peer", "unit", "ratio", "target", "met", "bound by", "notes")
+
+
+def _md_table(rows, peer_note):
+    """One Markdown table; `peer_note(r)` is '' or the row's peer when it is
+    not the one named above the table. A bound-by line that repeats the row
+    above reads "as above"."""
     def esc(s):
         return s.replace("|", "\\|")
 
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---:" if i in (2, 3, 5) else "---"
-                                                              for i in range(len(COLUMNS))) + "|"]
-    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in table_cells(rows)]
-    return "\n".join(lines)
+    lines = ["| " + " | ".join(MD_COLUMNS) + " |",
+             "|" + "|".join("---:" if c in ("tensord", "peer", "ratio") else "---" for c in MD_COLUMNS) + "|"]
+    previous = None
+    for r in rows:
+        notes = "; ".join(n for n in (peer_note(r), _note(r)) if n)
+        bound = bound_by(r)
+        cells = (r["name"], _num(r.get("ours")), _num(r.get("peer")), r.get("unit", ""), _num(r.get("ratio")),
+                 r.get("target", ""), met(r), "as above" if bound and bound == previous else bound, notes)
+        previous = bound
+        lines.append("| " + " | ".join(esc(c) for c in cells) + " |")
+    return lines
+
+
+def markdown_tables(rows):
+    """One table per figure (per peer too where FIGURES says so), each under
+    a heading naming the figure and a line naming its peer."""
+    lines = []
+    for fig in sorted({r["figure"] for r in rows}):
+        spec = FIGURES.get(fig, dict(title=f"Figure {fig}"))
+        frows = [r for r in rows if r["figure"] == fig]
+        if spec.get("order"):
+            order = spec["order"]
+            frows.sort(key=lambda r: next((i for i, o in enumerate(order) if r["name"].endswith(o)), len(order)))
+        peers = list(dict.fromkeys(r.get("peer_name", "") for r in frows))
+        lines += ["", f"### {fig}. {spec['title']}"]
+        if spec.get("split_by_peer"):
+            for peer in peers:
+                lines += ["", f"Peer: {peer}.", ""]
+                lines += _md_table([r for r in frows if r.get("peer_name", "") == peer], lambda r: "")
+        else:
+            main = max(peers, key=lambda p: sum(r.get("peer_name", "") == p for r in frows))
+            others = [p for p in peers if p != main]
+            lines += ["", f"Peer: {main}" + (", except where the notes name another" if others else "") + ".", ""]
+            lines += _md_table(frows, lambda r: "" if r.get("peer_name", "") == main else f"peer: {r['peer_name']}")
+    return "\n".join(lines[1:])
+
+
+def markdown(m, quick, rows, errors):
+    """The whole Markdown of a run: header lines, the tables, any failures."""
+    out = "\n".join(f"{h}  " for h in header_lines(m, quick)) + "\n\n" + markdown_tables(rows) + "\n"
+    if errors:
+        out += "\nSub-benchmarks that failed:\n\n```\n" + "\n".join(f"FAILED: {e}" for e in errors) + "\n```\n"
+    return out
 
 
 def _stop_group(p):
@@ -230,7 +350,12 @@ def main(argv=None):
     ap.add_argument("--only", default=",".join(map(str, ALL_FIGURES)), help="comma-separated figures (default all)")
     ap.add_argument("--quick", action="store_true", help="quick smoke run of every sub-benchmark")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds allowed to each sub-benchmark (default 1200)")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="run nothing: print the table of a combined JSON written by an earlier run "
+                         "(and write it with --markdown)")
     args = ap.parse_args(argv)
+    if args.from_json:
+        return from_json(args.from_json, args.markdown)
     try:
         only = {int(x) for x in args.only.split(",") if x.strip()}
     except ValueError:
@@ -263,12 +388,7 @@ def main(argv=None):
             print(f"[{name}] FAILED: {err}", file=sys.stderr, flush=True)
             errors.append(err)
 
-    print()
-    print("\n".join(header_lines(m, args.quick)))
-    print()
-    print(text_table(rows))
-    for e in errors:
-        print(f"\nFAILED: {e}")
+    print_table(m, args.quick, rows, errors)
 
     out = args.json or os.path.join(build, "bench.json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -276,9 +396,41 @@ def main(argv=None):
         json.dump(dict(machine=m, quick=args.quick, rows=rows, errors=errors), f, indent=1)
     print(f"\nJSON: {out}")
     if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write("\n".join(f"{h}  " for h in header_lines(m, args.quick)) + "\n\n" + markdown_table(rows) + "\n")
-        print(f"Markdown: {args.markdown}")
+        write_markdown(args.markdown, m, args.quick, rows, errors)
+    return 1 if errors else 0
+
+
+def print_table(m, quick, rows, errors):
+    print()
+    print("\n".join(header_lines(m, quick)))
+    print()
+    print(text_table(rows))
+    for e in errors:
+        print(f"\nFAILED: {e}")
+
+
+def write_markdown(path, m, quick, rows, errors):
+    with open(path, "w") as f:
+        f.write(markdown(m, quick, rows, errors))
+    print(f"Markdown: {path}")
+
+
+def from_json(path, markdown_path):
+    """--from-json: the table (and with `markdown_path` the Markdown) of the
+    combined JSON at `path`; runs nothing. Exit status 1 when the run it
+    records had a failed sub-benchmark, 2 when the file is not such a JSON."""
+    try:
+        with open(path) as f:
+            result = json.load(f)
+        m, rows = result["machine"], result["rows"]
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        print(f"run.py: {path} is not a combined JSON of bench/run.py (an object with machine and rows): {e}",
+              file=sys.stderr)
+        return 2
+    quick, errors = bool(result.get("quick")), list(result.get("errors") or [])
+    print_table(m, quick, rows, errors)
+    if markdown_path:
+        write_markdown(markdown_path, m, quick, rows, errors)
     return 1 if errors else 0
 
 
