@@ -16,8 +16,8 @@ namespace tensord::client::internal {
 // into write_buffer_, which is kept: a fresh buffer of that size comes from
 // the top of this process's heap, which glibc gives back to the system when
 // it is freed, so every such message paid a page fault per 4 KiB again (a
-// cost that dominated a 64 KiB upload's round trip; bench/RESULTS.md has
-// the figure). A client library cannot mallopt its host process, as the
+// cost that dominated a 64 KiB upload's round trip when it was measured).
+// A client library cannot mallopt its host process, as the
 // daemon does. A still larger one goes through gRPC's serializer, as the
 // generated stub would, in slices of at most 1 MiB.
 bool Transport::Send(const v1::ClientMessage& m) {

@@ -407,6 +407,17 @@ bool FormulaGivesGradient(const OpEntry& op, int arg) {
   return true;
 }
 
+bool FormulaMayReadInput(const OpEntry& op, int arg) {
+  const std::vector<ReadItem>* rule = RuleOf(op);
+  if (rule == nullptr) return true;
+  for (const ReadItem& it : *rule) {
+    if (it.nograd) continue;
+    if (it.kind == SavedRead::Kind::kAnySaved) return true;
+    if (it.kind == SavedRead::Kind::kInput && it.index == arg) return true;
+  }
+  return false;
+}
+
 bool SavedReadsRuleIsEmpty(const OpEntry& op) {
   const std::vector<ReadItem>* rule = RuleOf(op);
   return rule == nullptr || rule->empty();

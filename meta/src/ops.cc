@@ -3,8 +3,8 @@
 // handshake refuses a client built from a different table.
 //
 // To add an op: one line here (schema in PyTorch's syntax, its meta function,
-// flags), a CPU kernel registered in kernels/cpu/ under the same full name,
-// and samples in tests/python/opinfo.py.
+// flags), then its kernel, derivative, saved-reads row and samples:
+// docs/adding-an-op.md walks through every place, with a real op.
 #include "meta_functions.h"
 #include "tensord/meta/op_table.h"
 

@@ -624,9 +624,11 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   const bool create_graph = r.create_graph();
   const bool retain_graph = r.retain_graph() || create_graph;
   const bool grad_mode = !r.accumulate();
-  auto has_kernel = [&](absl::string_view name) {
+  // Whether op `name` has a kernel on `device` (a test's table may lack one).
+  auto has_kernel = [&](absl::string_view name, const Device& device) {
     const OpEntry* op = OpTable::Get().Find(name);
-    return op != nullptr && devices_->cpu()->FindKernel(op->id) != nullptr;
+    const Backend* on = devices_->Find(device);
+    return op != nullptr && on != nullptr && on->FindKernel(op->id) != nullptr;
   };
   auto run = [&](absl::string_view name, std::vector<Arg> args, bool record) -> absl::StatusOr<Tensor> {
     TD_ASSIGN_OR_RETURN(std::vector<Tensor> o, RunOp(name, std::move(args), record));
@@ -821,7 +823,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
         mark_changed(ag);
         return absl::OkStatus();
       }
-      if (has_kernel("copy_")) {
+      if (has_kernel("copy_", m.device)) {
         const Backend* on = devices_->Find(m.device);
         if (on == nullptr) return InternalErr(absl::StrCat("backward: no backend serves ", m.device.ToString()));
         TD_ASSIGN_OR_RETURN(fresh.storage, memory_->Allocate(on->allocator(), need, "backward"));
@@ -840,7 +842,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     // Without create_graph, into the .grad already there (as PyTorch's
     // AccumulateGrad under no grad mode), even when it requires grad (left by
     // an earlier create_graph backward): the same tensor, its history kept.
-    if (!create_graph && has_kernel("add_.Tensor")) {
+    if (!create_graph && has_kernel("add_.Tensor", cur.meta.device)) {
       TD_ASSIGN_OR_RETURN(Tensor unused, run("add_.Tensor", {cur, g}, false));
       (void)unused;
       return absl::OkStatus();

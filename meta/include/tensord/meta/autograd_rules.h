@@ -98,6 +98,13 @@ absl::Status SavedTensorModifiedError(ScalarType dtype, absl::Span<const int64_t
                                       absl::string_view grad_fn_name, uint32_t output_nr, uint64_t now,
                                       uint64_t expected);
 
+// Whether the derivative formula of `op` may read argument `arg`'s saved
+// value: its saved-reads row names the argument (or reads every saved
+// tensor), or the op has no row. An in-place op whose row never reads self
+// needs no copy of self as it was before the op (relu_ reads its result,
+// add_ nothing), and the daemon records it without one.
+bool FormulaMayReadInput(const OpEntry& op, int arg);
+
 // One root of a backward() or autograd.grad() call, as the checks before
 // the graph is walked see it: its metadata, whether it requires grad, and
 // the gradient given for it (nullptr: none, to be implicitly created).

@@ -1,5 +1,4 @@
 // Graph nodes, what recording needs of them, and the context derivative formulas run in.
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/autograd_rules.h"
 #include "tensord/meta/errors.h"
@@ -28,11 +27,9 @@ void Harvest(Node& n, std::vector<std::shared_ptr<Node>>& stack) {
 }  // namespace
 
 bool InplaceNeedsOriginalSelf(const OpEntry& op) {
-  // In-place ops whose derivative never reads self's old value.
-  static const absl::flat_hash_set<std::string>* kNoSelf = new absl::flat_hash_set<std::string>{
-      "add_.Tensor", "add_.Scalar", "sub_.Tensor", "sub_.Scalar", "mul_.Scalar", "div_.Scalar", "zero_",
-      "fill_.Scalar", "copy_", "uniform_", "normal_", "masked_fill_.Scalar", "addcmul_", "addcdiv_"};
-  return !kNoSelf->contains(op.full_name());
+  // Derived from the op's saved-reads row (meta/autograd_rules.h), which the
+  // test suite checks against what each formula reads.
+  return FormulaMayReadInput(op, 0);
 }
 
 bool AnyDifferentiableInputRequiresGrad(const OpEntry& op, absl::Span<const Value> args,
