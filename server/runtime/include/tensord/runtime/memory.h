@@ -162,7 +162,9 @@ class Storage {
   // A device address: only the device's backend and kernels dereference it.
   char* data() const { return block_.data; }
   int64_t nbytes() const { return nbytes_; }
-  Device device() const { return allocator_->device(); }
+  // Kept here, not asked of the allocator: the dispatcher asks it of every
+  // input of every op.
+  Device device() const { return device_; }
   // Adopted memory (MemoryAccount::Adopt: a client's shared-memory segment):
   // the client can change these bytes at any moment, also while a kernel
   // reads them, so nothing the daemon validates may be read from here twice.
@@ -183,12 +185,17 @@ class Storage {
   friend class MemoryAccount;
   Storage(DeviceAllocator::Block block, int64_t nbytes, std::shared_ptr<DeviceAllocator> allocator,
           std::shared_ptr<MemoryAccount> account)
-      : block_(block), nbytes_(nbytes), allocator_(std::move(allocator)), account_(std::move(account)),
+      : block_(block),
+        nbytes_(nbytes),
+        device_(allocator->device()),
+        allocator_(std::move(allocator)),
+        account_(std::move(account)),
         id_(NextId()) {}
   static uint64_t NextId();
 
   DeviceAllocator::Block block_;
   int64_t nbytes_;
+  Device device_;
   std::shared_ptr<DeviceAllocator> allocator_;  // frees the block (unless adopted)
   std::shared_ptr<void> external_;  // non-null: adopted memory, kept alive by this (see Adopt)
   std::shared_ptr<MemoryAccount> account_;
