@@ -36,6 +36,11 @@ def test_tensors_live_and_compute_on_the_test_device(dev_session):
         np.testing.assert_allclose(t.sum(0).cpu().numpy(), big.astype(np.float64).sum(0), rtol=1e-6)
         z = tensord.zeros(2, 3, device="privateuseone")
         assert z.device.type == "privateuseone" and z.tolist() == [[0.0] * 3] * 2
+        # A data-dependent op: its kernel makes its output, on the device.
+        nz = tensord.tensor([0.0, 1.0, 0.0, 2.0], device="privateuseone").nonzero()
+        assert nz.device.type == "privateuseone" and nz.tolist() == [[1], [3]]
+        # Indices on the cpu index a device tensor, as PyTorch allows.
+        assert t[tensord.tensor([0, 599])][:, :2].tolist() == [[0.0, 1.0], [299500.0, 299501.0]]
 
 
 def test_to_moves_data_both_ways_and_autograd_follows(dev_session):

@@ -57,8 +57,8 @@ struct KernelContext {
   // Outputs, allocated by the dispatcher (empty for kDataDependent ops until
   // allocate_output fills them).
   std::vector<TensorRef> outputs;
-  // For kDataDependent ops: allocates a contiguous output of `meta` and
-  // appends it to `outputs`. ResourceExhausted when over the session's limit.
+  // For kDataDependent ops: allocates a contiguous output of `meta` on `device` (whatever device
+  // `meta` names) and appends it to `outputs`. ResourceExhausted when over the session's limit.
   std::function<absl::StatusOr<TensorRef>(const TensorMeta&)> allocate_output;
   Generator* generator = nullptr;
 
