@@ -129,33 +129,6 @@ absl::Status DeviceUnavailable(absl::string_view op, const Device& d, const Back
       absl::StrCat(op, ": device '", d.ToString(), "' is not available: this daemon serves ", names));
 }
 
-// `n` bytes from `src` on `from` to `dst` on `to`: directly when either
-// side's memory is the daemon's own, else through a host buffer (from
-// `host`, charged to `memory`). The error names `op` and both devices.
-absl::Status CopyAcross(const Backend& from, const char* src, const Backend& to, char* dst, size_t n,
-                        MemoryAccount& memory, const Backend& host, absl::string_view op) {
-  if (n == 0) return absl::OkStatus();
-  absl::Status s;
-  if (from.host_addressable() && to.host_addressable()) {
-    std::memcpy(dst, src, n);
-  } else if (to.host_addressable()) {
-    s = from.CopyToHost(dst, src, n);
-  } else if (from.host_addressable()) {
-    s = to.CopyFromHost(dst, src, n);
-  } else {
-    absl::StatusOr<std::shared_ptr<Storage>> bounce =
-        memory.Allocate(host.allocator(), static_cast<int64_t>(n), op, /*zero_fill=*/false);
-    if (!bounce.ok()) return bounce.status();
-    s = from.CopyToHost((*bounce)->data(), src, n);
-    if (s.ok()) s = to.CopyFromHost(dst, (*bounce)->data(), n);
-  }
-  if (!s.ok()) {
-    return InternalErr(absl::StrCat(op, ": copying ", n, " bytes from ", from.device().ToString(), " to ",
-                                    to.device().ToString(), " failed: ", s.message()));
-  }
-  return absl::OkStatus();
-}
-
 // A kernel's scratch memory charged to the session's account, so temporaries
 // (im2col buffers, contiguous copies of expanded inputs) obey the limit.
 // Scratch lives on the kernel's device.
@@ -1043,7 +1016,7 @@ absl::Status Session::DispatchInto(const OpEntry& opr, const std::string& op_nam
           memory_->Allocate(backend->allocator(), p.end - p.begin, op_name, false);
       if (!copy.ok()) return fail(copy.status());
       p.copy = *std::move(copy);
-      if (absl::Status s = CopyAcross(*from, t->storage->data() + p.begin, *backend, p.copy->data(),
+      if (absl::Status s = CopyBetween(*from, t->storage->data() + p.begin, *backend, p.copy->data(),
                                       static_cast<size_t>(p.end - p.begin), *memory_, *devices_->cpu(), op_name);
           !s.ok()) {
         return fail(s);
@@ -1358,7 +1331,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                       : memory_->Allocate(to->allocator(), static_cast<int64_t>(up.total_bytes), what, false);
     absl::Status s = moved.status();
     if (s.ok()) {
-      s = CopyAcross(*devices_->cpu(), up.storage->data(), *to, (*moved)->data(), up.total_bytes, *memory_,
+      s = CopyBetween(*devices_->cpu(), up.storage->data(), *to, (*moved)->data(), up.total_bytes, *memory_,
                      *devices_->cpu(), what);
     }
     if (!s.ok()) {
@@ -1416,7 +1389,7 @@ absl::StatusOr<char*> Session::HostBase(const Tensor& t, absl::string_view what,
   TD_ASSIGN_OR_RETURN(int64_t end, t.meta.StorageBytesNeeded());
   if (end < begin) end = begin;  // an empty tensor addresses nothing
   TD_ASSIGN_OR_RETURN(*keep, memory_->Allocate(devices_->cpu()->allocator(), end - begin, what, false));
-  TD_RETURN_IF_ERROR(CopyAcross(*from, t.storage->data() + begin, *devices_->cpu(), (*keep)->data(),
+  TD_RETURN_IF_ERROR(CopyBetween(*from, t.storage->data() + begin, *devices_->cpu(), (*keep)->data(),
                                 static_cast<size_t>(end - begin), *memory_, *devices_->cpu(), what));
   return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>((*keep)->data()) - static_cast<uintptr_t>(begin));
 }

@@ -263,35 +263,41 @@ void CpuAllocator::IdleTrimLoop() {
   }
 }
 
-CpuBackend::CpuBackend(const CpuAllocatorOptions& options)
-    : cpu_allocator_(std::make_shared<CpuAllocator>(options)), allocator_(cpu_allocator_) {}
+HostMemoryBackend::HostMemoryBackend(const CpuAllocatorOptions& options, Device device)
+    : cpu_allocator_(std::make_shared<CpuAllocator>(options, device)), allocator_(cpu_allocator_) {}
+
+absl::Status HostMemoryBackend::RegisterKernels() {
+  if (absl::Status s = RegisterCpuKernels(kernels_); !s.ok()) {
+    return InternalErr(absl::StrCat("registering the cpu kernels for ", device().ToString(),
+                                    " failed: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostMemoryBackend::CopyFromHost(char* device_dst, const char* host_src, size_t n) const {
+  if (n > 0) std::memcpy(device_dst, host_src, n);
+  return absl::OkStatus();
+}
+
+absl::Status HostMemoryBackend::CopyToHost(char* host_dst, const char* device_src, size_t n) const {
+  if (n > 0) std::memcpy(host_dst, device_src, n);
+  return absl::OkStatus();
+}
+
+absl::Status HostMemoryBackend::CopyWithin(char* device_dst, const char* device_src, size_t n) const {
+  if (n > 0) std::memmove(device_dst, device_src, n);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuAllocatorOptions& options) {
   std::unique_ptr<CpuBackend> b(new CpuBackend(options));
-  if (absl::Status s = RegisterCpuKernels(b->kernels_); !s.ok()) {
-    return InternalErr(absl::StrCat("registering the cpu kernels failed: ", s.message()));
-  }
+  TD_RETURN_IF_ERROR(b->RegisterKernels());
   return b;
 }
 
 std::string CpuBackend::description() const {
   const int64_t cores = CpuCores();
   return absl::StrCat(cores, cores == 1 ? " core" : " cores");
-}
-
-absl::Status CpuBackend::CopyFromHost(char* device_dst, const char* host_src, size_t n) const {
-  if (n > 0) std::memcpy(device_dst, host_src, n);
-  return absl::OkStatus();
-}
-
-absl::Status CpuBackend::CopyToHost(char* host_dst, const char* device_src, size_t n) const {
-  if (n > 0) std::memcpy(host_dst, device_src, n);
-  return absl::OkStatus();
-}
-
-absl::Status CpuBackend::CopyWithin(char* device_dst, const char* device_src, size_t n) const {
-  if (n > 0) std::memmove(device_dst, device_src, n);
-  return absl::OkStatus();
 }
 
 }  // namespace tensord::backends

@@ -48,6 +48,7 @@ using runtime::Arg;
 using runtime::AutogradMeta;
 using runtime::Backend;
 using runtime::Backends;
+using runtime::CopyBetween;
 using runtime::Edge;
 using runtime::FindFormula;
 using runtime::FormatBytes;

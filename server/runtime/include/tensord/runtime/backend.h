@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "tensord/kernels/registry.h"
 #include "tensord/meta/device.h"
@@ -84,6 +85,14 @@ class Backends {
  private:
   std::vector<std::unique_ptr<Backend>> backends_;
 };
+
+// Copies `n` bytes from `src` on `from` to `dst` on `to`: directly when
+// either side's memory is the daemon's own (Backend::host_addressable),
+// else through a host buffer allocated on `host` and charged to `account`
+// (ResourceExhausted over its limit). InternalError naming `op` and both
+// devices when a device's copy fails.
+absl::Status CopyBetween(const Backend& from, const char* src, const Backend& to, char* dst, size_t n,
+                         MemoryAccount& account, const Backend& host, absl::string_view op);
 
 }  // namespace tensord::runtime
 

@@ -124,19 +124,16 @@ class CpuAllocator final : public runtime::DeviceAllocator {
   std::thread trimmer_;  // started with the first cached block
 };
 
-// The CPU: one device, "cpu", its kernels run on the calling thread (and
-// OpenMP's), so every copy is a memcpy and Synchronize has nothing to wait for.
-class CpuBackend final : public runtime::Backend {
+// A device whose memory is this process's: a CpuAllocator of its own for
+// `device`, memcpy copies, the CPU's kernels run on the calling thread (and
+// OpenMP's), so Synchronize has nothing to wait for. The CPU and the test
+// device are two of them; they differ in their name and in whether the
+// daemon may touch their bytes directly.
+class HostMemoryBackend : public runtime::Backend {
  public:
-  // Registers the CPU kernels; fails only on a build bug (a kernel
-  // registered for an op the table lacks), with InternalError.
-  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const CpuAllocatorOptions& options);
-
-  Device device() const override { return kCPU; }
-  std::string description() const override;  // "16 cores"
+  Device device() const override { return cpu_allocator_->device(); }
   int64_t total_memory_bytes() const override { return cpu_allocator_->physical_memory_bytes(); }
   const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
-  bool host_addressable() const override { return true; }
   absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) const override;
   absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) const override;
   absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) const override;
@@ -147,12 +144,29 @@ class CpuBackend final : public runtime::Backend {
 
   CpuAllocator& cpu_allocator() const { return *cpu_allocator_; }
 
- private:
-  explicit CpuBackend(const CpuAllocatorOptions& options);
+ protected:
+  HostMemoryBackend(const CpuAllocatorOptions& options, Device device);
+  // Registers the CPU kernels; fails only on a build bug (a kernel
+  // registered for an op the table lacks), with InternalError.
+  absl::Status RegisterKernels();
 
+ private:
   std::shared_ptr<CpuAllocator> cpu_allocator_;
   std::shared_ptr<runtime::DeviceAllocator> allocator_;  // the same object
   KernelRegistry kernels_;
+};
+
+// The CPU, "cpu".
+class CpuBackend final : public HostMemoryBackend {
+ public:
+  // InternalError only on a build bug (see RegisterKernels).
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const CpuAllocatorOptions& options);
+
+  std::string description() const override;  // "16 cores"
+  bool host_addressable() const override { return true; }
+
+ private:
+  explicit CpuBackend(const CpuAllocatorOptions& options) : HostMemoryBackend(options, kCPU) {}
 };
 
 // Cores online on the machine, at least 1.

@@ -28,30 +28,16 @@ namespace tensord::backends {
 // privateuseone:0.
 inline constexpr Device kTestDevice{DeviceType::kPrivateUse1, 0};
 
-class TestDeviceBackend final : public runtime::Backend {
+class TestDeviceBackend final : public HostMemoryBackend {
  public:
   // InternalError only on a build bug (a CPU kernel the table lacks).
   static absl::StatusOr<std::unique_ptr<TestDeviceBackend>> Create();
 
-  Device device() const override { return kTestDevice; }
   std::string description() const override { return "test device (host memory, the cpu kernels)"; }
-  int64_t total_memory_bytes() const override { return allocator_impl_->physical_memory_bytes(); }
-  const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
   bool host_addressable() const override { return false; }
-  absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) const override;
-  absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) const override;
-  absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) const override;
-  absl::Status Synchronize() const override { return absl::OkStatus(); }
-  void* stream() const override { return nullptr; }
-  KernelFn FindKernel(uint32_t op_id) const override { return kernels_.Find(DeviceType::kCPU, op_id); }
-  int64_t Trim() override { return allocator_impl_->Trim(); }
 
  private:
   TestDeviceBackend();
-
-  std::shared_ptr<CpuAllocator> allocator_impl_;
-  std::shared_ptr<runtime::DeviceAllocator> allocator_;  // the same object
-  KernelRegistry kernels_;
 };
 
 }  // namespace tensord::backends
