@@ -29,37 +29,6 @@ namespace {
 
 constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
 
-// What a node keeps of a saved tensor's identity `ag`: a snapshot of its
-// history now (requires_grad, grad_fn, output_nr) and a weak reference to
-// the identity itself (SavedTensor::identity and owner). Holding the live
-// identity made a cycle whenever an in-place op later rebased it onto a node
-// that reaches this one (x.mul_(x.view(3)): the view's node saved x, whose
-// grad_fn became mul_'s node, which saved the view; w * w, then
-// w.requires_grad_(False) and w.mul_(z) for a leaf), and the graph was never
-// freed.
-void SaveIdentity(const std::shared_ptr<AutogradMeta>& ag, SavedTensor* s) {
-  if (ag == nullptr) return;
-  auto snap = std::make_shared<AutogradMeta>();
-  snap->requires_grad = ag->requires_grad;
-  snap->grad_fn = ag->grad_fn;
-  snap->output_nr = ag->output_nr;
-  s->data.ag = std::move(snap);
-  s->live = ag;
-}
-
-// Called before an in-place op (or a custom Function's dirty output) gives
-// `ag` a grad_fn: a leaf's AccumulateGrad node, if a graph still has one,
-// lets the identity go (it refuses from now on, as PyTorch's does: "leaf
-// variable has been moved into the graph interior"); else the new grad_fn,
-// which may reach that node, would close a cycle through it.
-void LeafMovesIntoTheGraph(AutogradMeta& ag) {
-  if (!ag.is_leaf()) return;
-  if (std::shared_ptr<Node> acc = ag.accumulator.lock(); acc != nullptr) {
-    acc->leaf.reset();
-    acc->leaf_moved = true;
-  }
-  ag.accumulator.reset();
-}
 
 // TENSORD_CHECK_SAVED_READS=1 (the tests set it): every formula run is
 // compared with the saved-reads table (tensord/meta/autograd_rules.h), which
@@ -101,214 +70,6 @@ Tensor* Session::FindTensor(uint64_t handle) {
 void Session::AddReleasedFunctions(v1::Ack* ack) {
   for (uint64_t id : released_functions_->Take()) ack->add_released_functions(id);
   shm_freed_->TakeInto(ack->mutable_shm_freed());  // as cheap, and on the same replies
-}
-
-Edge Session::GradientEdge(const Tensor& t) {
-  if (t.ag == nullptr) return {};
-  if (t.ag->grad_fn != nullptr) return {t.ag->grad_fn, t.ag->output_nr};
-  if (!t.ag->requires_grad) return {};
-  std::shared_ptr<Node> acc = t.ag->accumulator.lock();
-  if (acc == nullptr) {
-    acc = std::make_shared<Node>(Node::Kind::kAccumulate, std::numeric_limits<uint64_t>::max(), "AccumulateGrad");
-    acc->leaf = t.ag;
-    acc->leaf_meta = t.meta;
-    acc->output_metas = {t.meta};
-    acc->output_differentiable = {true};
-    t.ag->accumulator = acc;
-  }
-  return {acc, 0};
-}
-
-absl::StatusOr<std::vector<Tensor>> Session::RunOp(absl::string_view full_name, std::vector<Arg> args, bool record) {
-  const OpEntry* op = OpTable::Get().Find(full_name);
-  if (op == nullptr) {
-    return InternalErr(absl::StrCat("autograd needs op '", full_name, "', which is not in this daemon's op table"));
-  }
-  const FunctionSchema& schema = op->schema;
-  if (args.size() > schema.arguments.size()) {
-    return InternalErr(absl::StrCat("autograd called ", full_name, " with ", args.size(), " arguments; it takes ",
-                                    schema.arguments.size()));
-  }
-  // The argument tensors, moved out of `args` into stable addresses for the
-  // metas the values point at: reserved for all of them up front, so no
-  // push_back moves them (a formula's call runs this per op of a backward).
-  size_t n_tensors = 0;
-  for (const Arg& g : args) n_tensors += g.kind == Arg::Kind::kTensor ? 1 : g.list.size();
-  absl::InlinedVector<Tensor, 4> holders;
-  holders.reserve(n_tensors);
-  std::vector<Tensor*> inputs;
-  inputs.reserve(n_tensors);
-  std::vector<Value> vals;
-  vals.reserve(schema.arguments.size());
-  for (size_t i = 0; i < schema.arguments.size(); ++i) {
-    const Argument& a = schema.arguments[i];
-    if (i >= args.size()) {
-      if (a.default_value.has_value()) {
-        vals.push_back(*a.default_value);
-      } else if (a.optional) {
-        vals.emplace_back();
-      } else {
-        return InternalErr(absl::StrCat("autograd called ", full_name, " without its argument '", a.name, "'"));
-      }
-      continue;
-    }
-    Arg& g = args[i];
-    switch (g.kind) {
-      case Arg::Kind::kTensor:
-        if (!g.tensor.defined()) {
-          vals.emplace_back();
-          break;
-        }
-        if (g.tensor.failed()) return AsCause(g.tensor.error);
-        holders.push_back(std::move(g.tensor));
-        inputs.push_back(&holders.back());
-        vals.emplace_back(&holders.back().meta);
-        break;
-      case Arg::Kind::kTensorList: {
-        TensorList l;
-        for (Tensor& t : g.list) {
-          if (!t.defined()) {
-            l.push_back(nullptr);
-            continue;
-          }
-          if (t.failed()) return AsCause(t.error);
-          holders.push_back(std::move(t));
-          inputs.push_back(&holders.back());
-          l.push_back(&holders.back().meta);
-        }
-        vals.emplace_back(std::move(l));
-        break;
-      }
-      case Arg::Kind::kValue: {
-        Value v = std::move(g.value);
-        const Value::Kind k = v.kind();
-        if (a.type == ArgType::kIntList && k == Value::Kind::kInt) {
-          v = Value(Shape{v.to_int()});
-        } else if (a.type == ArgType::kScalar && (k == Value::Kind::kInt || k == Value::Kind::kFloat ||
-                                                  k == Value::Kind::kBool)) {
-          v = Value(v.scalar());
-        } else if (a.type == ArgType::kFloat && k == Value::Kind::kInt) {
-          v = Value(static_cast<double>(v.to_int()));
-        }
-        vals.push_back(std::move(v));
-        break;
-      }
-    }
-  }
-  return Dispatch(*op, std::move(vals), inputs, record, nullptr);
-}
-
-absl::Status Session::RecordNode(const OpEntry& op, const std::vector<Value>& args, const std::vector<Tensor*>& inputs,
-                                 std::vector<Tensor>& outs, const Tensor* self_before) {
-  if (!AnyDifferentiableInputRequiresGrad(op, args, inputs)) return absl::OkStatus();
-  const std::vector<bool>& diff = DifferentiableArgs(op);
-  const bool inplace = op.is_inplace();
-  auto find = [&](const TensorMeta* m) -> Tensor* {
-    for (Tensor* t : inputs) {
-      if (&t->meta == m) return t;
-    }
-    return nullptr;
-  };
-  // An in-place op's self (written by the op, its version already bumped).
-  const Tensor* self_t = inplace && !args.empty() && args[0].kind() == Value::Kind::kTensor
-                             ? find(args[0].tensor_ptr())
-                             : nullptr;
-  auto node = std::make_shared<Node>(Node::Kind::kOp, ++next_seq_, GradFnName(op));
-  // Charged before the node is filled (a list naming one tensor a million
-  // times would make it hold a million copies of its metadata): over the
-  // session's limit the op fails and nothing of the node stays.
-  int64_t bytes = NodeFixedBytes();
-  for (const Value& v : args) {
-    if (v.kind() == Value::Kind::kTensor && v.tensor_ptr() != nullptr) bytes += NodeInputBytes(*v.tensor_ptr());
-    if (v.kind() == Value::Kind::kTensorList) {
-      for (const TensorMeta* m : v.tensor_list()) bytes += m != nullptr ? NodeInputBytes(*m) : 0;
-    }
-  }
-  for (const Tensor& t : outs) bytes += NodeOutputBytes(t.meta);
-  TD_RETURN_IF_ERROR(node->charge.Add(memory_, bytes, absl::StrCat(node->name, " (the autograd graph's node)")));
-  node->op = &op;
-  size_t n_slots = 0;
-  for (const Value& v : args) {
-    if (v.kind() == Value::Kind::kTensor) ++n_slots;
-    if (v.kind() == Value::Kind::kTensorList) n_slots += v.tensor_list().size();
-  }
-  node->saved_inputs.reserve(n_slots);
-  node->next.reserve(n_slots);
-  node->input_metas.reserve(n_slots);
-  node->input_present.reserve(n_slots);
-  node->output_metas.reserve(outs.size());
-  node->output_differentiable.reserve(outs.size());
-  node->saved_outputs.reserve(outs.size());
-  node->arg_slots.resize(args.size());
-  node->args = args;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto add_slot = [&](const TensorMeta* m) -> int {
-      if (m == nullptr) return -1;
-      Tensor* t = find(m);
-      if (t == nullptr) return -1;
-      const Tensor& src = (self_before != nullptr && i == 0) ? *self_before : *t;
-      SavedTensor s;
-      s.data.meta = src.meta;
-      s.data.storage = src.storage;
-      SaveIdentity(src.ag, &s);
-      s.version = src.storage != nullptr ? src.storage->version() : 0;
-      // Another argument of an in-place op that shares self's storage
-      // (x.mul_(x), x.mul_(x.detach()), x.add_(x[0]) with a read rule) is
-      // saved as it was before the write, as PyTorch saves it: its version
-      // is the one before the op's bump, so that a backward reading it fails
-      // with "modified by an inplace operation" instead of reading the
-      // written values (a wrong gradient).
-      if (self_t != nullptr && i != 0 && src.storage != nullptr && src.storage == self_t->storage &&
-          s.version > 0) {
-        --s.version;
-      }
-      if (src.ag != nullptr && src.ag->grad_fn != nullptr) {
-        s.grad_fn_name = src.ag->grad_fn->name;
-        s.output_nr = src.ag->output_nr;
-      }
-      node->saved_inputs.push_back(std::move(s));
-      node->next.push_back(i < diff.size() && diff[i] && t->requires_grad() ? GradientEdge(*t) : Edge{});
-      node->input_metas.push_back(t->meta);
-      node->input_present.push_back(true);
-      return static_cast<int>(node->saved_inputs.size() - 1);
-    };
-    if (args[i].kind() == Value::Kind::kTensor) {
-      const int s = add_slot(args[i].tensor_ptr());
-      node->arg_slots[i] = {s};
-      if (s >= 0) node->args[i] = Value(&node->saved_inputs[s].data.meta);
-    } else if (args[i].kind() == Value::Kind::kTensorList) {
-      TensorList l;
-      for (const TensorMeta* m : args[i].tensor_list()) {
-        const int s = add_slot(m);
-        node->arg_slots[i].push_back(s);
-        l.push_back(s >= 0 ? &node->saved_inputs[s].data.meta : nullptr);
-      }
-      node->args[i] = Value(std::move(l));
-    }
-  }
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const bool d = IsDifferentiableDtype(outs[i].meta.dtype);
-    node->output_metas.push_back(outs[i].meta);
-    node->output_differentiable.push_back(d);
-    SavedTensor s;
-    s.data.meta = outs[i].meta;
-    s.data.storage = outs[i].storage;
-    s.version = outs[i].storage != nullptr ? outs[i].storage->version() : 0;
-    s.is_output = true;
-    s.output_differentiable = d;
-    s.output_nr = static_cast<uint32_t>(i);
-    node->saved_outputs.push_back(std::move(s));
-  }
-  for (size_t i = 0; i < outs.size(); ++i) {
-    if (!node->output_differentiable[i] || outs[i].ag == nullptr) continue;
-    AutogradMeta& ag = *outs[i].ag;
-    LeafMovesIntoTheGraph(ag);
-    ag.grad_fn = node;
-    ag.output_nr = static_cast<uint32_t>(i);
-    ag.requires_grad = false;
-    if (ag.retains_grad) node->retained.emplace_back(static_cast<uint32_t>(i), outs[i].ag);
-  }
-  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------- autograd requests
@@ -466,7 +227,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
     return;
   }
   absl::flat_hash_set<uint64_t> dirty(r.dirty().begin(), r.dirty().end());
-  auto node = std::make_shared<Node>(Node::Kind::kFunction, ++next_seq_,
+  auto node = std::make_shared<Node>(Node::Kind::kFunction, dispatcher_.NextNodeSeq(),
                                      r.name().empty() ? "FunctionBackward" : r.name());
   // Charged before anything points at the node (or it reports its function
   // released), as an op's.
@@ -482,7 +243,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
   node->released_sink = released_functions_;
   for (size_t i = 0; i < ins.size(); ++i) {
     Tensor* t = ins[i];
-    node->next.push_back(t != nullptr && t->requires_grad() ? GradientEdge(*t) : Edge{});
+    node->next.push_back(t != nullptr && t->requires_grad() ? dispatcher_.GradientEdge(*t) : Edge{});
     node->input_metas.push_back(t != nullptr ? t->meta : TensorMeta());
     node->input_present.push_back(t != nullptr);
   }
@@ -631,7 +392,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     return op != nullptr && on != nullptr && on->FindKernel(op->id) != nullptr;
   };
   auto run = [&](absl::string_view name, std::vector<Arg> args, bool record) -> absl::StatusOr<Tensor> {
-    TD_ASSIGN_OR_RETURN(std::vector<Tensor> o, RunOp(name, std::move(args), record));
+    TD_ASSIGN_OR_RETURN(std::vector<Tensor> o, dispatcher_.RunOp(name, std::move(args), record));
     if (o.empty()) return InternalErr(absl::StrCat(name, " returned no tensor"));
     return std::move(o[0]);
   };
@@ -685,7 +446,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     } else if (g.meta.dtype != root.meta.dtype) {
       TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, root.meta.dtype}, create_graph));
     }
-    root_edges.push_back(GradientEdge(root));
+    root_edges.push_back(dispatcher_.GradientEdge(root));
     root_grads.push_back(std::move(g));
   }
 
@@ -702,7 +463,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     if (t->failed()) return AsCause(t->error);
     if (!t->requires_grad()) return RuntimeErr("One of the differentiated Tensors does not require grad");
     input_tensors.push_back(*t);
-    input_edges.push_back(GradientEdge(*t));
+    input_edges.push_back(dispatcher_.GradientEdge(*t));
   }
   const bool pruned = r.inputs_size() > 0;
 
@@ -963,7 +724,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
                                                   "' is not implemented"));
           }
           OpRunnerFn runner = [this, create_graph](absl::string_view name, std::vector<Arg> args) {
-            return RunOp(name, std::move(args), create_graph);
+            return dispatcher_.RunOp(name, std::move(args), create_graph);
           };
           FormulaContext ctx(n, self, grads, std::move(runner));
           in_grads = f(ctx);
@@ -1087,7 +848,7 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
     Tensor g = i < grads.size() ? grads[i] : Tensor();
     if (!g.defined() && node.materialize_grads) {
       TensorMeta m = node.output_metas[i];
-      TD_ASSIGN_OR_RETURN(std::vector<Tensor> z, RunOp("zeros", {m.sizes, m.dtype}, false));
+      TD_ASSIGN_OR_RETURN(std::vector<Tensor> z, dispatcher_.RunOp("zeros", {m.sizes, m.dtype}, false));
       g = z[0];
     }
     if (!g.defined()) {

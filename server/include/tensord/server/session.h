@@ -1,7 +1,7 @@
 // tensord/server/session.h — one client session in the daemon: its handle
-// table, its memory account, its random generator, and the dispatcher that
-// executes the requests of its stream in order (op calls, uploads, releases,
-// fetches, syncs, describes, and the autograd requests: the graph is
+// table and its memory account, and the requests of its stream, executed in
+// order (op calls, run by the runtime's Dispatcher; uploads, releases,
+// fetches, syncs, describes; and the autograd requests: the graph is
 // recorded as ops run and backward runs in the daemon, see autograd.h).
 //
 // Every field of every request is treated as hostile: handles are looked up
@@ -34,6 +34,7 @@
 #include "tensord/kernels/registry.h"
 #include "tensord/runtime/autograd.h"
 #include "tensord/runtime/backend.h"
+#include "tensord/runtime/dispatcher.h"
 #include "tensord/runtime/memory.h"
 #include "tensord/runtime/meta_cache.h"
 #include "tensord/meta/tensor_meta.h"
@@ -49,12 +50,15 @@ using runtime::AutogradMeta;
 using runtime::Backend;
 using runtime::Backends;
 using runtime::CopyBetween;
+using runtime::DeviceUnavailable;
 using runtime::Edge;
 using runtime::FindFormula;
 using runtime::FormatBytes;
 using runtime::FormulaContext;
 using runtime::FormulaFn;
 using runtime::FormulaNames;
+using runtime::FullName;
+using runtime::LeafMovesIntoTheGraph;
 using runtime::InplaceNeedsOriginalSelf;
 using runtime::MemoryAccount;
 using runtime::MemoryCharge;
@@ -69,8 +73,10 @@ using runtime::OpRunnerFn;
 using runtime::ReleasedFunctions;
 using runtime::RequireOp;
 using runtime::SavedTensor;
+using runtime::SaveIdentity;
 using runtime::Storage;
 using runtime::Tensor;
+using runtime::WrittenReturn;
 
 // Fetch data travels in chunks of at most this many bytes: large, but with
 // room left under gRPC's default 4 MiB receive limit (for the first chunk's
@@ -185,7 +191,7 @@ class Session {
   // waiting for it.
   bool running() const { return executing_.load(std::memory_order_relaxed); }
   // Ops executed so far, without waiting for a running request.
-  uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
+  uint64_t ops_executed() const { return dispatcher_.ops_executed(); }
   // Memory account (bytes in use return to 0 once the session is closed).
   const MemoryAccount& memory() const { return *memory_; }
 
@@ -274,34 +280,6 @@ class Session {
   // Runs requests until there is none left (or the stream is gone).
   bool DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteCall(const v1::OpCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  // The dispatcher: meta -> allocate or alias -> kernel on daemon tensors.
-  // `args` are bound in schema order (tensor values point at the metas of
-  // `inputs`' elements, which must stay put during the call). In-place ops
-  // (first argument `Tensor(a!)`) write self's storage and return self
-  // (same identity), bumping its version counter. With `record`, the call is
-  // recorded for autograd when a differentiable input requires grad.
-  // Returns the outputs (one per schema return), or the error.
-  // On failure, `metas_on_failure` (when given) receives the output metas
-  // computed before the failure.
-  absl::StatusOr<std::vector<Tensor>> Dispatch(const OpEntry& op, const std::vector<Value>& args,
-                                              const std::vector<Tensor*>& inputs, bool record,
-                                              std::vector<TensorMeta>* metas_on_failure)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Dispatch into `outs` (cleared first; on failure it holds what was made
-  // before the failure): ExecuteCall passes a vector it keeps, so that an op
-  // allocates none for its outputs, and the op's name it made already.
-  absl::Status DispatchInto(const OpEntry& op, const std::string& op_name, const std::vector<Value>& args,
-                            const std::vector<Tensor*>& inputs, bool record,
-                            std::vector<TensorMeta>* metas_on_failure, std::vector<Tensor>& outs)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Dispatch with daemon-made arguments (trailing ones default): the engine's
-  // and the formulas' entry point.
-  absl::StatusOr<std::vector<Tensor>> RunOp(absl::string_view full_name, std::vector<Arg> args, bool record)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records a node for a finished call (Dispatch's autograd half).
-  absl::Status RecordNode(const OpEntry& op, const std::vector<Value>& args, const std::vector<Tensor*>& inputs,
-                          std::vector<Tensor>& outs, const Tensor* self_before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Autograd requests.
   void ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -438,11 +416,10 @@ class Session {
   // The first failed tensor's error that the running backward carries (AsCause).
   std::shared_ptr<OpError> backward_cause_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_errors_ ABSL_GUARDED_BY(mu_) = 0;
-  // Written under mu_ (by the executing thread), read by anyone.
-  std::atomic<uint64_t> ops_executed_{0};
-  Generator generator_ ABSL_GUARDED_BY(mu_);
-  // Results of the meta functions that validate each op, by call metadata.
-  const std::unique_ptr<MetaCache> meta_cache_ ABSL_GUARDED_BY(mu_);
+  // Runs the session's ops (its meta cache, random generator and graph
+  // nodes' numbering with it); called under mu_ only, but for
+  // ops_executed(), which any thread may read.
+  runtime::Dispatcher dispatcher_;
   // ExecuteCall's decoded arguments and input tensors, kept between calls so
   // that an op allocates no vectors for them (ExecuteCall never nests).
   std::vector<Value> call_args_ ABSL_GUARDED_BY(mu_);
@@ -476,10 +453,9 @@ class Session {
   const v1::ClientMessage* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   int current_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::Request> queue_ ABSL_GUARDED_BY(mu_);
-  // Autograd: node sequence numbers, the callbacks waiting for a result
-  // (innermost last), daemon-named handles, and identities whose .grad may
-  // hold a graph (their grads are dropped at Close to break cycles).
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Autograd: the callbacks waiting for a result (innermost last),
+  // daemon-named handles, and identities whose .grad may hold a graph
+  // (their grads are dropped at Close to break cycles).
   uint64_t next_callback_id_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_daemon_handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> pending_callbacks_ ABSL_GUARDED_BY(mu_);
