@@ -82,7 +82,7 @@ bool Walkable(const std::vector<GradNode*>& order) {
 }
 
 // backward() / grad() of meta roots: the daemon's engine (RunBackward in
-// server/src/session_autograd.cc) run over the client's mirror of the graph,
+// server/runtime/src/engine.cc) run over the client's mirror of the graph,
 // with no values: the same nodes in the same order (newest ready node first;
 // with `inputs`, only nodes that lead to one), and in place of each formula
 // the checks it would make on what it reads (tensord/meta/autograd_rules.h):

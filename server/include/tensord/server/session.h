@@ -294,7 +294,8 @@ class Session {
   // A predicted backward (Backward.predicted): runs it, checks the client's
   // prediction, answers nothing; errors become the session's.
   bool ExecutePredictedBackward(const v1::Backward& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The engine; fills `ack`'s autograd fields. Returns the backward's error.
+  // Runs the runtime's engine on the request's handles; fills `ack`'s
+  // autograd fields. Returns the backward's error.
   absl::Status RunBackward(const v1::Backward& r, v1::Ack* ack, bool* stream_ok) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Calls a Python function node back: unpacks its saved tensors (version
   // checked; `self` is the node, the grad_fn of saved outputs), binds them

@@ -70,11 +70,14 @@ class Dispatcher {
   // table, or arguments that do not fit its schema, are InternalErr.
   absl::StatusOr<std::vector<Tensor>> RunOp(absl::string_view full_name, std::vector<Arg> args, bool record);
 
-  // What RunOp returns for an input that failed earlier; by default its
-  // status. A session sets one that also remembers the error as the cause
-  // of what fails now.
+  // What RunOp (and the autograd engine) returns for an input that failed
+  // earlier with `e`: by default e's status. A session sets a function that
+  // also remembers the error as the cause of what fails now.
   void set_failed_input(std::function<absl::Status(const std::shared_ptr<OpError>&)> f) {
     failed_input_ = std::move(f);
+  }
+  absl::Status FailedInput(const std::shared_ptr<OpError>& e) {
+    return failed_input_ != nullptr ? failed_input_(e) : e->status;
   }
 
   // The gradient edge of `t`: its grad_fn, or its leaf's AccumulateGrad
