@@ -38,16 +38,6 @@ void DropRestOfUpload(absl::flat_hash_set<uint64_t>& dropped, uint64_t handle) {
   if (dropped.size() < kMaxDroppedUploads) dropped.insert(handle);
 }
 
-// What a table entry costs beyond its Tensor: the hash node's and the
-// shared objects' allocator headers and control blocks.
-constexpr int64_t kHandleEntryOverheadBytes = 96;
-
-// What one computed tensor's table entry is charged beyond its metadata's
-// dims: the entry, its autograd identity and their overhead.
-constexpr int64_t kTableEntryBytes =
-    static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta)) + kHandleEntryOverheadBytes;
-
-
 // Reads a tensor's elements in row-major order, whatever its strides, so that
 // a Fetch can stream them as contiguous chunks without a second full copy.
 // Used for non-contiguous tensors: a contiguous one is copied or sent straight
@@ -137,6 +127,7 @@ Session::Session(uint64_t id, std::string token, std::string client_name, std::s
       client_name_(std::move(client_name)),
       memory_(std::move(memory)),
       devices_(devices),
+      handles_(memory_),
       dispatcher_(devices, memory_) {
   // A formula's or the engine's op on a tensor that failed earlier fails
   // with that tensor's error, remembered as the cause of the backward's.
@@ -160,7 +151,7 @@ SessionStats Session::stats() const {
   s.bookkeeping_bytes = memory_->bookkeeping_bytes();
   s.peak_bytes = memory_->peak_bytes();
   s.ops_executed = ops_executed();
-  s.live_handles = tensors_.size();
+  s.live_handles = handles_.size();
   s.pending_uploads = uploads_.size();
   return s;
 }
@@ -195,8 +186,7 @@ SessionStats Session::CloseLocked() {
       shm_closed_ = true;
       shm_.clear();  // unmapped here, or when a copy in flight lets go
     }
-    tensors.swap(tensors_);
-    entries_charge_.Sub(entries_charge_.bytes());
+    tensors = handles_.TakeAll();
     uploads.swap(uploads_);
     dropped_uploads_.clear();
     unreported_.clear();
@@ -375,7 +365,7 @@ bool Session::ExecuteLocked(const v1::Request& request) {
         ArrivedResult& arrived = callback_results_[id];
         arrived.result = request.callback_result();
         for (uint64_t h : arrived.result.grads()) {
-          const Tensor* t = h == 0 ? nullptr : FindTensor(h);
+          const Tensor* t = h == 0 ? nullptr : handles_.Find(h);
           arrived.grads.push_back(t == nullptr ? std::nullopt : std::optional<Tensor>(*t));
         }
       }
@@ -413,7 +403,7 @@ std::shared_ptr<OpError> Session::RecordError(absl::Status status, std::string o
 
 absl::Status Session::CheckNewHandle(uint64_t handle) const {
   if (handle == 0) return RuntimeErr("handle 0 is reserved (it stands for None) and cannot name a tensor");
-  if (tensors_.contains(handle)) {
+  if (handles_.contains(handle)) {
     return RuntimeErr(absl::StrCat("handle ", handle, " is already in use in this session (handles are never reused)"));
   }
   if (Uploading(handle)) {
@@ -427,57 +417,13 @@ absl::Status Session::UnknownHandle(absl::string_view what, uint64_t handle) con
                                  " (never created in this session, or already released)"));
 }
 
-int64_t Session::EntryBytes(const TensorMeta& m) { return kTableEntryBytes + MetaHeapBytes(m); }
-
-absl::Status Session::ChargeEntriesLocked(size_t n, int64_t bytes, absl::string_view what) {
-  if (n == 0) return absl::OkStatus();
-  return entries_charge_.Add(memory_, bytes,
-                             absl::StrCat(what, " (the table entries of ", n, " tensor handle", n == 1 ? "" : "s", ")"));
-}
-
-bool Session::EraseLocked(uint64_t handle) {
-  auto it = tensors_.find(handle);
-  if (it == tensors_.end()) return false;
-  // A failed handle of InsertFailed carries its own charge; every other
-  // entry was charged by ChargeEntriesLocked.
-  if (it->second.charge == nullptr) entries_charge_.Sub(EntryBytes(it->second.meta));
-  tensors_.erase(it);
-  return true;
-}
-
 void Session::InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error) {
-  if (handle == 0 || tensors_.contains(handle) || Uploading(handle)) return;
-  // A call may name thousands of outputs and fail: each kept handle costs
-  // the daemon its entry, so it is charged to the session. Over the limit
-  // (the out-of-memory error itself must reach its tensor) a bounded number
-  // are kept uncharged; past those the handle is not kept (a later use of it
-  // is an error) and that is said.
-  const int64_t entry_bytes =
-      static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta) + sizeof(MemoryCharge) +
-                           kHandleEntryOverheadBytes +
-                           (meta != nullptr ? MetaHeapBytes(*meta) : 0) +
-                           (error != nullptr ? error->status.message().size() + error->call_site.size() : 0));
-  std::shared_ptr<void> token;
-  auto charge = std::make_shared<MemoryCharge>();
-  if (absl::Status s = charge->Add(memory_, entry_bytes, "a failed call's output handle"); s.ok()) {
-    token = std::move(charge);
-  } else if (uncharged_failed_->fetch_add(1) < kMaxUnchargedFailedHandles) {
-    token = std::shared_ptr<void>(uncharged_failed_.get(),
-                                  [count = uncharged_failed_](void*) { count->fetch_sub(1); });
-  } else {
-    uncharged_failed_->fetch_sub(1);
-    RecordError(absl::Status(s.code(), absl::StrCat("handle ", handle, " (an output of a failed call) is not kept: ",
-                                                    s.message())),
-                error != nullptr ? error->op : std::string(), error != nullptr ? error->call_id : 0,
-                error != nullptr ? error->call_site : std::string());
-    return;
+  if (handle == 0 || Uploading(handle)) return;
+  const std::shared_ptr<OpError> origin = error;
+  if (absl::Status s = handles_.InsertFailed(handle, meta, std::move(error)); !s.ok()) {
+    RecordError(std::move(s), origin != nullptr ? origin->op : std::string(), origin != nullptr ? origin->call_id : 0,
+                origin != nullptr ? origin->call_site : std::string());
   }
-  Tensor t;
-  if (meta != nullptr) t.meta = *meta;
-  t.error = std::move(error);
-  t.ag = std::make_shared<AutogradMeta>();
-  t.charge = std::move(token);
-  tensors_.emplace(handle, std::move(t));
 }
 
 std::shared_ptr<OpError> Session::AbandonUpload(uint64_t handle, absl::string_view interrupted_by) {
@@ -595,17 +541,17 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   std::shared_ptr<OpError> input_error;
   std::vector<uint64_t> interrupted;
   auto resolve = [&](uint64_t h) -> absl::StatusOr<const TensorMeta*> {
-    auto it = tensors_.find(h);
-    if (it == tensors_.end()) {
+    Tensor* t = handles_.Find(h);
+    if (t == nullptr) {
       if (Uploading(h)) {
         interrupted.push_back(h);
         return RuntimeErr(absl::StrCat(op_name, ": tensor handle ", h, " was used before its upload completed"));
       }
       return UnknownHandle(op_name, h);
     }
-    if (it->second.failed() && input_error == nullptr) input_error = it->second.error;
-    inputs.push_back(&it->second);
-    return &it->second.meta;
+    if (t->failed() && input_error == nullptr) input_error = t->error;
+    inputs.push_back(t);
+    return &t->meta;
   };
   // Built once, and small enough (one pointer) for std::function's inline
   // storage: no heap allocation per argument.
@@ -647,14 +593,14 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
     if (call.outputs(i) == 0) continue;
     ++kept;
-    kept_bytes += EntryBytes(outs[i].meta);
+    kept_bytes += HandleTable::EntryBytes(outs[i].meta);
   }
-  if (absl::Status s = ChargeEntriesLocked(kept, kept_bytes, op_name); !s.ok()) {
+  if (absl::Status s = handles_.Charge(kept, kept_bytes, op_name); !s.ok()) {
     outs.clear();
     return fail(std::move(s));
   }
   for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
-    if (call.outputs(i) != 0) tensors_.emplace(call.outputs(i), std::move(outs[i]));
+    if (call.outputs(i) != 0) handles_.Insert(call.outputs(i), std::move(outs[i]));
   }
 }
 
@@ -780,12 +726,12 @@ void Session::ExecuteUpload(const v1::Upload& u) {
       }
       absl::StatusOr<std::shared_ptr<Storage>> st = AdoptShmRange(what, u.shm_segment(), u.shm_offset(), expected);
       if (!st.ok()) return fail(st.status(), &m);
-      if (absl::Status s = ChargeEntriesLocked(1, EntryBytes(m), what); !s.ok()) return fail(std::move(s), &m);
+      if (absl::Status s = handles_.Charge(1, HandleTable::EntryBytes(m), what); !s.ok()) return fail(std::move(s), &m);
       Tensor t;
       t.meta = std::move(m);
       t.storage = *std::move(st);
       t.ag = std::make_shared<AutogradMeta>();
-      tensors_.emplace(h, std::move(t));
+      handles_.Insert(h, std::move(t));
       return;
     }
     if (absl::Status s = StartUploadLocked(u, m, expected); !s.ok()) return fail(std::move(s), &m);
@@ -885,7 +831,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     }
     up.storage = *std::move(moved);
   }
-  if (absl::Status s = ChargeEntriesLocked(1, EntryBytes(up.meta), what); !s.ok()) {
+  if (absl::Status s = handles_.Charge(1, HandleTable::EntryBytes(up.meta), what); !s.ok()) {
     TensorMeta m = up.meta;
     uploads_.erase(it);
     return fail(std::move(s), &m);
@@ -895,7 +841,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
   t.storage = std::move(up.storage);
   t.ag = std::make_shared<AutogradMeta>();
   uploads_.erase(it);
-  tensors_.emplace(h, std::move(t));
+  handles_.Insert(h, std::move(t));
 }
 
 // ------------------------------------------------------------------ releases
@@ -905,10 +851,10 @@ void Session::ExecuteRelease(const v1::Release& release) {
     if (!dropped_uploads_.empty()) dropped_uploads_.erase(h);
     if (Uploading(h)) {
       AbandonUpload(h, "a release");
-      EraseLocked(h);
+      handles_.Erase(h);
       continue;
     }
-    if (!EraseLocked(h)) {
+    if (!handles_.Erase(h)) {
       RecordError(UnknownHandle("release", h), "release", 0, "");
     }
   }
@@ -950,9 +896,9 @@ bool Session::ExecuteFetch(const v1::Fetch& fetch, const Writer& write) {
     e.op = "fetch";
     return WriteRequestError(fetch.request_id(), e, write);
   };
-  auto it = tensors_.find(h);
-  if (it == tensors_.end()) return fail(UnknownHandle("fetch", h));
-  const Tensor& t = it->second;
+  const Tensor* found = handles_.Find(h);
+  if (found == nullptr) return fail(UnknownHandle("fetch", h));
+  const Tensor& t = *found;
   if (t.failed()) {
     t.error->reported = true;
     return WriteRequestError(fetch.request_id(), *t.error, write);
@@ -1113,14 +1059,14 @@ bool Session::ExecuteDescribe(const v1::Describe& describe, const Writer& write)
       err->reported = true;
       return WriteRequestError(describe.request_id(), *err, write);
     }
-    auto it = tensors_.find(h);
-    if (it == tensors_.end()) {
+    const Tensor* found = handles_.Find(h);
+    if (found == nullptr) {
       OpError e;
       e.status = UnknownHandle("describe", h);
       e.op = "describe";
       return WriteRequestError(describe.request_id(), e, write);
     }
-    const Tensor& t = it->second;
+    const Tensor& t = *found;
     v1::TensorMetaProto* meta = ack->add_metas();
     wire::ToProto(t.meta, meta);
     ack->add_failed(t.failed());

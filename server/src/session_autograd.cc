@@ -23,17 +23,6 @@ namespace tensord::server {
 using runtime::Log;
 using runtime::LogLevel;
 
-namespace {
-
-constexpr uint64_t kDaemonHandleBit = uint64_t{1} << 63;
-
-}  // namespace
-
-Tensor* Session::FindTensor(uint64_t handle) {
-  auto it = tensors_.find(handle);
-  return it == tensors_.end() ? nullptr : &it->second;
-}
-
 void Session::AddReleasedFunctions(v1::Ack* ack) {
   for (uint64_t id : released_functions_->Take()) ack->add_released_functions(id);
   shm_freed_->TakeInto(ack->mutable_shm_freed());  // as cheap, and on the same replies
@@ -43,7 +32,7 @@ void Session::AddReleasedFunctions(v1::Ack* ack) {
 
 void Session::ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) {
   for (uint64_t h : r.handles()) {
-    Tensor* t = FindTensor(h);
+    Tensor* t = handles_.Find(h);
     if (t == nullptr) {
       RecordError(UnknownHandle("requires_grad_", h), "requires_grad_", r.call_id(), r.call_site());
       continue;
@@ -72,7 +61,7 @@ void Session::ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) {
 }
 
 void Session::ExecuteRetainGrad(const v1::RetainGrad& r) {
-  Tensor* t = FindTensor(r.handle());
+  Tensor* t = handles_.Find(r.handle());
   if (t == nullptr) {
     RecordError(UnknownHandle("retain_grad", r.handle()), "retain_grad", 0, "");
     return;
@@ -88,7 +77,7 @@ void Session::ExecuteRetainGrad(const v1::RetainGrad& r) {
 }
 
 void Session::ExecuteSetGrad(const v1::SetGrad& r) {
-  Tensor* t = FindTensor(r.handle());
+  Tensor* t = handles_.Find(r.handle());
   if (t == nullptr) {
     RecordError(UnknownHandle("grad setter", r.handle()), "grad", 0, "");
     return;
@@ -98,7 +87,7 @@ void Session::ExecuteSetGrad(const v1::SetGrad& r) {
     t->ag->grad.reset();
     return;
   }
-  Tensor* g = FindTensor(r.grad());
+  Tensor* g = handles_.Find(r.grad());
   if (g == nullptr) {
     RecordError(UnknownHandle("grad setter", r.grad()), "grad", 0, "");
     return;
@@ -129,19 +118,19 @@ void Session::ExecuteGetGrad(const v1::GetGrad& r) {
     RecordError(RuntimeErr(absl::StrCat("grad: output handle: ", s.message())), "grad", 0, "");
     return;
   }
-  Tensor* t = FindTensor(r.handle());
+  Tensor* t = handles_.Find(r.handle());
   std::shared_ptr<OpError> err;
   if (t == nullptr) {
     err = RecordError(UnknownHandle("grad", r.handle()), "grad", 0, "");
   } else if (t->ag == nullptr || t->ag->grad == nullptr) {
     err = RecordError(RuntimeErr(absl::StrCat("grad: tensor handle ", r.handle(), " has no .grad (it is None)")),
                       "grad", 0, "");
-  } else if (absl::Status s = ChargeEntriesLocked(1, EntryBytes(t->ag->grad->meta), "grad"); !s.ok()) {
+  } else if (absl::Status s = handles_.Charge(1, HandleTable::EntryBytes(t->ag->grad->meta), "grad"); !s.ok()) {
     err = RecordError(std::move(s), "grad", 0, "");
   } else {
     Tensor grad = *t->ag->grad;
     grad.charge.reset();  // its entry is charged above
-    tensors_.emplace(r.output(), std::move(grad));
+    handles_.Insert(r.output(), std::move(grad));
     return;
   }
   InsertFailed(r.output(), nullptr, err);
@@ -159,13 +148,13 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
       ins.push_back(nullptr);
       continue;
     }
-    Tensor* t = FindTensor(h);
+    Tensor* t = handles_.Find(h);
     if (t == nullptr) return fail(UnknownHandle(what, h));
     ins.push_back(t);
   }
   std::vector<Tensor*> outs;
   for (uint64_t h : r.outputs()) {
-    Tensor* t = FindTensor(h);
+    Tensor* t = handles_.Find(h);
     if (t == nullptr) return fail(UnknownHandle(what, h));
     if (t->failed()) return fail(AsCause(t->error));
     if (t->ag == nullptr) t->ag = std::make_shared<AutogradMeta>();
@@ -182,7 +171,7 @@ void Session::ExecuteRecordFunction(const v1::RecordFunction& r) {
       saved.push_back(nullptr);
       continue;
     }
-    Tensor* t = FindTensor(h);
+    Tensor* t = handles_.Find(h);
     if (t == nullptr) return fail(UnknownHandle(absl::StrCat(what, " saved tensor"), h));
     if (t->failed()) return fail(AsCause(t->error));
     saved.push_back(t);
@@ -305,7 +294,7 @@ bool Session::ExecutePredictedBackward(const v1::Backward& r) {
   std::shared_ptr<OpError> err = RecordError(std::move(s), "backward", 0, r.call_site());
   err->cause = std::exchange(backward_cause_, nullptr);
   for (int i = 0; i < r.expect_grad_changed_size() && i < r.expect_grad_metas_size(); ++i) {
-    Tensor* t = FindTensor(r.expect_grad_changed(i));
+    Tensor* t = handles_.Find(r.expect_grad_changed(i));
     if (t == nullptr || t->ag == nullptr) continue;
     auto failed = std::make_shared<Tensor>();
     absl::StatusOr<TensorMeta> m = wire::FromProto(r.expect_grad_metas(i), "grad");
@@ -370,19 +359,19 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
   plan.allow_unused = r.allow_unused();
   plan.root_grads_given = static_cast<size_t>(r.grad_roots_size());
   for (int i = 0; i < r.roots_size(); ++i) {
-    Tensor* t = FindTensor(r.roots(i));
+    Tensor* t = handles_.Find(r.roots(i));
     if (t == nullptr) return UnknownHandle("backward", r.roots(i));
     plan.roots.push_back(*t);
     Tensor g;
     if (const uint64_t gh = i < r.grad_roots_size() ? r.grad_roots(i) : 0; gh != 0) {
-      Tensor* gt = FindTensor(gh);
+      Tensor* gt = handles_.Find(gh);
       if (gt == nullptr) return UnknownHandle("backward", gh);
       g = *gt;
     }
     plan.root_grads.push_back(std::move(g));
   }
   for (int i = 0; i < r.inputs_size(); ++i) {
-    Tensor* t = FindTensor(r.inputs(i));
+    Tensor* t = handles_.Find(r.inputs(i));
     if (t == nullptr) return UnknownHandle(grad_mode ? "grad" : "backward", r.inputs(i));
     plan.inputs.push_back(*t);
   }
@@ -424,9 +413,9 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     for (const Tensor& g : result.captured) {
       if (!g.defined()) continue;
       ++defined;
-      bytes += EntryBytes(g.meta);
+      bytes += HandleTable::EntryBytes(g.meta);
     }
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked(defined, bytes, "autograd.grad"));
+    TD_RETURN_IF_ERROR(handles_.Charge(defined, bytes, "autograd.grad"));
     for (size_t i = 0; i < result.captured.size(); ++i) {
       if (!result.captured[i].defined()) {
         ack->add_defined(false);
@@ -437,7 +426,7 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
       ack->add_defined(true);
       wire::ToProto(g.meta, ack->add_metas());
       ack->add_grad_requires_grad(g.requires_grad());
-      tensors_.emplace(r.outputs(static_cast<int>(i)), std::move(g));
+      handles_.Insert(r.outputs(static_cast<int>(i)), std::move(g));
     }
     return absl::OkStatus();
   }
@@ -446,12 +435,12 @@ absl::Status Session::RunBackward(const v1::Backward& r, v1::Ack* ack, bool* str
     absl::flat_hash_set<const AutogradMeta*> changed;
     for (const std::shared_ptr<AutogradMeta>& ag : result.changed) changed.insert(ag.get());
     std::vector<uint64_t> handles;
-    for (const auto& [h, t] : tensors_) {
+    for (const auto& [h, t] : handles_.entries()) {
       if (t.ag != nullptr && changed.contains(t.ag.get())) handles.push_back(h);
     }
     std::sort(handles.begin(), handles.end());
     for (uint64_t h : handles) {
-      const Tensor& t = tensors_.at(h);
+      const Tensor& t = *handles_.Find(h);
       ack->add_grad_changed(h);
       wire::ToProto(t.ag->grad->meta, ack->add_grad_metas());
       ack->add_grad_requires_grad(t.ag->grad->requires_grad());
@@ -469,6 +458,11 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
   // Unpack ctx's saved tensors first: a freed graph or a saved tensor
   // modified in place since forward fails the backward before the client runs.
   std::vector<Tensor> unpacked;
+  // Daemon handles skip those a client took for an upload in progress.
+  const std::function<bool(uint64_t)> uploading = [this](uint64_t h) {
+    mu_.AssertHeld();
+    return Uploading(h);
+  };
   if (node.released && !node.saved_inputs.empty()) return SavedTensorsFreedError();
   for (const SavedTensor& s : node.saved_inputs) {
     if (!s.data.defined()) {
@@ -496,15 +490,13 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
       continue;
     }
     if (g.ag == nullptr) g.ag = std::make_shared<AutogradMeta>();
-    uint64_t h = kDaemonHandleBit | ++next_daemon_handle_;
-    // A hostile client may have taken a daemon-style handle: skip it.
-    while (tensors_.contains(h) || uploads_.contains(h)) h = kDaemonHandleBit | ++next_daemon_handle_;
+    const uint64_t h = handles_.NewDaemonHandle(uploading);
     cb->add_grads(h);
     wire::ToProto(g.meta, cb->add_metas());
     cb->add_requires_grad(g.requires_grad());
     // Each grad and saved tensor the client is handed is a charged entry.
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, EntryBytes(g.meta), node.name));
-    tensors_.emplace(h, std::move(g));
+    TD_RETURN_IF_ERROR(handles_.Charge(1, HandleTable::EntryBytes(g.meta), node.name));
+    handles_.Insert(h, std::move(g));
   }
   for (Tensor& t : unpacked) {
     if (!t.defined()) {
@@ -512,13 +504,12 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
       continue;
     }
     if (t.ag == nullptr) t.ag = std::make_shared<AutogradMeta>();
-    uint64_t h = kDaemonHandleBit | ++next_daemon_handle_;
-    while (tensors_.contains(h) || uploads_.contains(h)) h = kDaemonHandleBit | ++next_daemon_handle_;
+    const uint64_t h = handles_.NewDaemonHandle(uploading);
     cb->add_saved(h);
     wire::ToProto(t.meta, cb->add_saved_metas());
     cb->add_saved_requires_grad(t.requires_grad());
-    TD_RETURN_IF_ERROR(ChargeEntriesLocked(1, EntryBytes(t.meta), node.name));
-    tensors_.emplace(h, std::move(t));
+    TD_RETURN_IF_ERROR(handles_.Charge(1, HandleTable::EntryBytes(t.meta), node.name));
+    handles_.Insert(h, std::move(t));
   }
   if (!(*write_)(msg)) {
     *stream_ok = false;

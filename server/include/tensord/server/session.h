@@ -35,6 +35,7 @@
 #include "tensord/runtime/autograd.h"
 #include "tensord/runtime/backend.h"
 #include "tensord/runtime/dispatcher.h"
+#include "tensord/runtime/handles.h"
 #include "tensord/runtime/memory.h"
 #include "tensord/runtime/meta_cache.h"
 #include "tensord/meta/tensor_meta.h"
@@ -58,6 +59,7 @@ using runtime::FormulaContext;
 using runtime::FormulaFn;
 using runtime::FormulaNames;
 using runtime::FullName;
+using runtime::HandleTable;
 using runtime::LeafMovesIntoTheGraph;
 using runtime::InplaceNeedsOriginalSelf;
 using runtime::MemoryAccount;
@@ -309,8 +311,6 @@ class Session {
   // Adds the function ids of destroyed function nodes, and the adopted
   // shared-memory segments freed since the last reply, to `ack`.
   void AddReleasedFunctions(v1::Ack* ack);
-  // A tensor of the table by handle (nullptr when unknown or being uploaded).
-  Tensor* FindTensor(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteUpload(const v1::Upload& upload) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A first chunk's meta and total_bytes (`data_bytes`: the bytes it
   // carries), checked: the meta with canonical strides in `*m`, its size in
@@ -359,22 +359,9 @@ class Session {
   // Returns the truncation error, or nullptr when no upload was in progress.
   std::shared_ptr<OpError> AbandonUpload(uint64_t handle, absl::string_view interrupted_by)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What the table entry of a computed tensor of `m` is charged: the entry,
-  // its autograd identity, their overhead and the meta's dims beyond those
-  // kept inline (MetaHeapBytes). An entry's meta does not change while it
-  // is in the table, so what EraseLocked gives back is what was charged.
-  static int64_t EntryBytes(const TensorMeta& m);
-  // Charges `n` table entries of computed tensors, of `bytes` together (the
-  // sum of their EntryBytes), to the session: a view or a grad holds no new
-  // storage, but its entry costs the daemon all the same. OutOfMemory naming
-  // `what` when over the session's limit: the caller then keeps none of
-  // them. Each entry's charge is given back when it leaves the table
-  // (EraseLocked).
-  absl::Status ChargeEntriesLocked(size_t n, int64_t bytes, absl::string_view what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes `handle`'s entry (false when there is none), giving back its charge.
-  bool EraseLocked(uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Inserts a failed tensor under `handle` when the handle is free.
+  // Inserts a failed tensor under `handle` when the handle is free and not
+  // being uploaded (HandleTable::InsertFailed); a handle not kept (over the
+  // limit) queues the error that says so.
   void InsertFailed(uint64_t handle, const TensorMeta* meta, std::shared_ptr<OpError> error)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The "unknown handle" error, saying whether an upload was in progress.
@@ -406,8 +393,8 @@ class Session {
   uint64_t shm_bytes_ ABSL_GUARDED_BY(shm_mu_) = 0;
   absl::flat_hash_map<uint32_t, std::shared_ptr<ShmMapping>> shm_ ABSL_GUARDED_BY(shm_mu_);
   const std::shared_ptr<ShmFreedList> shm_freed_ = std::make_shared<ShmFreedList>();
-  // node_hash_map: metas stay put while an op holds pointers to its inputs.
-  absl::node_hash_map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
+  // The session's tensors by handle (their entries charged to memory_).
+  runtime::HandleTable handles_ ABSL_GUARDED_BY(mu_);
   absl::node_hash_map<uint64_t, PendingUpload> uploads_ ABSL_GUARDED_BY(mu_);
   // Handles whose upload failed at its first chunk (the error reported):
   // their later chunks are dropped without another error, until the last
@@ -433,12 +420,6 @@ class Session {
   // The call sites the client interned (OpCall.call_site_id k is [k - 1]).
   std::vector<std::string> call_sites_ ABSL_GUARDED_BY(mu_);
   MemoryCharge call_sites_charge_ ABSL_GUARDED_BY(mu_);  // their bytes, charged to the session
-  MemoryCharge entries_charge_ ABSL_GUARDED_BY(mu_);  // the computed tensors' table entries
-  // Failed handles kept while the session is over its limit (so that an
-  // out-of-memory error still reaches the tensor it failed): at most
-  // kMaxUnchargedFailedHandles live at once; each entry's token decrements.
-  std::shared_ptr<std::atomic<int64_t>> uncharged_failed_ = std::make_shared<std::atomic<int64_t>>(0);
-  static constexpr int64_t kMaxUnchargedFailedHandles = 1024;
 
   // The stream's writer and reader while a message executes; the message
   // being executed (requests run in place, never copied) and its next
@@ -454,11 +435,10 @@ class Session {
   const v1::ClientMessage* current_ ABSL_GUARDED_BY(mu_) = nullptr;
   int current_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::Request> queue_ ABSL_GUARDED_BY(mu_);
-  // Autograd: the callbacks waiting for a result (innermost last),
-  // daemon-named handles, and identities whose .grad may hold a graph
-  // (their grads are dropped at Close to break cycles).
+  // Autograd: the callbacks waiting for a result (innermost last), and
+  // identities whose .grad may hold a graph (their grads are dropped at
+  // Close to break cycles).
   uint64_t next_callback_id_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_daemon_handle_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<uint64_t> pending_callbacks_ ABSL_GUARDED_BY(mu_);
   // Results that arrived for pending callbacks, by callback id. Any pending
   // callback may be answered first: two client threads running backward in
