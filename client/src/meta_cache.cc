@@ -187,18 +187,18 @@ bool PutArg(MetaCache& mc, const Arg& a) {
 // mc.tensors (the order Convert keeps them in). False when the call cannot
 // be cached.
 bool EncodeCall(absl::string_view name, const std::vector<Arg>& args, const Kwargs& kwargs, CallMode mode,
-                MetaCache& mc) {
+                bool force_meta, const Device* default_device, MetaCache& mc) {
   KeyBuffer& k = mc.key;
   k.clear();
   mc.tensors.clear();
   PutString(k, name);
   k.push_back(static_cast<uint64_t>(mode));
-  k.push_back(MetaDeviceForced());
-  if (const std::optional<Device> device = DefaultDevice(); !device.has_value()) {
+  k.push_back(force_meta);
+  if (default_device == nullptr) {
     k.push_back(0);
   } else {
     k.push_back(1);
-    k.push_back(meta_key::DeviceWord(*device));
+    k.push_back(meta_key::DeviceWord(*default_device));
   }
   k.push_back(args.size());
   for (const Arg& a : args) {
@@ -253,9 +253,10 @@ absl::StatusOr<std::vector<Tensor>> CallCached(const MetaCacheEntry& e, absl::Sp
 std::optional<absl::StatusOr<std::vector<Tensor>>> CallFromMetaCache(absl::string_view name,
                                                                      const std::vector<Arg>& args,
                                                                      const Kwargs& kwargs, CallMode mode,
+                                                                     bool force_meta, const Device* default_device,
                                                                      CallSite& site, std::optional<MetaCacheKey>* key) {
   MetaCache& mc = ThreadMetaCache();
-  if (!mc.enabled || !EncodeCall(name, args, kwargs, mode, mc)) return std::nullopt;
+  if (!mc.enabled || !EncodeCall(name, args, kwargs, mode, force_meta, default_device, mc)) return std::nullopt;
   if (const MetaCacheEntry* e = mc.Find()) {
     ++mc.hits;
     return CallCached(*e, mc.tensors, site);

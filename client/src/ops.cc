@@ -178,8 +178,10 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
   // tensors, streamed); otherwise the key (when the call can be cached) is
   // kept to store the result.
   std::optional<internal::MetaCacheKey> cache_key;
-  if (std::optional<absl::StatusOr<std::vector<Tensor>>> hit =
-          internal::CallFromMetaCache(name, args, kwargs, mode, site, &cache_key)) {
+  const std::vector<Device>& device_stack = t_device_stack;
+  if (std::optional<absl::StatusOr<std::vector<Tensor>>> hit = internal::CallFromMetaCache(
+          name, args, kwargs, mode, g_force_meta.load(std::memory_order_relaxed),
+          device_stack.empty() ? nullptr : &device_stack.back(), site, &cache_key)) {
     return *std::move(hit);
   }
   TD_ASSIGN_OR_RETURN(Converted c, Convert(name, args, kwargs));

@@ -156,10 +156,15 @@ struct MetaCacheKey {
 
 // Answers a repeated call from this thread's meta cache: its outputs (or
 // Produce's error) on a hit. nullopt when the cache is off, the call cannot
-// be cached, or on a miss, which sets *key for RememberMetaCall.
+// be cached, or on a miss, which sets *key for RememberMetaCall. The key
+// also holds what the call's result depends on beyond its arguments:
+// `force_meta` (ForceMetaDevice) and `default_device` (the innermost
+// DeviceGuard's device, nullptr outside any), which Call reads where they
+// are kept.
 std::optional<absl::StatusOr<std::vector<Tensor>>> CallFromMetaCache(absl::string_view name,
                                                                      const std::vector<Arg>& args,
                                                                      const Kwargs& kwargs, CallMode mode,
+                                                                     bool force_meta, const Device* default_device,
                                                                      CallSite& site, std::optional<MetaCacheKey>* key);
 
 // Stores a successful call under `key`. `tensors` is the call's flat tensor
