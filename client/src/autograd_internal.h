@@ -1,5 +1,5 @@
-// Internal helpers shared by ops.cc, autograd_requests.cc and autograd.cc:
-// edges of the client's mirror of the autograd graph.
+// Internal helpers shared by ops.cc, op_autograd.cc, autograd_requests.cc
+// and autograd.cc: edges of the client's mirror of the autograd graph.
 #ifndef TENSORD_CLIENT_SRC_AUTOGRAD_INTERNAL_H_
 #define TENSORD_CLIENT_SRC_AUTOGRAD_INTERNAL_H_
 

@@ -35,7 +35,6 @@ namespace tensord::python {
 struct PyTypes {
   py::object dtype_cls;
   py::object device_cls;
-  py::object dtype_by_code;  // list: code -> tensord.dtype object
   std::string package_dir;
 };
 // The module's one PyTypes, filled by tensord._C._register_types; null

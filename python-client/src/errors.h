@@ -4,6 +4,7 @@
 #ifndef TENSORD_PYTHON_CLIENT_SRC_ERRORS_H_
 #define TENSORD_PYTHON_CLIENT_SRC_ERRORS_H_
 
+#include <exception>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -31,6 +32,25 @@ void Check(const absl::Status& s);
 // Maps a Python exception to a Status of the matching kind (its message
 // keeps the exception's type name and text). Raises nothing.
 absl::Status StatusFromPython(py::error_already_set& e);
+
+// Runs `body`, the work of a function CPython calls directly (a vectorcall
+// entry, outside pybind11's dispatch), and gives its result: a new
+// reference, or nullptr with the Python error set. A C++ exception thrown
+// out of `body` cannot cross into CPython: py::error_already_set (Raise's)
+// is set again as the Python error, any other is translated as pybind11's
+// dispatch does; the result is then nullptr.
+template <typename F>
+PyObject* CatchToPython(F&& body) {
+  try {
+    return body();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  } catch (...) {
+    py::detail::translate_exception(std::current_exception());
+    return nullptr;
+  }
+}
 
 }  // namespace tensord::python
 

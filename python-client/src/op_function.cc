@@ -92,7 +92,7 @@ py::object CallOp(absl::string_view name, PyObject* const* args, size_t nargs, P
 // dispatch: these are the per-op hot path). args[0] is the op name.
 template <tc::CallMode kMode>
 PyObject* FastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  try {
+  return CatchToPython([&]() -> PyObject* {
     if (nargs < 1 || !PyUnicode_Check(args[0])) {
       PyErr_SetString(PyExc_TypeError, "the first argument must be the op name (a str)");
       return nullptr;
@@ -104,13 +104,7 @@ PyObject* FastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs, 
                   kwnames, kMode)
         .release()
         .ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    py::detail::translate_exception(std::current_exception());
-    return nullptr;
-  }
+  });
 }
 
 // tensord._C.OpFunction(name, mode, operand_check=None, requires_grad_kw=False):
@@ -142,7 +136,7 @@ struct OpFunctionObject {
 PyObject* OpFunctionVectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* self = reinterpret_cast<OpFunctionObject*>(callable);
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  try {
+  return CatchToPython([&]() -> PyObject* {
     if (self->operand_check != nullptr && nargs == 2 && kwnames == nullptr) {
       PyObject* other = args[1];
       if (TensorOf(other) == nullptr && !PyLong_Check(other) && !PyFloat_Check(other)) {
@@ -174,13 +168,7 @@ PyObject* OpFunctionVectorcall(PyObject* callable, PyObject* const* args, size_t
       }
     }
     return CallOp(name, args, static_cast<size_t>(nargs), kwnames, self->mode, self->returns_list).release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    py::detail::translate_exception(std::current_exception());
-    return nullptr;
-  }
+  });
 }
 
 PyObject* OpFunctionNew(PyTypeObject* type, PyObject* args, PyObject* kwds) {

@@ -131,7 +131,7 @@ std::vector<tc::TensorIndex> ToIndices(py::handle key) {
 
 // tensord._C.index(tensor, key).
 PyObject* IndexFastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
-  try {
+  return CatchToPython([&]() -> PyObject* {
     const tc::Tensor* self = nargs == 2 ? TensorOf(args[0]) : nullptr;
     if (self == nullptr) {
       PyErr_SetString(PyExc_TypeError, "index(tensor, key): expected a Tensor and an index key");
@@ -144,13 +144,7 @@ PyObject* IndexFastCall(PyObject* /*self*/, PyObject* const* args, Py_ssize_t na
       r = tc::Index(*self, idx, tc::CallSite::Deferred(&site));
     }
     return TensorToPy(Unwrap(std::move(r))).release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
-  } catch (...) {
-    py::detail::translate_exception(std::current_exception());
-    return nullptr;
-  }
+  });
 }
 
 }  // namespace

@@ -273,8 +273,14 @@ OP_DOCS.update({
     "fmod": _BINARY.format(what="C remainder fmod(self, other): the result has the sign of ``self`` (unlike "
                                 "remainder). Integer division by zero raises RuntimeError('ZeroDivisionError') at "
                                 "the next sync point; bool is refused"),
-    "atan2": _BINARY.format(what="arctangent of self / other using both signs for the quadrant; integer and bool "
-                                 "inputs give float32; float16 is refused as PyTorch's CPU kernel"),
+    # Not _BINARY: atan2 has no Scalar overload, so a number for ``other`` is refused.
+    "atan2": ("Elementwise arctangent of self / other, using the signs of both for the quadrant, with NumPy "
+              "broadcasting. ``other`` must be a Tensor: there is no Scalar overload, so a Python number is a "
+              "TypeError, as in PyTorch. The result dtype follows PyTorch type promotion (bool < integer < "
+              "floating; a 0-dim tensor only raises the category; bfloat16 with float16 gives float32; float8 "
+              "types do not promote), except that integer and bool inputs give float32; float16 is refused as "
+              "PyTorch's CPU kernel (RuntimeError). Raises RuntimeError when the shapes do not broadcast (naming "
+              "the sizes and the dimension)."),
     "bitwise_left_shift": _BITWISE.format(what="left shift self << other (bits shifted out are lost; a shift "
                                                "count outside [0, bits) gives 0); bool is refused too") +
                           " ``other`` may be a Python int. The operators ``<<`` and ``other << tensor`` use it.",

@@ -1,12 +1,12 @@
 // tensord/meta/meta_key.h — the words of a meta-cache key, shared by the
-// client's cache of calls (client/src/ops.cc) and the daemon's per-session
-// cache of bound calls (tensord/runtime/meta_cache.h), so that both encode
-// an argument's value and a tensor's metadata the same way. A meta function
-// is a pure function of what these words hold: its op, and per argument the
-// kind and value (for a tensor: dtype, device, storage_offset, sizes,
-// strides, and which earlier argument is the same tensor, which each cache
-// adds itself). Every variable-length part is preceded by its length, so
-// two different calls never encode alike.
+// client's cache of calls (client/src/meta_cache.cc) and the daemon's
+// per-session cache of bound calls (tensord/runtime/meta_cache.h), so that
+// both encode an argument's value and a tensor's metadata the same way. A
+// meta function is a pure function of what these words hold: its op, and
+// per argument the kind and value (for a tensor: dtype, device,
+// storage_offset, sizes, strides, and which earlier argument is the same
+// tensor, which each cache adds itself). Every variable-length part is
+// preceded by its length, so two different calls never encode alike.
 //
 //   uint64_t* w = buffer.Extend(meta_key::ValueWords(v));  // 0: a tensor kind
 //   meta_key::PutValue(w, v);

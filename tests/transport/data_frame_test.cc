@@ -19,11 +19,14 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/time/clock.h"
-#include "raw_client.h"
+#include "gtest/gtest.h"
+#include "tensord/v1/tensord.pb.h"
 #include "tensord/wire/copy.h"
 
 namespace tensord::testing {
 namespace {
+
+namespace v1 = ::tensord::v1;
 
 std::string Flatten(const grpc::ByteBuffer& bb) {
   std::vector<grpc::Slice> slices;
