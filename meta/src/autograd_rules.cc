@@ -56,6 +56,9 @@ const std::vector<bool>& DifferentiableArgs(const OpEntry& op) {
 
 std::string GradFnName(const OpEntry& op) {
   std::string name = op.name();
+  // An extension op's namespace is left out ("mylib::scaled_gelu" ->
+  // ScaledGeluBackward0), as a built-in op's "aten::" is.
+  if (const size_t ns = name.rfind("::"); ns != std::string::npos) name.erase(0, ns + 2);
   if (!name.empty() && name.back() == '_') name.pop_back();
   std::string out;
   bool upper = true;

@@ -374,6 +374,9 @@ bool Session::ExecuteLocked(const v1::Request& request) {
     case v1::Request::kManualSeed:
       dispatcher_.generator().engine.seed(request.manual_seed().seed());
       return true;
+    case v1::Request::kDefineOps:
+      ExecuteDefineOps(request.define_ops());
+      return true;
     case v1::Request::KIND_NOT_SET:
       break;
   }
@@ -444,7 +447,7 @@ std::shared_ptr<OpError> Session::AbandonUpload(uint64_t handle, absl::string_vi
 
 void Session::ExecuteCall(const v1::OpCall& call) {
   const OpTable& table = OpTable::Get();
-  const OpEntry* op = call.op_id() < table.size() ? &table.at(call.op_id()) : nullptr;
+  const OpEntry* op = call.op_id() < table.size() ? &table.at(call.op_id()) : extensions_.at_id(call.op_id());
   std::string name_scratch;
   if (op == nullptr) name_scratch = absl::StrCat("op ", call.op_id());
   const std::string& op_name = op != nullptr ? FullName(*op, name_scratch) : name_scratch;
@@ -522,7 +525,9 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   if (!handle_status.ok()) return fail(handle_status);
   if (op == nullptr) {
     return fail(RuntimeErr(absl::StrCat("op id ", call.op_id(), " is out of range: this daemon's op table has ",
-                                        table.size(), " ops (ids 0..", table.size() - 1, ")")));
+                                        table.size(), " ops (ids 0..", table.size() - 1, ") and this session ",
+                                        extensions_.size(), " ops defined at run time (ids from ",
+                                        kFirstExtensionOpId, ")")));
   }
   const FunctionSchema& schema = op->schema;
   const bool list_return = !schema.returns.empty() && schema.returns[0].type == ArgType::kTensorList;
@@ -601,6 +606,33 @@ void Session::ExecuteCall(const v1::OpCall& call) {
   }
   for (int i = 0; i < n_out && i < static_cast<int>(outs.size()); ++i) {
     if (call.outputs(i) != 0) handles_.Insert(call.outputs(i), std::move(outs[i]));
+  }
+}
+
+// ------------------------------------------------------- ops defined at run time
+
+void Session::ExecuteDefineOps(const v1::DefineOps& d) {
+  auto fail = [&](absl::Status s) { RecordError(std::move(s), "library.define", 0, ""); };
+  if (d.first() != extensions_.size()) {
+    return fail(RuntimeErr(absl::StrCat("library.define: the client sent ops from index ", d.first(),
+                                        ", but this session holds ", extensions_.size(), " ops defined at run time")));
+  }
+  if (d.schemas_size() != d.shape_rules_size()) {
+    return fail(RuntimeErr(absl::StrCat("library.define: ", d.schemas_size(), " schemas but ", d.shape_rules_size(),
+                                        " shape rules")));
+  }
+  for (int i = 0; i < d.schemas_size(); ++i) {
+    // What the set keeps of the op (its entry, schema and names) is the
+    // session's memory.
+    const int64_t bytes = kExtensionOpBytes + 4 * static_cast<int64_t>(d.schemas(i).size() + d.shape_rules(i).size());
+    if (absl::Status s = extensions_charge_.Add(memory_, bytes, "library.define"); !s.ok()) return fail(std::move(s));
+    absl::StatusOr<const OpEntry*> op = extensions_.Define(d.schemas(i), d.shape_rules(i));
+    if (!op.ok()) return fail(op.status());
+  }
+  if (extensions_.digest() != d.digest()) {
+    return fail(RuntimeErr(absl::StrCat("library.define: the daemon's ops defined at run time differ from the "
+                                        "client's (digest ", absl::Hex(extensions_.digest()), ", the client's ",
+                                        absl::Hex(d.digest()), ")")));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
+#include "tensord/meta/op_registry.h"
 #include "tensord/meta/schema.h"
 
 namespace tensord::runtime {
@@ -395,7 +396,11 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
     if (backend == nullptr) return fail(DeviceUnavailable(op_name, where, *devices_));
     const KernelFn fn = backend->FindKernel(op->id);
     if (fn == nullptr) {
-      return fail(NotImplementedErr(absl::StrCat(op_name, ": no kernel for device ", where.ToString())));
+      return fail(NotImplementedErr(absl::StrCat(
+          op_name, ": no kernel for device ", where.ToString(),
+          IsExtensionOpName(op_name) ? " (an op defined with tensord.library.define has a shape rule and no "
+                                       "kernel: it runs on meta tensors only)"
+                                     : "")));
     }
     // An input whose storage is an adopted shared-memory segment stays
     // writable by the client while the kernel runs. Kernels validate index

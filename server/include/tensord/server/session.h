@@ -38,6 +38,7 @@
 #include "tensord/runtime/handles.h"
 #include "tensord/runtime/memory.h"
 #include "tensord/runtime/meta_cache.h"
+#include "tensord/meta/op_registry.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/v1/tensord.pb.h"
 #include "tensord/wire/data_frame.h"
@@ -282,6 +283,9 @@ class Session {
   // Runs requests until there is none left (or the stream is gone).
   bool DrainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExecuteCall(const v1::OpCall& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds the client's ops defined at run time to the session's extension
+  // set (v1::DefineOps); errors are the session's.
+  void ExecuteDefineOps(const v1::DefineOps& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Autograd requests.
   void ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -393,6 +397,12 @@ class Session {
   uint64_t shm_bytes_ ABSL_GUARDED_BY(shm_mu_) = 0;
   absl::flat_hash_map<uint32_t, std::shared_ptr<ShmMapping>> shm_ ABSL_GUARDED_BY(shm_mu_);
   const std::shared_ptr<ShmFreedList> shm_freed_ = std::make_shared<ShmFreedList>();
+  // Ops the client defined at run time (DefineOps): before the handles and
+  // the dispatcher, which refer to its entries, so that it outlives them.
+  ExtensionOps extensions_;
+  MemoryCharge extensions_charge_ ABSL_GUARDED_BY(mu_);
+  // What an extension op costs beyond 4 bytes per byte of its texts.
+  static constexpr int64_t kExtensionOpBytes = 1024;
   // The session's tensors by handle (their entries charged to memory_).
   runtime::HandleTable handles_ ABSL_GUARDED_BY(mu_);
   absl::node_hash_map<uint64_t, PendingUpload> uploads_ ABSL_GUARDED_BY(mu_);
