@@ -222,6 +222,9 @@ absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots
           if (leaf->requires_grad) gets_grad.push_back(std::move(leaf));
         }
       } else {
+        if (!n->no_derivative.empty()) {
+          return NotImplementedErr(absl::StrCat("the derivative for '", n->no_derivative, "' is not implemented"));
+        }
         if (n->released && n->reads_saved) return SavedTensorsFreedError();
         for (const SavedMeta& s : n->saved_reads) {
           if (s.version_counter != nullptr && *s.version_counter != s.version) {

@@ -8,6 +8,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "ops_internal.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
@@ -136,7 +137,24 @@ bool CannotBind(const FunctionSchema& s, const std::vector<Value>& positional) {
 absl::StatusOr<Bound> Resolve(absl::string_view name, Converted& c, CallMode mode) {
   const OpTable& table = OpTable::Get();
   absl::InlinedVector<const OpEntry*, 8> candidates;
-  if (const OpEntry* exact = table.Find(name); exact != nullptr && name.find('.') != absl::string_view::npos) {
+  if (IsExtensionOpName(name)) {
+    // An op defined at run time: a function only, found among the process's.
+    const ExtensionOps& defined = DefinedOps();
+    if (const OpEntry* exact = defined.Find(name); exact != nullptr && name.find('.') != absl::string_view::npos) {
+      candidates.push_back(exact);
+    } else {
+      for (const OpEntry* e : defined.Overloads(name)) candidates.push_back(e);
+    }
+    if (candidates.empty()) {
+      return TypeErr(absl::StrCat("unknown op '", name, "': no op of that name was defined (ops with a namespace "
+                                  "are defined at run time, with tensord.library.define)"));
+    }
+    if (mode == CallMode::kMethod) {
+      return TypeErr(absl::StrCat("'", name, "' is not available as a Tensor method (an op defined at run time "
+                                  "is a function: tensord.ops.", absl::StrReplaceAll(name, {{"::", "."}}), ")"));
+    }
+  } else if (const OpEntry* exact = table.Find(name);
+             exact != nullptr && name.find('.') != absl::string_view::npos) {
     candidates.push_back(exact);
   } else {
     for (const OpEntry* e : table.Overloads(name)) {

@@ -25,6 +25,7 @@
 #include "embedded_daemon.h"
 #include "fetch_buffers.h"
 #include "session_impl.h"
+#include "tensord/client/ops.h"
 #include "tensord/meta/errors.h"
 #include "tensord/wire/wire.h"
 #include "transport.h"
@@ -295,6 +296,20 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
       if (__builtin_add_overflow(output_bytes, b, &output_bytes)) output_bytes = std::numeric_limits<int64_t>::max();
     }
     im.ReleaseBeforeLocked(output_bytes);
+    if (op.id >= kFirstExtensionOpId && op.id - kFirstExtensionOpId >= im.defined_ops_sent) {
+      // An op defined at run time that the session has not been sent: the
+      // process's definitions it lacks go first, in the same stream.
+      uint64_t digest = 0;
+      std::vector<ExtensionOpDef> defs = DefinedOps().Defs(im.defined_ops_sent, &digest);
+      v1::DefineOps* d = im.pending->add_requests()->mutable_define_ops();
+      d->set_first(static_cast<uint32_t>(im.defined_ops_sent));
+      for (ExtensionOpDef& def : defs) {
+        d->add_schemas(std::move(def.schema));
+        d->add_shape_rules(std::move(def.shape_rule));
+      }
+      d->set_digest(digest);
+      im.defined_ops_sent += defs.size();
+    }
     // Built in place on the batch's arena.
     v1::OpCall* call = im.pending->add_requests()->mutable_call();
     for (const Value& v : args) {

@@ -145,6 +145,9 @@ struct Session::Impl {
     uint32_t id = 0;
   };
   absl::flat_hash_map<std::pair<const char*, int>, LineSite> line_site_ids ABSL_GUARDED_BY(mu);
+  // How many of the process's ops defined at run time (DefinedOps) the
+  // session was sent (v1::DefineOps goes before the first call needing more).
+  size_t defined_ops_sent ABSL_GUARDED_BY(mu) = 0;
   Stats stats ABSL_GUARDED_BY(mu);
   absl::Status write_error ABSL_GUARDED_BY(mu);
   // Requests per message (SessionOptions::batch_limit, at least 1).

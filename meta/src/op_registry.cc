@@ -141,8 +141,9 @@ std::vector<const OpEntry*> ExtensionOps::Overloads(absl::string_view name) cons
   return it == overloads_.end() ? std::vector<const OpEntry*>() : it->second;
 }
 
-std::vector<ExtensionOpDef> ExtensionOps::Defs(size_t first) const {
+std::vector<ExtensionOpDef> ExtensionOps::Defs(size_t first, uint64_t* digest) const {
   absl::MutexLock lock(&mu_);
+  if (digest != nullptr) *digest = digest_;
   if (first >= defs_.size()) return {};
   return std::vector<ExtensionOpDef>(defs_.begin() + static_cast<std::ptrdiff_t>(first), defs_.end());
 }

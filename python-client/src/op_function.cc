@@ -294,37 +294,61 @@ void BindOpCalls(py::module_& m) {
   m.attr("OpFunction") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(OpFunctionType()));
 }
 
+namespace {
+
+// One op as Python data: name, overload, schema, flags, argument and
+// return names.
+py::dict EntryDict(const tensord::OpEntry& e) {
+  py::dict d;
+  d["id"] = e.id;
+  d["name"] = e.schema.name;
+  d["overload"] = e.schema.overload;
+  d["full_name"] = e.full_name();
+  d["schema"] = e.schema_text;
+  d["is_method"] = e.has(tensord::kMethod);
+  d["is_function"] = e.has(tensord::kFunction);
+  d["is_factory"] = e.has(tensord::kFactory);
+  d["is_random"] = e.has(tensord::kRandom);
+  d["data_dependent"] = e.has(tensord::kDataDependent);
+  d["is_view"] = e.is_view();
+  d["not_differentiable"] = e.has(tensord::kNotDifferentiable);
+  d["differentiable_args"] = tensord::DifferentiableArgs(e);
+  py::list args, rets;
+  for (const tensord::Argument& a : e.schema.arguments) args.append(a.name);
+  for (const tensord::Return& r : e.schema.returns) rets.append(r.name);
+  d["arguments"] = args;
+  d["returns"] = rets;
+  return d;
+}
+
+}  // namespace
+
 void BindOpTable(py::module_& m) {
   m.def(
       "op_table",
       []() {
         py::list out;
-        for (const tensord::OpEntry& e : tensord::OpTable::Get().entries()) {
-          py::dict d;
-          d["id"] = e.id;
-          d["name"] = e.schema.name;
-          d["overload"] = e.schema.overload;
-          d["full_name"] = e.full_name();
-          d["schema"] = e.schema_text;
-          d["is_method"] = e.has(tensord::kMethod);
-          d["is_function"] = e.has(tensord::kFunction);
-          d["is_factory"] = e.has(tensord::kFactory);
-          d["is_random"] = e.has(tensord::kRandom);
-          d["data_dependent"] = e.has(tensord::kDataDependent);
-          d["is_view"] = e.is_view();
-          d["not_differentiable"] = e.has(tensord::kNotDifferentiable);
-          d["differentiable_args"] = tensord::DifferentiableArgs(e);
-          py::list args, rets;
-          for (const tensord::Argument& a : e.schema.arguments) args.append(a.name);
-          for (const tensord::Return& r : e.schema.returns) rets.append(r.name);
-          d["arguments"] = args;
-          d["returns"] = rets;
-          out.append(d);
-        }
+        for (const tensord::OpEntry& e : tensord::OpTable::Get().entries()) out.append(EntryDict(e));
         return out;
       },
       "The op table: one dict per op (name, overload, schema, flags, argument and return names).");
   m.def("op_table_digest", []() { return tensord::OpTable::Get().digest(); });
+  m.def(
+      "define_op",
+      [](const std::string& schema, const std::string& shape_rule) {
+        return EntryDict(*Unwrap(tc::DefineOp(schema, shape_rule)));
+      },
+      py::arg("schema"), py::arg("shape_rule"),
+      "Defines an op at run time (tensord.library.define); returns its dict as op_table's. RuntimeError when "
+      "the schema or the rule is refused.");
+  m.def(
+      "defined_ops",
+      [](const std::string& name) {
+        py::list out;
+        for (const tensord::OpEntry* e : tc::DefinedOps().Overloads(name)) out.append(EntryDict(*e));
+        return out;
+      },
+      py::arg("name"), "The overloads of `name` (\"mylib::scale\") defined at run time, as op_table's dicts.");
 }
 
 }  // namespace tensord::python

@@ -44,6 +44,7 @@ from . import _isclose  # noqa: E402  (isclose/allclose: composites of table ops
 _isclose.install(globals(), Tensor)
 return_types = _ops.return_types
 from . import autograd  # noqa: E402
+from . import library, ops  # noqa: E402  (ops defined at run time: tensord.library.define, tensord.ops.<ns>.<name>)
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: E402
                        no_grad, set_grad_enabled)
 

@@ -25,6 +25,7 @@
 #include "tensord/client/tensor.h"
 #include "tensord/meta/device.h"
 #include "tensord/meta/dtype.h"
+#include "tensord/meta/op_registry.h"
 #include "tensord/meta/value.h"
 
 namespace tensord::client {
@@ -107,6 +108,17 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
 // Same, for ops with exactly one return.
 absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwargs kwargs = {},
                              CallMode mode = CallMode::kAny, CallSite site = CallSite::Current());
+
+// ---- ops defined at run time ----------------------------------------------
+// Defines op `schema` ("mylib::scale(Tensor x, Scalar s) -> Tensor") with
+// `shape_rule` ("like:mul.Scalar": that built-in op's meta function) for
+// this process (tensord.library.define): Call finds it by its full name,
+// on meta tensors with no daemon, and each session is sent the process's
+// definitions before its first call to one. Errors: ExtensionOps::Define's
+// (RuntimeError naming the schema and what is wrong).
+absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_view shape_rule);
+// The process's ops defined at run time.
+const ExtensionOps& DefinedOps();
 
 // ---- the meta cache ------------------------------------------------------
 // Call remembers, per thread, the result of each call whose outputs are all

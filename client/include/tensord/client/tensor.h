@@ -133,6 +133,9 @@ struct GradNode {
   std::vector<bool> edge_gives;
   // Non-leaf outputs that retain_grad(): output number and tensor.
   std::vector<std::pair<int, std::weak_ptr<TensorImpl>>> retained;
+  // The full name of an op with no derivative formula (one defined at run
+  // time), whose backward is then NotImplementedError, as the daemon's.
+  std::string no_derivative;
 };
 
 // The shared state behind Tensor copies. `session` is null for meta tensors

@@ -69,8 +69,10 @@ class ExtensionOps {
   const OpEntry* Find(absl::string_view full_name) const ABSL_LOCKS_EXCLUDED(mu_);
   // Every overload of `name` ("mylib::f"), in definition order.
   std::vector<const OpEntry*> Overloads(absl::string_view name) const ABSL_LOCKS_EXCLUDED(mu_);
-  // The definitions from index `first` on (what a session has not got yet).
-  std::vector<ExtensionOpDef> Defs(size_t first) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The definitions from index `first` on (what a session has not got yet),
+  // and in `*digest` (when given) the digest of the set they complete, both
+  // read at once (another thread may be defining).
+  std::vector<ExtensionOpDef> Defs(size_t first, uint64_t* digest = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
   // 64-bit FNV-1a over every definition ("schema\trule\n") in order: equal
   // digests mean the same ops with the same ids.
   uint64_t digest() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -1,0 +1,47 @@
+"""Ops defined at run time, with PyTorch's ``torch.library`` vocabulary.
+
+``define("mylib::scale", "(Tensor x, Scalar s) -> Tensor", like="mul.Scalar")``
+adds an op to this process's op set: it is then ``tensord.ops.mylib.scale``,
+callable like any op, with its arguments bound by its schema and its output's
+shape, strides and dtype computed by its shape rule at the call site. On meta
+tensors it needs no daemon, so ``tensord check`` validates programs that use
+it. A daemon session is sent the definitions before the first call that
+needs them; the daemon checks them again and the two agree by digest.
+
+The shape rule is, for now, ``like=``: the name of a built-in op whose
+arguments and returns have the new op's types in the same order; its shape
+function (and its errors, which then name the new op) is the new op's. An op
+defined here has no kernel, so on a daemon's tensors it raises
+NotImplementedError, and no derivative, so a backward through it raises
+NotImplementedError too.
+"""
+from . import _C
+
+__all__ = ["define"]
+
+
+def define(qualname, schema, *, like):
+    """Defines op ``qualname`` ("namespace::name", or "namespace::name.overload")
+    with ``schema``, its arguments and returns in PyTorch's schema syntax
+    ("(Tensor x, Scalar s=1) -> Tensor"), and the shape rule of built-in op
+    ``like`` ("mul.Scalar"; a base name when it has one overload). Returns the
+    op, also reachable as ``tensord.ops.<namespace>.<name>``.
+
+    Raises RuntimeError when the name has no namespace of its own (or uses
+    "aten", "tensord" or "prim"), is already defined, the schema does not parse
+    or has alias annotations or non-Tensor returns, or ``like`` names no
+    built-in op, a view or in-place op, one whose output shape depends on
+    values, or one whose argument or return types differ from ``schema``'s.
+    TypeError when an argument is not a str.
+    """
+    for what, v in (("qualname", qualname), ("schema", schema), ("like", like)):
+        if not isinstance(v, str):
+            raise TypeError(f"library.define: {what} must be a str, got {type(v).__name__}")
+    schema = schema.strip()
+    if not schema.startswith("("):
+        raise RuntimeError(f"library.define: schema must start with its arguments, as in '(Tensor x) -> Tensor', "
+                           f"got {schema!r}")
+    entry = _C.define_op(qualname + schema, "like:" + like)
+    from . import ops
+    ns, _, name = entry["name"].partition("::")
+    return getattr(getattr(ops, ns), name)

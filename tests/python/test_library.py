@@ -1,0 +1,107 @@
+"""Ops defined at run time: tensord.library.define and tensord.ops.<ns>.<name>.
+The op set is the process's, so each test defines ops in a namespace of its
+own."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tensord
+from conftest import DAEMON_BIN
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_a_defined_op_is_a_function_checked_by_its_shape_rule_on_meta():
+    op = tensord.library.define("lib_meta::scale", "(Tensor x, Scalar s=1) -> Tensor", like="mul.Scalar")
+    assert tensord.ops.lib_meta.scale is op
+    assert op.__name__ == "scale" and "lib_meta::scale(Tensor x, Scalar s=1) -> Tensor" in op.__doc__
+    x = tensord.empty(4, 3, device="meta", dtype=tensord.float16)
+    y = op(x, 2.5)
+    assert y.shape == (4, 3) and y.dtype == tensord.float16 and y.device.type == "meta"
+    assert op(x).shape == (4, 3)                    # the default
+    assert op(s=2, x=x).shape == (4, 3)             # keywords, by the schema's names
+    with pytest.raises(TypeError, match="lib_meta::scale"):
+        op(x, "two")
+    add = tensord.library.define("lib_meta::bias_add", "(Tensor x, Tensor bias, Scalar alpha=1) -> Tensor",
+                                 like="add.Tensor")
+    assert add(x, tensord.empty(3, device="meta")).shape == (4, 3)
+    with pytest.raises(RuntimeError, match=r"lib_meta::bias_add: The size of tensor a \(3\) must match the size "
+                                           r"of tensor b \(5\)"):
+        add(x, tensord.empty(5, device="meta"))
+    # Not a method, and an unknown name says how to define one.
+    assert not hasattr(x, "scale")
+    with pytest.raises(AttributeError, match="'tensord.ops.lib_meta' has no op 'nope': define it"):
+        tensord.ops.lib_meta.nope
+
+
+def test_what_cannot_be_defined_is_refused_with_the_reason():
+    with pytest.raises(RuntimeError, match="needs a namespace of its own, as in 'mylib::g'"):
+        tensord.library.define("g", "(Tensor x) -> Tensor", like="neg")
+    with pytest.raises(RuntimeError, match="the namespace 'aten' is tensord's own"):
+        tensord.library.define("aten::g", "(Tensor x) -> Tensor", like="neg")
+    with pytest.raises(RuntimeError, match="must have the types of the rule's op"):
+        tensord.library.define("lib_refuse::g", "(Tensor x, Tensor y) -> Tensor", like="neg")
+    with pytest.raises(RuntimeError, match="returns a view or writes in place"):
+        tensord.library.define("lib_refuse::g", "(Tensor x, int dim) -> Tensor", like="squeeze.dim")
+    with pytest.raises(RuntimeError, match="has an alias annotation"):
+        tensord.library.define("lib_refuse::g", "(Tensor(a!) x) -> Tensor(a!)", like="neg")
+    with pytest.raises(RuntimeError, match="which is no built-in op"):
+        tensord.library.define("lib_refuse::g", "(Tensor x) -> Tensor", like="no_such_op")
+    with pytest.raises(RuntimeError, match="schema must start with its arguments"):
+        tensord.library.define("lib_refuse::g", "lib_refuse::g(Tensor x) -> Tensor", like="neg")
+    with pytest.raises(TypeError, match="like must be a str"):
+        tensord.library.define("lib_refuse::g", "(Tensor x) -> Tensor", like=tensord.neg)
+    tensord.library.define("lib_refuse::g", "(Tensor x) -> Tensor", like="neg")
+    with pytest.raises(RuntimeError, match="already defined"):
+        tensord.library.define("lib_refuse::g", "(Tensor self) -> Tensor", like="neg")
+
+
+def test_backward_through_a_defined_op_has_no_derivative():
+    op = tensord.library.define("lib_grad::act", "(Tensor x, str approximate='none') -> Tensor", like="gelu")
+    x = tensord.empty(3, device="meta", requires_grad=True)
+    y = op(x)
+    assert y.requires_grad and y.grad_fn.name() == "ActBackward0"
+    with pytest.raises(NotImplementedError, match="the derivative for 'lib_grad::act' is not implemented"):
+        y.sum().backward()
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_on_a_daemon_the_session_is_sent_the_ops_and_they_have_no_kernel(session):
+    scale = tensord.library.define("lib_daemon::scale", "(Tensor x, Scalar s) -> Tensor", like="mul.Scalar")
+    x = tensord.ones(2, 3)
+    y = scale(x, 2.0)
+    assert y.shape == (2, 3)                      # known at once, from the shape rule
+    no_kernel = r" \(call \d+ at test_library.py:\d+\): no kernel for device cpu \(an op defined with tensord.library"
+    with pytest.raises(NotImplementedError, match="lib_daemon::scale" + no_kernel):
+        y.numpy()
+    # An op defined later reaches the same session after the first (the
+    # daemon checks the index and the digest: neither fails here).
+    act = tensord.library.define("lib_daemon::act", "(Tensor x, str approximate='none') -> Tensor", like="gelu")
+    z = act(x)
+    with pytest.raises(NotImplementedError, match="lib_daemon::act" + no_kernel):
+        z.numpy()
+    # The session is unharmed.
+    np.testing.assert_array_equal((x + 1).numpy(), np.full((2, 3), 2.0, np.float32))
+
+
+def test_tensord_check_validates_a_program_using_a_defined_op(tmp_path):
+    script = tmp_path / "model.py"
+    script.write_text(
+        "import tensord\n"
+        "fused = tensord.library.define('lib_check::fused', '(Tensor x, Tensor bias, Scalar alpha=1) -> Tensor',\n"
+        "                               like='add.Tensor')\n"
+        "x = tensord.randn(8, 16)\n"
+        "ok = tensord.ops.lib_check.fused(x, tensord.zeros(16))\n"
+        "print('shape', tuple(ok.shape))\n"
+        "bad = tensord.ops.lib_check.fused(x, tensord.zeros(15))\n")
+    env = dict(os.environ)
+    env.pop("TENSORD_ADDRESS", None)
+    env["PYTHONPATH"] = os.path.join(ROOT, "python-client") + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "tensord._check", str(script)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "shape (8, 16)" in proc.stdout
+    assert f"{script}:7: RuntimeError: lib_check::fused: The size of tensor a (16) must match" in proc.stderr
