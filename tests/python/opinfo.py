@@ -555,8 +555,7 @@ from opinfo_matmul import OPINFOS as _MATMUL  # noqa: E402
 
 OPINFOS += _POINTWISE + _REDUCTION + _SHAPE + _NN + _FACTORY + _MATMUL
 
-# Fused optimizer steps (appended last: each OpInfo's samples are drawn from
-# an rng seeded by its position, so inserting earlier would change others').
+# Fused optimizer steps.
 OPINFOS.append(OpInfo(
     "_fused_adam_", lambda r: [
         Sample(f32(r, 3, 4), f32(r, 3, 4), f32(r, 3, 4), pos32(r, 3, 4), **_ADAM),
