@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tensord/backends/cpu/cpu_backend.h"
+#include "tensord/meta/op_registry.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/server/session.h"
 #include "tensord/v1/tensord.pb.h"
@@ -442,6 +443,37 @@ void WriteSeeds(const char* dir) {
     AddSync(&m);
     AddMessage(&s, m, 1);
     seeds.emplace_back("matmul_scatter_bytebuffer", s);
+  }
+  {  // ops defined at run time: their definitions, then a call to each
+    tensord::ExtensionOps ext;
+    std::string s;
+    v1::ClientMessage m;
+    v1::DefineOps* d = m.add_requests()->mutable_define_ops();
+    d->set_first(0);
+    for (const auto& [schema, rule] : {std::pair<const char*, const char*>{"fz::scale(Tensor x, Scalar s) -> Tensor",
+                                                                          "like:mul.Scalar"},
+                                      {"fz::bias(Tensor x, Tensor b, Scalar alpha=1) -> Tensor",
+                                       "like:add.Tensor"}}) {
+      if (!ext.Define(schema, rule).ok()) abort();
+      d->add_schemas(schema);
+      d->add_shape_rules(rule);
+    }
+    d->set_digest(ext.digest());
+    v1::OpCall* c = AddCall(&m, "neg", {TensorArg(1)}, {70});
+    c->set_op_id(tensord::kFirstExtensionOpId);
+    c->clear_args();
+    *c->add_args() = TensorArg(1);
+    *c->add_args() = [] { v1::Value v; v.set_f(2.0); return v; }();
+    c = AddCall(&m, "neg", {TensorArg(1)}, {71});
+    c->set_op_id(tensord::kFirstExtensionOpId + 1);
+    c->clear_args();
+    *c->add_args() = TensorArg(1);
+    *c->add_args() = TensorArg(1);
+    *c->add_args() = IntArg(1);
+    AddFetch(&m, 70);
+    AddSync(&m);
+    AddMessage(&s, m);
+    seeds.emplace_back("define_ops_calls", s);
   }
   seeds.emplace_back("empty", "");
   for (const auto& [name, bytes] : seeds) {
