@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "tensord/v1/tensord.grpc.pb.h"
 #include "transport.h"
 
@@ -53,7 +54,12 @@ class GrpcTransport final : public Transport {
   // before (a StreamEnd saying why), then its end, without waiting.
   bool ReadableAfterFailedSend() override { return true; }
 
-  void Cancel() override { ctx_->TryCancel(); }
+  // From any thread, Close's included: after Close there is no call left to
+  // cancel (and no context to ask).
+  void Cancel() override {
+    absl::MutexLock l(&close_mu_);
+    if (ctx_ != nullptr) ctx_->TryCancel();
+  }
 
   // Not after a failed write: the call is over.
   void CloseWrites() override {
@@ -61,11 +67,13 @@ class GrpcTransport final : public Transport {
   }
 
   void Close() override {
+    absl::MutexLock l(&close_mu_);
     stream_.reset();
     ctx_.reset();
   }
 
  private:
+  absl::Mutex close_mu_;  // Cancel against Close
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::string method_;  // "/tensord.v1.Tensord/Stream", named by the RpcMethod
   std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;

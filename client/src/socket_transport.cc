@@ -12,9 +12,7 @@ namespace tensord::client::internal {
 SocketTransport::SocketTransport(int sock, wire::StreamFraming framing, int64_t spin_ns)
     : sock_(sock), receiver_(size_t{64} << 20, spin_ns, framing), framing_(framing) {}
 
-SocketTransport::~SocketTransport() {
-  if (sock_ >= 0) ::close(sock_);
-}
+SocketTransport::~SocketTransport() { Close(); }
 
 bool SocketTransport::SendBytes(const grpc::ByteBuffer& bb) {
   return wire::SendStreamMessage(sock_, bb, framing_).ok();
@@ -46,13 +44,17 @@ bool SocketTransport::ReadableAfterFailedSend() {
   return ::poll(&p, 1, 1000) > 0;
 }
 
-void SocketTransport::Cancel() { ::shutdown(sock_, SHUT_RDWR); }
+void SocketTransport::Cancel() {
+  absl::MutexLock l(&close_mu_);
+  if (!closed_) ::shutdown(sock_, SHUT_RDWR);
+}
 
 void SocketTransport::CloseWrites() { ::shutdown(sock_, SHUT_WR); }  // the daemon reads the end
 
 void SocketTransport::Close() {
-  if (sock_ >= 0) ::close(sock_);
-  sock_ = -1;
+  absl::MutexLock l(&close_mu_);
+  if (!closed_ && sock_ >= 0) ::close(sock_);
+  closed_ = true;
 }
 
 }  // namespace tensord::client::internal

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "tensord/transport/socket_stream.h"
 #include "transport.h"
 
@@ -40,6 +42,11 @@ class SocketTransport : public Transport {
   wire::StreamReceiver receiver_;  // by the reading thread
 
  private:
+  // Cancel may come from any thread, Close's included: the close of the
+  // socket and a shutdown of it never interleave, so a Cancel after Close
+  // cannot shut down another file that took the same descriptor number.
+  absl::Mutex close_mu_;
+  bool closed_ ABSL_GUARDED_BY(close_mu_) = false;
   wire::StreamFraming framing_;
   grpc::ByteBuffer read_bytes_;  // by the reading thread
 };
