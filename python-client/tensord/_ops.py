@@ -27,6 +27,12 @@ _BINARY = ("Elementwise {what} with NumPy broadcasting. The result dtype follows
            "bfloat16 with float16 gives float32; float8 types do not promote). ``other`` may be a "
            "Tensor or a Python number (which selects the Scalar overload). Raises RuntimeError when "
            "the shapes do not broadcast (naming the sizes and the dimension).")
+# For the binary ops with no Scalar overload (maximum, minimum).
+_BINARY_TENSORS = ("Elementwise {what} with NumPy broadcasting. The result dtype follows PyTorch type promotion "
+                   "(bool < integer < floating; a 0-dim tensor only raises the category; bfloat16 with float16 "
+                   "gives float32; float8 types do not promote). ``other`` must be a Tensor: there is no Scalar "
+                   "overload, so a Python number is a TypeError, as in PyTorch. Raises RuntimeError when the "
+                   "shapes do not broadcast (naming the sizes and the dimension).")
 _COMPARE = ("Elementwise {what} with NumPy broadcasting; returns a bool tensor. Operands are "
             "compared in their promoted dtype (PyTorch type promotion). ``other`` may be a Tensor "
             "or a Python number. RuntimeError when the shapes do not broadcast.")
@@ -95,14 +101,17 @@ OP_DOCS = {
     "isfinite": _UNARY_BOOL.format(what="test for finite values"),
     "add": _BINARY.format(what="addition self + alpha * other"),
     "sub": _BINARY.format(what="subtraction self - alpha * other (RuntimeError for bool)"),
-    "rsub": _BINARY.format(what="reversed subtraction other - alpha * self"),
+    "rsub": ("Elementwise reversed subtraction other - alpha * self, where ``other`` is a Python number (its "
+             "Scalar overload is the only one here: a Tensor ``other`` is a TypeError; ``other - self`` on two "
+             "tensors is sub). The result dtype follows PyTorch type promotion (the number only raises the "
+             "category: an int tensor minus a float gives the default float dtype)."),
     "mul": _BINARY.format(what="multiplication"),
     "div": ("Elementwise true division with broadcasting. Integer and bool operands give the default "
             "float dtype (float32); floating operands follow PyTorch type promotion."),
     "remainder": _BINARY.format(what="remainder with the sign of the divisor (Python's %)"),
     "pow": _BINARY.format(what="power self ** exponent; ``pow(number, tensor)`` is also accepted"),
-    "maximum": _BINARY.format(what="maximum (NaN propagates)"),
-    "minimum": _BINARY.format(what="minimum (NaN propagates)"),
+    "maximum": _BINARY_TENSORS.format(what="maximum (NaN propagates)"),
+    "minimum": _BINARY_TENSORS.format(what="minimum (NaN propagates)"),
     "eq": _COMPARE.format(what="equality"),
     "ne": _COMPARE.format(what="inequality"),
     "lt": _COMPARE.format(what="less-than"),
