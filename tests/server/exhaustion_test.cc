@@ -52,7 +52,9 @@ class ExhaustionTest : public DaemonFixture {
   }
 
   void TearDown() override {
-    if (kMemoryIsMeasurable) EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
+    if (kMemoryIsMeasurable) {
+      EXPECT_LT(ResidentBytes() - rss_before_, kRssBound);
+    }
     bystander_->ExpectServed();
     bystander_.reset();
     DaemonFixture::TearDown();
@@ -222,7 +224,9 @@ TEST_F(ExhaustionTest, ARedefinedCallSiteIsChargedForWhatItHolds) {
   const int64_t malloc_before = MallocBytes();
   for (int r = 1; r < 45; ++r) round();
   // Kept long, the 17,600 redefined sites would hold 17 MiB.
-  if (kMemoryIsMeasurable) EXPECT_LT(MallocBytes() - malloc_before, int64_t{6} << 20);
+  if (kMemoryIsMeasurable) {
+    EXPECT_LT(MallocBytes() - malloc_before, int64_t{6} << 20);
+  }
   const int64_t held = daemon_->service().session_stats(s.id())->bookkeeping_bytes;
   EXPECT_LE(held, 18000 * 64);  // each site's string object and its short text
   // The last site is still named by its (short) text.
@@ -367,7 +371,9 @@ TEST_F(ExhaustionTest, AMessageThatWouldDecodeBeyondTheLimitIsRefusedUnparsed) {
   EXPECT_THAT(st.error_message(), HasSubstr("1.00 MiB limit"));
   // Refused before parsing: the two million Values (over 100 MiB) were
   // never made.
-  if (kMemoryIsMeasurable) EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
+  if (kMemoryIsMeasurable) {
+    EXPECT_LT(MallocBytes() - malloc_before, kRssBound);
+  }
   // Big messages that a session at its limit needs still go through: a
   // release of a million handles (some 16 MiB once parsed).
   RawSession again(stub_.get());
