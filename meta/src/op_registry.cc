@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
 
@@ -28,12 +29,25 @@ bool SameType(const Argument& a, const Argument& b) {
 }  // namespace
 
 absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_text, absl::string_view shape_rule) {
+  if (schema_text.size() > kMaxExtensionSchemaBytes) {
+    return RuntimeErr(absl::StrCat("library.define: a schema of ", schema_text.size(), " bytes (at most ",
+                                   kMaxExtensionSchemaBytes, ")"));
+  }
   absl::StatusOr<FunctionSchema> parsed = ParseSchema(schema_text);
   if (!parsed.ok()) return RuntimeErr(absl::StrCat("library.define: ", parsed.status().message()));
   FunctionSchema schema = *std::move(parsed);
   const std::string full = schema.full_name();
   auto fail = [&full](absl::string_view why) { return RuntimeErr(absl::StrCat("library.define(", full, "): ", why)); };
-
+  // The canonical text is what a daemon is sent and parses: it must give
+  // this very schema back.
+  if (absl::StatusOr<FunctionSchema> again = ParseSchema(schema.ToString());
+      !again.ok() || again->ToString() != schema.ToString()) {
+    return fail("its canonical form does not parse back to it (a string default may not hold both ' and \")");
+  }
+  {
+    const absl::string_view head = schema_text.substr(0, schema_text.find('('));
+    if (absl::EndsWith(absl::StripTrailingAsciiWhitespace(head), ".")) return fail("an empty overload name");
+  }
   const size_t sep = schema.name.find("::");
   if (sep == std::string::npos) {
     return fail("an op defined at run time needs a namespace of its own, as in 'mylib::" + schema.name + "'");
@@ -42,6 +56,17 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   const absl::string_view base = absl::string_view(schema.name).substr(sep + 2);
   if (!IsIdentifier(ns) || !IsIdentifier(base) || (!schema.overload.empty() && !IsIdentifier(schema.overload))) {
     return fail("the namespace, name and overload must be identifiers ('mylib::name' or 'mylib::name.overload')");
+  }
+  if (absl::StartsWith(ns, "__") || absl::StartsWith(base, "__") || absl::StartsWith(schema.overload, "__")) {
+    return fail("names starting with '__' are Python's");
+  }
+  if (schema.overload == "default") return fail("the overload 'default' names the op without an overload");
+  for (size_t i = 0; i < schema.arguments.size(); ++i) {
+    const std::string& name = schema.arguments[i].name;
+    if (!IsIdentifier(name)) return fail(absl::StrCat("argument name '", name, "' is not an identifier"));
+    for (size_t j = 0; j < i; ++j) {
+      if (schema.arguments[j].name == name) return fail(absl::StrCat("two arguments are named '", name, "'"));
+    }
   }
   if (ns == "aten" || ns == "tensord" || ns == "prim") {
     return fail(absl::StrCat("the namespace '", ns, "' is tensord's own; choose another"));
@@ -95,12 +120,18 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   if (entries_.size() >= kMaxExtensionOps) {
     return fail(absl::StrCat("an extension set holds at most ", kMaxExtensionOps, " ops"));
   }
+  const size_t text = schema.ToString().size() + like->full_name().size();
+  if (text_bytes_ + text > kMaxExtensionSetBytes) {
+    return fail(absl::StrCat("the ops defined so far hold ", text_bytes_, " bytes of schemas, and at most ",
+                             kMaxExtensionSetBytes, " fit"));
+  }
   OpEntry e;
   e.id = kFirstExtensionOpId + static_cast<uint32_t>(entries_.size());
   e.schema = std::move(schema);
   e.schema_text = e.schema.ToString();
   e.meta = like->meta;
-  e.flags = kFunction;
+  e.shape_rule_of = like;
+  e.flags = kFunction | (like->flags & (kFactory | kRandom));
   e.return_aliases = e.schema.ReturnAliases();
   ExtensionOpDef def{e.schema_text, absl::StrCat(kLike, like->full_name())};
   for (absl::string_view part : {absl::string_view(def.schema), absl::string_view("\t"),
@@ -110,6 +141,7 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
       digest_ *= 1099511628211ull;
     }
   }
+  text_bytes_ += text;
   entries_.push_back(std::move(e));
   const OpEntry* added = &entries_.back();
   by_name_.emplace(full, added);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -83,7 +84,21 @@ std::vector<std::string> OpTable::Describe() const {
 
 absl::StatusOr<MetaResult> OpTable::RunMeta(const OpEntry& op, absl::Span<const Value> args) const {
   TD_RETURN_IF_ERROR(ValidateArgs(op.schema, args));
-  TD_ASSIGN_OR_RETURN(MetaResult r, op.meta(op.schema.name, args));
+  absl::StatusOr<MetaResult> computed = op.shape_rule_of != nullptr
+                                            ? op.shape_rule_of->meta(op.shape_rule_of->schema.name, args)
+                                            : op.meta(op.schema.name, args);
+  if (!computed.ok() && op.shape_rule_of != nullptr) {
+    // The rule's own errors, named as the op the user called: "mylib::f: ..."
+    // for "add: ..." (a message that names the rule's op elsewhere keeps it).
+    absl::string_view msg = computed.status().message();
+    const std::string prefix = absl::StrCat(op.shape_rule_of->schema.name, ": ");
+    if (absl::StartsWith(msg, prefix)) msg.remove_prefix(prefix.size());
+    absl::Status renamed(computed.status().code(), absl::StrCat(op.schema.name, ": ", msg));
+    computed.status().ForEachPayload(  // the kind (TypeError) travels as a payload
+        [&renamed](absl::string_view url, const absl::Cord& payload) { renamed.SetPayload(url, payload); });
+    return renamed;
+  }
+  TD_ASSIGN_OR_RETURN(MetaResult r, std::move(computed));
   if (r.alias_of.empty()) r.alias_of.assign(r.outputs.size(), -1);
   TD_INTERNAL_CHECK(r.outputs.size() == op.schema.returns.size() || op.schema.returns[0].type == ArgType::kTensorList,
                     op.full_name());

@@ -133,7 +133,7 @@ const OpDef kOps[] = {
 
     // ---- views (no kernel; the meta function gives strides and offset) ---
     {"view(Tensor(a) self, SymInt[] size) -> Tensor(a)", meta::View, M},
-    {"reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", meta::Reshape, FM},
+    {"reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)", meta::Reshape, FM | kMayCopy},
     {"transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)", meta::Transpose, FM},
     {"permute(Tensor(a) self, int[] dims) -> Tensor(a)", meta::Permute, FM},
     {"t(Tensor(a) self) -> Tensor(a)", meta::T, FM},
@@ -145,13 +145,13 @@ const OpDef kOps[] = {
     {"squeeze(Tensor(a) self) -> Tensor(a)", meta::Squeeze, FM},
     {"squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)", meta::SqueezeDim, FM},
     {"unsqueeze(Tensor(a) self, int dim) -> Tensor(a)", meta::Unsqueeze, FM},
-    {"flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", meta::Flatten, FM},
+    {"flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)", meta::Flatten, FM | kMayCopy},
 
     // ---- copies ----------------------------------------------------------
-    {"contiguous(Tensor(a) self) -> Tensor(a)", meta::Contiguous, M},
+    {"contiguous(Tensor(a) self) -> Tensor(a)", meta::Contiguous, M | kMayCopy},
     {"clone(Tensor self) -> Tensor", meta::Clone, FM},
-    {"to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)", meta::ToDtype, M},
-    {"to.device(Tensor(a) self, Device device, ScalarType? dtype=None, bool non_blocking=False, bool copy=False) -> Tensor(a)", meta::ToDevice, M},
+    {"to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False, bool copy=False) -> Tensor(a)", meta::ToDtype, M | kMayCopy},
+    {"to.device(Tensor(a) self, Device device, ScalarType? dtype=None, bool non_blocking=False, bool copy=False) -> Tensor(a)", meta::ToDevice, M | kMayCopy},
 
     // ---- selection, joining ----------------------------------------------
     {"topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)", meta::Topk, FM},

@@ -189,7 +189,13 @@ absl::StatusOr<Value> ParseDefault(absl::string_view text, const ParsedType& p, 
 
 std::string DefaultText(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::kString: return absl::StrCat("\"", v.str(), "\"");
+    case Value::Kind::kString: {
+      // Quoted with a character the text lacks, so that it parses back (a
+      // text with both quote characters cannot be written: ExtensionOps
+      // refuses it, and no built-in default has one).
+      const char q = v.str().find('"') == std::string::npos ? '"' : '\'';
+      return absl::StrCat(std::string(1, q), v.str(), std::string(1, q));
+    }
     case Value::Kind::kIntList: return absl::StrCat("[", absl::StrJoin(v.int_list(), ", "), "]");
     default: return v.ToString();
   }

@@ -25,11 +25,15 @@ def define(qualname, schema, *, like):
     with ``schema``, its arguments and returns in PyTorch's schema syntax
     ("(Tensor x, Scalar s=1) -> Tensor"), and the shape rule of built-in op
     ``like`` ("mul.Scalar"; a base name when it has one overload). Returns the
-    op, also reachable as ``tensord.ops.<namespace>.<name>``.
+    op, also reachable as ``tensord.ops.<namespace>.<name>`` (an overload as
+    ``tensord.ops.<namespace>.<name>.<overload>``). Factory-like ops (``like=
+    "zeros"``) follow ``tensord.device`` as built-in factories do.
 
     Raises RuntimeError when the name has no namespace of its own (or uses
-    "aten", "tensord" or "prim"), is already defined, the schema does not parse
-    or has alias annotations or non-Tensor returns, or ``like`` names no
+    "aten", "tensord" or "prim", or starts with "__", or the overload is
+    "default"), is already defined, the schema does not parse, repeats an
+    argument name, has alias annotations or non-Tensor returns, is over
+    16 KiB (or the process's definitions over 4 MiB), or ``like`` names no
     built-in op, a view or in-place op, one whose output shape depends on
     values, or one whose argument or return types differ from ``schema``'s.
     TypeError when an argument is not a str.
@@ -42,6 +46,8 @@ def define(qualname, schema, *, like):
         raise RuntimeError(f"library.define: schema must start with its arguments, as in '(Tensor x) -> Tensor', "
                            f"got {schema!r}")
     entry = _C.define_op(qualname + schema, "like:" + like)
-    from . import ops
+    import sys
+    ops = sys.modules["tensord.ops"]
     ns, _, name = entry["name"].partition("::")
-    return getattr(getattr(ops, ns), name)
+    op = getattr(getattr(ops, ns), name)
+    return getattr(op, entry["overload"]) if entry["overload"] else op

@@ -1,47 +1,78 @@
 """``tensord.ops.<namespace>.<name>``: the ops defined at run time with
 :func:`tensord.library.define`, as ``torch.ops.mylib.name`` in PyTorch. A name
-resolves when it is used, so ops defined after import are found."""
+resolves when it is used, so ops defined after import are found. An op with
+overloads picks one by its arguments; ``tensord.ops.mylib.name.<overload>``
+(``.default`` for the one without an overload name) is that overload alone."""
+import sys as _sys
+import types as _types
+
 from . import _C
+
+# Internal state lives under names that are not identifiers, so no op or
+# namespace name (always an identifier) can collide with it.
+_STATE = "ops:state"
+
+
+def _make(full, entries, mode_name):
+    fn = _C.OpFunction(full, "function")
+    ns, _, name = full.partition("::")
+    fn.__name__ = mode_name
+    fn.__qualname__ = f"{ns}.{mode_name}"
+    fn.__module__ = f"tensord.ops.{ns}"
+    fn.__doc__ = "\n".join([f"{full}: defined at run time (tensord.library.define)."] +
+                           [f"    {e['schema']}" for e in entries])
+    return fn
 
 
 class _OpNamespace:
     """The ops of one namespace (``tensord.ops.mylib``)."""
 
     def __init__(self, ns):
-        self._ns = ns
-        self._ops = {}
+        object.__setattr__(self, _STATE, (ns, {}))
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        op = self._ops.get(name)
-        if op is not None:
-            return op
-        full = f"{self._ns}::{name}"
+        ns, cache = object.__getattribute__(self, _STATE)
+        full = f"{ns}::{name}"
         entries = _C.defined_ops(full)
         if not entries:
-            raise AttributeError(f"'tensord.ops.{self._ns}' has no op '{name}': define it with "
+            raise AttributeError(f"'tensord.ops.{ns}' has no op '{name}': define it with "
                                  f"tensord.library.define('{full}', schema, like=...)")
-        op = _C.OpFunction(full, "function")
-        op.__name__ = name
-        op.__qualname__ = f"{self._ns}.{name}"
-        op.__module__ = f"tensord.ops.{self._ns}"
-        op.__doc__ = "\n".join([f"{full}: defined at run time (tensord.library.define)."] +
-                               [f"    {e['schema']}" for e in entries])
-        self._ops[name] = op
+        cached = cache.get(name)
+        if cached is not None and cached[0] == len(entries):
+            return cached[1]
+        op = _make(full, entries, name)     # made again when an overload was added since
+        for e in entries:
+            setattr(op, e["overload"] or "default", _make(e["full_name"], [e], name))
+        cache[name] = (len(entries), op)
         return op
 
+    def __dir__(self):
+        return []
+
     def __repr__(self):
-        return f"<tensord.ops.{self._ns}>"
+        return f"<tensord.ops.{object.__getattribute__(self, _STATE)[0]}>"
 
 
-_namespaces = {}
+class _Ops(_types.ModuleType):
+    """``tensord.ops``: one namespace object per namespace, made on first use."""
+
+    def __getattr__(self, ns):
+        if ns.startswith("__"):
+            raise AttributeError(ns)
+        spaces = self.__dict__.setdefault(_STATE, {})
+        space = spaces.get(ns)
+        if space is None:
+            space = spaces[ns] = _OpNamespace(ns)
+        return space
 
 
-def __getattr__(ns):
-    if ns.startswith("__"):
-        raise AttributeError(ns)
-    space = _namespaces.get(ns)
-    if space is None:
-        space = _namespaces[ns] = _OpNamespace(ns)
-    return space
+# The module itself answers every other name with a namespace: a module-level
+# __getattr__ would not see names the module defines (_C, _make, ...).
+_module = _sys.modules[__name__]
+_ops = _Ops(__name__, __doc__)
+_ops.__file__ = getattr(_module, "__file__", None)
+_ops.__spec__ = getattr(_module, "__spec__", None)
+_ops.__package__ = getattr(_module, "__package__", None)
+_sys.modules[__name__] = _ops

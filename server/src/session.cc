@@ -624,10 +624,13 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
   for (int i = 0; i < d.schemas_size(); ++i) {
     // What the set keeps of the op (its entry, schema and names) is the
     // session's memory.
-    const int64_t bytes = kExtensionOpBytes + 4 * static_cast<int64_t>(d.schemas(i).size() + d.shape_rules(i).size());
+    const int64_t bytes = kExtensionOpBytes + 8 * static_cast<int64_t>(d.schemas(i).size() + d.shape_rules(i).size());
     if (absl::Status s = extensions_charge_.Add(memory_, bytes, "library.define"); !s.ok()) return fail(std::move(s));
     absl::StatusOr<const OpEntry*> op = extensions_.Define(d.schemas(i), d.shape_rules(i));
-    if (!op.ok()) return fail(op.status());
+    if (!op.ok()) {
+      extensions_charge_.Sub(bytes);
+      return fail(op.status());
+    }
   }
   if (extensions_.digest() != d.digest()) {
     return fail(RuntimeErr(absl::StrCat("library.define: the daemon's ops defined at run time differ from the "

@@ -75,9 +75,61 @@ TEST(ExtensionOps, RefusesWhatCannotBeAnExtensionOp) {
   refused("mylib::g(Tensor x, Tensor y) -> Tensor", "like:gelu", "must have the types of the rule's op");
   refused("mylib::g(Tensor x, int y) -> Tensor", "like:mul.Scalar", "must have the types of the rule's op");
   refused("mylib::g(Tensor x -> Tensor", "like:gelu", "library.define");
+  refused("__lib::g(Tensor x) -> Tensor", "like:neg", "names starting with '__' are Python's");
+  refused("mylib::__g(Tensor x) -> Tensor", "like:neg", "names starting with '__' are Python's");
+  refused("mylib::g.default(Tensor x) -> Tensor", "like:neg", "the overload 'default' names the op");
+  refused("mylib::g.(Tensor x) -> Tensor", "like:neg", "an empty overload name");
+  refused("mylib::g(Tensor x, Tensor x) -> Tensor", "like:add.Tensor", "two arguments are named 'x'");
+  refused("mylib::g(Tensor x-y) -> Tensor", "like:neg", "argument name 'x-y' is not an identifier");
+  refused(absl::StrCat("mylib::g(Tensor x, *, str approximate='", std::string(20000, 'a'), "') -> Tensor"),
+          "like:gelu", "a schema of 20");
   ASSERT_TRUE(ext.Define("mylib::g(Tensor x, str approximate='none') -> Tensor", "like:gelu").ok());
   refused("mylib::g(Tensor self, str approximate='tanh') -> Tensor", "like:gelu", "already defined");
   EXPECT_EQ(ext.size(), 1u);
+}
+
+TEST(ExtensionOps, TheRuleRunsUnderItsOwnNameAndErrorsNameTheNewOp) {
+  ExtensionOps ext;
+  // mean's meta function refuses integer inputs under its own name: the
+  // rule behaves as mean does, whatever the new op is called.
+  absl::StatusOr<const OpEntry*> op = ext.Define(
+      "stats::avg(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+      "like:mean");
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ((*op)->shape_rule_of, OpTable::Get().Find("mean"));
+  const TensorMeta ints = Dense({3, 4}, ScalarType::kInt64);
+  const TensorMeta floats = Dense({3, 4});
+  absl::StatusOr<MetaResult> r = OpTable::Get().RunMeta(**op, {Value(&ints), Value(), Value(false), Value()});
+  ExpectErrorContains(r.status(), ErrorKind::kRuntime, "stats::avg: ");
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "could not infer output dtype")) << r.status();
+  r = OpTable::Get().RunMeta(**op, {Value(&floats), Value(Shape{1}), Value(true), Value()});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outputs[0].sizes, (Shape{3, 1}));
+  // full_like's meta function knows its fill_value by its name: the new op
+  // works as full_like does.
+  absl::StatusOr<const OpEntry*> full = ext.Define(
+      "stats::fill(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+      "like:full_like");
+  ASSERT_TRUE(full.ok()) << full.status();
+  r = OpTable::Get().RunMeta(**full, {Value(&floats), Value(Scalar::Int(1)), Value(), Value()});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outputs[0].sizes, (Shape{3, 4}));
+  // A factory's rule makes a factory (it follows tensord.device).
+  absl::StatusOr<const OpEntry*> z =
+      ext.Define("stats::z(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor", "like:zeros");
+  ASSERT_TRUE(z.ok()) << z.status();
+  EXPECT_TRUE((*z)->has(kFactory));
+  EXPECT_FALSE((**op).has(kFactory));
+}
+
+TEST(ExtensionOps, StringDefaultsWithAQuoteTravelIntact) {
+  ExtensionOps ext;
+  absl::StatusOr<const OpEntry*> op = ext.Define("q::op(Tensor self, *, str approximate='x\",y') -> Tensor", "like:gelu");
+  ASSERT_TRUE(op.ok()) << op.status();
+  ExtensionOps daemon;  // what a session makes of the canonical text it is sent
+  for (const ExtensionOpDef& d : ext.Defs(0)) ASSERT_TRUE(daemon.Define(d.schema, d.shape_rule).ok()) << d.schema;
+  EXPECT_EQ(daemon.digest(), ext.digest());
+  EXPECT_EQ(daemon.Find("q::op")->schema.arguments[1].default_value->str(), "x\",y");
 }
 
 TEST(ExtensionOps, EqualDefinitionsInOrderGiveEqualDigests) {

@@ -105,3 +105,65 @@ def test_tensord_check_validates_a_program_using_a_defined_op(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "shape (8, 16)" in proc.stdout
     assert f"{script}:7: RuntimeError: lib_check::fused: The size of tensor a (16) must match" in proc.stderr
+
+
+def test_the_rule_behaves_as_its_op_and_factories_follow_the_device():
+    avg = tensord.library.define("lib_rule::avg",
+                                 "(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) "
+                                 "-> Tensor", like="mean")
+    ints = tensord.empty(3, 4, dtype=tensord.int64, device="meta")
+    with pytest.raises(RuntimeError, match="lib_rule::avg: .*could not infer output dtype"):
+        avg(ints)                                   # as tensord.mean(ints)
+    assert avg(tensord.empty(3, 4, device="meta"), [1], True).shape == (3, 1)
+    z = tensord.library.define("lib_rule::z", "(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+                               like="zeros")
+    with tensord.device("meta"):
+        assert z([2, 3]).device.type == "meta"
+    fill = tensord.library.define("lib_rule::fill", "(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, "
+                                  "Device? device=None) -> Tensor", like="full_like")
+    assert fill(ints, 7).dtype == tensord.int64
+
+
+def test_overloads_are_attributes_and_names_never_collide():
+    a = tensord.library.define("lib_ov::f.a", "(Tensor x, Scalar s) -> Tensor", like="mul.Scalar")
+    assert tensord.ops.lib_ov.f.a is a
+    assert "lib_ov::f.a(Tensor x, Scalar s) -> Tensor" in tensord.ops.lib_ov.f.__doc__
+    b = tensord.library.define("lib_ov::f.b", "(Tensor x, Tensor y, Scalar alpha=1) -> Tensor", like="add.Tensor")
+    f = tensord.ops.lib_ov.f
+    assert "lib_ov::f.b(" in f.__doc__                   # the doc follows a later overload
+    x = tensord.empty(2, 3, device="meta")
+    assert f(x, 2).shape == (2, 3) and f(x, x).shape == (2, 3)   # picked by the arguments
+    assert f.b(x, x).shape == (2, 3) and b(x, x).shape == (2, 3)
+    with pytest.raises(TypeError):
+        f.a(x, x)
+    plain = tensord.library.define("lib_ov::g", "(Tensor x) -> Tensor", like="neg")
+    assert tensord.ops.lib_ov.g.default(x).shape == (2, 3) and plain(x).shape == (2, 3)
+    # Ops and namespaces named like the module's internals are still ops.
+    for name in ("_ops", "_ns", "_make", "_C"):
+        op = tensord.library.define(f"lib_ov::{name}", "(Tensor x) -> Tensor", like="neg")
+        assert getattr(tensord.ops.lib_ov, name) is op
+    op = tensord.library.define("_C::neg2", "(Tensor x) -> Tensor", like="neg")
+    assert tensord.ops._C.neg2 is op
+    with pytest.raises(RuntimeError, match="names starting with '__' are Python's"):
+        tensord.library.define("lib_ov::__call__", "(Tensor x) -> Tensor", like="neg")
+    with pytest.raises(RuntimeError, match="the overload 'default' names the op without an overload"):
+        tensord.library.define("lib_ov::h.default", "(Tensor x) -> Tensor", like="neg")
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_a_string_default_with_a_quote_reaches_the_daemon_intact(session):
+    q = tensord.library.define("lib_quote::op", "(Tensor self, *, str approximate='x\",y') -> Tensor", like="gelu")
+    g = tensord.library.define("lib_quote::g", "(Tensor x) -> Tensor", like="neg")
+    x = tensord.ones(3)
+    y = q(x, approximate="none")
+    z = g(x)
+    # Each fails only for want of a kernel: the daemon took both definitions.
+    for t, name in ((y, "lib_quote::op"), (z, "lib_quote::g")):
+        with pytest.raises(NotImplementedError, match=name + r" \(call \d+ at test_library.py:\d+\): no kernel"):
+            t.numpy()
+
+
+def test_oversized_definitions_are_refused_at_define():
+    pad = "x" * (20 << 10)
+    with pytest.raises(RuntimeError, match="a schema of 2"):
+        tensord.library.define("lib_big::g", f"(Tensor self, *, str approximate='{pad}') -> Tensor", like="gelu")

@@ -34,8 +34,12 @@ namespace tensord {
 
 // The id of an extension set's first op (the next ones follow in order).
 inline constexpr uint32_t kFirstExtensionOpId = 1u << 20;
-// Ops one extension set may hold.
+// Ops one extension set may hold, the longest schema text of one, and the
+// most schema text of all of them together (what one DefineOps carries at
+// most, well within a stream message).
 inline constexpr size_t kMaxExtensionOps = 4096;
+inline constexpr size_t kMaxExtensionSchemaBytes = 16 << 10;
+inline constexpr size_t kMaxExtensionSetBytes = 4 << 20;
 
 // One op of an extension set, as defined and as sent over the wire.
 struct ExtensionOpDef {
@@ -52,13 +56,19 @@ class ExtensionOps {
   ExtensionOps& operator=(const ExtensionOps&) = delete;
 
   // Adds op `schema_text` with `shape_rule`; returns its entry. Errors
-  // (RuntimeError naming the schema): a schema that does not parse; a name
-  // outside a namespace ("ns::name", identifiers only) or in "aten" or
-  // "tensord"; a full name already defined; an alias annotation (`Tensor(a)`,
-  // `Tensor(a!)`: an extension op returns new tensors); a return that is not
-  // a Tensor; an unknown rule; a `like` op that is a view, writes in place,
-  // has no meta function (data-dependent), or whose argument or return
-  // types differ from the new op's; more than kMaxExtensionOps ops.
+  // (RuntimeError naming the schema): a schema that does not parse, or
+  // whose canonical text would not parse back the same (a string default
+  // with both quote characters); a name outside a namespace ("ns::name",
+  // identifiers, none starting with "__") or in "aten", "tensord" or
+  // "prim"; the overload "default" (it names the op without one); argument
+  // names that are not identifiers or repeat; a full name already defined;
+  // an alias annotation (`Tensor(a)`, `Tensor(a!)`: an extension op returns
+  // new tensors); a return that is not a Tensor; an unknown rule; a `like`
+  // op that is a view, writes in place, has no meta function
+  // (data-dependent), or whose argument or return types differ from the new
+  // op's; a schema over kMaxExtensionSchemaBytes; more than kMaxExtensionOps
+  // ops or kMaxExtensionSetBytes of schemas. The op takes the rule op's
+  // factory and random flags (a factory-like op follows tensord.device).
   absl::StatusOr<const OpEntry*> Define(absl::string_view schema_text, absl::string_view shape_rule)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -84,6 +94,7 @@ class ExtensionOps {
   absl::flat_hash_map<std::string, const OpEntry*> by_name_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<const OpEntry*>> overloads_ ABSL_GUARDED_BY(mu_);
   uint64_t digest_ ABSL_GUARDED_BY(mu_) = 1469598103934665603ull;  // FNV-1a offset basis
+  size_t text_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of every definition
 };
 
 // Whether `full_name` names an op of an extension set ("ns::name"): the

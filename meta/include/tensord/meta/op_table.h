@@ -55,6 +55,8 @@ enum OpFlags : uint32_t {
   kMethod = 1u << 3,         // Python/C++ Tensor method variant exists
   kFunction = 1u << 4,       // tensord.<name> function variant exists
   kNotDifferentiable = 1u << 5,
+  kMayCopy = 1u << 6,        // a view when the meta allows one, else a new
+                             // tensor (reshape, contiguous, to): it has a kernel
 };
 
 struct OpDef {
@@ -70,10 +72,17 @@ struct OpEntry {
   MetaFn meta;
   uint32_t flags;
   std::vector<int> return_aliases;  // from the schema's alias annotations
+  // An op defined at run time whose shape rule is a built-in op's
+  // (ExtensionOps, op_registry.h): RunMeta runs that op's meta function
+  // under that op's name (meta functions branch on it).
+  const OpEntry* shape_rule_of = nullptr;
 
   const std::string& name() const { return schema.name; }
   std::string full_name() const { return schema.full_name(); }
   bool is_view() const;  // some return aliases an input per the schema (in-place ops too)
+  // A view op whose output always aliases its input (view, transpose, ...):
+  // not in place, not kMayCopy. It never reaches a kernel.
+  bool is_pure_view() const { return is_view() && !is_inplace() && !has(kMayCopy); }
   // An in-place op: its first argument is a written tensor (`Tensor(a!) self`),
   // which the op returns. The one definition daemon, client and tests use.
   bool is_inplace() const;

@@ -401,7 +401,8 @@ class Session {
   // the dispatcher, which refer to its entries, so that it outlives them.
   ExtensionOps extensions_;
   MemoryCharge extensions_charge_ ABSL_GUARDED_BY(mu_);
-  // What an extension op costs beyond 4 bytes per byte of its texts.
+  // What an extension op costs beyond 8 bytes per byte of its texts (its
+  // schema is kept as text and parsed: names, defaults, the entry's maps).
   static constexpr int64_t kExtensionOpBytes = 1024;
   // The session's tensors by handle (their entries charged to memory_).
   runtime::HandleTable handles_ ABSL_GUARDED_BY(mu_);
