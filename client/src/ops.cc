@@ -237,8 +237,7 @@ absl::StatusOr<std::vector<Tensor>> Call(absl::string_view name, std::vector<Arg
       }
       return Call(name, std::move(args), std::move(kwargs), mode, std::move(site));
     }
-    return RuntimeErr(absl::StrCat(op.full_name(), ": Expected all tensors to be on the same device, but found at least ",
-                                   "two devices, meta and ", real.device.ToString(), "!"));
+    return TwoDevicesError(op.full_name(), kMetaDevice, real.device);
   }
   TD_ASSIGN_OR_RETURN(CallRoles roles, Roles(op, b.values, c.tensors, r.alias_of));
   if (cache_key.has_value()) {

@@ -40,4 +40,10 @@ absl::StatusOr<Device> ParseDevice(absl::string_view text) {
       "Expected one of cpu, cuda, meta, privateuseone device type at start of device string: ", text));
 }
 
+absl::Status TwoDevicesError(absl::string_view op, const Device& first, const Device& second) {
+  return RuntimeErr(absl::StrCat(op, op.empty() ? "" : ": ",
+                                 "Expected all tensors to be on the same device, but found at least two devices, ",
+                                 first.ToString(), " and ", second.ToString(), "!"));
+}
+
 }  // namespace tensord

@@ -195,8 +195,7 @@ absl::StatusOr<Device> CommonDevice(absl::string_view op, absl::Span<const Tenso
   for (const TensorMeta* t : tensors) {
     if (t == nullptr || t->device == common) continue;
     if (allow_cpu_scalars && t->device.is_cpu() && t->dim() == 0) continue;
-    return RuntimeErr(absl::StrCat(op, ": Expected all tensors to be on the same device, but found at least two devices, ",
-                                   common.ToString(), " and ", t->device.ToString(), "!"));
+    return TwoDevicesError(op, common, t->device);
   }
   return common;
 }

@@ -51,8 +51,7 @@ absl::StatusOr<double> FloatArg(absl::string_view op, absl::Span<const Value> ar
 
 absl::Status SameDevice(const TensorMeta& self, Device other) {
   if (other == self.device) return absl::OkStatus();
-  return RuntimeErr(absl::StrCat("Expected all tensors to be on the same device, but found at least two devices, ",
-                                 other.ToString(), " and ", self.device.ToString(), "!"));
+  return TwoDevicesError("", other, self.device);
 }
 
 }  // namespace

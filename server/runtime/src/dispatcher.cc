@@ -386,9 +386,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
       // checked here, in PyTorch's words.
       for (const Tensor* t : inputs) {
         if (t->storage->device() != where) {
-          return fail(RuntimeErr(absl::StrCat("Expected all tensors to be on the same device, but found at least "
-                                              "two devices, ", where.ToString(), " and ",
-                                              t->storage->device().ToString(), "!")));
+          return fail(TwoDevicesError(op_name, where, t->storage->device()));
         }
       }
     }

@@ -45,6 +45,12 @@ bool IsValidDeviceType(int64_t v);
 // InvalidArgument naming the text otherwise.
 absl::StatusOr<Device> ParseDevice(absl::string_view text);
 
+// PyTorch's error for tensors on two devices in one op (RuntimeError):
+// "<op>: Expected all tensors to be on the same device, but found at least
+// two devices, <first> and <second>!" (no "<op>: " when `op` is empty). The
+// one text the meta functions, the client and the daemon give.
+absl::Status TwoDevicesError(absl::string_view op, const Device& first, const Device& second);
+
 }  // namespace tensord
 
 #endif  // TENSORD_META_DEVICE_H_
