@@ -3,8 +3,12 @@
 
 #include <memory>
 
+#include "gmock/gmock.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_writer.h"
-#include "raw_client.h"
+#include "requests.h"
+#include "sanitizers.h"
+#include "tensord/meta/errors.h"
 #include "tensord/wire/data_frame.h"
 
 namespace tensord::testing {
