@@ -275,13 +275,14 @@ OP_DOCS.update({
             "promotion. ``rounding_mode='trunc'`` rounds toward zero and ``'floor'`` toward -inf; both keep the "
             "promoted dtype (integers stay integers; bool is refused), and integer division by zero raises "
             "RuntimeError('ZeroDivisionError') at the next sync point. Any other rounding_mode is a RuntimeError."),
-    "floor_divide": _BINARY.format(what="floor division self // other (PyTorch's floor_divide, which is "
-                                        "div(rounding_mode='floor')): rounds toward -inf; integers stay integers. "
-                                        "Integer division by zero raises RuntimeError('ZeroDivisionError') at the "
-                                        "next sync point; bool is refused"),
-    "fmod": _BINARY.format(what="C remainder fmod(self, other): the result has the sign of ``self`` (unlike "
-                                "remainder). Integer division by zero raises RuntimeError('ZeroDivisionError') at "
-                                "the next sync point; bool is refused"),
+    # The template says what the operands may be; what follows it, the op's own rules.
+    "floor_divide": _BINARY.format(what="floor division self // other") + (
+        " PyTorch's floor_divide, which is div(rounding_mode='floor'): rounds toward -inf; integers stay "
+        "integers. Integer division by zero raises RuntimeError('ZeroDivisionError') at the next sync point; "
+        "bool is refused."),
+    "fmod": _BINARY.format(what="C remainder fmod(self, other)") + (
+        " The result has the sign of ``self`` (unlike remainder). Integer division by zero raises "
+        "RuntimeError('ZeroDivisionError') at the next sync point; bool is refused."),
     # Not _BINARY: atan2 has no Scalar overload, so a number for ``other`` is refused.
     "atan2": ("Elementwise arctangent of self / other, using the signs of both for the quadrant, with NumPy "
               "broadcasting. ``other`` must be a Tensor: there is no Scalar overload, so a Python number is a "
