@@ -50,9 +50,10 @@ from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inferenc
 
 
 def manual_seed(seed):
-    """Seeds the random number generator of the current session (the ops rand,
-    randn, uniform_, normal_, dropout, ... draw from it) and of every session
-    opened later in this process, so runs repeat. ``seed`` is an int (negative
+    """Seeds the random number generators of the current session, one per
+    device as in PyTorch (the ops rand, randn, uniform_, normal_, dropout, ...
+    draw from their device's), and of every session opened later in this
+    process, so runs repeat. ``seed`` is an int (negative
     values wrap modulo 2**64, as PyTorch). Returns None."""
     if not isinstance(seed, _builtins.int) or isinstance(seed, _builtins.bool):  # int/bool are dtypes here
         raise TypeError(f"manual_seed expected an int, got {type(seed).__name__}")

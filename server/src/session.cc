@@ -372,7 +372,7 @@ bool Session::ExecuteLocked(const v1::Request& request) {
       return true;
     }
     case v1::Request::kManualSeed:
-      dispatcher_.generator().engine.seed(request.manual_seed().seed());
+      dispatcher_.ManualSeed(request.manual_seed().seed());
       return true;
     case v1::Request::kDefineOps:
       ExecuteDefineOps(request.define_ops());

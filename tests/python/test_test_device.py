@@ -64,6 +64,21 @@ def test_two_devices_in_one_op_is_pytorchs_error(dev_session):
         assert (a + 1).tolist() == [2.0, 2.0, 2.0]  # the session goes on
 
 
+def test_each_device_has_its_own_generator(dev_session):
+    # As PyTorch's per-device generators: manual_seed seeds them all, and
+    # drawing on one device does not move another's stream.
+    with dev_session:
+        tensord.manual_seed(7)
+        on_device = tensord.randn(5, device="privateuseone")
+        cpu_after = tensord.randn(5)
+        tensord.manual_seed(7)
+        cpu_first = tensord.randn(5)
+        assert cpu_after.tolist() == cpu_first.tolist()
+        # The test device runs the CPU's kernels: the same seed, the same draws.
+        assert on_device.cpu().tolist() == cpu_first.tolist()
+        assert tensord.randn(5).tolist() != cpu_first.tolist()    # the stream moves on
+
+
 def test_a_daemon_without_it_names_the_devices_it_serves(session):
     z = tensord.zeros(2, device="privateuseone")
     with pytest.raises(NotImplementedError, match="device 'privateuseone:0' is not available: this daemon serves cpu"):

@@ -103,7 +103,17 @@ bool WrittenReturn(const OpEntry& op, size_t i) {
 }
 
 Dispatcher::Dispatcher(const Backends* devices, std::shared_ptr<MemoryAccount> memory)
-    : devices_(devices), memory_(std::move(memory)) {
+    : devices_(devices), memory_(std::move(memory)) {}
+
+Generator& Dispatcher::generator(const Device& device) {
+  for (auto& [d, g] : generators_) {
+    if (d == device) return *g;
+  }
+  auto g = std::make_unique<Generator>();
+  if (manual_seed_.has_value()) {
+    g->engine.seed(*manual_seed_);
+    return *generators_.emplace_back(device, std::move(g)).second;
+  }
   // Seeded from the OS's random source, not from anything a client or a log
   // reader can see (the session id is logged): its numbers must not be
   // predictable by anyone but the session. tensord.manual_seed replaces the
@@ -121,7 +131,13 @@ Dispatcher::Dispatcher(const Backends* devices, std::shared_ptr<MemoryAccount> m
     for (uint32_t& w : words) w = os();
   }
   std::seed_seq seq(std::begin(words), std::end(words));
-  generator_.engine.seed(seq);
+  g->engine.seed(seq);
+  return *generators_.emplace_back(device, std::move(g)).second;
+}
+
+void Dispatcher::ManualSeed(uint64_t seed) {
+  manual_seed_ = seed;
+  for (auto& [d, g] : generators_) g->engine.seed(seed);
 }
 
 absl::StatusOr<std::vector<Tensor>> Dispatcher::RunOp(absl::string_view full_name, std::vector<Arg> args, bool record) {
@@ -526,7 +542,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
         return InternalErr(absl::StrCat(*name, ": allocate_output called by a structured kernel"));
       };
     }
-    ctx.generator = &generator_;
+    ctx.generator = &generator(where);
     if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get(), backend); !s.ok()) {
       for (Tensor* w : written) {
         if (w != nullptr && w->storage != nullptr) w->storage->bump_version();

@@ -2,9 +2,9 @@
 // arguments, run (or recall) the meta function, allocate the outputs or alias
 // an input's storage, call the kernel of the device the outputs live on, and
 // record the call for autograd. One Dispatcher per session: it holds what a
-// session's ops share (its memory account, its meta cache, its random
-// generator, its node counter); the session keeps the handle table and the
-// requests.
+// session's ops share (its memory account, its meta cache, a random
+// generator per device, its node counter); the session keeps the handle
+// table and the requests.
 //
 //   runtime::Dispatcher d(&backends, account);
 //   absl::StatusOr<std::vector<Tensor>> out = d.RunOp("add.Tensor", {a, b}, /*record=*/true);
@@ -17,7 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,8 +37,9 @@ namespace tensord::runtime {
 class Dispatcher {
  public:
   // `devices` (the backends ops run on) must outlive the dispatcher; every
-  // allocation is charged to `memory`. The random generator is seeded from
-  // the OS's random source, so that no one but the session can predict it.
+  // allocation is charged to `memory`. Each device's random generator is
+  // seeded from the OS's random source, so that no one but the session can
+  // predict it.
   Dispatcher(const Backends* devices, std::shared_ptr<MemoryAccount> memory);
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
@@ -90,7 +93,12 @@ class Dispatcher {
   const Backends& devices() const { return *devices_; }
   MemoryAccount& memory() const { return *memory_; }
   const std::shared_ptr<MemoryAccount>& memory_account() const { return memory_; }
-  Generator& generator() { return generator_; }
+  // The session's generator for `device` (made on first use), as PyTorch
+  // keeps one per device: drawing on one device does not move another's.
+  Generator& generator(const Device& device);
+  // tensord.manual_seed: seeds every device's generator with `seed`, and
+  // those made later too.
+  void ManualSeed(uint64_t seed);
   // Ops run so far; may be read from any thread while an op runs.
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
 
@@ -102,7 +110,8 @@ class Dispatcher {
   const Backends* const devices_;
   const std::shared_ptr<MemoryAccount> memory_;
   MetaCache meta_cache_;  // results of the meta functions, by call metadata
-  Generator generator_;
+  std::vector<std::pair<Device, std::unique_ptr<Generator>>> generators_;  // a few devices: a list
+  std::optional<uint64_t> manual_seed_;
   std::atomic<uint64_t> ops_executed_{0};  // written by the one caller, read by anyone
   uint64_t next_seq_ = 0;
   std::function<absl::Status(const std::shared_ptr<OpError>&)> failed_input_;
