@@ -2,6 +2,7 @@
 // by name) and OpFunction, the callable of one op (tensord.add, Tensor.add);
 // all of them vectorcall, as every op call from Python comes this way. Also
 // the op table as Python data.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -349,6 +350,20 @@ void BindOpTable(py::module_& m) {
         return out;
       },
       py::arg("name"), "The overloads of `name` (\"mylib::scale\") defined at run time, as op_table's dicts.");
+  m.def(
+      "defined_op_names",
+      []() {
+        const tensord::ExtensionOps& ops = tc::DefinedOps();
+        std::vector<std::string> names;
+        for (size_t i = 0; i < ops.size(); ++i) {
+          const tensord::OpEntry* e = ops.at_id(tensord::kFirstExtensionOpId + static_cast<uint32_t>(i));
+          if (e != nullptr && std::find(names.begin(), names.end(), e->schema.name) == names.end()) {
+            names.push_back(e->schema.name);
+          }
+        }
+        return names;
+      },
+      "The names (\"mylib::scale\") of the ops defined at run time, each once, in definition order.");
 }
 
 }  // namespace tensord::python

@@ -49,7 +49,9 @@ class _OpNamespace:
         return op
 
     def __dir__(self):
-        return []
+        ns = object.__getattribute__(self, _STATE)[0]
+        prefix = ns + "::"
+        return sorted(n[len(prefix):] for n in _C.defined_op_names() if n.startswith(prefix))
 
     def __repr__(self):
         return f"<tensord.ops.{object.__getattribute__(self, _STATE)[0]}>"
@@ -57,6 +59,9 @@ class _OpNamespace:
 
 class _Ops(_types.ModuleType):
     """``tensord.ops``: one namespace object per namespace, made on first use."""
+
+    def __dir__(self):
+        return sorted({n.partition("::")[0] for n in _C.defined_op_names()})
 
     def __getattr__(self, ns):
         if ns.startswith("__"):

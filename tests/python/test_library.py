@@ -144,6 +144,10 @@ def test_overloads_are_attributes_and_names_never_collide():
         assert getattr(tensord.ops.lib_ov, name) is op
     op = tensord.library.define("_C::neg2", "(Tensor x) -> Tensor", like="neg")
     assert tensord.ops._C.neg2 is op
+    # dir() lists what is defined (tab completion), each name once.
+    assert {"f", "g", "_ops", "_ns", "_make", "_C"} <= set(dir(tensord.ops.lib_ov))
+    assert dir(tensord.ops.lib_ov).count("f") == 1
+    assert {"lib_ov", "_C"} <= set(dir(tensord.ops))
     with pytest.raises(RuntimeError, match="names starting with '__' are Python's"):
         tensord.library.define("lib_ov::__call__", "(Tensor x) -> Tensor", like="neg")
     with pytest.raises(RuntimeError, match="the overload 'default' names the op without an overload"):
