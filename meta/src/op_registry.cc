@@ -40,8 +40,8 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   auto fail = [&full](absl::string_view why) { return RuntimeErr(absl::StrCat("library.define(", full, "): ", why)); };
   // The canonical text is what a daemon is sent and parses: it must give
   // this very schema back.
-  if (absl::StatusOr<FunctionSchema> again = ParseSchema(schema.ToString());
-      !again.ok() || again->ToString() != schema.ToString()) {
+  const std::string canonical = schema.ToString();
+  if (absl::StatusOr<FunctionSchema> again = ParseSchema(canonical); !again.ok() || again->ToString() != canonical) {
     return fail("its canonical form does not parse back to it (a string default may not hold both ' and \")");
   }
   {
@@ -120,7 +120,7 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   if (entries_.size() >= kMaxExtensionOps) {
     return fail(absl::StrCat("an extension set holds at most ", kMaxExtensionOps, " ops"));
   }
-  const size_t text = schema.ToString().size() + like->full_name().size();
+  const size_t text = canonical.size() + like->full_name().size();
   if (text_bytes_ + text > kMaxExtensionSetBytes) {
     return fail(absl::StrCat("the ops defined so far hold ", text_bytes_, " bytes of schemas, and at most ",
                              kMaxExtensionSetBytes, " fit"));
@@ -128,8 +128,8 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   OpEntry e;
   e.id = kFirstExtensionOpId + static_cast<uint32_t>(entries_.size());
   e.schema = std::move(schema);
-  e.schema_text = e.schema.ToString();
-  e.meta = like->meta;
+  e.schema_text = canonical;
+  e.meta = nullptr;  // RunMeta runs the rule's (shape_rule_of)
   e.shape_rule_of = like;
   e.flags = kFunction | (like->flags & (kFactory | kRandom));
   e.return_aliases = e.schema.ReturnAliases();

@@ -84,14 +84,13 @@ std::vector<std::string> OpTable::Describe() const {
 
 absl::StatusOr<MetaResult> OpTable::RunMeta(const OpEntry& op, absl::Span<const Value> args) const {
   TD_RETURN_IF_ERROR(ValidateArgs(op.schema, args));
-  absl::StatusOr<MetaResult> computed = op.shape_rule_of != nullptr
-                                            ? op.shape_rule_of->meta(op.shape_rule_of->schema.name, args)
-                                            : op.meta(op.schema.name, args);
-  if (!computed.ok() && op.shape_rule_of != nullptr) {
+  const OpEntry& rule = op.shape_rule_of != nullptr ? *op.shape_rule_of : op;
+  absl::StatusOr<MetaResult> computed = rule.meta(rule.schema.name, args);
+  if (!computed.ok() && &rule != &op) {
     // The rule's own errors, named as the op the user called: "mylib::f: ..."
     // for "add: ..." (a message that names the rule's op elsewhere keeps it).
     absl::string_view msg = computed.status().message();
-    const std::string prefix = absl::StrCat(op.shape_rule_of->schema.name, ": ");
+    const std::string prefix = absl::StrCat(rule.schema.name, ": ");
     if (absl::StartsWith(msg, prefix)) msg.remove_prefix(prefix.size());
     absl::Status renamed(computed.status().code(), absl::StrCat(op.schema.name, ": ", msg));
     computed.status().ForEachPayload(  // the kind (TypeError) travels as a payload

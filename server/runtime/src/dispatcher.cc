@@ -542,7 +542,9 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
         return InternalErr(absl::StrCat(*name, ": allocate_output called by a structured kernel"));
       };
     }
-    ctx.generator = &generator(where);
+    // Only random ops draw (their kernels refuse a null generator): others
+    // make no generator, nor look one up.
+    ctx.generator = op->has(kRandom) ? &generator(where) : nullptr;
     if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get(), backend); !s.ok()) {
       for (Tensor* w : written) {
         if (w != nullptr && w->storage != nullptr) w->storage->bump_version();

@@ -32,9 +32,8 @@ absl::Status HandleTable::InsertFailed(uint64_t handle, const TensorMeta* meta, 
   // A call may name thousands of outputs and fail: each kept handle costs
   // the daemon its entry, and its error's text.
   const int64_t entry_bytes =
-      static_cast<int64_t>(sizeof(std::pair<const uint64_t, Tensor>) + sizeof(AutogradMeta) + sizeof(MemoryCharge) +
-                           kEntryOverheadBytes + (meta != nullptr ? MetaHeapBytes(*meta) : 0) +
-                           (error != nullptr ? error->status.message().size() + error->call_site.size() : 0));
+      kComputedEntryBytes + static_cast<int64_t>(sizeof(MemoryCharge)) + (meta != nullptr ? MetaHeapBytes(*meta) : 0) +
+      (error != nullptr ? static_cast<int64_t>(error->status.message().size() + error->call_site.size()) : 0);
   std::shared_ptr<void> token;
   auto charge = std::make_shared<MemoryCharge>();
   if (absl::Status s = charge->Add(memory_, entry_bytes, "a failed call's output handle"); s.ok()) {

@@ -73,8 +73,8 @@ struct OpEntry {
   uint32_t flags;
   std::vector<int> return_aliases;  // from the schema's alias annotations
   // An op defined at run time whose shape rule is a built-in op's
-  // (ExtensionOps, op_registry.h): RunMeta runs that op's meta function
-  // under that op's name (meta functions branch on it).
+  // (ExtensionOps, op_registry.h; its own `meta` is null): RunMeta runs
+  // that op's meta function under that op's name (meta functions branch on it).
   const OpEntry* shape_rule_of = nullptr;
 
   const std::string& name() const { return schema.name; }

@@ -37,7 +37,6 @@
 #include "tensord/runtime/dispatcher.h"
 #include "tensord/runtime/handles.h"
 #include "tensord/runtime/memory.h"
-#include "tensord/runtime/meta_cache.h"
 #include "tensord/meta/op_registry.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/v1/tensord.pb.h"
@@ -46,8 +45,6 @@
 namespace tensord::server {
 
 // The runtime's names the daemon's sessions use throughout.
-using runtime::AnyDifferentiableInputRequiresGrad;
-using runtime::Arg;
 using runtime::AutogradMeta;
 using runtime::Backend;
 using runtime::Backends;
@@ -56,8 +53,6 @@ using runtime::DeviceUnavailable;
 using runtime::Edge;
 using runtime::FindFormula;
 using runtime::FormatBytes;
-using runtime::FormulaContext;
-using runtime::FormulaFn;
 using runtime::FormulaNames;
 using runtime::FullName;
 using runtime::HandleTable;
@@ -65,14 +60,11 @@ using runtime::LeafMovesIntoTheGraph;
 using runtime::InplaceNeedsOriginalSelf;
 using runtime::MemoryAccount;
 using runtime::MemoryCharge;
-using runtime::MetaCache;
-using runtime::MetaHeapBytes;
 using runtime::Node;
 using runtime::NodeFixedBytes;
 using runtime::NodeInputBytes;
 using runtime::NodeOutputBytes;
 using runtime::OpError;
-using runtime::OpRunnerFn;
 using runtime::ReleasedFunctions;
 using runtime::RequireOp;
 using runtime::SavedTensor;

@@ -92,7 +92,6 @@ class Dispatcher {
 
   const Backends& devices() const { return *devices_; }
   MemoryAccount& memory() const { return *memory_; }
-  const std::shared_ptr<MemoryAccount>& memory_account() const { return memory_; }
   // The session's generator for `device` (made on first use), as PyTorch
   // keeps one per device: drawing on one device does not move another's.
   Generator& generator(const Device& device);
