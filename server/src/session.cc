@@ -856,8 +856,8 @@ void Session::ExecuteUpload(const v1::Upload& u) {
                       : memory_->Allocate(to->allocator(), static_cast<int64_t>(up.total_bytes), what, false);
     absl::Status s = moved.status();
     if (s.ok()) {
-      s = CopyBetween(*devices_->cpu(), up.storage->data(), *to, (*moved)->data(), up.total_bytes, *memory_,
-                     *devices_->cpu(), what);
+      s = CopyBetween(dispatcher_.streams(), *devices_->cpu(), up.storage->data(), *to, (*moved)->data(),
+                      up.total_bytes, *memory_, what);
     }
     if (!s.ok()) {
       TensorMeta m = up.meta;
@@ -914,8 +914,8 @@ absl::StatusOr<char*> Session::HostBase(const Tensor& t, absl::string_view what,
   TD_ASSIGN_OR_RETURN(int64_t end, t.meta.StorageBytesNeeded());
   if (end < begin) end = begin;  // an empty tensor addresses nothing
   TD_ASSIGN_OR_RETURN(*keep, memory_->Allocate(devices_->cpu()->allocator(), end - begin, what, false));
-  TD_RETURN_IF_ERROR(CopyBetween(*from, t.storage->data() + begin, *devices_->cpu(), (*keep)->data(),
-                                static_cast<size_t>(end - begin), *memory_, *devices_->cpu(), what));
+  TD_RETURN_IF_ERROR(CopyBetween(dispatcher_.streams(), *from, t.storage->data() + begin, *devices_->cpu(),
+                                 (*keep)->data(), static_cast<size_t>(end - begin), *memory_, what));
   return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>((*keep)->data()) - static_cast<uintptr_t>(begin));
 }
 

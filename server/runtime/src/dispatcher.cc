@@ -56,11 +56,11 @@ class SessionScratch final : public ScratchAllocator {
 };
 
 absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op, MemoryAccount* memory,
-                       const Backend* device) {
+                       const Backend* device, Stream* stream) {
   SessionScratch scratch(memory, device, op);
   ScopedScratchAllocator scoped(&scratch);
   try {
-    return fn(ctx);
+    return stream->Launch(fn, ctx);
   } catch (const std::bad_alloc&) {
     return OutOfMemoryErr(absl::StrCat(op, ": out of memory inside the kernel"));
   } catch (const std::exception& e) {
@@ -103,7 +103,7 @@ bool WrittenReturn(const OpEntry& op, size_t i) {
 }
 
 Dispatcher::Dispatcher(const Backends* devices, std::shared_ptr<MemoryAccount> memory)
-    : devices_(devices), memory_(std::move(memory)) {}
+    : devices_(devices), memory_(std::move(memory)), streams_(devices) {}
 
 Generator& Dispatcher::generator(const Device& device) {
   for (auto& [d, g] : generators_) {
@@ -416,6 +416,8 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
                                        "kernel: it runs on meta tensors only)"
                                      : "")));
     }
+    absl::StatusOr<Stream*> stream = streams_.For(*backend);  // the session's, on the kernel's device
+    if (!stream.ok()) return fail(stream.status());
     // An input whose storage is an adopted shared-memory segment stays
     // writable by the client while the kernel runs. Kernels validate index
     // values, masks and counts in one pass and use them in another
@@ -477,8 +479,8 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
           memory_->Allocate(backend->allocator(), p.end - p.begin, op_name, false);
       if (!copy.ok()) return fail(copy.status());
       p.copy = *std::move(copy);
-      if (absl::Status s = CopyBetween(*from, t->storage->data() + p.begin, *backend, p.copy->data(),
-                                      static_cast<size_t>(p.end - p.begin), *memory_, *devices_->cpu(), op_name);
+      if (absl::Status s = CopyBetween(streams_, *from, t->storage->data() + p.begin, *backend, p.copy->data(),
+                                      static_cast<size_t>(p.end - p.begin), *memory_, op_name);
           !s.ok()) {
         return fail(s);
       }
@@ -494,7 +496,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
     KernelContext ctx;
     ctx.op = op;
     ctx.device = where;
-    ctx.stream = backend->stream();
+    ctx.stream = (*stream)->native_handle();
     ctx.args = args;
     ctx.input_base = [&inputs, &private_base](const TensorMeta* m) -> char* {
       if (char* p = private_base(m)) return p;
@@ -545,7 +547,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
     // Only random ops draw (their kernels refuse a null generator): others
     // make no generator, nor look one up.
     ctx.generator = op->has(kRandom) ? &generator(where) : nullptr;
-    if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get(), backend); !s.ok()) {
+    if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get(), backend, *stream); !s.ok()) {
       for (Tensor* w : written) {
         if (w != nullptr && w->storage != nullptr) w->storage->bump_version();
       }

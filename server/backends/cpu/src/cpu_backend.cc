@@ -274,19 +274,47 @@ absl::Status HostMemoryBackend::RegisterKernels() {
   return absl::OkStatus();
 }
 
-absl::Status HostMemoryBackend::CopyFromHost(char* device_dst, const char* host_src, size_t n) const {
+namespace {
+
+// An event of a HostStream: its work was done before Record returned.
+class DoneEvent final : public runtime::Event {
+ public:
+  bool Query() const override { return true; }
+  absl::Status Synchronize() const override { return absl::OkStatus(); }
+};
+
+}  // namespace
+
+absl::Status HostStream::CopyFromHost(char* device_dst, const char* host_src, size_t n) {
   if (n > 0) std::memcpy(device_dst, host_src, n);
   return absl::OkStatus();
 }
 
-absl::Status HostMemoryBackend::CopyToHost(char* host_dst, const char* device_src, size_t n) const {
+absl::Status HostStream::CopyToHost(char* host_dst, const char* device_src, size_t n) {
   if (n > 0) std::memcpy(host_dst, device_src, n);
   return absl::OkStatus();
 }
 
-absl::Status HostMemoryBackend::CopyWithin(char* device_dst, const char* device_src, size_t n) const {
+absl::Status HostStream::CopyWithin(char* device_dst, const char* device_src, size_t n) {
   if (n > 0) std::memmove(device_dst, device_src, n);
   return absl::OkStatus();
+}
+
+absl::Status HostStream::Launch(KernelFn kernel, KernelContext& ctx) {
+  ctx.stream = nullptr;
+  return kernel(ctx);
+}
+
+absl::StatusOr<std::shared_ptr<runtime::Event>> HostStream::Record() { return std::make_shared<DoneEvent>(); }
+
+absl::Status HostStream::Wait(const std::shared_ptr<runtime::Event>& event) {
+  // Another stream's event (the test device's) may still be pending: this
+  // stream's next work runs on the calling thread, so wait here.
+  return event->Synchronize();
+}
+
+absl::StatusOr<std::unique_ptr<runtime::Stream>> CpuBackend::CreateStream() const {
+  return std::make_unique<HostStream>(device());
 }
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuAllocatorOptions& options) {

@@ -9,6 +9,8 @@
 //   Backend* b = devices.Find(meta.device);          // nullptr: not served here
 //   account->Allocate(b->allocator(), nbytes, "add");
 //   KernelFn k = b->FindKernel(op.id);                // nullptr: no kernel on it
+//   SessionStreams streams(&devices);                 // one per session
+//   Stream* s = *streams.For(*b);  s->Launch(k, ctx);  s->Synchronize();
 #ifndef TENSORD_RUNTIME_BACKEND_H_
 #define TENSORD_RUNTIME_BACKEND_H_
 
@@ -16,9 +18,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "tensord/kernels/registry.h"
@@ -26,6 +30,58 @@
 #include "tensord/runtime/memory.h"
 
 namespace tensord::runtime {
+
+// A point in a Stream's order (Stream::Record): done once everything issued
+// to the stream before it is done. Thread-safe.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Whether it is done, without waiting.
+  virtual bool Query() const = 0;
+  // Waits until it is done. InternalError naming the device when the device
+  // failed meanwhile.
+  virtual absl::Status Synchronize() const = 0;
+};
+
+// An ordered queue of work on one device, as a CUDA stream is: copies and
+// kernels issued to it run in the order issued, possibly after the call that
+// issued them returned. Each session has its own stream on each device it
+// uses (SessionStreams), so sessions do not wait for each other's work.
+// Used by one thread at a time (its session's); its Events may be waited
+// for anywhere.
+class Stream {
+ public:
+  virtual ~Stream() = default;  // waits for the work issued to it
+
+  virtual Device device() const = 0;
+  // What the device's kernels issue their work to (KernelContext::stream:
+  // a cudaStream_t on CUDA); nullptr on a device whose kernels compute on
+  // the calling thread.
+  virtual void* native_handle() const = 0;
+
+  // Copies of `n` bytes, issued in order: to the device from host memory,
+  // from the device to host memory, and within the device (the ranges may
+  // overlap). The host bytes must stay valid and unchanged until the copy
+  // is done (Synchronize, or an Event recorded after it). InternalError
+  // naming the device when the device fails.
+  virtual absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) = 0;
+  virtual absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) = 0;
+  virtual absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) = 0;
+  // Runs `kernel` after the work issued before it: with ctx.stream set to
+  // native_handle(), the kernel issues its work here and returns (or, on a
+  // device whose kernels compute on the calling thread, computes once the
+  // earlier work is done and returns when it is). Returns the kernel's
+  // status: its argument errors are synchronous everywhere.
+  virtual absl::Status Launch(KernelFn kernel, KernelContext& ctx) = 0;
+  // An Event at this point of the order.
+  virtual absl::StatusOr<std::shared_ptr<Event>> Record() = 0;
+  // Work issued here after this call starts only once `event` (of any
+  // stream, on any device) is done. The caller waits only where this
+  // stream's work runs on the calling thread.
+  virtual absl::Status Wait(const std::shared_ptr<Event>& event) = 0;
+  // Waits until everything issued so far is done.
+  virtual absl::Status Synchronize() = 0;
+};
 
 // One device. Thread-safe: every session's thread calls it.
 class Backend {
@@ -42,22 +98,11 @@ class Backend {
   virtual const std::shared_ptr<DeviceAllocator>& allocator() const = 0;
   // Whether the daemon can read and write its storages' bytes directly
   // (the CPU): the data plane then copies with memcpy and may adopt a
-  // client's shared memory; otherwise it goes through the copies below.
+  // client's shared memory; otherwise it goes through a Stream's copies.
   virtual bool host_addressable() const = 0;
-
-  // Copies of `n` bytes, in the order of the device's stream: to it from
-  // host memory, from it to host memory, and within it. The host side may
-  // be read or written until Synchronize returns. InternalError naming the
-  // device when the device fails.
-  virtual absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) const = 0;
-  virtual absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) const = 0;
-  virtual absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) const = 0;
-  // Waits for everything issued to the device so far (a no-op on the CPU,
-  // whose kernels return when done).
-  virtual absl::Status Synchronize() const = 0;
-  // The stream kernels on this device are issued to (KernelContext::stream);
-  // nullptr on the CPU.
-  virtual void* stream() const = 0;
+  // A new stream on this device (a session's: SessionStreams makes them).
+  // InternalError naming the device when the device cannot make one.
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() const = 0;
 
   // The kernel of op `op_id` on this device; nullptr when it has none.
   virtual KernelFn FindKernel(uint32_t op_id) const = 0;
@@ -86,13 +131,38 @@ class Backends {
   std::vector<std::unique_ptr<Backend>> backends_;
 };
 
-// Copies `n` bytes from `src` on `from` to `dst` on `to`: directly when
-// either side's memory is the daemon's own (Backend::host_addressable),
-// else through a host buffer allocated on `host` and charged to `account`
+// One session's streams: one per device, made the first time the session
+// uses the device, synchronized and destroyed with the session. Not
+// thread-safe (its session's thread).
+class SessionStreams {
+ public:
+  // `devices` must outlive it.
+  explicit SessionStreams(const Backends* devices) : devices_(devices) {}
+  ~SessionStreams();  // waits for every stream's work
+  SessionStreams(const SessionStreams&) = delete;
+  SessionStreams& operator=(const SessionStreams&) = delete;
+
+  const Backends& devices() const { return *devices_; }
+  // The session's stream on `backend`'s device (made on first use; the
+  // backend's error when it cannot make one).
+  absl::StatusOr<Stream*> For(const Backend& backend);
+  // Waits for the work of every stream made so far; the first error.
+  absl::Status SynchronizeAll();
+
+ private:
+  const Backends* const devices_;
+  std::vector<std::pair<const Backend*, std::unique_ptr<Stream>>> streams_;  // a few devices: a list
+};
+
+// Copies `n` bytes from `src` on `from` to `dst` on `to`, on the session's
+// streams, and returns when the bytes are in place (as PyTorch's
+// non_blocking=False `.to()`): with memcpy when both sides are the daemon's
+// own memory (Backend::host_addressable), else through the streams' copies,
+// via a host buffer charged to `account` between two devices that are not
 // (ResourceExhausted over its limit). InternalError naming `op` and both
 // devices when a device's copy fails.
-absl::Status CopyBetween(const Backend& from, const char* src, const Backend& to, char* dst, size_t n,
-                         MemoryAccount& account, const Backend& host, absl::string_view op);
+absl::Status CopyBetween(SessionStreams& streams, const Backend& from, const char* src, const Backend& to, char* dst,
+                         size_t n, MemoryAccount& account, absl::string_view op);
 
 }  // namespace tensord::runtime
 

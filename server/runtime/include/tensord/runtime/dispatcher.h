@@ -2,9 +2,9 @@
 // arguments, run (or recall) the meta function, allocate the outputs or alias
 // an input's storage, call the kernel of the device the outputs live on, and
 // record the call for autograd. One Dispatcher per session: it holds what a
-// session's ops share (its memory account, its meta cache, a random
-// generator per device, its node counter); the session keeps the handle
-// table and the requests.
+// session's ops share (its memory account, its streams, its meta cache, a
+// random generator per device, its node counter); the session keeps the
+// handle table and the requests.
 //
 //   runtime::Dispatcher d(&backends, account);
 //   absl::StatusOr<std::vector<Tensor>> out = d.RunOp("add.Tensor", {a, b}, /*record=*/true);
@@ -92,6 +92,8 @@ class Dispatcher {
 
   const Backends& devices() const { return *devices_; }
   MemoryAccount& memory() const { return *memory_; }
+  // The session's streams (kernels run on them; the data plane copies on them).
+  SessionStreams& streams() { return streams_; }
   // The session's generator for `device` (made on first use), as PyTorch
   // keeps one per device: drawing on one device does not move another's.
   Generator& generator(const Device& device);
@@ -108,6 +110,7 @@ class Dispatcher {
 
   const Backends* const devices_;
   const std::shared_ptr<MemoryAccount> memory_;
+  SessionStreams streams_;
   MetaCache meta_cache_;  // results of the meta functions, by call metadata
   std::vector<std::pair<Device, std::unique_ptr<Generator>>> generators_;  // a few devices: a list
   std::optional<uint64_t> manual_seed_;

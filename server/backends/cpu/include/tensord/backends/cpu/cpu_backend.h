@@ -125,20 +125,15 @@ class CpuAllocator final : public runtime::DeviceAllocator {
 };
 
 // A device whose memory is this process's: a CpuAllocator of its own for
-// `device`, memcpy copies, the CPU's kernels run on the calling thread (and
-// OpenMP's), so Synchronize has nothing to wait for. The CPU and the test
-// device are two of them; they differ in their name and in whether the
-// daemon may touch their bytes directly.
+// `device` and the CPU's kernels, run on the calling thread (and OpenMP's).
+// The CPU and the test device are two of them; they differ in their name,
+// in whether the daemon may touch their bytes directly, and in their
+// streams.
 class HostMemoryBackend : public runtime::Backend {
  public:
   Device device() const override { return cpu_allocator_->device(); }
   int64_t total_memory_bytes() const override { return cpu_allocator_->physical_memory_bytes(); }
   const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
-  absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) const override;
-  absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) const override;
-  absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) const override;
-  absl::Status Synchronize() const override { return absl::OkStatus(); }
-  void* stream() const override { return nullptr; }
   KernelFn FindKernel(uint32_t op_id) const override { return kernels_.Find(DeviceType::kCPU, op_id); }
   int64_t Trim() override { return cpu_allocator_->Trim(); }
 
@@ -164,9 +159,31 @@ class CpuBackend final : public HostMemoryBackend {
 
   std::string description() const override;  // "16 cores"
   bool host_addressable() const override { return true; }
+  // A HostStream: the CPU's work is done when the call that issues it returns.
+  absl::StatusOr<std::unique_ptr<runtime::Stream>> CreateStream() const override;
 
  private:
   explicit CpuBackend(const CpuAllocatorOptions& options) : HostMemoryBackend(options, kCPU) {}
+};
+
+// The stream of a device whose work is done on the calling thread: each
+// copy and kernel is done before the call that issues it returns, so its
+// Events are done when recorded and Synchronize has nothing to wait for.
+class HostStream final : public runtime::Stream {
+ public:
+  explicit HostStream(Device device) : device_(device) {}
+  Device device() const override { return device_; }
+  void* native_handle() const override { return nullptr; }
+  absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) override;
+  absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) override;
+  absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) override;
+  absl::Status Launch(KernelFn kernel, KernelContext& ctx) override;
+  absl::StatusOr<std::shared_ptr<runtime::Event>> Record() override;
+  absl::Status Wait(const std::shared_ptr<runtime::Event>& event) override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+ private:
+  const Device device_;
 };
 
 // Cores online on the machine, at least 1.

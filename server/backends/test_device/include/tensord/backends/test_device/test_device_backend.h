@@ -7,16 +7,23 @@
 // without one: its storages come from an allocator of its own (charged to
 // the session like any device's, counted apart from the CPU's), the daemon
 // may not touch its bytes directly (host_addressable() is false, so
-// uploads, fetches and moves between devices go through the Backend copies),
+// uploads, fetches and moves between devices go through a Stream's copies),
+// and its streams run their copies later, on a thread of their own, as a
+// GPU's do (so a path that reads bytes before it synchronizes fails here),
 // tensors on it and on the CPU in one op are refused as PyTorch refuses
 // them, and `.to(device)` moves data across. Its kernels are the CPU's, run
 // on its host memory.
 #ifndef TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 #define TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "tensord/backends/cpu/cpu_backend.h"
@@ -35,9 +42,60 @@ class TestDeviceBackend final : public HostMemoryBackend {
 
   std::string description() const override { return "test device (host memory, the cpu kernels)"; }
   bool host_addressable() const override { return false; }
+  // A QueuedStream.
+  absl::StatusOr<std::unique_ptr<runtime::Stream>> CreateStream() const override;
 
  private:
   TestDeviceBackend();
+};
+
+// The test device's stream: copies are queued and run in order on a thread
+// of the stream's own (started with the first), so they may finish after
+// the call that issued them returned, as on a GPU; a kernel runs on the
+// calling thread once the queued work is done (the CPU's kernels compute
+// there, and their errors stay synchronous). Used by one thread at a time;
+// its Events may be waited for anywhere and outlive it.
+class QueuedStream final : public runtime::Stream {
+ public:
+  explicit QueuedStream(Device device);
+  ~QueuedStream() override;  // runs what is queued, then stops the thread
+
+  Device device() const override { return device_; }
+  void* native_handle() const override { return nullptr; }
+  absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) override;
+  absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) override;
+  absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) override;
+  absl::Status Launch(KernelFn kernel, KernelContext& ctx) override;
+  absl::StatusOr<std::shared_ptr<runtime::Event>> Record() override;
+  absl::Status Wait(const std::shared_ptr<runtime::Event>& event) override;
+  absl::Status Synchronize() override;
+
+  // Work issued so far, and work done (tests watch the order).
+  uint64_t issued() const;
+  uint64_t done() const;
+
+  // What the stream and its Events share (Events outlive the stream).
+  struct Progress {
+    // A std::mutex rather than absl::Mutex: ThreadSanitizer sees through
+    // pthread mutexes, not through Debian's uninstrumented abseil.
+    mutable std::mutex mu;
+    std::condition_variable cv;  // notified as `done` grows
+    uint64_t done = 0;           // tasks finished, in order
+  };
+
+ private:
+  // Queues `task` as the next in order; runs it at once when no thread
+  // can be started (order is kept either way).
+  void Enqueue(std::function<void()> task);
+  void Loop();
+
+  const Device device_;
+  const std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
+  // Guarded by progress_->mu.
+  std::deque<std::function<void()>> queue_;
+  uint64_t issued_ = 0;
+  bool stop_ = false;
+  std::thread worker_;  // started by the first Enqueue
 };
 
 }  // namespace tensord::backends
