@@ -77,203 +77,6 @@ std::string GradFnName(const OpEntry& op) {
 
 namespace {
 
-// What each derivative formula reads of the saved tensors, in the style of
-// PyTorch's derivatives.yaml: clauses "WHEN: WHAT ...", separated by ";", in
-// the order the formula runs them. WHEN is an argument name (the clause
-// applies when that argument gets a gradient) or "*" (always). WHAT is an
-// argument name (every tensor of a list), "result" / "resultN" (forward
-// output 0 / N), or "saved" (the saved tensors must still be there: PyTorch
-// saves something the formula does not need). An empty rule reads nothing.
-// A clause "nograd: ARG ..." names differentiable arguments the formula never
-// gives a gradient (so no gradient flows on to them).
-//
-// To add an op's formula: add its row here, saying what the formula reads
-// (the daemon checks it under TENSORD_CHECK_SAVED_READS=1, the tests set
-// that, and tests/server/autograd_test.cc fails for a formula without a row).
-struct RuleRow {
-  const char* op;
-  const char* rule;
-};
-
-constexpr RuleRow kSavedReads[] = {
-    // ---- unary
-    {"neg", ""},
-    {"abs", "self: self"},
-    {"sign", ""},
-    {"floor", ""},
-    {"ceil", ""},
-    {"round", ""},
-    {"trunc", ""},
-    {"relu", "self: result"},
-    {"relu_", "self: result"},
-    {"exp", "self: result"},
-    {"exp2", "self: result"},
-    {"expm1", "self: result"},
-    {"log", "self: self"},
-    {"log2", "self: self"},
-    {"log1p", "self: self"},
-    {"sqrt", "self: result"},
-    {"rsqrt", "self: result"},
-    {"sin", "self: self"},
-    {"cos", "self: self"},
-    {"tanh", "self: result"},
-    {"sigmoid", "self: result"},
-    {"reciprocal", "self: result"},
-    {"erf", "self: self"},
-    {"gelu", "self: self"},
-    {"silu", "self: self"},
-    {"square", "self: self"},
-    // ---- binary and ternary
-    {"add.Tensor", ""},
-    {"add.Scalar", ""},
-    {"sub.Tensor", ""},
-    {"sub.Scalar", ""},
-    {"rsub.Scalar", ""},
-    {"add_.Tensor", ""},
-    {"add_.Scalar", ""},
-    {"sub_.Tensor", ""},
-    {"sub_.Scalar", ""},
-    {"mul.Tensor", "self: other; other: self"},
-    {"mul_.Tensor", "self: other; other: self"},
-    {"mul.Scalar", "*: saved"},
-    {"mul_.Scalar", "*: saved"},
-    {"div.Tensor", "*: other; other: self"},
-    {"div_.Tensor", "*: other; other: self"},
-    {"div.Tensor_mode", "*: other; other: self"},
-    {"div.Scalar", "*: saved"},
-    {"div_.Scalar", "*: saved"},
-    {"div.Scalar_mode", "*: saved"},
-    {"floor_divide", ""},
-    {"floor_divide.Scalar", ""},
-    {"remainder.Tensor", "other: self other"},
-    {"remainder.Scalar", ""},
-    {"fmod.Tensor", "other: self other"},
-    {"fmod.Scalar", ""},
-    {"pow.Tensor_Tensor", "*: self exponent; exponent: result"},
-    {"pow.Tensor_Scalar", "self: self"},
-    {"pow.Scalar", "exponent: result exponent"},
-    {"maximum", "*: self other"},
-    {"minimum", "*: self other"},
-    {"atan2", "*: self other"},
-    {"where.self", "*: condition"},
-    {"where.ScalarOther", "*: condition"},
-    {"where.ScalarSelf", "*: condition"},
-    {"where.Scalar", ""},
-    {"clamp", "self: self"},
-    {"clamp_", "self: self"},
-    {"clamp.Tensor", "*: self min max"},
-    {"clamp_.Tensor", "*: self min max"},
-    {"clamp_min", "*: self"},
-    {"clamp_max", "*: self"},
-    {"clamp_min.Tensor", "*: self; self: min; min: min"},
-    {"clamp_max.Tensor", "*: self; self: max; max: max"},
-    {"masked_fill.Scalar", "self: mask"},
-    {"masked_fill_.Scalar", "self: mask"},
-    {"masked_fill.Tensor", "self: mask; value: mask"},
-    {"masked_fill_.Tensor", "self: mask; value: mask"},
-    {"addcmul", "tensor1: tensor2; tensor2: tensor1"},
-    {"addcmul_", "tensor1: tensor2; tensor2: tensor1"},
-    {"addcdiv", "tensor1: tensor2; tensor2: tensor2 tensor1"},
-    {"addcdiv_", "tensor1: tensor2; tensor2: tensor2 tensor1"},
-    {"lerp.Scalar", ""},
-    {"lerp.Tensor", "*: weight; weight: end self"},
-    {"copy_", ""},
-    {"zero_", ""},
-    {"fill_.Scalar", ""},
-    {"uniform_", ""},
-    {"normal_", ""},
-    // ---- reductions and scans
-    {"sum", ""},
-    {"mean", ""},
-    {"nansum", "self: self"},
-    {"prod", "self: self result"},
-    {"prod.dim_int", "self: self result"},
-    {"amax", "self: self result"},
-    {"amin", "self: self result"},
-    {"max", "self: self result"},
-    {"min", "self: self result"},
-    {"max.dim", "self: result1"},
-    {"min.dim", "self: result1"},
-    {"topk", "self: result1"},
-    {"var.correction", "self: self"},
-    {"var.dim", "self: self"},
-    {"var", "self: self"},
-    {"std.correction", "self: self result"},
-    {"std.dim", "self: self result"},
-    {"std", "self: self result"},
-    {"norm.Scalar", "self: self result"},
-    {"norm.ScalarOpt_dim", "self: self result"},
-    {"norm.ScalarOpt_dim_dtype", "self: self result"},
-    {"linalg_vector_norm", "self: self result"},
-    {"logsumexp", "self: self result"},
-    {"cumsum", ""},
-    {"cumprod", "self: self result"},
-    {"softmax.int", "self: result"},
-    {"log_softmax.int", "self: result"},
-    // ---- matmul family
-    {"matmul", "self: other; other: self"},
-    {"mm", "self: mat2; mat2: self"},
-    {"bmm", "self: mat2; mat2: self"},
-    {"addmm", "mat1: mat2; mat2: mat1"},
-    {"baddbmm", "batch1: batch2; batch2: batch1"},
-    {"dot", "self: tensor; tensor: self"},
-    {"outer", "self: vec2; vec2: self"},
-    {"linear", "input: weight; weight: input"},
-    // ---- views, copies, shape ops
-    {"view", ""},
-    {"reshape", ""},
-    {"transpose.int", ""},
-    {"permute", ""},
-    {"t", ""},
-    {"slice.Tensor", ""},
-    {"select.int", ""},
-    {"narrow", ""},
-    {"diagonal", ""},
-    {"expand", ""},
-    {"squeeze", ""},
-    {"squeeze.dim", ""},
-    {"unsqueeze", ""},
-    {"flatten.using_ints", ""},
-    {"contiguous", ""},
-    {"clone", ""},
-    {"to.dtype", ""},
-    {"to.device", ""},
-    {"select_backward", ""},
-    {"slice_backward", ""},
-    {"diagonal_backward", ""},
-    {"cat", ""},
-    {"stack", ""},
-    {"split.Tensor", ""},
-    {"split.sizes", ""},
-    {"split_with_sizes", ""},
-    {"chunk", ""},
-    {"unbind.int", ""},
-    {"flip", ""},
-    {"roll", ""},
-    {"repeat", ""},
-    {"tril", ""},
-    {"triu", ""},
-    {"constant_pad_nd", ""},
-    // ---- indexing
-    {"gather", "self: index"},
-    {"index_select", "self: index"},
-    {"index.Tensor", "self: indices"},
-    {"index_put", "*: indices"},
-    {"index_add", "source: index"},
-    {"scatter_add", "src: index"},
-    {"scatter.src", "self: index; src: index"},
-    {"scatter.value", "self: index"},
-    {"masked_select", "self: mask"},
-    {"masked_scatter", "*: mask"},
-    // ---- nn
-    {"conv2d", "*: input weight"},
-    {"convolution_backward", "*: grad_output input weight"},
-    {"max_pool2d_with_indices", "self: self result1"},
-    {"max_pool2d_with_indices_backward", "grad_output: indices; nograd: self"},
-    {"avg_pool2d", "self: self"},
-    {"avg_pool2d_backward", "nograd: self"},
-};
-
 // One parsed item: read `what` when argument `when` (-1: always) gets a gradient.
 struct ReadItem {
   bool nograd = false;  // a "nograd:" item: argument `index` gets no gradient
@@ -329,16 +132,14 @@ std::vector<ReadItem> ParseRule(const OpEntry& op, absl::string_view rule) {
   return out;
 }
 
-// Per op id: the parsed rule, or nullopt when the table has no row.
+// Per op id: the parsed rule of its record (tensord/meta/ops.inl), or
+// nullopt for an op without a derivative.
 const std::vector<std::optional<std::vector<ReadItem>>>& Rules() {
   static const auto* rules = [] {
     const OpTable& t = OpTable::Get();
     auto* v = new std::vector<std::optional<std::vector<ReadItem>>>(t.size());
-    for (const RuleRow& r : kSavedReads) {
-      const OpEntry* op = t.Find(r.op);
-      if (op == nullptr) BadRule(r.op, "not an op of the table");
-      if ((*v)[op->id].has_value()) BadRule(r.op, "listed twice");
-      (*v)[op->id] = ParseRule(*op, r.rule);
+    for (const OpEntry& e : t.entries()) {
+      if (e.saved_reads != nullptr) (*v)[e.id] = ParseRule(e, e.saved_reads);
     }
     return v;
   }();
@@ -428,12 +229,6 @@ bool SavedReadsRuleIsEmpty(const OpEntry& op) {
 
 bool HasSavedReadsRule(const OpEntry& op) {
   return RuleOf(op) != nullptr;
-}
-
-std::vector<std::string> SavedReadsRuleNames() {
-  std::vector<std::string> out;
-  for (const RuleRow& r : kSavedReads) out.emplace_back(r.op);
-  return out;
 }
 
 absl::Status SavedTensorsFreedError() {

@@ -41,6 +41,7 @@ OpTable::OpTable(absl::Span<const OpDef> defs) {
     e.schema_text = e.schema.ToString();
     e.meta = d.meta;
     e.flags = d.flags;
+    e.saved_reads = d.saved_reads;
     e.return_aliases = e.schema.ReturnAliases();
     const std::string full = e.full_name();
     if (!by_name_.emplace(full, e.id).second) {

@@ -1,7 +1,7 @@
 """Meta-mode autograd never disagrees with the daemon.
 
 On meta the client runs backward itself over its mirror of the graph, and
-predicts from the saved-reads table (tensord/meta/autograd_rules.h) what the
+predicts from the saved-reads rules (tensord/meta/ops.inl) what the
 daemon's derivative formulas would read. For every differentiable op with an
 OpInfo sample (built as in test_gradcheck_ops.py), the same program runs on
 the daemon and on meta, and must end the same way (error or not, with the

@@ -22,8 +22,9 @@ namespace tensord::runtime {
 namespace {
 
 // TENSORD_CHECK_SAVED_READS=1 (the tests set it): every formula run is
-// compared with the saved-reads table (tensord/meta/autograd_rules.h), which
-// the client's meta-mode backward relies on.
+// compared with the saved-reads rule of its op's record (tensord/meta/ops.inl,
+// read through tensord/meta/autograd_rules.h), which the client's meta-mode
+// backward relies on.
 bool CheckSavedReads() {
   static const bool on = [] {
     const char* v = std::getenv("TENSORD_CHECK_SAVED_READS");
@@ -33,7 +34,7 @@ bool CheckSavedReads() {
 }
 
 // InternalErr naming the op and both lists when the formula of `n` read other
-// saved tensors than the table predicts.
+// saved tensors than its record's saved-reads rule predicts.
 absl::Status CompareSavedReads(const Node& n, const std::vector<SavedRead>& actual) {
   const std::vector<SavedRead> predicted = PredictSavedReads(
       *n.op, n.arg_slots, [&](int s) { return s >= 0 && static_cast<size_t>(s) < n.next.size() && n.next[s].valid(); });
@@ -46,7 +47,7 @@ absl::Status CompareSavedReads(const Node& n, const std::vector<SavedRead>& actu
   std::vector<std::string> needs;
   for (size_t i = 0; i < n.next.size(); ++i) needs.push_back(n.next[i].valid() ? "1" : "0");
   return InternalErr(absl::StrCat("the derivative formula of ", n.op->full_name(), " read the saved tensors ",
-                                  str(actual), " but the saved-reads table (meta/src/autograd_rules.cc) predicts ",
+                                  str(actual), " but the saved-reads rule of its record (tensord/meta/ops.inl) predicts ",
                                   str(predicted), " (input slots needing a gradient: ", absl::StrJoin(needs, ""),
                                   ")"));
 }

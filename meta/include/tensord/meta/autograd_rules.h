@@ -47,8 +47,8 @@ std::string GradFnName(const OpEntry& op);
 // tensors were freed by an earlier backward without retain_graph ("Trying to
 // backward through the graph a second time ..."), or the tensor was modified
 // in place since it was saved (the version-counter error). Whether a backward
-// fails therefore depends on *which* saved tensors each formula reads. The
-// table in autograd_rules.cc says that per op; the daemon's formulas
+// fails therefore depends on *which* saved tensors each formula reads. Each
+// op's record (tensord/meta/ops.inl) says that; the daemon's formulas
 // (server/runtime/src/autograd/formulas*.cc) must read exactly that, which tests check
 // (tests/server/autograd_test.cc, and the daemon checks every formula run
 // against it when TENSORD_CHECK_SAVED_READS=1, as tests/python sets), and the
@@ -71,8 +71,8 @@ struct SavedRead {
 // The saved tensors the formula of `op` reads, each once, in the order it
 // first reads them, for a node whose argument i has the input slots
 // arg_slots[i] (-1 for None) and where needs_slot(s) says whether input slot
-// s gets a gradient (its edge is valid). Empty for ops the table lists with
-// no reads and for ops it does not list (HasSavedReadsRule is false).
+// s gets a gradient (its edge is valid). Empty for ops whose rule reads
+// nothing and for ops without a rule (HasSavedReadsRule is false).
 std::vector<SavedRead> PredictSavedReads(const OpEntry& op, absl::Span<const std::vector<int>> arg_slots,
                                          absl::FunctionRef<bool(int slot)> needs_slot);
 // False for a differentiable argument (schema index `arg`) the formula of
@@ -82,11 +82,9 @@ bool FormulaGivesGradient(const OpEntry& op, int arg);
 // True when the formula of `op` reads no saved tensor and gives every
 // differentiable argument a gradient (most view and shape ops): a fast path.
 bool SavedReadsRuleIsEmpty(const OpEntry& op);
-// Whether the table has a row for `op` (every op with a derivative formula
-// must have one; tests check both directions).
+// Whether `op` has a saved-reads rule: every op with a derivative formula
+// has one in its record (TD_OP), and no other op does.
 bool HasSavedReadsRule(const OpEntry& op);
-// Full names of the ops the table has a row for.
-std::vector<std::string> SavedReadsRuleNames();
 
 // PyTorch's error for reading a saved tensor after backward freed it.
 absl::Status SavedTensorsFreedError();

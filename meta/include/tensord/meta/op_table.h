@@ -1,17 +1,16 @@
 // tensord/meta/op_table.h — the one table of ops. Each entry has the op's
 // schema, its meta function (the only code that decides output dtype, sizes,
-// strides, storage_offset and aliasing) and flags. Kernels, the wire, the
-// Python surface and derivative formulas are keyed by the entry's full name
-// ("add.Tensor") and checked against this table.
+// strides, storage_offset and aliasing), flags and the saved-reads rule of
+// its derivative. Kernels, the wire and the Python surface are keyed by the
+// entry's full name ("add.Tensor") and checked against this table.
 //
 // To add an op (docs/adding-an-op.md walks through one, step by step):
-//   - its `OpDef` row in meta/src/ops.cc, and its meta function
-//     (meta/src/meta_functions.h, meta/src/meta_*.cc);
+//   - its record in tensord/meta/ops.inl (schema, meta function, flags,
+//     and unless it is TD_OP_ND, its saved-reads rule and formula), its meta
+//     function (meta/src/meta_functions.h, meta/src/meta_*.cc) and, for a
+//     differentiable op, its formula (server/runtime/src/autograd/formulas*.cc);
 //   - a CPU kernel in kernels/cpu/, registered under the full name (a pure
 //     view has none);
-//   - unless kNotDifferentiable: a derivative formula and its table row in
-//     server/runtime/src/autograd/formulas*.cc, and its saved-reads row in
-//     meta/src/autograd_rules.cc;
 //   - samples in tests/python/opinfo*.py.
 // The Python function and method come from the table. Completeness tests
 // fail while a piece is missing.
@@ -59,10 +58,14 @@ enum OpFlags : uint32_t {
                              // tensor (reshape, contiguous, to): it has a kernel
 };
 
+// One record of the table (tensord/meta/ops.inl).
 struct OpDef {
   const char* schema_text;
   MetaFn meta;
   uint32_t flags;
+  // What the derivative formula reads of the saved tensors (the syntax is
+  // in ops.inl); nullptr for an op without a formula.
+  const char* saved_reads = nullptr;
 };
 
 struct OpEntry {
@@ -72,6 +75,7 @@ struct OpEntry {
   MetaFn meta;
   uint32_t flags;
   std::vector<int> return_aliases;  // from the schema's alias annotations
+  const char* saved_reads = nullptr;  // OpDef::saved_reads
   // An op defined at run time whose shape rule is a built-in op's
   // (ExtensionOps, op_registry.h; its own `meta` is null): RunMeta runs
   // that op's meta function under that op's name (meta functions branch on it).

@@ -53,7 +53,6 @@ using runtime::DeviceUnavailable;
 using runtime::Edge;
 using runtime::FindFormula;
 using runtime::FormatBytes;
-using runtime::FormulaNames;
 using runtime::FullName;
 using runtime::HandleTable;
 using runtime::LeafMovesIntoTheGraph;

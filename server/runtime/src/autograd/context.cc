@@ -27,7 +27,7 @@ void Harvest(Node& n, std::vector<std::shared_ptr<Node>>& stack) {
 }  // namespace
 
 bool InplaceNeedsOriginalSelf(const OpEntry& op) {
-  // Derived from the op's saved-reads row (meta/autograd_rules.h), which the
+  // Derived from the op's saved-reads rule (meta/autograd_rules.h), which the
   // test suite checks against what each formula reads.
   return FormulaMayReadInput(op, 0);
 }

@@ -1,10 +1,10 @@
 // Internal to the daemon's autograd: the shorthands every derivative formula
 // file uses (op calls by full name, dim wrapping, reduction helpers), and the
-// per-file formula tables that FindFormula (formulas.cc) merges.
+// declarations of the formulas that the ops' records name.
 //
-// To add formulas for new ops: write them in a formulas_*.cc file with the
-// helpers below and list them in that file's table; the completeness test
-// (tests/server/autograd_test.cc) fails while a differentiable op has none.
+// To add a formula: name it in the op's record (tensord/meta/ops.inl), and
+// define it in namespace tensord::runtime::formulas in the formulas*.cc file
+// of its family, with the helpers below; the link fails while it is missing.
 #ifndef TENSORD_RUNTIME_SRC_AUTOGRAD_FORMULA_UTIL_H_
 #define TENSORD_RUNTIME_SRC_AUTOGRAD_FORMULA_UTIL_H_
 
@@ -112,16 +112,6 @@ inline Tensor Unreduce(const C& c, Tensor g, const Shape& dims, bool keepdim, in
 }
 
 // ------------------------------------------------------------ unary
-inline Grads ZeroGrad(C& c) {
-  Grads o = Out(c);
-  if (c.needs("self")) Set(c, o, "self", ZerosLike(c, c.grad()));
-  return o;
-}
-inline Grads Identity(C& c) {
-  Grads o = Out(c);
-  Set(c, o, "self", c.grad());
-  return o;
-}
 inline Grads Unary(C& c, Tensor (*f)(const C&, const Tensor& g)) {
   Grads o = Out(c);
   if (c.needs("self")) Set(c, o, "self", f(c, c.grad()));
@@ -151,20 +141,18 @@ inline Grads RoundedModuloF(C& c, const char* rounding) {
   return o;
 }
 
-// One formula table row: an op's full name and its formula.
-struct FormulaEntry {
-  const char* name;
-  FormulaFn fn;
-};
-
-// The formula tables of the formulas_*.cc files (formulas.cc has the first).
-absl::Span<const FormulaEntry> CoreFormulas();       // formulas.cc
-absl::Span<const FormulaEntry> PointwiseFormulas();  // formulas_pointwise.cc
-absl::Span<const FormulaEntry> ReductionFormulas();  // formulas_reduction.cc
-absl::Span<const FormulaEntry> ShapeFormulas();      // formulas_shape.cc
-absl::Span<const FormulaEntry> NnFormulas();         // formulas_nn.cc
-absl::Span<const FormulaEntry> MatmulFormulas();     // formulas_matmul.cc
-
 }  // namespace tensord::runtime::formula_util
+
+// Every built-in op's formula, declared from its record (tensord/meta/ops.inl)
+// and defined in a formulas*.cc file; FindFormula (formulas.cc) finds them by
+// op id.
+namespace tensord::runtime::formulas {
+#define TD_OP(schema, meta_fn, flags, saved_reads, formula) \
+  std::vector<Tensor> formula(FormulaContext& c);
+#define TD_OP_ND(schema, meta_fn, flags)
+#include "tensord/meta/ops.inl"
+#undef TD_OP
+#undef TD_OP_ND
+}  // namespace tensord::runtime::formulas
 
 #endif  // TENSORD_RUNTIME_SRC_AUTOGRAD_FORMULA_UTIL_H_

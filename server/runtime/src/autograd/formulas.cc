@@ -13,6 +13,9 @@
 // their own except before indexing sizes (SizeAt, Wrap).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -25,8 +28,7 @@
 
 #include "formula_util.h"
 
-namespace tensord::runtime {
-namespace {
+namespace tensord::runtime::formulas {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
 
@@ -704,160 +706,52 @@ Grads LogSoftmaxF(C& c) {
 // input's value does not reach the output (fill_, zero_, uniform_, normal_).
 Grads NoInputsF(C& c) { return Out(c); }
 
-const FormulaEntry kFormulas[] = {
-    {"neg", NegF},
-    {"abs", AbsF},
-    {"sign", ZeroGrad},
-    {"floor", ZeroGrad},
-    {"ceil", ZeroGrad},
-    {"round", ZeroGrad},
-    {"trunc", ZeroGrad},
-    {"relu", ReluF},
-    {"exp", ExpF},
-    {"log", LogF},
-    {"sqrt", SqrtF},
-    {"rsqrt", RsqrtF},
-    {"sin", SinF},
-    {"cos", CosF},
-    {"tanh", TanhF},
-    {"sigmoid", SigmoidF},
-    {"reciprocal", ReciprocalF},
-    {"erf", ErfF},
-    {"gelu", GeluF},
-    {"add.Tensor", AddF},
-    {"add.Scalar", Identity},
-    {"sub.Tensor", AddF},
-    {"sub.Scalar", Identity},
-    {"rsub.Scalar", RsubScalarF},
-    {"mul.Tensor", MulF},
-    {"mul.Scalar", MulScalarF},
-    {"div.Tensor", DivF},
-    {"div.Scalar", DivScalarF},
-    {"remainder.Tensor", RemainderF},
-    {"remainder.Scalar", Identity},
-    {"pow.Tensor_Tensor", PowTTF},
-    {"pow.Tensor_Scalar", PowTSF},
-    {"pow.Scalar", PowScalarF},
-    {"maximum", MaxMinimumF},
-    {"minimum", MaxMinimumF},
-    {"where.self", WhereF},
-    {"where.ScalarOther", WhereF},
-    {"where.ScalarSelf", WhereF},
-    {"where.Scalar", NoInputsF},
-    {"clamp", ClampF},
-    {"clamp.Tensor", ClampTensorF},
-    {"clamp_min", ClampBoundF},
-    {"clamp_min.Tensor", ClampBoundF},
-    {"clamp_max", ClampBoundF},
-    {"clamp_max.Tensor", ClampBoundF},
-    {"masked_fill.Scalar", MaskedFillF},
-    {"masked_fill.Tensor", MaskedFillF},
-    {"addcmul", AddcmulF},
-    {"addcdiv", AddcdivF},
-    {"sum", SumF},
-    {"mean", MeanF},
-    {"amax", AmaxF},
-    {"amin", AmaxF},
-    {"max", AmaxF},
-    {"min", AmaxF},
-    {"max.dim", IndexedReductionF},
-    {"min.dim", IndexedReductionF},
-    {"topk", IndexedReductionF},
-    {"matmul", MatmulF},
-    {"mm", MatmulF},
-    {"bmm", MatmulF},
-    {"view", ReshapeBackF},
-    {"reshape", ReshapeBackF},
-    {"transpose.int", TransposeF},
-    {"permute", PermuteF},
-    {"t", TF},
-    {"slice.Tensor", SliceF},
-    {"select.int", SelectF},
-    {"narrow", NarrowF},
-    {"diagonal", DiagonalF},
-    {"expand", Identity},  // the engine sums the gradient back to self's shape
-    {"squeeze", ReshapeBackF},
-    {"squeeze.dim", ReshapeBackF},
-    {"unsqueeze", ReshapeBackF},
-    {"flatten.using_ints", ReshapeBackF},
-    {"contiguous", Identity},
-    {"clone", Identity},
-    {"to.dtype", Identity},  // the engine casts the gradient to self's dtype
-    {"to.device", Identity},
-    {"gather", GatherF},
-    {"index_select", IndexSelectF},
-    {"index.Tensor", IndexF},
-    {"cat", CatF},
-    {"stack", StackF},
-    {"masked_select", MaskedSelectF},
-    {"scatter_add", ScatterAddF},
-    {"index_add", IndexAddF},
-    {"index_put", IndexPutF},
-    {"masked_scatter", MaskedScatterF},
-    {"select_backward", SelectBackwardF},
-    {"slice_backward", SliceBackwardF},
-    {"diagonal_backward", DiagonalBackwardF},
-    {"softmax.int", SoftmaxF},
-    {"log_softmax.int", LogSoftmaxF},
-    // In-place ops: `self` in a formula is self's value before the op (the
-    // daemon saves a clone when the formula reads it).
-    {"add_.Tensor", AddF},
-    {"add_.Scalar", Identity},
-    {"sub_.Tensor", AddF},
-    {"sub_.Scalar", Identity},
-    {"mul_.Tensor", MulF},
-    {"mul_.Scalar", MulScalarF},
-    {"div_.Tensor", DivF},
-    {"div_.Scalar", DivScalarF},
-    {"clamp_", ClampF},
-    {"clamp_.Tensor", ClampTensorF},
-    {"masked_fill_.Scalar", MaskedFillF},
-    {"masked_fill_.Tensor", MaskedFillF},
-    {"addcmul_", AddcmulF},
-    {"addcdiv_", AddcdivF},
-    {"copy_", CopyF},
-    {"zero_", ZeroGrad},
-    {"fill_.Scalar", ZeroGrad},
-    {"uniform_", ZeroGrad},
-    {"normal_", ZeroGrad},
+// The two formulas of formula_util.h's unary family that records name
+// directly: a gradient of zeros (sign, floor, ...), and the gradient itself
+// (views and copies: the engine sums it to the input's shape and casts it).
+Grads ZeroGrad(C& c) {
+  Grads o = Out(c);
+  if (c.needs("self")) Set(c, o, "self", ZerosLike(c, c.grad()));
+  return o;
+}
+Grads Identity(C& c) {
+  Grads o = Out(c);
+  Set(c, o, "self", c.grad());
+  return o;
+}
+
+}  // namespace tensord::runtime::formulas
+
+namespace tensord::runtime {
+
+namespace {
+
+// Each built-in op's formula, by op id: the records of tensord/meta/ops.inl,
+// in the op table's order.
+const FormulaFn kFormulaOf[] = {
+#define TD_OP(schema, meta_fn, flags, saved_reads, formula) formulas::formula,
+#define TD_OP_ND(schema, meta_fn, flags) nullptr,
+#include "tensord/meta/ops.inl"
+#undef TD_OP
+#undef TD_OP_ND
 };
 
 }  // namespace
 
-namespace formula_util {
-absl::Span<const FormulaEntry> CoreFormulas() { return kFormulas; }
-}  // namespace formula_util
-
-namespace {
-// Every formula table, in the order FindFormula reads them (a later row for
-// the same op would win; the completeness test forbids duplicates).
-std::vector<absl::Span<const formula_util::FormulaEntry>> AllTables() {
-  return {formula_util::CoreFormulas(), formula_util::PointwiseFormulas(), formula_util::ReductionFormulas(),
-          formula_util::ShapeFormulas(), formula_util::NnFormulas(), formula_util::MatmulFormulas()};
-}
-}  // namespace
-
 FormulaFn FindFormula(const OpEntry& op) {
-  static const auto* by_id = [] {
-    auto* v = new std::vector<FormulaFn>(OpTable::Get().size(), nullptr);
-    for (const auto& table : AllTables()) {
-      for (const formula_util::FormulaEntry& e : table) {
-        const OpEntry* o = OpTable::Get().Find(e.name);
-        if (o != nullptr) (*v)[o->id] = e.fn;
-      }
+  const OpTable& table = OpTable::Get();
+  // Both come from the same records; a mismatch is a build bug.
+  static const bool same_size = [&] {
+    if (std::size(kFormulaOf) != table.size()) {
+      std::fprintf(stderr, "tensord: the formula table has %zu records and the op table %zu\n",
+                   std::size(kFormulaOf), table.size());
+      std::abort();
     }
-    return v;
+    return true;
   }();
+  (void)same_size;
   // Ids are positions in their own table: an entry of another one has none.
-  return op.id < by_id->size() && &OpTable::Get().at(op.id) == &op ? (*by_id)[op.id] : nullptr;
-}
-
-std::vector<std::string> FormulaNames() {
-  std::vector<std::string> out;
-  for (const auto& table : AllTables()) {
-    for (const formula_util::FormulaEntry& e : table) out.emplace_back(e.name);
-  }
-  return out;
+  return op.id < std::size(kFormulaOf) && &table.at(op.id) == &op ? kFormulaOf[op.id] : nullptr;
 }
 
 }  // namespace tensord::runtime

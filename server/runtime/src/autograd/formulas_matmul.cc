@@ -10,8 +10,7 @@
 
 #include "formula_util.h"
 
-namespace tensord::runtime {
-namespace {
+namespace tensord::runtime::formulas {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
 
@@ -81,14 +80,4 @@ Grads LinearF(C& c) {
   return o;
 }
 
-const FormulaEntry kFormulas[] = {
-    {"addmm", AddmmF}, {"baddbmm", AddmmF}, {"dot", DotF}, {"outer", OuterF}, {"linear", LinearF},
-};
-
-}  // namespace
-
-namespace formula_util {
-absl::Span<const FormulaEntry> MatmulFormulas() { return kFormulas; }
-}  // namespace formula_util
-
-}  // namespace tensord::runtime
+}  // namespace tensord::runtime::formulas

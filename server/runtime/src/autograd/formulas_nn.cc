@@ -5,8 +5,7 @@
 // derivatives.yaml, and have formulas of their own (double backward).
 #include "formula_util.h"
 
-namespace tensord::runtime {
-namespace {
+namespace tensord::runtime::formulas {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
 
@@ -134,19 +133,4 @@ Grads AvgPoolBackwardF(C& c) {
   return o;
 }
 
-const FormulaEntry kNnFormulas[] = {
-    {"conv2d", Conv2dF},
-    {"convolution_backward", ConvolutionBackwardF},
-    {"max_pool2d_with_indices", MaxPoolF},
-    {"max_pool2d_with_indices_backward", MaxPoolBackwardF},
-    {"avg_pool2d", AvgPoolF},
-    {"avg_pool2d_backward", AvgPoolBackwardF},
-};
-
-}  // namespace
-
-namespace formula_util {
-absl::Span<const FormulaEntry> NnFormulas() { return kNnFormulas; }
-}  // namespace formula_util
-
-}  // namespace tensord::runtime
+}  // namespace tensord::runtime::formulas

@@ -6,8 +6,7 @@
 
 #include "formula_util.h"
 
-namespace tensord::runtime {
-namespace {
+namespace tensord::runtime::formulas {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
 
@@ -115,29 +114,4 @@ Grads LerpTensorF(C& c) {
   return o;
 }
 
-const FormulaEntry kFormulas[] = {
-    {"exp2", Exp2F},
-    {"expm1", Expm1F},
-    {"log2", Log2F},
-    {"log1p", Log1pF},
-    {"silu", SiluF},
-    {"square", SquareF},
-    {"relu_", ReluInPlaceF},
-    {"div.Tensor_mode", DivModeF},
-    {"div.Scalar_mode", DivModeScalarF},
-    {"floor_divide", ZeroGrads},
-    {"floor_divide.Scalar", ZeroGrads},
-    {"fmod.Tensor", FmodF},
-    {"fmod.Scalar", Identity},
-    {"atan2", Atan2F},
-    {"lerp.Scalar", LerpScalarF},
-    {"lerp.Tensor", LerpTensorF},
-};
-
-}  // namespace
-
-namespace formula_util {
-absl::Span<const FormulaEntry> PointwiseFormulas() { return kFormulas; }
-}  // namespace formula_util
-
-}  // namespace tensord::runtime
+}  // namespace tensord::runtime::formulas

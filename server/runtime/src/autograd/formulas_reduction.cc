@@ -19,8 +19,7 @@
 //              cumprod with that zero replaced by 1; 0 at later zeros
 #include "formula_util.h"
 
-namespace tensord::runtime {
-namespace {
+namespace tensord::runtime::formulas {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
 
@@ -210,29 +209,7 @@ Grads CumprodF(C& c) {
   return o;
 }
 
-const FormulaEntry kReductionFormulas[] = {
-    {"nansum", NansumF},
-    {"prod", ProdF},
-    {"prod.dim_int", ProdF},
-    {"var.correction", VarStdF<false>},
-    {"var.dim", VarStdF<false>},
-    {"var", VarStdF<false>},
-    {"std.correction", VarStdF<true>},
-    {"std.dim", VarStdF<true>},
-    {"std", VarStdF<true>},
-    {"norm.Scalar", NormF},
-    {"norm.ScalarOpt_dim", NormF},
-    {"norm.ScalarOpt_dim_dtype", NormF},
-    {"linalg_vector_norm", NormF},
-    {"logsumexp", LogsumexpF},
-    {"cumsum", CumsumF},
-    {"cumprod", CumprodF},
-};
+Grads VarF(C& c) { return VarStdF<false>(c); }
+Grads StdF(C& c) { return VarStdF<true>(c); }
 
-}  // namespace
-
-namespace formula_util {
-absl::Span<const FormulaEntry> ReductionFormulas() { return kReductionFormulas; }
-}  // namespace formula_util
-
-}  // namespace tensord::runtime
+}  // namespace tensord::runtime::formulas

@@ -5,8 +5,7 @@
 
 #include "formula_util.h"
 
-namespace tensord::runtime {
-namespace {
+namespace tensord::runtime::formulas {
 
 using namespace formula_util;  // NOLINT: the formula shorthands
 
@@ -195,18 +194,4 @@ Grads ScatterF(C& c) {
   return o;
 }
 
-const FormulaEntry kShapeFormulas[] = {
-    {"split.Tensor", SplitF},     {"split.sizes", SplitF},   {"split_with_sizes", SplitF},
-    {"chunk", SplitF},            {"unbind.int", UnbindF},   {"flip", FlipF},
-    {"roll", RollF},              {"repeat", RepeatF},       {"tril", TrilTriuF},
-    {"triu", TrilTriuF},          {"constant_pad_nd", ConstantPadNdF},
-    {"scatter.src", ScatterF},    {"scatter.value", ScatterF},
-};
-
-}  // namespace
-
-namespace formula_util {
-absl::Span<const FormulaEntry> ShapeFormulas() { return kShapeFormulas; }
-}  // namespace formula_util
-
-}  // namespace tensord::runtime
+}  // namespace tensord::runtime::formulas

@@ -361,10 +361,9 @@ class FormulaContext {
 // reports failure through ctx.status() (the gradients are then ignored).
 using FormulaFn = std::vector<Tensor> (*)(FormulaContext& ctx);
 
-// The formula registered for `op` (by full name), or nullptr.
+// The formula its record (tensord/meta/ops.inl) names for `op`, or nullptr:
+// for a TD_OP_ND op, and for an op defined at run time or of another table.
 FormulaFn FindFormula(const OpEntry& op);
-// Full names of the registered formulas (tests check completeness with it).
-std::vector<std::string> FormulaNames();
 
 // The op `full_name` of the table, or nullptr when the table lacks it; then an
 // InternalErr naming `full_name` is stored in *error unless *error already
