@@ -1,7 +1,8 @@
 // Session: the process's sessions (the default one, this thread's, the
 // ones ShutdownAll closes), and a session's life past its start: op calls
 // streamed in the batch, the round trips that wait for metadata or for
-// everything sent (Describe, Synchronize), its counters and Close. How the
+// everything sent (Describe, Synchronize, GetMemoryStats), its counters and
+// Close. How the
 // work is shared among the session's files: session_impl.h.
 #include "tensord/client/session.h"
 
@@ -113,6 +114,12 @@ void SetDefaultSession(std::shared_ptr<Session> session) {
   g.default_session = std::move(session);
 }
 
+std::shared_ptr<Session> CurrentSessionIfAny() {
+  if (t_session != nullptr && !t_session->closed()) return t_session;
+  std::shared_ptr<Session> d = DefaultSessionIfAny();
+  return d != nullptr && !d->closed() ? d : nullptr;
+}
+
 absl::StatusOr<std::shared_ptr<Session>> CurrentSession() {
   if (t_session != nullptr && !t_session->closed()) return t_session;
   if (std::shared_ptr<Session> d = DefaultSessionIfAny(); d != nullptr && !d->closed()) return d;
@@ -146,9 +153,8 @@ absl::Status ManualSeed(uint64_t seed) {
     absl::MutexLock l(&ss.mu);
     ss.seed = seed;
   }
-  std::shared_ptr<Session> s = t_session;
-  if (s == nullptr || s->closed()) s = DefaultSessionIfAny();
-  if (s == nullptr || s->closed()) return absl::OkStatus();
+  std::shared_ptr<Session> s = CurrentSessionIfAny();
+  if (s == nullptr) return absl::OkStatus();
   return s->SendManualSeed(seed);
 }
 
@@ -448,6 +454,37 @@ absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_
   }
   if (storage_id != nullptr) *storage_id = w->ack.storage_ids_size() == 1 ? w->ack.storage_ids(0) : 0;
   return wire::FromProto(w->ack.metas(0), absl::StrCat("handle ", handle));
+}
+
+absl::StatusOr<MemoryStats> Session::GetMemoryStats(const Device& device, bool reset_peak) {
+  Impl& im = *impl_;
+  Impl::Sent sent;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    // Tensors released so far no longer count, as in PyTorch, where `del t`
+    // frees at once.
+    im.AppendReleasesLocked();
+    ++im.stats.round_trips;
+    TD_ASSIGN_OR_RETURN(sent, im.SendForReplyLocked([&](uint64_t id, internal::Waiter&) {
+      v1::MemoryStats* r = im.pending->add_requests()->mutable_memory_stats();
+      r->set_request_id(id);
+      r->set_device_type(static_cast<int32_t>(device.type));
+      r->set_device_index(device.index);
+      r->set_reset_peak(reset_peak);
+    }));
+  }
+  TD_RETURN_IF_ERROR(im.Wait(sent));
+  const v1::Ack& ack = sent.waiter->ack;
+  auto bytes = [](uint64_t v) {
+    return static_cast<int64_t>(std::min<uint64_t>(v, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())));
+  };
+  MemoryStats stats;
+  stats.allocated_bytes = bytes(ack.allocated_bytes());
+  stats.peak_allocated_bytes = bytes(ack.peak_allocated_bytes());
+  stats.reserved_bytes = bytes(ack.reserved_bytes());
+  stats.total_bytes = bytes(ack.total_memory_bytes());
+  return stats;
 }
 
 absl::Status Session::Synchronize() {

@@ -85,7 +85,7 @@ struct Waiter {
   std::vector<v1::Error> earlier_errors;  // FetchData.errors of the first chunk
   uint32_t shm_requested = 0;  // the segment offered to the daemon (0: none)
   uint32_t shm_segment = 0;    // the daemon put the data there
-  // Sync / Describe
+  // Sync / Describe / MemoryStats
   v1::Ack ack;
 };
 

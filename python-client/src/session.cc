@@ -1,11 +1,13 @@
 // Sessions in tensord._C: the Session class, connecting to or spawning a
-// daemon, the default session, the meta cache, and what the client and the
-// daemon hold for a tensor (metadata, storage ids).
+// daemon, the default session, a session's memory statistics, the meta
+// cache, and what the client and the daemon hold for a tensor (metadata,
+// storage ids).
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "binding.h"
+#include "convert.h"
 #include "errors.h"
 
 namespace tensord::python {
@@ -53,6 +55,28 @@ void BindSession(py::module_& m) {
       .def_property_readonly("uses_tcp_stream", &tc::Session::uses_tcp_stream)
       .def_property_readonly("devices", [](const tc::Session& s) { return s.daemon_info().devices; })
       .def("stats", [](const tc::Session& s) { return StatsDict(s.stats()); })
+      .def(
+          "memory_stats",
+          [](tc::Session& s, py::handle device, bool reset_peak) {
+            const Device d = DeviceOf(device);
+            absl::StatusOr<tc::MemoryStats> r;
+            {
+              py::gil_scoped_release nogil;
+              r = s.GetMemoryStats(d, reset_peak);
+            }
+            const tc::MemoryStats st = Unwrap(std::move(r));
+            py::dict out;
+            out["allocated_bytes"] = st.allocated_bytes;
+            out["peak_allocated_bytes"] = st.peak_allocated_bytes;
+            out["reserved_bytes"] = st.reserved_bytes;
+            out["total_bytes"] = st.total_bytes;
+            return out;
+          },
+          py::arg("device"), py::arg("reset_peak") = false,
+          "The session's memory on `device` (a device or its name), in bytes, once the daemon executed everything "
+          "sent before: dict of allocated_bytes, peak_allocated_bytes (before the reset, with reset_peak), "
+          "reserved_bytes (the device's allocator, for all sessions) and total_bytes (the device's memory). "
+          "RuntimeError for a device the daemon does not serve.")
       .def("synchronize",
            [](tc::Session& s) {
              absl::Status st;
@@ -105,6 +129,9 @@ void BindSession(py::module_& m) {
     return Unwrap(std::move(s));
   });
   m.def("default_session", &SessionOrNone);
+  m.def("current_session_if_any", &tc::CurrentSessionIfAny,
+        "The session factories on this thread use if one is open (this thread's, else the default), else None; "
+        "never creates one.");
   m.def("set_default_session", &tc::SetDefaultSession);
   m.def("exchange_thread_session", &tc::ExchangeThreadSession);
   m.def("shutdown", []() {

@@ -29,6 +29,8 @@ from ._size import Size
 from ._tensor import Tensor, install_op_overrides as _install_op_overrides, install_tensor_api as _install_tensor_api
 from ._creation import as_tensor, from_numpy, randperm, tensor, wrap_factories as _wrap_factories
 from ._session import Session, connect, default_session, stats, synchronize
+from ._memory import (max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
+                      reset_peak_memory_stats)
 from ._meta_value import DLDeviceType, TensorMeta
 from . import _ops
 from ._einsum import einsum
@@ -81,6 +83,7 @@ __all__ = (["Tensor", "Size", "device", "dtype", "tensor", "from_numpy", "as_ten
             "default_session", "synchronize", "stats", "return_types", "autograd", "no_grad", "enable_grad",
             "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled",
             "manual_seed", "is_tensor", "OutOfMemoryError", "TensorMeta", "DLDeviceType", "einsum", "isclose",
-            "allclose", "randperm"]
+            "allclose", "randperm", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+            "reset_peak_memory_stats"]
            + sorted(_functions) + sorted(_BY_NAME) + sorted(_ALIASES))
 __version__ = "0.1.0"

@@ -377,11 +377,13 @@ bool Session::ExecuteLocked(const v1::Request& request) {
     case v1::Request::kDefineOps:
       ExecuteDefineOps(request.define_ops());
       return true;
+    case v1::Request::kMemoryStats:
+      return ExecuteMemoryStats(request.memory_stats(), write);
     case v1::Request::KIND_NOT_SET:
       break;
   }
   RecordError(RuntimeErr("malformed request: no request kind (call, upload, release, fetch, sync, describe, "
-                         "autograd...) is set"),
+                         "memory_stats, autograd...) is set"),
               "request", 0, "");
   return true;
 }

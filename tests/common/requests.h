@@ -101,6 +101,18 @@ inline v1::Request Chunk(uint64_t handle, uint64_t offset, std::string data, boo
   return r;
 }
 
+// A MemoryStats request for device (type, index), any values.
+inline v1::Request MemoryStatsReq(uint64_t request_id, int32_t device_type, int32_t device_index,
+                                  bool reset_peak = false) {
+  v1::Request r;
+  v1::MemoryStats* m = r.mutable_memory_stats();
+  m->set_request_id(request_id);
+  m->set_device_type(device_type);
+  m->set_device_index(device_index);
+  m->set_reset_peak(reset_peak);
+  return r;
+}
+
 }  // namespace tensord::testing
 
 #endif  // TENSORD_TESTS_COMMON_REQUESTS_H_

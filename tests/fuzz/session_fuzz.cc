@@ -475,6 +475,29 @@ void WriteSeeds(const char* dir) {
     AddMessage(&s, m);
     seeds.emplace_back("define_ops_calls", s);
   }
+  {  // memory statistics: of the cpu around a release and a peak's reset, then of
+     // devices not served (the fuzz daemon serves the cpu only) and malformed ones
+    std::string s;
+    v1::ClientMessage m;
+    auto stats = [&m](uint64_t id, int32_t type, int32_t index, bool reset) {
+      v1::MemoryStats* r = m.add_requests()->mutable_memory_stats();
+      r->set_request_id(id);
+      r->set_device_type(type);
+      r->set_device_index(index);
+      r->set_reset_peak(reset);
+    };
+    stats(20, 0, 0, false);
+    m.add_requests()->mutable_release()->add_handles(3);
+    stats(21, 0, 0, true);
+    stats(22, 0, 0, false);
+    stats(23, 3, 0, false);
+    stats(24, 1, 2147483647, true);
+    stats(25, 2, 0, false);
+    stats(26, 99, -1, true);
+    AddSync(&m);
+    AddMessage(&s, m);
+    seeds.emplace_back("memory_stats", s);
+  }
   seeds.emplace_back("empty", "");
   for (const auto& [name, bytes] : seeds) {
     const std::string path = std::string(dir) + "/" + name;

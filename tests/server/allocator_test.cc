@@ -1,5 +1,6 @@
-// The daemon's CPU allocator: per-session accounting and limits, and the
-// cache of freed large blocks (reuse, zeroing, the cap, trimming), on real
+// The daemon's CPU allocator: per-session accounting and limits (in total
+// and per device: MemoryAccount's slots), the cache of freed large blocks
+// (reuse, zeroing, the cap, trimming) and the reserved bytes, on real
 // mappings. A test per property; the last one runs allocations on several
 // threads (run it under `make tsan` / `make sanitize`).
 #include "tensord/backends/cpu/cpu_backend.h"
@@ -268,6 +269,181 @@ TEST(CpuAllocatorTest, ThreadsAllocateAndFreeConcurrently) {
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(alloc->bytes_in_use(), 0);
   EXPECT_LE(alloc->cache_stats().cached_bytes, 16 * kMiB);
+}
+
+// ---- per-device accounting (MemoryAccount's slots) ---------------------------
+
+constexpr Device kDev0{DeviceType::kPrivateUse1, 0};
+
+std::shared_ptr<CpuAllocator> AllocatorFor(Device device) {
+  CpuAllocatorOptions o;
+  o.cache_limit_bytes = 0;
+  o.idle_trim_after = absl::ZeroDuration();
+  return std::make_shared<CpuAllocator>(o, device);
+}
+
+TEST(MemoryAccountTest, EachDeviceCountsItsStoragesAndPeakApartFromTheTotals) {
+  auto cpu = AllocatorFor(kCPU);
+  auto dev = AllocatorFor(kDev0);
+  auto account = MemoryAccount::Create(0);
+  std::shared_ptr<Storage> a = Alloc(cpu, *account, 1000, true);
+  std::shared_ptr<Storage> b = Alloc(dev, *account, 300, true);
+  std::shared_ptr<Storage> c = Alloc(cpu, *account, 24, false);
+  EXPECT_EQ(account->bytes_in_use(kCPU), 1024);
+  EXPECT_EQ(account->bytes_in_use(kDev0), 300);
+  EXPECT_EQ(account->bytes_in_use(), 1324);
+  a.reset();
+  EXPECT_EQ(account->bytes_in_use(kCPU), 24);
+  EXPECT_EQ(account->peak_bytes(kCPU), 1024);
+  EXPECT_EQ(account->bytes_in_use(kDev0), 300);
+  EXPECT_EQ(account->peak_bytes(kDev0), 300);
+  // Another device's peak does not move with this one's.
+  b.reset();
+  std::shared_ptr<Storage> d = Alloc(dev, *account, 200, true);
+  EXPECT_EQ(account->peak_bytes(kDev0), 300);
+  EXPECT_EQ(account->peak_bytes(kCPU), 1024);
+  EXPECT_EQ(account->peak_bytes(), 1324);
+  EXPECT_EQ(account->bytes_in_use(Device{DeviceType::kCUDA, 0}), 0);  // a slot with nothing in it
+  // Another session's storages are its own.
+  auto other = MemoryAccount::Create(0);
+  std::shared_ptr<Storage> e = Alloc(cpu, *other, 4096, true);
+  EXPECT_EQ(account->bytes_in_use(kCPU), 24);
+  EXPECT_EQ(other->bytes_in_use(kCPU), 4096);
+  c.reset();
+  d.reset();
+  EXPECT_EQ(account->bytes_in_use(kCPU), 0);
+  EXPECT_EQ(account->bytes_in_use(kDev0), 0);
+  EXPECT_EQ(account->bytes_in_use(), 0);
+}
+
+TEST(MemoryAccountTest, ResetPeakSetsOneDevicesPeakToWhatIsInUseNow) {
+  auto cpu = AllocatorFor(kCPU);
+  auto dev = AllocatorFor(kDev0);
+  auto account = MemoryAccount::Create(0);
+  std::shared_ptr<Storage> keep = Alloc(cpu, *account, 100, true);
+  Alloc(cpu, *account, 5000, true).reset();
+  Alloc(dev, *account, 700, true).reset();
+  EXPECT_EQ(account->peak_bytes(kCPU), 5100);
+  account->ResetPeak(kCPU);
+  EXPECT_EQ(account->peak_bytes(kCPU), 100);
+  EXPECT_EQ(account->peak_bytes(kDev0), 700);  // untouched
+  EXPECT_EQ(account->peak_bytes(), 5100);      // the totals' peak too
+  Alloc(cpu, *account, 50, true).reset();
+  EXPECT_EQ(account->peak_bytes(kCPU), 150);
+  account->ResetPeak(kDev0);
+  EXPECT_EQ(account->peak_bytes(kDev0), 0);
+}
+
+TEST(MemoryAccountTest, AdoptedStoragesCountOnTheirDevice) {
+  auto cpu = AllocatorFor(kCPU);
+  auto account = MemoryAccount::Create(0);
+  auto memory = std::make_shared<std::vector<char>>(256);
+  absl::StatusOr<std::shared_ptr<Storage>> s = account->Adopt(cpu, memory->data(), 256, memory, "upload");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(account->bytes_in_use(kCPU), 256);
+  EXPECT_EQ(cpu->bytes_in_use(), 256);
+  s->reset();
+  EXPECT_EQ(account->bytes_in_use(kCPU), 0);
+  EXPECT_EQ(account->peak_bytes(kCPU), 256);
+}
+
+TEST(MemoryAccountTest, ARefusedAllocationCountsOnNoDevice) {
+  auto cpu = AllocatorFor(kCPU);
+  auto account = MemoryAccount::Create(1000);
+  EXPECT_FALSE(account->Allocate(cpu, 2000, "zeros").ok());
+  EXPECT_EQ(account->bytes_in_use(kCPU), 0);
+  EXPECT_EQ(account->peak_bytes(kCPU), 0);
+  EXPECT_EQ(account->bytes_in_use(), 0);
+}
+
+TEST(MemoryAccountTest, DevicesPastTheSlotsCountInTheTotalsOnly) {
+  using A = MemoryAccount;
+  EXPECT_TRUE(A::HasDeviceSlot(kCPU));
+  EXPECT_TRUE(A::HasDeviceSlot(Device{DeviceType::kPrivateUse1, A::kMaxPrivateUseDevices - 1}));
+  EXPECT_TRUE(A::HasDeviceSlot(Device{DeviceType::kCUDA, A::kMaxCudaDevices - 1}));
+  const Device past_cuda{DeviceType::kCUDA, A::kMaxCudaDevices};
+  const Device past_private{DeviceType::kPrivateUse1, A::kMaxPrivateUseDevices};
+  for (const Device& d : {past_cuda, past_private, kMetaDevice, Device{DeviceType::kCUDA, -1},
+                          Device{static_cast<DeviceType>(77), 0}}) {
+    EXPECT_FALSE(A::HasDeviceSlot(d)) << d.ToString();
+  }
+  auto account = A::Create(0);
+  auto far = AllocatorFor(past_cuda);
+  auto near = AllocatorFor(Device{DeviceType::kCUDA, A::kMaxCudaDevices - 1});
+  auto dev7 = AllocatorFor(Device{DeviceType::kPrivateUse1, A::kMaxPrivateUseDevices - 1});
+  std::shared_ptr<Storage> s = Alloc(far, *account, 640, true);
+  std::shared_ptr<Storage> t = Alloc(near, *account, 64, true);
+  std::shared_ptr<Storage> u = Alloc(dev7, *account, 8, true);
+  EXPECT_EQ(account->bytes_in_use(), 712);
+  EXPECT_EQ(account->bytes_in_use(past_cuda), -1);
+  EXPECT_EQ(account->peak_bytes(past_cuda), -1);
+  account->ResetPeak(past_cuda);  // nothing to reset
+  EXPECT_EQ(account->bytes_in_use(Device{DeviceType::kCUDA, A::kMaxCudaDevices - 1}), 64);
+  EXPECT_EQ(account->bytes_in_use(Device{DeviceType::kPrivateUse1, A::kMaxPrivateUseDevices - 1}), 8);
+  // The neighbouring slots saw nothing: no slot was written out of place.
+  EXPECT_EQ(account->bytes_in_use(kCPU), 0);
+  EXPECT_EQ(account->bytes_in_use(kDev0), 0);
+  EXPECT_EQ(account->bytes_in_use(Device{DeviceType::kCUDA, 0}), 0);
+  s.reset();
+  EXPECT_EQ(account->bytes_in_use(), 72);
+  EXPECT_EQ(account->bytes_in_use(Device{DeviceType::kCUDA, A::kMaxCudaDevices - 1}), 64);
+}
+
+TEST(MemoryAccountTest, StoragesFreedOnOtherThreadsLeaveEveryCounterRight) {
+  auto cpu = AllocatorFor(kCPU);
+  auto dev = AllocatorFor(kDev0);
+  auto account = MemoryAccount::Create(0);
+  // Allocated here, freed on other threads.
+  std::vector<std::shared_ptr<Storage>> made;
+  for (int i = 0; i < 64; ++i) made.push_back(Alloc(i % 2 == 0 ? cpu : dev, *account, 128, true));
+  EXPECT_EQ(account->bytes_in_use(kCPU), 32 * 128);
+  EXPECT_EQ(account->bytes_in_use(kDev0), 32 * 128);
+  std::thread freer([made = std::move(made)]() mutable { made.clear(); });
+  freer.join();
+  EXPECT_EQ(account->bytes_in_use(kCPU), 0);
+  EXPECT_EQ(account->bytes_in_use(kDev0), 0);
+  EXPECT_EQ(account->peak_bytes(kCPU), 32 * 128);
+  // Threads allocating on both devices while others reset the peaks.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        std::shared_ptr<Storage> s = Alloc((i + t) % 2 == 0 ? cpu : dev, *account, 64 * (1 + t), i % 2 == 0);
+        if (i % 50 == 0) account->ResetPeak(t % 2 == 0 ? kCPU : kDev0);
+        std::thread([s = std::move(s)] {}).join();  // the last reference goes on another thread
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(account->bytes_in_use(kCPU), 0);
+  EXPECT_EQ(account->bytes_in_use(kDev0), 0);
+  EXPECT_EQ(account->bytes_in_use(), 0);
+  EXPECT_EQ(cpu->bytes_in_use(), 0);
+  // At most every thread's storage at once (64 + 128 + 192 + 256 bytes).
+  EXPECT_LE(account->peak_bytes(kCPU), 640);
+  EXPECT_LE(account->peak_bytes(kDev0), 640);
+  account->ResetPeak(kCPU);
+  EXPECT_EQ(account->peak_bytes(kCPU), 0);
+}
+
+TEST(CpuAllocatorTest, ReservedBytesAreLiveStoragesTheirGranulesAndTheCache) {
+  auto alloc = MakeAllocator(64 * kMiB);
+  auto account = MemoryAccount::Create(0);
+  EXPECT_EQ(alloc->reserved_bytes(), 0);
+  std::shared_ptr<Storage> small = Alloc(alloc, *account, 100, true);
+  EXPECT_EQ(alloc->reserved_bytes(), 100);
+  std::shared_ptr<Storage> large = Alloc(alloc, *account, 3 * kMiB + 5, false);
+  EXPECT_EQ(alloc->reserved_bytes(), 100 + 4 * kMiB);  // two whole granules
+  large.reset();
+  EXPECT_EQ(alloc->reserved_bytes(), 100 + 4 * kMiB);  // cached for reuse
+  EXPECT_EQ(alloc->Trim(), 4 * kMiB);
+  EXPECT_EQ(alloc->reserved_bytes(), 100);
+  small.reset();
+  EXPECT_EQ(alloc->reserved_bytes(), 0);
+  // Without a cache a large block goes back at once.
+  auto uncached = MakeAllocator(0);
+  Alloc(uncached, *account, 2 * kMiB + 1, false).reset();
+  EXPECT_EQ(uncached->reserved_bytes(), 0);
 }
 
 // The daemon: a closed session's large storages are unmapped with it.

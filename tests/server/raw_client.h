@@ -163,6 +163,16 @@ class RawSession {
     return m.ack();
   }
 
+  // MemoryStats of `device`: its reply (an Ack, or a RequestError), checked
+  // to answer this request.
+  v1::ServerMessage MemoryStats(const Device& device, bool reset_peak = false) {
+    Send(MemoryStatsReq(++request_id_, static_cast<int32_t>(device.type), device.index, reset_peak));
+    v1::ServerMessage m;
+    EXPECT_TRUE(Read(&m));
+    EXPECT_EQ(m.has_ack() ? m.ack().request_id() : m.error().request_id(), request_id_) << m.DebugString();
+    return m;
+  }
+
   template <typename T>
   void Upload(uint64_t handle, const std::vector<int64_t>& sizes, ScalarType dtype, const std::vector<T>& values) {
     Send(UploadReq(handle, MetaProto(sizes, dtype), Bytes(values)));

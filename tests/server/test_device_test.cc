@@ -3,8 +3,9 @@
 // What a GPU changes, checked without one: the handshake lists the device;
 // uploads, fetches and ops run there through the Backend copies; `to`
 // and `copy_` move data across; tensors on two devices in one op are
-// refused in PyTorch's words; each device counts its own bytes; and a
-// daemon without the device says which devices it serves.
+// refused in PyTorch's words; each device counts its own bytes, and a
+// session's memory statistics do too; and a daemon without the device says
+// which devices it serves.
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -116,6 +117,87 @@ TEST_F(TestDeviceTest, ADeviceTensorCannotAdoptSharedMemory) {
   EXPECT_THAT(errors[0].message(), HasSubstr("only a cpu tensor can adopt a shared-memory segment"));
 }
 
+// MemoryStats: a session's bytes on each device apart, in stream order.
+TEST_F(TestDeviceTest, MemoryStatsCountEachDeviceApartInStreamOrder) {
+  RawSession s(stub_.get());
+  RawSession other(stub_.get());
+  other.Upload<float>(1, {64}, ScalarType::kFloat32, std::vector<float>(64, 1.0f));  // 256 bytes, another session's
+  EXPECT_TRUE(other.Sync().empty());
+  // No Sync in between: the reply comes after the uploads before it ran.
+  s.Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
+  s.Send(UploadReq(2, MetaOn({5}, ScalarType::kFloat64, kDev), Bytes<double>({1, 2, 3, 4, 5})));
+  v1::ServerMessage cpu = s.MemoryStats(kCPU);
+  ASSERT_TRUE(cpu.has_ack()) << cpu.DebugString();
+  EXPECT_EQ(cpu.ack().allocated_bytes(), 12u);
+  // The upload to the device arrived in host memory (a cpu storage, charged
+  // there) and moved with its last chunk: the cpu's peak saw both.
+  EXPECT_EQ(cpu.ack().peak_allocated_bytes(), 12u + 40u);
+  // Reserved: every session's storages on the device (and what the
+  // allocator adds), the device's memory as the handshake gave it.
+  EXPECT_GE(cpu.ack().reserved_bytes(), 12u + 256u);
+  EXPECT_EQ(cpu.ack().total_memory_bytes(), s.open_response().devices(0).total_memory_bytes());
+  EXPECT_TRUE(cpu.ack().errors().empty());
+  v1::ServerMessage dev = s.MemoryStats(kDev);
+  ASSERT_TRUE(dev.has_ack()) << dev.DebugString();
+  EXPECT_EQ(dev.ack().allocated_bytes(), 40u);
+  EXPECT_EQ(dev.ack().reserved_bytes(), static_cast<uint64_t>(DeviceBytes(1)));  // no cache, small blocks
+  EXPECT_EQ(dev.ack().total_memory_bytes(), s.open_response().devices(1).total_memory_bytes());
+  // Released, then reset: the reply has the peak before the reset.
+  v1::Request release;
+  release.mutable_release()->add_handles(2);
+  s.Send(release);
+  dev = s.MemoryStats(kDev, /*reset_peak=*/true);
+  EXPECT_EQ(dev.ack().allocated_bytes(), 0u);
+  EXPECT_EQ(dev.ack().peak_allocated_bytes(), 40u);
+  dev = s.MemoryStats(kDev);
+  EXPECT_EQ(dev.ack().peak_allocated_bytes(), 0u);
+  EXPECT_EQ(s.MemoryStats(kCPU).ack().peak_allocated_bytes(), 52u);  // the cpu's peak is its own
+}
+
+TEST_F(TestDeviceTest, MemoryStatsIsNotASyncPointForErrors) {
+  RawSession s(stub_.get());
+  s.Upload<float>(1, {3}, ScalarType::kFloat32, {1, 2, 3});
+  s.Send(Call(1, "add.Tensor", {T(1), T(99), I(1)}, {2}));  // an unknown handle: the session's error
+  v1::ServerMessage m = s.MemoryStats(kCPU);
+  ASSERT_TRUE(m.has_ack());
+  EXPECT_TRUE(m.ack().errors().empty());
+  EXPECT_TRUE(s.PeekSync().errors_pending());  // still waiting for a sync point
+  ExpectOneError(s.Sync(), "unknown tensor handle 99");
+}
+
+TEST_F(TestDeviceTest, MemoryStatsOfADeviceNotServedOrMalformedIsARequestError) {
+  RawSession s(stub_.get());
+  struct Case {
+    int32_t type, index;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {1, 3, "memory_stats: device cuda:3 is not available; this daemon serves cpu, privateuseone:0"},
+      {3, 1, "memory_stats: device privateuseone:1 is not available; this daemon serves cpu, privateuseone:0"},
+      {1, 2147483647, "memory_stats: device cuda:2147483647 is not available"},
+      {2, 0, "memory_stats: device meta is not available: meta tensors exist only in the client"},
+      {4, 0, "memory_stats: invalid device type 4 (expected 0..3)"},
+      {-1, 0, "memory_stats: invalid device type -1 (expected 0..3)"},
+      {0, -1, "memory_stats: negative device index -1"},
+  };
+  uint64_t id = 100;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    s.Send(MemoryStatsReq(++id, c.type, c.index, /*reset_peak=*/true));
+    v1::ServerMessage m;
+    ASSERT_TRUE(s.Read(&m));
+    ASSERT_TRUE(m.has_error()) << m.DebugString();
+    EXPECT_EQ(m.error().request_id(), id);
+    EXPECT_EQ(m.error().error().kind(), "RuntimeError");
+    EXPECT_EQ(m.error().error().op(), "memory_stats");
+    EXPECT_THAT(m.error().error().message(), HasSubstr(c.message));
+  }
+  // None of it is the session's error, and the session goes on.
+  EXPECT_TRUE(s.Sync().empty());
+  s.Upload<float>(1, {2}, ScalarType::kFloat32, {1, 2});
+  EXPECT_EQ(s.MemoryStats(kCPU).ack().allocated_bytes(), 8u);
+}
+
 // A daemon without --test-device names the devices it serves.
 class NoTestDeviceTest : public DaemonFixture {};
 
@@ -128,6 +210,13 @@ TEST_F(NoTestDeviceTest, TheTestDeviceIsRefusedWithTheDevicesServed) {
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_THAT(errors[0].message(), HasSubstr("device must be one this daemon serves, got privateuseone:0"));
   EXPECT_THAT(errors[1].message(), HasSubstr("device 'privateuseone:0' is not available: this daemon serves cpu"));
+}
+
+TEST_F(NoTestDeviceTest, MemoryStatsOfTheTestDeviceNamesTheDevicesServed) {
+  RawSession s(stub_.get());
+  v1::ServerMessage m = s.MemoryStats(kDev);
+  ASSERT_TRUE(m.has_error()) << m.DebugString();
+  EXPECT_EQ(m.error().error().message(), "memory_stats: device privateuseone:0 is not available; this daemon serves cpu");
 }
 
 }  // namespace

@@ -28,6 +28,13 @@ namespace {
 
 std::atomic<uint64_t> g_next_account_id{1};
 
+// peak := max(peak, now), without a lock.
+void RaisePeak(std::atomic<int64_t>& peak, int64_t now) {
+  int64_t p = peak.load(std::memory_order_relaxed);
+  while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+  }
+}
+
 // What a session's failed allocation of `nbytes` for `op` says: the same
 // words whether the storage was to be allocated or adopted (a shared-memory
 // upload), on whichever device.
@@ -62,11 +69,41 @@ absl::Status MemoryAccount::ChargeStorage(int64_t nbytes, absl::string_view op, 
     }
     if (in_use_.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
   }
-  const int64_t now = cur + nbytes;
-  int64_t peak = peak_.load(std::memory_order_relaxed);
-  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+  RaisePeak(peak_, cur + nbytes);
   return absl::OkStatus();
+}
+
+void MemoryAccount::ChargeDevice(const Device& device, int64_t nbytes) {
+  const int slot = DeviceSlot(device);
+  if (slot < 0) return;
+  DeviceCounters& c = devices_[slot];
+  RaisePeak(c.peak, c.in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes);
+}
+
+void MemoryAccount::UnchargeDevice(const Device& device, int64_t nbytes) {
+  const int slot = DeviceSlot(device);
+  if (slot >= 0) devices_[slot].in_use.fetch_sub(nbytes, std::memory_order_relaxed);
+}
+
+int64_t MemoryAccount::bytes_in_use(const Device& device) const {
+  const int slot = DeviceSlot(device);
+  return slot < 0 ? -1 : devices_[slot].in_use.load(std::memory_order_relaxed);
+}
+
+int64_t MemoryAccount::peak_bytes(const Device& device) const {
+  const int slot = DeviceSlot(device);
+  return slot < 0 ? -1 : devices_[slot].peak.load(std::memory_order_relaxed);
+}
+
+void MemoryAccount::ResetPeak(const Device& device) {
+  const int slot = DeviceSlot(device);
+  if (slot < 0) return;
+  DeviceCounters& c = devices_[slot];
+  c.peak.store(c.in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // An allocation on another thread between the two lines above may have
+  // raised the peak that the store then lowered: the peak never ends below
+  // what is in use once this returns.
+  RaisePeak(c.peak, c.in_use.load(std::memory_order_relaxed));
 }
 
 absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(const std::shared_ptr<DeviceAllocator>& device,
@@ -79,14 +116,19 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(const std::shar
   TD_RETURN_IF_ERROR(ChargeStorage(nbytes, op, ""));
   absl::StatusOr<DeviceAllocator::Block> block = device->Allocate(nbytes, zero_fill, id_);
   if (!block.ok()) {
-    in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
+    UnchargeStorage(nbytes);
     return OutOfMemory(op, nbytes, bytes_in_use(), bookkeeping_bytes(), limit_, block.status().message());
   }
+  // The device's counters count storages the device gave memory for: a
+  // refused allocation leaves its peak alone.
+  const Device where = device->device();
   device->in_use_.fetch_add(nbytes, std::memory_order_relaxed);
+  ChargeDevice(where, nbytes);
   Storage* raw = new (std::nothrow) Storage(*block, nbytes, device, shared_from_this());
   if (raw == nullptr) {
     device->Free(*block, nbytes, id_);
     UnchargeStorage(nbytes);
+    UnchargeDevice(where, nbytes);
     device->in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
     return OutOfMemory(op, nbytes, bytes_in_use(), bookkeeping_bytes(), limit_, "the system refused the allocation");
   }
@@ -106,11 +148,13 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Adopt(const std::shared_
   }
   TD_RETURN_IF_ERROR(ChargeStorage(nbytes, op, ""));
   device->in_use_.fetch_add(nbytes, std::memory_order_relaxed);
+  ChargeDevice(device->device(), nbytes);
   DeviceAllocator::Block block;
   block.data = data;
   Storage* raw = new (std::nothrow) Storage(block, nbytes, device, shared_from_this());
   if (raw == nullptr) {
     UnchargeStorage(nbytes);
+    UnchargeDevice(device->device(), nbytes);
     device->in_use_.fetch_sub(nbytes, std::memory_order_relaxed);
     return OutOfMemoryErr(absl::StrCat(op, ": out of memory (the storage's bookkeeping)"));
   }
@@ -170,6 +214,7 @@ Storage::~Storage() {
     allocator_->Free(block_, nbytes_, account_->id());
   }
   account_->UnchargeStorage(nbytes_);
+  account_->UnchargeDevice(device_, nbytes_);
   allocator_->in_use_.fetch_sub(nbytes_, std::memory_order_relaxed);
 }
 

@@ -81,6 +81,23 @@ struct Stats {
   int64_t shm_segments_created = 0;  // shared-memory segments made (the rest of the transfers reused them)
 };
 
+// A session's memory on one device, as the daemon counts it, in bytes
+// (Session::GetMemoryStats; PyTorch's torch.cuda.memory_stats of a device).
+struct MemoryStats {
+  // This session's storages on the device now, by their sizes as asked
+  // (before the allocator rounds them up): memory_allocated.
+  int64_t allocated_bytes = 0;
+  // The most allocated_bytes has been since the session opened or since the
+  // last reset of the device's peak: max_memory_allocated.
+  int64_t peak_allocated_bytes = 0;
+  // What the device's allocator holds for all the daemon's sessions: their
+  // live storages, the rounding of those, and freed blocks it keeps for
+  // reuse: memory_reserved.
+  int64_t reserved_bytes = 0;
+  // The device's memory (the machine's physical memory for the cpu).
+  int64_t total_bytes = 0;
+};
+
 // What the daemon said about itself when it opened the session.
 struct DaemonInfo {
   std::string server_version;
@@ -208,6 +225,15 @@ class Session : public std::enable_shared_from_this<Session> {
   // `storage_id` is given, the daemon's id of the storage it views (equal ids
   // = the same storage; 0 when it has none).
   absl::StatusOr<TensorMeta> Describe(uint64_t handle, uint64_t* storage_id = nullptr);
+  // This session's memory statistics on `device` (see MemoryStats), once
+  // the daemon has executed every request sent before (one round trip;
+  // tensors released before the call no longer count). With `reset_peak`,
+  // the device's peak then becomes its bytes in use (PyTorch's
+  // reset_peak_memory_stats); the result has the peak before the reset. Not
+  // a sync point for errors: errors of earlier ops stay for the next one.
+  // RuntimeError for a device the daemon does not serve (meta included),
+  // naming the ones it does; RuntimeError when the session is closed.
+  absl::StatusOr<MemoryStats> GetMemoryStats(const Device& device, bool reset_peak = false);
   // Queues a handle for release with the next message (called from
   // ~TensorImpl on any thread). `bytes`: the size of the storage the tensor
   // views (a view counts its base's, though releasing it frees nothing
@@ -245,6 +271,10 @@ class Session : public std::enable_shared_from_this<Session> {
 absl::StatusOr<std::shared_ptr<Session>> CurrentSession();
 // The default session if one exists (never creates one).
 std::shared_ptr<Session> DefaultSessionIfAny();
+// The session CurrentSession() would use if one is open: this thread's
+// innermost SessionGuard's, else the default one; nullptr when neither is
+// open (never creates one).
+std::shared_ptr<Session> CurrentSessionIfAny();
 void SetDefaultSession(std::shared_ptr<Session> session);
 
 class SessionGuard {

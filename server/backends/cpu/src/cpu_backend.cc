@@ -108,6 +108,7 @@ absl::StatusOr<runtime::DeviceAllocator::Block> CpuAllocator::Allocate(int64_t n
     }
     block.data = p;
     block.reserved = mapped;
+    live_rounding_bytes_.fetch_add(static_cast<int64_t>(mapped) - nbytes, std::memory_order_relaxed);
     return block;
   }
   // From malloc, 64-byte aligned by hand inside a block 48 bytes larger:
@@ -132,9 +133,10 @@ absl::StatusOr<runtime::DeviceAllocator::Block> CpuAllocator::Allocate(int64_t n
   return block;
 }
 
-void CpuAllocator::Free(const Block& block, int64_t /*nbytes*/, uint64_t owner) {
+void CpuAllocator::Free(const Block& block, int64_t nbytes, uint64_t owner) {
   if (block.reserved > 0) {
-    ReturnBlock(block.data, block.reserved, owner);
+    ReturnBlock(block.data, block.reserved, owner);  // cached (counted) before the rounding is let go
+    live_rounding_bytes_.fetch_sub(static_cast<int64_t>(block.reserved) - nbytes, std::memory_order_relaxed);
   } else {
     std::free(block.context);
   }
@@ -150,6 +152,15 @@ CpuAllocator::CacheStats CpuAllocator::cache_stats() const {
   s.misses = misses_;
   s.trimmed_bytes = trimmed_bytes_;
   return s;
+}
+
+int64_t CpuAllocator::reserved_bytes() const {
+  int64_t cached;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cached = cached_bytes_;
+  }
+  return bytes_in_use() + live_rounding_bytes_.load(std::memory_order_relaxed) + cached;
 }
 
 int64_t CpuAllocator::Trim() {

@@ -1,7 +1,7 @@
 // tensord/server/session.h — one client session in the daemon: its handle
 // table and its memory account, and the requests of its stream, executed in
 // order (op calls, run by the runtime's Dispatcher; uploads, releases,
-// fetches, syncs, describes; and the autograd requests: the graph is
+// fetches, syncs, describes, memory statistics; and the autograd requests: the graph is
 // recorded as ops run and backward runs in the daemon, see autograd.h).
 //
 // Every field of every request is treated as hostile: handles are looked up
@@ -333,6 +333,9 @@ class Session {
   // Whether TakeUnreportedErrors would move anything (Sync.peek).
   bool HasUnreportedErrors() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ExecuteDescribe(const v1::Describe& describe, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the session's memory statistics on one device (session_memory.cc);
+  // a device not served is a RequestError. Reports no errors of earlier ops.
+  bool ExecuteMemoryStats(const v1::MemoryStats& request, const Writer& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // e->WithOrigin(), for the error of a backward that the failed tensor
   // holding `e` made fail: marks `e` carried, and remembers it as the cause

@@ -25,7 +25,9 @@ namespace tensord::wire {
 // drop the sites of a version-2 client from its errors).
 // 3: Sync.peek and Ack.errors_pending (a version-2 daemon would report the
 // errors in a peek's reply, which a version-3 client does not raise there).
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: the MemoryStats request (a version-3 daemon would not answer it, and
+// the client would wait for the reply forever).
+inline constexpr uint32_t kProtocolVersion = 4;
 // The most call sites one stream may intern (OpCall.call_site_id).
 inline constexpr uint32_t kMaxCallSiteIds = 65536;
 

@@ -1,14 +1,16 @@
 // tensord/runtime/memory.h — device memory as the runtime sees it, on any
 // device: a DeviceAllocator (one per device, supplied by its backend) hands
 // out blocks; a MemoryAccount (one per session) charges them, with its peak
-// and its limit; a Storage is one block that tensors view, freed and
-// uncharged when its last shared_ptr goes; a MemoryCharge is bookkeeping the
-// daemon holds for a session outside any storage.
+// and its limit, in total and per device; a Storage is one block that
+// tensors view, freed and uncharged when its last shared_ptr goes; a
+// MemoryCharge is bookkeeping the daemon holds for a session outside any
+// storage.
 //
 //   std::shared_ptr<DeviceAllocator> cpu = ...;          // the cpu backend's
 //   auto account = MemoryAccount::Create(/*limit_bytes=*/1 << 30);
 //   absl::StatusOr<std::shared_ptr<Storage>> s = account->Allocate(cpu, 4096, "zeros");
-//   (*s)->device() == kCPU; the bytes go back to both counters with the last shared_ptr.
+//   (*s)->device() == kCPU; account->bytes_in_use(kCPU) == 4096; the bytes go
+//   back to every counter with the last shared_ptr.
 #ifndef TENSORD_RUNTIME_MEMORY_H_
 #define TENSORD_RUNTIME_MEMORY_H_
 
@@ -63,6 +65,12 @@ class DeviceAllocator {
   // Bytes held by every live storage of every session on this device
   // (adopted memory included; what an allocator keeps cached is not).
   int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
+  // Bytes this device's memory holds for all sessions together: every live
+  // storage's bytes (bytes_in_use()) plus what the allocator adds to them
+  // (blocks rounded up to its granules, freed blocks it keeps cached for
+  // reuse): PyTorch's memory_reserved. A snapshot (storages are allocated
+  // and freed meanwhile). This default has nothing to add.
+  virtual int64_t reserved_bytes() const { return bytes_in_use(); }
 
  private:
   friend class MemoryAccount;
@@ -99,10 +107,23 @@ class MemoryCharge {
   int64_t bytes_ = 0;
 };
 
-// One session's memory, on every device together: current and peak bytes,
-// and its limit (0 = none). Thread-safe: storages may be freed on any thread.
+// One session's memory: current and peak bytes on every device together,
+// which its limit (0 = none) holds and the session's close statistics
+// report; and current and peak bytes per device, which memory statistics
+// report (PyTorch's memory_allocated and max_memory_allocated of a device).
+// Thread-safe: storages may be freed on any thread; allocating and freeing
+// take no lock (a few atomic additions).
+//
+// A device has its counters in a fixed slot: the cpu, privateuseone:0 to
+// privateuseone:7 and cuda:0 to cuda:63 (kMaxPrivateUseDevices,
+// kMaxCudaDevices). Storages on a device past those (and on meta, where the
+// daemon allocates nothing) count in the totals only: HasDeviceSlot says
+// which, and the per-device accessors answer -1 for them.
 class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
  public:
+  static constexpr int kMaxPrivateUseDevices = 8;
+  static constexpr int kMaxCudaDevices = 64;
+
   static std::shared_ptr<MemoryAccount> Create(int64_t limit_bytes);
 
   // Allocates `nbytes` (>= 0) on `device`'s allocator, charged to this
@@ -122,9 +143,23 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   absl::StatusOr<std::shared_ptr<Storage>> Adopt(const std::shared_ptr<DeviceAllocator>& device, char* data,
                                                  int64_t nbytes, std::shared_ptr<void> keeper, absl::string_view op);
 
-  // Bytes of this session's storages (what memory statistics report).
+  // Bytes of this session's storages on every device together (their sizes
+  // as asked, before an allocator rounds them up), and the most there were
+  // at once since the session opened.
   int64_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
   int64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+
+  // Whether `device` has counters of its own (see the class comment).
+  static bool HasDeviceSlot(const Device& device) { return DeviceSlot(device) >= 0; }
+  // Bytes of this session's storages on `device`, and the most there were at
+  // once since the session opened or since ResetPeak(device); -1 for a
+  // device without a slot. Snapshots: another thread may free meanwhile.
+  int64_t bytes_in_use(const Device& device) const;
+  int64_t peak_bytes(const Device& device) const;
+  // Sets `device`'s peak to its bytes in use now (PyTorch's
+  // reset_peak_memory_stats); the totals' peak is untouched. Nothing for a
+  // device without a slot.
+  void ResetPeak(const Device& device);
   // Bytes of MemoryCharges: the session's bookkeeping. The limit holds
   // bytes_in_use() + bookkeeping_bytes().
   int64_t bookkeeping_bytes() const { return bookkeeping_.load(std::memory_order_relaxed); }
@@ -137,18 +172,44 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
  private:
   friend class Storage;
   friend class MemoryCharge;
-  // Charges `nbytes` of storage if the limit allows; the error names `op`.
+  // Slots: [0] the cpu, then privateuseone:0.., then cuda:0...
+  static constexpr int kDeviceSlots = 1 + kMaxPrivateUseDevices + kMaxCudaDevices;
+  // `device`'s slot, or -1 when it has none.
+  static int DeviceSlot(const Device& device) {
+    const int32_t i = device.index;
+    switch (device.type) {
+      case DeviceType::kCPU:
+        return 0;
+      case DeviceType::kPrivateUse1:
+        return i >= 0 && i < kMaxPrivateUseDevices ? 1 + i : -1;
+      case DeviceType::kCUDA:
+        return i >= 0 && i < kMaxCudaDevices ? 1 + kMaxPrivateUseDevices + i : -1;
+      default:
+        return -1;
+    }
+  }
+  // Charges `nbytes` of storage to the totals if the limit allows; the
+  // error names `op`.
   absl::Status ChargeStorage(int64_t nbytes, absl::string_view op, absl::string_view why_if_refused);
+  // Adds `nbytes` of a storage that exists now to `device`'s counters.
+  void ChargeDevice(const Device& device, int64_t nbytes);
   // Adds `nbytes` of bookkeeping if the limit allows (MemoryCharge).
   absl::Status Charge(int64_t nbytes, absl::string_view op);
   void UnchargeStorage(int64_t nbytes);
+  void UnchargeDevice(const Device& device, int64_t nbytes);
   void UnchargeBookkeeping(int64_t nbytes);
+
+  struct DeviceCounters {
+    std::atomic<int64_t> in_use{0};
+    std::atomic<int64_t> peak{0};
+  };
 
   const int64_t limit_;
   const uint64_t id_;
   std::atomic<int64_t> in_use_{0};
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> bookkeeping_{0};
+  DeviceCounters devices_[kDeviceSlots];
 };
 
 // A block of one device's memory that one or more tensors view. Freed (and

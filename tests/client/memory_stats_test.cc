@@ -1,0 +1,208 @@
+// Session::GetMemoryStats against a daemon spawned from $TENSORD_BIN with the
+// test device (privateuseone:0): a session's bytes per device, now and at
+// their peak, the reset of a device's peak, the allocator's reserved bytes,
+// a device the daemon does not serve, and that the request is not a sync
+// point for errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensord/client/client.h"
+#include "tensord/meta/errors.h"
+
+namespace tc = tensord::client;
+using tensord::Device;
+using tensord::DeviceType;
+using tensord::ErrorKind;
+using tensord::KindOf;
+using tensord::kCPU;
+using tensord::ScalarType;
+using ::testing::HasSubstr;
+
+namespace {
+
+#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                \
+  auto TD_CONCAT_(res_, __LINE__) = (expr);                            \
+  ASSERT_TRUE(TD_CONCAT_(res_, __LINE__).ok()) << TD_CONCAT_(res_, __LINE__).status(); \
+  lhs = std::move(TD_CONCAT_(res_, __LINE__)).value()
+
+constexpr Device kTestDevice{DeviceType::kPrivateUse1, 0};
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+class MemoryStatsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* bin = std::getenv("TENSORD_BIN");
+    if (bin == nullptr || ::access(bin, X_OK) != 0) return;
+    tc::SessionOptions o;
+    o.daemon_binary = bin;
+    ::setenv("TENSORD_TEST_DEVICE", "1", 1);  // the daemon serves privateuseone:0 too
+    auto s = tc::Session::SpawnEmbedded(o);
+    ::unsetenv("TENSORD_TEST_DEVICE");
+    if (!s.ok()) {
+      spawn_error_ = new std::string(s.status().ToString());
+      return;
+    }
+    daemon_ = new std::shared_ptr<tc::Session>(*s);
+  }
+  static void TearDownTestSuite() {
+    if (daemon_ != nullptr) {
+      (*daemon_)->Close().IgnoreError();
+      delete daemon_;
+      daemon_ = nullptr;
+    }
+  }
+  void SetUp() override {
+    if (daemon_ == nullptr) {
+      if (spawn_error_ != nullptr) FAIL() << "cannot spawn the daemon: " << *spawn_error_;
+      GTEST_SKIP() << "TENSORD_BIN is not set to the tensord binary (ctest sets it)";
+    }
+    session_ = Open();
+    ASSERT_NE(session_, nullptr);
+    guard_ = std::make_unique<tc::SessionGuard>(session_);
+  }
+  void TearDown() override {
+    guard_.reset();
+    if (session_) session_->Close().IgnoreError();
+  }
+  // Another session of the same daemon.
+  static std::shared_ptr<tc::Session> Open() {
+    auto s = tc::Session::Connect((*daemon_)->address());
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : nullptr;
+  }
+  tc::MemoryStats Stats(const Device& d, bool reset_peak = false) {
+    absl::StatusOr<tc::MemoryStats> st = session_->GetMemoryStats(d, reset_peak);
+    EXPECT_TRUE(st.ok()) << st.status();
+    return st.ok() ? *st : tc::MemoryStats{-1, -1, -1, -1};
+  }
+
+  static std::shared_ptr<tc::Session>* daemon_;
+  static std::string* spawn_error_;
+  std::shared_ptr<tc::Session> session_;
+  std::unique_ptr<tc::SessionGuard> guard_;
+};
+std::shared_ptr<tc::Session>* MemoryStatsTest::daemon_ = nullptr;
+std::string* MemoryStatsTest::spawn_error_ = nullptr;
+
+TEST_F(MemoryStatsTest, EachDeviceCountsItsOwnStoragesExactly) {
+  EXPECT_EQ(Stats(kCPU).allocated_bytes, 0);
+  EXPECT_EQ(Stats(kTestDevice).allocated_bytes, 0);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Zeros({1000}, ScalarType::kFloat32, kCPU));  // 4,000 bytes
+  EXPECT_EQ(Stats(kCPU).allocated_bytes, 4000);
+  EXPECT_EQ(Stats(kTestDevice).allocated_bytes, 0);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor b, tc::Zeros({250}, ScalarType::kFloat64, kTestDevice));  // 2,000 bytes
+  EXPECT_EQ(Stats(kCPU).allocated_bytes, 4000);
+  EXPECT_EQ(Stats(kTestDevice).allocated_bytes, 2000);
+  // A view allocates nothing.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v, tc::Reshape(a, {10, 100}));
+  EXPECT_EQ(Stats(kCPU).allocated_bytes, 4000);
+  // Released tensors stop counting at the next request: no sync needed.
+  a = tc::Tensor();
+  EXPECT_EQ(Stats(kCPU).allocated_bytes, 4000);  // the view still holds the storage
+  ASSERT_OK_AND_ASSIGN(tc::Tensor one, tc::Zeros({1}, ScalarType::kInt8, kCPU));
+  v = tc::Tensor();  // released after `one` was allocated
+  tc::MemoryStats cpu = Stats(kCPU);
+  EXPECT_EQ(cpu.allocated_bytes, 1);
+  EXPECT_EQ(cpu.peak_allocated_bytes, 4001);
+  b = tc::Tensor();
+  tc::MemoryStats dev = Stats(kTestDevice);
+  EXPECT_EQ(dev.allocated_bytes, 0);
+  EXPECT_EQ(dev.peak_allocated_bytes, 2000);
+  EXPECT_EQ(Stats(kCPU).allocated_bytes, 1);
+}
+
+TEST_F(MemoryStatsTest, ResetPeakSetsOneDevicesPeakToWhatIsInUse) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor cpu_big, tc::Zeros({4096}, ScalarType::kFloat32, kCPU));      // 16 KiB
+  ASSERT_OK_AND_ASSIGN(tc::Tensor dev_big, tc::Zeros({2048}, ScalarType::kFloat32, kTestDevice));  // 8 KiB
+  ASSERT_OK_AND_ASSIGN(tc::Tensor keep, tc::Zeros({16}, ScalarType::kFloat32, kCPU));
+  cpu_big = tc::Tensor();
+  dev_big = tc::Tensor();
+  // The reply has the peak before the reset.
+  tc::MemoryStats before = Stats(kCPU, /*reset_peak=*/true);
+  EXPECT_EQ(before.allocated_bytes, 64);
+  EXPECT_EQ(before.peak_allocated_bytes, 16384 + 64);
+  tc::MemoryStats after = Stats(kCPU);
+  EXPECT_EQ(after.allocated_bytes, 64);
+  EXPECT_EQ(after.peak_allocated_bytes, 64);
+  // The other device keeps its peak until its own reset.
+  EXPECT_EQ(Stats(kTestDevice).peak_allocated_bytes, 8192);
+  Stats(kTestDevice, /*reset_peak=*/true);
+  EXPECT_EQ(Stats(kTestDevice).peak_allocated_bytes, 0);
+  // A new peak after the reset.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor again, tc::Zeros({100}, ScalarType::kFloat32, kCPU));
+  again = tc::Tensor();
+  EXPECT_EQ(Stats(kCPU).peak_allocated_bytes, 464);
+}
+
+TEST_F(MemoryStatsTest, ReservedIsTheDevicesForEverySessionAndAllocatedIsThisSessions) {
+  tc::MemoryStats cpu = Stats(kCPU);
+  EXPECT_GT(cpu.total_bytes, 0);
+  EXPECT_GE(cpu.reserved_bytes, cpu.allocated_bytes);
+  std::shared_ptr<tc::Session> other = Open();
+  ASSERT_NE(other, nullptr);
+  const tc::MemoryStats dev_before = Stats(kTestDevice);
+  {
+    tc::SessionGuard use(other);
+    // 3 MiB + 5 bytes: mapped as two 2 MiB granules.
+    ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::Zeros({3 * kMiB + 5}, ScalarType::kUInt8, kTestDevice));
+    ASSERT_OK_AND_ASSIGN(tc::MemoryStats theirs, other->GetMemoryStats(kTestDevice));
+    EXPECT_EQ(theirs.allocated_bytes, 3 * kMiB + 5);
+    // This session's bytes did not move; the device's reserved bytes did,
+    // by the whole granules.
+    const tc::MemoryStats mine = Stats(kTestDevice);
+    EXPECT_EQ(mine.allocated_bytes, dev_before.allocated_bytes);
+    EXPECT_EQ(mine.reserved_bytes - dev_before.reserved_bytes, 4 * kMiB);
+    EXPECT_EQ(theirs.reserved_bytes, mine.reserved_bytes);
+  }
+  ASSERT_TRUE(other->Close().ok());
+  // The test device caches nothing: its memory goes back with the session.
+  EXPECT_EQ(Stats(kTestDevice).reserved_bytes, dev_before.reserved_bytes);
+  EXPECT_EQ(Stats(kTestDevice).total_bytes, Stats(kCPU).total_bytes);  // host memory both
+}
+
+TEST_F(MemoryStatsTest, ADeviceTheDaemonDoesNotServeIsARuntimeErrorNamingWhatItServes) {
+  for (const Device& d : {Device{DeviceType::kCUDA, 3}, Device{DeviceType::kPrivateUse1, 1}}) {
+    absl::StatusOr<tc::MemoryStats> st = session_->GetMemoryStats(d);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(KindOf(st.status()), ErrorKind::kRuntime) << st.status();
+    EXPECT_EQ(st.status().message(), "memory_stats: device " + d.ToString() +
+                                         " is not available; this daemon serves cpu, privateuseone:0");
+  }
+  absl::StatusOr<tc::MemoryStats> meta = session_->GetMemoryStats(tensord::kMetaDevice);
+  ASSERT_FALSE(meta.ok());
+  EXPECT_EQ(KindOf(meta.status()), ErrorKind::kRuntime);
+  EXPECT_THAT(meta.status().message(), HasSubstr("memory_stats: device meta is not available"));
+  // The session goes on.
+  ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::Ones({3}, ScalarType::kFloat32, kCPU));
+  EXPECT_EQ(Stats(kCPU).allocated_bytes, 12);
+  EXPECT_TRUE(session_->Synchronize().ok());
+}
+
+TEST_F(MemoryStatsTest, IsNotASyncPointForErrors) {
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3, 4}, {2, 2}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor rows, tc::FromVector(std::vector<int64_t>{0, 9}, {2}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor bad, tc::Call1("index_select", {x, 0, rows}));  // fails in the daemon
+  // Answered after the failed op ran, without its error...
+  ASSERT_OK_AND_ASSIGN(tc::MemoryStats st, session_->GetMemoryStats(kCPU));
+  EXPECT_GE(st.allocated_bytes, 16 + 16);
+  // ...which the next sync point reports.
+  absl::Status s = session_->Synchronize();
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("index_select"));
+  EXPECT_TRUE(session_->Synchronize().ok());
+}
+
+TEST_F(MemoryStatsTest, AClosedSessionRefuses) {
+  ASSERT_TRUE(session_->Close().ok());
+  absl::StatusOr<tc::MemoryStats> st = session_->GetMemoryStats(kCPU);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.status().message(), HasSubstr("is closed"));
+}
+
+}  // namespace
