@@ -105,7 +105,6 @@ absl::StatusOr<MetaResult> BitwiseShiftScalar(absl::string_view op, absl::Span<c
 absl::StatusOr<MetaResult> Lerp(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> FloorDivide(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> FloorDivideScalar(absl::string_view op, absl::Span<const Value> args);
-// [pointwise-decls]
 // Reductions and scans (meta_reductions.cc): nansum, prod / prod.dim_int,
 // var/std (every overload), norm.* and linalg_vector_norm, logsumexp,
 // all/any (+ .dim), cumsum/cumprod.
@@ -116,7 +115,8 @@ absl::StatusOr<MetaResult> Nansum(absl::string_view op, absl::Span<const Value> 
 absl::StatusOr<MetaResult> Norm(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Prod(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> VarStd(absl::string_view op, absl::Span<const Value> args);
-// [reduction-decls]
+// Shape ops (meta_shape.cc): split, chunk, unbind, flip, roll, repeat,
+// tril/triu, constant_pad_nd, scatter.
 absl::StatusOr<MetaResult> Split(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> SplitWithSizes(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Chunk(absl::string_view op, absl::Span<const Value> args);
@@ -128,7 +128,6 @@ absl::StatusOr<MetaResult> TrilTriu(absl::string_view op, absl::Span<const Value
 absl::StatusOr<MetaResult> ConstantPadNd(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> ScatterSrc(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> ScatterValue(absl::string_view op, absl::Span<const Value> args);
-// [shape-decls]
 // addmm(self, mat1, mat2, *, beta, alpha): self broadcasts to [n, m];
 // all three share one dtype (PyTorch's "self and mat2 must have the same dtype").
 absl::StatusOr<MetaResult> Addmm(absl::string_view op, absl::Span<const Value> args);
@@ -142,7 +141,6 @@ absl::StatusOr<MetaResult> Outer(absl::string_view op, absl::Span<const Value> a
 // linear(input, weight, bias=None): input [*, k] @ weight.t() (+ bias), as
 // PyTorch 1.13's at::linear decomposes it.
 absl::StatusOr<MetaResult> Linear(absl::string_view op, absl::Span<const Value> args);
-// [matmul-decls]
 // nn family (meta_nn.cc): conv2d and its backward, max/avg pooling and their backwards.
 absl::StatusOr<MetaResult> Conv2d(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> ConvolutionBackward(absl::string_view op, absl::Span<const Value> args);
@@ -150,12 +148,11 @@ absl::StatusOr<MetaResult> MaxPool2dWithIndices(absl::string_view op, absl::Span
 absl::StatusOr<MetaResult> MaxPool2dWithIndicesBackward(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> AvgPool2d(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> AvgPool2dBackward(absl::string_view op, absl::Span<const Value> args);
-// [nn-decls]
+// Factories (meta_factories.cc): linspace, randint, empty_strided.
 absl::StatusOr<MetaResult> Linspace(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> Randint(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> RandintLow(absl::string_view op, absl::Span<const Value> args);
 absl::StatusOr<MetaResult> EmptyStrided(absl::string_view op, absl::Span<const Value> args);
-// [factory-decls]
 
 // ---- in-place ops -----------------------------------------------------------
 // The meta of an in-place op `op_` (self is argument 0) from its out-of-place

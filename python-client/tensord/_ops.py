@@ -301,7 +301,6 @@ OP_DOCS.update({
              "``weight``; ``weight`` may be a Python number. No type promotion: end (and a tensor weight) must "
              "have self's dtype (RuntimeError 'expected dtype float for `end` but got dtype double'); float32, "
              "float64 and bfloat16 only. The output layout follows the inputs', as PyTorch's TensorIterator."),
-    # [pointwise-docs]
 })
 OP_DOCS.update({
     "nansum": _REDUCE.format(what="Sum treating NaN as 0", dtype=(
@@ -349,7 +348,6 @@ OP_DOCS.update({
                "for a dim out of range."),
     "cumprod": ("Cumulative product along ``dim``; dtypes, layout and errors as cumsum. Its gradient is exact "
                 "with zeros in the input (the product of the other factors, as PyTorch)."),
-    # [reduction-docs]
 })
 OP_DOCS.update({
     "split": ("Splits ``self`` along ``dim`` into views: an int ``split_size`` gives pieces of that many elements "
@@ -388,7 +386,6 @@ OP_DOCS.update({
                 "src everywhere and than self outside ``dim``; src has self's dtype. RuntimeError for other "
                 "dtypes or shapes; an index value outside [0, self.size(dim)) fails at the next sync point. "
                 "With repeated indices the element written last in index order wins."),
-    # [shape-docs]
 })
 OP_DOCS.update({
     "addmm": ("``beta * self + alpha * (mat1 @ mat2)``: mat1 [n, k], mat2 [k, m], self broadcast to [n, m]; "
@@ -409,7 +406,6 @@ OP_DOCS.update({
                "output or None; gives [*, n], contiguous. Follows PyTorch 1.13's at::linear: a 2-D input (or a "
                "contiguous 3-D one) with a bias is addmm (input, weight and bias of one dtype), otherwise "
                "matmul then an in-place add of the bias (whose dtype must cast to the output's)."),
-    # [matmul-docs]
 })
 OP_DOCS.update({
     "conv2d": ("2-D convolution (cross-correlation) of ``input`` [N, C_in, H, W] or unbatched [C_in, H, W] with "
@@ -439,7 +435,6 @@ OP_DOCS.update({
                    "max_pool2d_with_indices; the output takes the input's suggested memory format."),
     "avg_pool2d_backward": ("The gradient of avg_pool2d: each grad_output element divided by its window's "
                             "divisor and added to every input position of its window."),
-    # [nn-docs]
 })
 OP_DOCS.update({
     "linspace": ("``steps`` values evenly spaced from ``start`` to ``end`` inclusive, as a 1-D contiguous "
@@ -459,7 +454,6 @@ OP_DOCS.update({
                       "``tensord.TensorMeta`` it describes any layout). RuntimeError for negative sizes, a "
                       "stride list of another length, negative strides or a storage size that overflows, in "
                       "PyTorch's words. dtype defaults to float32; every dtype is accepted."),
-    # [factory-docs]
 })
 
 # Named tuples for ops with several returns: tensord.return_types.topk, ...

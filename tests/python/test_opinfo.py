@@ -604,6 +604,19 @@ def test_opinfo_completeness():
     assert not unknown, f"OpInfo entries for ops not in the table: {sorted(unknown)}"
 
 
+def test_every_public_op_has_a_description():
+    """Every op a user calls (not ``_``-prefixed) has its ``help()`` text in
+    ``OP_DOCS`` (python-client/tensord/_ops.py), and no entry names an op the
+    table lacks."""
+    from tensord import _ops
+    names = {e["name"] for e in _C.op_table()}
+    missing = sorted(n for n in names if not n.startswith("_") and n not in _ops.OP_DOCS)
+    assert not missing, f"ops without an OP_DOCS entry (add one to python-client/tensord/_ops.py): {missing}"
+    unknown = sorted(set(_ops.OP_DOCS) - names)
+    assert not unknown, f"OP_DOCS entries for ops not in the table: {unknown}"
+    assert "of the op table" not in tensord.atan2.__doc__
+
+
 def test_opinfo_samples_are_well_formed():
     for info, rng in _seeded("well-formed"):
         samples = info.samples(rng)
