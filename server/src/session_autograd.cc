@@ -573,4 +573,19 @@ absl::StatusOr<std::vector<Tensor>> Session::CallBack(Node& node, const std::sha
   return out;
 }
 
+void Session::HoldGradLocked(const std::shared_ptr<AutogradMeta>& ag) {
+  grad_holders_.push_back(ag);
+  // Amortized: the list stays within twice its live, distinct entries
+  // however often a client sets the same .grad.
+  if (grad_holders_.size() < 2 * grad_holders_pruned_ + 64) return;
+  absl::flat_hash_set<const AutogradMeta*> seen;
+  grad_holders_.erase(std::remove_if(grad_holders_.begin(), grad_holders_.end(),
+                                     [&seen](const std::weak_ptr<AutogradMeta>& w) {
+                                       std::shared_ptr<AutogradMeta> p = w.lock();
+                                       return p == nullptr || !seen.insert(p.get()).second;
+                                     }),
+                      grad_holders_.end());
+  grad_holders_pruned_ = grad_holders_.size();
+}
+
 }  // namespace tensord::server
