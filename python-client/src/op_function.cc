@@ -243,6 +243,26 @@ PyObject* OpFunctionOpName(PyObject* o, void*) {
   return n;
 }
 
+// Pickled by reference, as a Python function is: __reduce__ gives its
+// __qualname__, which pickle resolves in __module__ (tensord.add,
+// tensord.Tensor.add); unpickling finds the same object. TypeError for one
+// without a __qualname__ (made by hand, not by the package).
+PyObject* OpFunctionReduce(PyObject* o, PyObject* /*unused*/) {
+  PyObject* q = PyObject_GetAttrString(o, "__qualname__");
+  if (q == nullptr || !PyUnicode_Check(q)) {
+    Py_XDECREF(q);
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "cannot pickle tensord op %U: it has no __qualname__",
+                 reinterpret_cast<OpFunctionObject*>(o)->name);
+    return nullptr;
+  }
+  return q;
+}
+
+PyMethodDef kOpFunctionMethods[] = {
+    {"__reduce__", &OpFunctionReduce, METH_NOARGS, "Pickles the op by reference (its __module__ and __qualname__)."},
+    {nullptr, nullptr, 0, nullptr}};
+
 PyGetSetDef kOpFunctionGetSet[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
     {"op_name", OpFunctionOpName, nullptr, "The op's name in the table.", nullptr},
@@ -265,6 +285,7 @@ PyTypeObject* OpFunctionType() {
     x.tp_dictoffset = offsetof(OpFunctionObject, dict);
     x.tp_repr = &OpFunctionRepr;
     x.tp_getset = kOpFunctionGetSet;
+    x.tp_methods = kOpFunctionMethods;
     return x;
   }();
   return &t;

@@ -504,6 +504,7 @@ def _make(name, entries, method, nt):
             return nt(*r) if isinstance(r, tuple) else r
     fn.__name__ = name
     fn.__qualname__ = ("Tensor." + name) if method else name
+    fn.__module__ = "tensord"  # pickle finds tensord.<name> and tensord.Tensor.<name> by these
     fn.__doc__ = _doc(name, entries, method)
     return fn
 
@@ -520,7 +521,6 @@ def install(module_dict, tensor_cls):
         nt = _returns_type(name, entries)
         if any(e["is_function"] for e in entries):
             module_dict[name] = _make(name, [e for e in entries if e["is_function"]], False, nt)
-            module_dict[name].__module__ = "tensord"
             functions.append(name)
         if any(e["is_method"] for e in entries):
             setattr(tensor_cls, name, _make(name, [e for e in entries if e["is_method"]], True, nt))

@@ -27,11 +27,14 @@ def _is_operand(x):
         type(x).__module__ == "numpy" and hasattr(x, "dtype") and getattr(x, "ndim", 1) == 0)
 
 
-def _binary(op):
+def _binary(op, dunder):
     # A C callable: calls op `op` as a method when `other` passes _is_operand
     # (checked in C for Tensors, ints and floats), else returns NotImplemented.
+    # Named as the Tensor attribute `dunder` it becomes (what pickle finds).
     fn = _C.OpFunction(op, "method", _is_operand)
-    fn.__name__ = f"__{op}__"
+    fn.__name__ = dunder
+    fn.__qualname__ = f"Tensor.{dunder}"
+    fn.__module__ = "tensord"
     fn.__doc__ = f"The Python operator for tensord op {op!r} (broadcasting, PyTorch type promotion)."
     return fn
 
@@ -513,29 +516,29 @@ def install_tensor_api():
     T.__hash__ = object.__hash__
 
     # Arithmetic: every operator is an op of the table.
-    T.__add__ = _binary("add")
-    T.__radd__ = _binary("add")
-    T.__sub__ = _binary("sub")
-    T.__mul__ = _binary("mul")
-    T.__rmul__ = _binary("mul")
-    T.__truediv__ = _binary("div")
-    T.__mod__ = _binary("remainder")
-    T.__pow__ = _binary("pow")
-    T.__matmul__ = _binary("matmul")
-    T.__and__ = _binary("bitwise_and")
-    T.__rand__ = _binary("bitwise_and")
-    T.__or__ = _binary("bitwise_or")
-    T.__ror__ = _binary("bitwise_or")
-    T.__xor__ = _binary("bitwise_xor")
-    T.__rxor__ = _binary("bitwise_xor")
-    T.__lshift__ = _binary("bitwise_left_shift")
-    T.__rshift__ = _binary("bitwise_right_shift")
-    T.__eq__ = _binary("eq")
-    T.__ne__ = _binary("ne")
-    T.__lt__ = _binary("lt")
-    T.__le__ = _binary("le")
-    T.__gt__ = _binary("gt")
-    T.__ge__ = _binary("ge")
+    T.__add__ = _binary("add", "__add__")
+    T.__radd__ = _binary("add", "__radd__")
+    T.__sub__ = _binary("sub", "__sub__")
+    T.__mul__ = _binary("mul", "__mul__")
+    T.__rmul__ = _binary("mul", "__rmul__")
+    T.__truediv__ = _binary("div", "__truediv__")
+    T.__mod__ = _binary("remainder", "__mod__")
+    T.__pow__ = _binary("pow", "__pow__")
+    T.__matmul__ = _binary("matmul", "__matmul__")
+    T.__and__ = _binary("bitwise_and", "__and__")
+    T.__rand__ = _binary("bitwise_and", "__rand__")
+    T.__or__ = _binary("bitwise_or", "__or__")
+    T.__ror__ = _binary("bitwise_or", "__ror__")
+    T.__xor__ = _binary("bitwise_xor", "__xor__")
+    T.__rxor__ = _binary("bitwise_xor", "__rxor__")
+    T.__lshift__ = _binary("bitwise_left_shift", "__lshift__")
+    T.__rshift__ = _binary("bitwise_right_shift", "__rshift__")
+    T.__eq__ = _binary("eq", "__eq__")
+    T.__ne__ = _binary("ne", "__ne__")
+    T.__lt__ = _binary("lt", "__lt__")
+    T.__le__ = _binary("le", "__le__")
+    T.__gt__ = _binary("gt", "__gt__")
+    T.__ge__ = _binary("ge", "__ge__")
 
     def __rsub__(self, other):
         """``other - self`` (the op rsub)."""

@@ -35,6 +35,30 @@ def test_generated_docs_show_the_schemas():
     assert "Tensor.sum" in tensord.Tensor.sum.__doc__
 
 
+def test_op_functions_name_themselves_and_pickle_by_reference():
+    """tensord.add, Tensor.add and the operators carry __module__ and
+    __qualname__ as Python functions do, so pickle and copy find the very same
+    object again (as they do torch.add); one made by hand cannot be pickled."""
+    import copy
+    import pickle
+    ops = [tensord.add, tensord.zeros, tensord.Tensor.add, tensord.Tensor.sum, tensord.Tensor.__add__,
+           tensord.Tensor.__radd__, tensord.Tensor.__eq__]
+    for f in ops:
+        assert f.__module__ == "tensord", f
+        assert eval(f.__qualname__, {"Tensor": tensord.Tensor, **vars(tensord)}) is f, f.__qualname__
+        for protocol in (2, pickle.HIGHEST_PROTOCOL):
+            assert pickle.loads(pickle.dumps(f, protocol=protocol)) is f, (f, protocol)
+        assert copy.deepcopy(f) is f
+    assert tensord.Tensor.__radd__.__name__ == "__radd__"
+    bare = tensord._C.OpFunction("add", "function")
+    try:
+        pickle.dumps(bare)
+    except TypeError as e:
+        assert "cannot pickle tensord op add" in str(e)
+    else:
+        raise AssertionError("an OpFunction without a __qualname__ pickled")
+
+
 def test_the_readme_and_docs_pages_link_to_what_exists():
     """Every relative link of README.md and docs/*.md names a file of the repository."""
     import pathlib
