@@ -200,14 +200,15 @@ void TensordService::BoundUnary(grpc::Status (TensordService::*method)(grpc::Ser
                    if (!streamer->Read(&in)) {
                      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(name, ": no request came"));
                    }
-                   const std::optional<int64_t> extra = in.Length() <= max_bytes
-                                                            ? wire::DecodedExtraBytes(in, Request::descriptor())
-                                                            : std::nullopt;
-                   if (in.Length() > max_bytes || (extra.has_value() && *extra > max_extra_bytes)) {
+                   // Measured only when small enough to read; -1: not measured, or unparsable.
+                   std::optional<int64_t> extra;
+                   if (in.Length() <= max_bytes) extra = wire::DecodedExtraBytes(in, Request::descriptor());
+                   const int64_t extra_bytes = extra.value_or(-1);
+                   if (in.Length() > max_bytes || extra_bytes > max_extra_bytes) {
                      return grpc::Status(
                          grpc::StatusCode::RESOURCE_EXHAUSTED,
                          absl::StrCat(name, ": a request of ", in.Length(), " bytes",
-                                      extra.has_value() ? absl::StrCat(" (", *extra, " more once parsed)") : "",
+                                      extra_bytes >= 0 ? absl::StrCat(" (", extra_bytes, " more once parsed)") : "",
                                       " is more than the daemon reads for it (", max_bytes, " bytes, ",
                                       max_extra_bytes, " more once parsed)"));
                    }
