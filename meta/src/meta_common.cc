@@ -164,14 +164,28 @@ absl::Status CheckRank(absl::string_view op, size_t rank) {
   return absl::OkStatus();
 }
 
-absl::Status CheckNewSizes(absl::string_view op, absl::Span<const int64_t> sizes, ScalarType dtype) {
-  TD_RETURN_IF_ERROR(CheckRank(op, sizes.size()));
+absl::Status CheckNonNegativeSizes(absl::string_view op, absl::Span<const int64_t> sizes) {
   for (int64_t s : sizes) {
     if (s < 0) {
       return RuntimeErr(absl::StrCat(op, ": Trying to create tensor with negative dimension ", s, ": ",
                                      ShapeToString(sizes)));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStrideCount(absl::string_view op, absl::Span<const int64_t> sizes,
+                              absl::Span<const int64_t> strides) {
+  if (sizes.size() != strides.size()) {
+    return RuntimeErr(absl::StrCat(op, ": dimensionality of sizes (", sizes.size(),
+                                   ") must match dimensionality of strides (", strides.size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNewSizes(absl::string_view op, absl::Span<const int64_t> sizes, ScalarType dtype) {
+  TD_RETURN_IF_ERROR(CheckRank(op, sizes.size()));
+  TD_RETURN_IF_ERROR(CheckNonNegativeSizes(op, sizes));
   // Contiguous strides multiply the sizes counting 0 as 1, so they must fit
   // even when the tensor is empty.
   int64_t bytes = ItemSize(dtype);

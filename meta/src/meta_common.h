@@ -50,6 +50,14 @@ inline constexpr int64_t kMaxRank = 64;
 // "<op>: tensors with more than 64 dimensions are not supported (got 65)".
 absl::Status CheckRank(absl::string_view op, size_t rank);
 
+// Every size >= 0, else PyTorch's text for the first negative one:
+// "<op>: Trying to create tensor with negative dimension -1: [2, -1]".
+absl::Status CheckNonNegativeSizes(absl::string_view op, absl::Span<const int64_t> sizes);
+// As many strides as sizes, else PyTorch's text: "<op>: dimensionality of
+// sizes (2) must match dimensionality of strides (1)".
+absl::Status CheckStrideCount(absl::string_view op, absl::Span<const int64_t> sizes,
+                              absl::Span<const int64_t> strides);
+
 // A fresh tensor of `sizes`: rank <= kMaxRank, every size >= 0, and its
 // contiguous strides (0 counted as 1) times the item size fit in int64 (PyTorch's text: "Trying to
 // create tensor with negative dimension -1: [2, -1]") and the byte count fits

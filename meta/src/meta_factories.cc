@@ -317,16 +317,8 @@ absl::StatusOr<MetaResult> EmptyStrided(absl::string_view op, absl::Span<const V
   // PyTorch's order: negative sizes, rank mismatch, then the storage size
   // (computeStorageNbytes), where a negative stride reads as an overflow.
   TD_RETURN_IF_ERROR(CheckRank(op, sizes.size()));
-  for (int64_t s : sizes) {
-    if (s < 0) {
-      return RuntimeErr(absl::StrCat(op, ": Trying to create tensor with negative dimension ", s, ": ",
-                                     ShapeToString(sizes)));
-    }
-  }
-  if (sizes.size() != strides.size()) {
-    return RuntimeErr(absl::StrCat(op, ": dimensionality of sizes (", sizes.size(),
-                                   ") must match dimensionality of strides (", strides.size(), ")"));
-  }
+  TD_RETURN_IF_ERROR(CheckNonNegativeSizes(op, sizes));
+  TD_RETURN_IF_ERROR(CheckStrideCount(op, sizes, strides));
   TensorMeta out = MakeMeta(sizes, strides, 0, t, device.value_or(kCPU));
   bool bad = false;
   for (int64_t s : strides) bad |= s < 0;

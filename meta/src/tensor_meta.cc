@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meta_common.h"
 #include "tensord/meta/errors.h"
 
 namespace tensord {
@@ -55,6 +58,42 @@ TensorMeta TensorMeta::Contiguous(Shape sizes, ScalarType dtype, Device device) 
   m.sizes = std::move(sizes);
   m.dtype = dtype;
   m.device = device;
+  return m;
+}
+
+absl::StatusOr<TensorMeta> TensorMeta::Strided(absl::string_view what, Shape sizes, std::optional<Shape> strides,
+                                                int64_t storage_offset, ScalarType dtype, Device device) {
+  TD_RETURN_IF_ERROR(meta::CheckRank(what, sizes.size()));
+  TD_RETURN_IF_ERROR(meta::CheckNonNegativeSizes(what, sizes));
+  if (strides) {
+    TD_RETURN_IF_ERROR(meta::CheckStrideCount(what, sizes, *strides));
+    for (int64_t s : *strides) {
+      if (s < 0) {
+        return RuntimeErr(absl::StrCat(what, ": negative strides are not supported, got strides=",
+                                       ShapeToString(*strides)));
+      }
+    }
+  }
+  if (storage_offset < 0) {
+    return RuntimeErr(absl::StrCat(what, ": storage_offset must be non-negative, got ", storage_offset));
+  }
+  if (!strides) {
+    // ContiguousStrides multiplies the sizes (0 counted as 1) with no check.
+    TD_RETURN_IF_ERROR(meta::CheckNewSizes(what, sizes, dtype));
+    strides = ContiguousStrides(sizes);
+  }
+  TensorMeta m;
+  m.sizes = std::move(sizes);
+  m.strides = *std::move(strides);
+  m.storage_offset = storage_offset;
+  m.dtype = dtype;
+  m.device = device;
+  if (!m.StorageBytesNeeded().ok()) {
+    return RuntimeErr(absl::StrCat(what, ": Storage size calculation overflowed with sizes=", ShapeToString(m.sizes),
+                                   " and strides=", ShapeToString(m.strides), " (storage_offset ", storage_offset,
+                                   ")"));
+  }
+  TD_RETURN_IF_ERROR(m.Validate(what));
   return m;
 }
 

@@ -63,6 +63,9 @@ void BindAutograd(py::module_& m);
 // dtypes_devices.cc: the dtype table, dtype and device parsing, the default
 // device stack and _register_types.
 void BindDtypesAndDevices(py::module_& m);
+// tensor_meta.cc: _tensor_meta_layout, the layout math of tensord.TensorMeta
+// (meta/'s, with no session).
+void BindTensorMetaLayout(py::module_& m);
 // session.cc: the Session class, connecting and the default session, the
 // meta cache and the metadata and storage introspection calls.
 void BindSession(py::module_& m);

@@ -5,8 +5,9 @@
 // streams. Nothing about op semantics is decided in this binding or in Python.
 //
 // Each file binds one part (binding.h declares their Bind functions):
-// errors.cc, autograd.cc, tensor.cc, op_function.cc, dtypes_devices.cc and
-// session.cc, with call_sites.cc and convert.cc beneath them. This file
+// errors.cc, autograd.cc, tensor.cc, op_function.cc, dtypes_devices.cc,
+// tensor_meta.cc and session.cc, with call_sites.cc and convert.cc beneath
+// them. This file
 // defines the module and calls the Bind functions in order.
 #include "absl/synchronization/mutex.h"
 #include "binding.h"
@@ -26,5 +27,6 @@ PYBIND11_MODULE(_C, m) {
   tp::BindOpTable(m);
   tp::BindAutograd(m);
   tp::BindDtypesAndDevices(m);
+  tp::BindTensorMetaLayout(m);
   tp::BindSession(m);
 }

@@ -8,6 +8,11 @@ for compilers, linters and tools that describe arguments without allocating::
     tensord.TensorMeta.of(t) == m          # True
     m.to_dict()                            # {'shape': (2, 3), 'strides': (3, 1), 'dtype': 'bfloat16', ...}
 
+The layout math (contiguous strides, the storage a layout needs and its
+overflow check, is_contiguous, the checks of sizes, strides and offset) is
+meta/'s, reached through ``_C._tensor_meta_layout``: a TensorMeta and a meta
+tensor of the same layout cannot disagree, and no session is opened.
+
 Also here: the data-less descriptors of tensors, ``Tensor.__dlpack_device__``,
 ``Tensor.__cuda_array_interface__`` (meta tensors only, storage at address 0) and
 ``Tensor.__tensord_array_interface__`` (any tensor; the dtype by name, so it
@@ -15,14 +20,12 @@ can say bfloat16 and float8, which a NumPy typestr cannot).
 """
 import enum
 
+from . import _C
 from ._device import device as _device_cls
 from ._dtype import BY_NAME, dtype as _dtype_cls
 from ._size import Size
 
 __all__ = ["TensorMeta", "DLDeviceType"]
-
-_MAX_RANK = 64
-_INT64_MAX = (1 << 63) - 1
 
 # NumPy's array-interface type strings; bfloat16 and float8 have none.
 _TYPESTR = {
@@ -35,31 +38,6 @@ class DLDeviceType(enum.IntEnum):
     """DLPack's device codes (dlpack.h), as torch's ``__dlpack_device__`` returns them."""
     kDLCPU = 1
     kDLCUDA = 2
-
-
-def _contiguous_strides(sizes):
-    """Row-major strides; size-0 dims count as 1 (PyTorch's rule)."""
-    strides = [1] * len(sizes)
-    acc = 1
-    for i in range(len(sizes) - 1, -1, -1):
-        strides[i] = acc
-        acc *= max(sizes[i], 1)
-    return tuple(strides)
-
-
-def _int_tuple(values, what):
-    if isinstance(values, int) and not isinstance(values, bool):
-        values = (values,)
-    try:
-        out = tuple(values)
-    except TypeError:
-        raise TypeError(f"TensorMeta: {what} must be a sequence of ints, not {type(values).__name__}") from None
-    for v in out:
-        if not isinstance(v, int) or isinstance(v, bool):
-            if hasattr(v, "__index__") and not isinstance(v, bool):
-                continue
-            raise TypeError(f"TensorMeta: {what} must be ints, got {v!r} ({type(v).__name__})")
-    return tuple(int(v) for v in out)
 
 
 class TensorMeta:
@@ -80,8 +58,12 @@ class TensorMeta:
     PyTorch's words where PyTorch has them, for more than 64 dims, a negative
     size ("Trying to create tensor with negative dimension -1: [2, -1]"),
     strides of another length ("dimensionality of sizes (2) must match
-    dimensionality of strides (1)"), negative strides or offset, or a layout
-    whose storage does not fit in int64 bytes.
+    dimensionality of strides (1)"), negative strides or offset, an int beyond
+    int64, or a layout whose storage (or element count, or contiguous strides)
+    does not fit in int64 bytes — what ``empty_strided`` on meta refuses too.
+    Every message starts with "TensorMeta: ". The checks and the numbers
+    (strides, storage_nbytes, numel, is_contiguous) come from meta/, the code
+    every meta tensor's layout comes from.
 
     Compared with ``==`` on all five fields (the device as its string), printed
     as ``TensorMeta(shape=(2, 3), strides=(3, 1), storage_offset=0,
@@ -91,16 +73,11 @@ class TensorMeta:
     descriptor (see ``Tensor.__tensord_array_interface__``).
     """
 
-    __slots__ = ("_shape", "_strides", "_storage_offset", "_dtype", "_device")
+    # _device is set last: once it is, the value is frozen (__setattr__).
+    __slots__ = ("_shape", "_strides", "_storage_offset", "_dtype", "_numel", "_storage_nbytes", "_is_contiguous",
+                 "_device")
 
     def __init__(self, shape, dtype=None, strides=None, storage_offset=0, device="meta"):
-        sizes = _int_tuple(shape, "shape")
-        if len(sizes) > _MAX_RANK:
-            raise RuntimeError(f"TensorMeta: tensors with more than {_MAX_RANK} dimensions are not supported "
-                               f"(got {len(sizes)})")
-        for s in sizes:
-            if s < 0:
-                raise RuntimeError(f"TensorMeta: Trying to create tensor with negative dimension {s}: {list(sizes)}")
         if dtype is None:
             dtype = BY_NAME["float32"]
         elif isinstance(dtype, str):
@@ -109,29 +86,17 @@ class TensorMeta:
             dtype = BY_NAME[dtype]
         elif not isinstance(dtype, _dtype_cls):
             raise TypeError(f"TensorMeta: dtype must be a tensord.dtype or its name, not {type(dtype).__name__}")
-        if strides is None:
-            strides = _contiguous_strides(sizes)
-        else:
-            strides = _int_tuple(strides, "strides")
-            if len(strides) != len(sizes):
-                raise RuntimeError(f"TensorMeta: dimensionality of sizes ({len(sizes)}) must match "
-                                   f"dimensionality of strides ({len(strides)})")
-            for s in strides:
-                if s < 0:
-                    raise RuntimeError(f"TensorMeta: negative strides are not supported, got strides={list(strides)}")
-        if not isinstance(storage_offset, int) or isinstance(storage_offset, bool):
-            raise TypeError(f"TensorMeta: storage_offset must be an int, not {type(storage_offset).__name__}")
-        if storage_offset < 0:
-            raise RuntimeError(f"TensorMeta: storage_offset must be non-negative, got {storage_offset}")
         dev = device if isinstance(device, _device_cls) else _device_cls(device)
-        self._shape = Size(sizes)
-        self._strides = strides
+        # Checks the shape, strides and offset (types, then layout) and computes the rest.
+        layout = _C._tensor_meta_layout(shape, strides, storage_offset, dtype, dev)
+        self._shape = Size(layout["sizes"])
+        self._strides = layout["strides"]
         self._storage_offset = int(storage_offset)
         self._dtype = dtype
+        self._numel = layout["numel"]
+        self._storage_nbytes = layout["storage_nbytes"]
+        self._is_contiguous = layout["is_contiguous"]
         self._device = dev
-        if self.storage_nbytes > _INT64_MAX:
-            raise RuntimeError(f"TensorMeta: Storage size calculation overflowed with sizes={list(sizes)} and "
-                               f"strides={list(strides)} (storage_offset {storage_offset})")
 
     @classmethod
     def of(cls, tensor):
@@ -186,10 +151,7 @@ class TensorMeta:
     # ------------------------------------------------------------ derived
     def numel(self):
         """The number of elements (1 for 0-dim)."""
-        n = 1
-        for s in self._shape:
-            n *= s
-        return n
+        return self._numel
 
     @property
     def itemsize(self):
@@ -208,23 +170,14 @@ class TensorMeta:
     def storage_nbytes(self):
         """Bytes the storage must hold for this view: (storage_offset + 1 +
         sum((size - 1) * stride)) * itemsize, or storage_offset * itemsize when
-        a size is 0 (what ``empty_strided`` allocates, plus the offset)."""
-        if self.numel() == 0:
-            return self._storage_offset * self._dtype.itemsize
-        extent = 1 + sum((s - 1) * st for s, st in zip(self._shape, self._strides))
-        return (self._storage_offset + extent) * self._dtype.itemsize
+        a size is 0 (what ``empty_strided`` allocates, plus the offset).
+        Computed by meta/ (``TensorMeta::StorageBytesNeeded``)."""
+        return self._storage_nbytes
 
     def is_contiguous(self):
-        """PyTorch's rule: row-major strides, ignoring dims of size 1; empty tensors are contiguous."""
-        if self.numel() == 0:
-            return True
-        expected = 1
-        for s, st in zip(reversed(self._shape), reversed(self._strides)):
-            if s != 1:
-                if st != expected:
-                    return False
-                expected *= s
-        return True
+        """PyTorch's rule: row-major strides, ignoring dims of size 1; empty
+        tensors are contiguous. Computed by meta/ (``TensorMeta::is_contiguous``)."""
+        return self._is_contiguous
 
     # ------------------------------------------------------------ value semantics
     def _key(self):

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "tensord/meta/device.h"
 #include "tensord/meta/dtype.h"
@@ -104,6 +106,45 @@ TEST(TensorMeta, ValidateRejectsHostileMetadata) {
   m.storage_offset = 0;
   m.dtype = static_cast<S>(99);
   EXPECT_FALSE(m.Validate("x").ok());
+}
+
+TEST(TensorMeta, StridedGivesContiguousStridesAndChecksAUsersLayout) {
+  absl::StatusOr<TensorMeta> c = TensorMeta::Strided("x", {2, 0, 3}, std::nullopt, 0, S::kFloat32, kMetaDevice);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->strides, (Shape{3, 3, 1}));
+  EXPECT_EQ(*c->StorageBytesNeeded(), 0);
+  absl::StatusOr<TensorMeta> v = TensorMeta::Strided("x", {2, 3}, Shape{1, 4}, 5, S::kInt16, kCPU);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->strides, (Shape{1, 4}));
+  EXPECT_EQ(*v->StorageBytesNeeded(), (5 + 1 + 1 * 1 + 2 * 4) * 2);
+  EXPECT_FALSE(v->is_contiguous());
+
+  auto error = [](Shape sizes, std::optional<Shape> strides, int64_t offset) {
+    absl::StatusOr<TensorMeta> r = TensorMeta::Strided("TensorMeta", std::move(sizes), std::move(strides), offset,
+                                                       S::kFloat32, kMetaDevice);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(KindOf(r.status()), ErrorKind::kRuntime);
+    return std::string(r.status().message());
+  };
+  EXPECT_EQ(error(Shape(65, 1), std::nullopt, 0),
+            "TensorMeta: tensors with more than 64 dimensions are not supported (got 65)");
+  EXPECT_EQ(error({2, -1}, Shape{1}, 0), "TensorMeta: Trying to create tensor with negative dimension -1: [2, -1]");
+  EXPECT_EQ(error({2, 3}, Shape{1}, 0),
+            "TensorMeta: dimensionality of sizes (2) must match dimensionality of strides (1)");
+  EXPECT_EQ(error({2, 3}, Shape{1, -1}, 0), "TensorMeta: negative strides are not supported, got strides=[1, -1]");
+  EXPECT_EQ(error({2}, std::nullopt, -1), "TensorMeta: storage_offset must be non-negative, got -1");
+  EXPECT_EQ(error({1ll << 40, 1ll << 40}, Shape{1ll << 40, 1}, 0),
+            "TensorMeta: Storage size calculation overflowed with sizes=[1099511627776, 1099511627776] and "
+            "strides=[1099511627776, 1] (storage_offset 0)");
+  // An element count past int64 overflows even where the strides address 4 bytes.
+  EXPECT_EQ(error({1ll << 40, 1ll << 40}, Shape{0, 0}, 0),
+            "TensorMeta: Storage size calculation overflowed with sizes=[1099511627776, 1099511627776] and "
+            "strides=[0, 0] (storage_offset 0)");
+  EXPECT_EQ(error({4}, Shape{1}, INT64_MAX), "TensorMeta: Storage size calculation overflowed with sizes=[4] and "
+                                              "strides=[1] (storage_offset 9223372036854775807)");
+  // Contiguous strides of an empty tensor are still products of its sizes.
+  EXPECT_EQ(error({0, 1ll << 40, 1ll << 40}, std::nullopt, 0),
+            "TensorMeta: Storage size calculation overflowed with sizes=[0, 1099511627776, 1099511627776]");
 }
 
 // An expanded view is valid over 4 bytes while its dense size is 2**64

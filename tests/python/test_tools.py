@@ -6,7 +6,10 @@ __tensord_array_interface__), float8 storage and conversion, and every
 dtype of the table on meta.
 """
 import math
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +18,7 @@ import torch
 import tensord
 from tensord import _C
 
+from conftest import ROOT
 from opinfo import D
 from opinfo_factory import OPINFOS as FACTORY_OPINFOS
 
@@ -204,6 +208,86 @@ def test_tensor_meta_validation():
         tensord.TensorMeta((2,), dtype=np.float32)
     with pytest.raises(RuntimeError):
         tensord.TensorMeta((2,), device="tpu")
+
+
+# (shape, strides or None, storage_offset): contiguous, 0-dim, size-0 and
+# size-1 dims (a size-1 dim's stride is ignored by is_contiguous), transposed,
+# expanded (stride 0), gaps between rows, and an offset.
+TENSOR_META_LAYOUTS = [
+    ((2, 3), None, 0),
+    ((), None, 0),
+    ((0,), None, 0),
+    ((2, 0, 3), None, 0),
+    ((1, 4, 1), None, 0),
+    ((2, 1, 3), (3, 99, 1), 0),
+    ((3, 1, 2), (1, 7, 3), 0),
+    ((2, 3), (1, 2), 0),
+    ((4, 5), (0, 1), 0),
+    ((2, 3), (6, 2), 0),
+    ((2, 0, 3), (0, 5, 1), 0),
+    ((1,), (5,), 0),
+    ((2, 3), None, 7),
+]
+
+
+@pytest.mark.parametrize("shape,strides,offset", TENSOR_META_LAYOUTS, ids=[str(c) for c in TENSOR_META_LAYOUTS])
+def test_tensor_meta_layout_matches_a_meta_tensor(shape, strides, offset):
+    m = tensord.TensorMeta(shape, dtype=tensord.float32, strides=strides, storage_offset=offset)
+    n = 1
+    for s in shape:
+        n *= s
+    # The same layout made on meta by the factories and a view, not by TensorMeta
+    # (no to_tensor), and by torch 1.13 on its meta device (storage sizes).
+    if offset:
+        t = tensord.empty(offset + n, device="meta")[offset:].view(*shape)
+        r = torch.empty(offset + n, device="meta")[offset:].view(*shape)
+    elif strides is None:
+        t = tensord.empty(shape, device="meta")
+        r = torch.empty(shape, device="meta")
+    else:
+        t = tensord.empty_strided(shape, strides, device="meta")
+        r = torch.empty_strided(shape, strides, device="meta")
+    assert m.shape == t.shape and m.stride() == t.stride() == r.stride()
+    assert m.storage_offset() == t.storage_offset() == r.storage_offset()
+    assert m.is_contiguous() == t.is_contiguous() == r.is_contiguous()
+    assert m.numel() == t.numel() == r.numel() and m.nbytes == t.nbytes
+    assert m.storage_nbytes == r.storage().nbytes()
+    assert m == tensord.TensorMeta.of(t)
+
+
+def test_tensor_meta_storage_size_overflowing_int64_raises():
+    # The largest storage int64 bytes can count fits; one more byte does not.
+    assert tensord.TensorMeta((2 ** 63 - 1,), dtype=tensord.uint8).storage_nbytes == 2 ** 63 - 1
+    with pytest.raises(RuntimeError, match=r"TensorMeta: Storage size calculation overflowed with "
+                                           r"sizes=\[9223372036854775807\] and strides=\[1\] \(storage_offset 1\)"):
+        tensord.TensorMeta((2 ** 63 - 1,), dtype=tensord.uint8, storage_offset=1)
+    with pytest.raises(RuntimeError, match="TensorMeta: Storage size calculation overflowed"):
+        tensord.TensorMeta((2 ** 61,), dtype=tensord.float32)
+    with pytest.raises(RuntimeError, match="TensorMeta: Storage size calculation overflowed"):
+        tensord.TensorMeta((2 ** 62, 2), strides=(2, 1), dtype=tensord.uint8)
+    # Stride-0 dims address 4 bytes, but 2**64 elements cannot be counted:
+    # refused as empty_strided on meta refuses it.
+    with pytest.raises(RuntimeError, match="TensorMeta: Storage size calculation overflowed"):
+        tensord.TensorMeta((2 ** 32, 2 ** 32), strides=(0, 0))
+    with pytest.raises(RuntimeError, match="Storage size calculation overflowed"):
+        tensord.empty_strided((2 ** 32, 2 ** 32), (0, 0), device="meta")
+    with pytest.raises(RuntimeError, match="TensorMeta: shape value 36893488147419103232 does not fit in int64"):
+        tensord.TensorMeta((2 ** 65,))
+
+
+def test_tensor_meta_needs_no_session(tmp_path):
+    code = ("import tensord\n"
+            "m = tensord.TensorMeta((2, 0, 3), dtype='bfloat16', device='cuda:1')\n"
+            "v = tensord.TensorMeta((2, 3), strides=(1, 2), storage_offset=4, device='cpu')\n"
+            "print(m.stride(), m.storage_nbytes, v.storage_nbytes, v.is_contiguous(), v.to_dict()['strides'])\n"
+            "print(tensord.TensorMeta((2, 3)).to_tensor().shape)\n"
+            "print(tensord._C.current_session_if_any())\n")
+    env = dict(os.environ, TENSORD_NO_DAEMON="1", TENSORD_BIN=str(tmp_path / "no-daemon-here"),
+               PYTHONPATH=os.path.join(ROOT, "python-client"))
+    env.pop("TENSORD_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["(3, 3, 1) 0 40 False (1, 2)", "tensord.Size([2, 3])", "None"], proc.stdout
 
 
 # ---------------------------------------------------------------- descriptors

@@ -10,6 +10,7 @@
 #define TENSORD_META_TENSOR_META_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,25 @@ struct TensorMeta {
   Device device = kCPU;
 
   static TensorMeta Contiguous(Shape sizes, ScalarType dtype, Device device);
+
+  // A layout a user describes field by field (Python's tensord.TensorMeta
+  // takes these five): no `strides` means ContiguousStrides(sizes). Checked
+  // in this order, with PyTorch's words where PyTorch has them; every error
+  // is a RuntimeError whose message starts "{what}: ":
+  //   more than 64 dims  "tensors with more than 64 dimensions are not supported (got 65)"
+  //   a negative size    "Trying to create tensor with negative dimension -1: [2, -1]"
+  //   strides given:     "dimensionality of sizes (2) must match dimensionality of strides (1)",
+  //                      "negative strides are not supported, got strides=[1, -1]"
+  //   a negative offset  "storage_offset must be non-negative, got -1"
+  //   no strides, and the contiguous strides times the item size overflow int64 (the
+  //   check empty() makes): "Storage size calculation overflowed with sizes=[...]"
+  //   StorageBytesNeeded() overflows int64 (the element count included):
+  //     "Storage size calculation overflowed with sizes=[...] and strides=[...] (storage_offset 0)"
+  // `dtype` and `device` must be valid values (IsValidScalarType, a parsed
+  // Device): they are checked by Validate, which the result passes. Validate
+  // words its errors for metadata a peer sent; this is for a user's layout.
+  static absl::StatusOr<TensorMeta> Strided(absl::string_view what, Shape sizes, std::optional<Shape> strides,
+                                            int64_t storage_offset, ScalarType dtype, Device device);
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
   int64_t numel() const;  // product of sizes (1 for a 0-dim tensor)
