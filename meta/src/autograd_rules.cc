@@ -271,6 +271,12 @@ absl::Status CheckBackwardRoots(absl::Span<const BackwardRoot> roots, size_t n_g
                                      torch_size(r.grad->sizes), " and output[", i, "] has a shape of ",
                                      torch_size(r.meta->sizes), "."));
     }
+    // A 0-dim gradient on another device is moved to the root's (the caller
+    // does it, as PyTorch's validate_outputs does); any other is refused.
+    if (r.grad->device != r.meta->device && r.grad->dim() != 0) {
+      return RuntimeErr(absl::StrCat("invalid gradient at index ", i, " - expected device ", r.meta->device.ToString(),
+                                     " but got ", r.grad->device.ToString()));
+    }
   }
   return absl::OkStatus();
 }

@@ -27,6 +27,7 @@ from ._device import device
 from ._dtype import ALIASES as _ALIASES, BY_NAME as _BY_NAME, dtype
 from ._size import Size
 from ._tensor import Tensor, install_op_overrides as _install_op_overrides, install_tensor_api as _install_tensor_api
+from ._tensor import name_tensor_members as _name_tensor_members
 from ._creation import as_tensor, from_numpy, randperm, tensor, wrap_factories as _wrap_factories
 from ._session import Session, connect, default_session, stats, synchronize
 from ._memory import (max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
@@ -44,6 +45,7 @@ from . import _reduction  # noqa: E402  (torch.norm's Python-level arguments)
 _reduction.install(globals(), Tensor)
 from . import _isclose  # noqa: E402  (isclose/allclose: composites of table ops)
 _isclose.install(globals(), Tensor)
+_name_tensor_members(Tensor)  # pickle finds tensord.Tensor.<name> (after every install above)
 return_types = _ops.return_types
 from . import autograd  # noqa: E402
 from . import library, ops  # noqa: E402  (ops defined at run time: tensord.library.define, tensord.ops.<ns>.<name>)

@@ -7,6 +7,7 @@ Every operator maps to an op of the table (``a + b`` is ``add``, ``a @ b`` is
 index/masked_select calls.
 """
 import numbers
+import types
 
 from . import _C
 from ._device import device as _device_cls
@@ -650,3 +651,21 @@ def install_op_overrides(T):
                                           "``other`` converts to other's device and dtype (PyTorch's to.other).")
     T.to = to
 
+
+
+def name_tensor_members(T):
+    """Gives every function attribute of ``T`` (Python functions and op
+    functions) the ``__module__`` and ``__qualname__`` under which it is
+    found, ``tensord`` and ``Tensor.<name>``, as a method of a class defined
+    there has, so that pickle and copy find it again (``Tensor.__neg__``,
+    ``Tensor.float``, ``Tensor.norm``). A function already named where it is
+    found keeps its name. Run once every member is installed."""
+    for name, member in list(vars(T).items()):
+        if not isinstance(member, (types.FunctionType, _C.OpFunction)):
+            continue
+        qualname = getattr(member, "__qualname__", None)
+        owner, _, attr = (qualname or "").rpartition(".")
+        if getattr(member, "__module__", None) == "tensord" and owner == "Tensor" and vars(T).get(attr) is member:
+            continue
+        member.__qualname__ = f"Tensor.{name}"
+        member.__module__ = "tensord"

@@ -68,6 +68,19 @@ TEST(Device, ParseAndPrint) {
   EXPECT_EQ(ParseDevice("privateuseone:2")->index, 2);
   EXPECT_TRUE(ParseDevice("privateuseone:0")->indexed());
   EXPECT_FALSE(ParseDevice("privateuseone:x").ok());
+  // PyTorch's grammar: "cpu:0" and "meta:0" name the one cpu and meta device;
+  // an index has no leading zero, sign or space, and fits int32.
+  EXPECT_EQ(*ParseDevice("cpu:0"), kCPU);
+  EXPECT_TRUE(ParseDevice("meta:0")->is_meta());
+  EXPECT_EQ(ParseDevice("cuda:0")->index, 0);
+  EXPECT_EQ(ParseDevice("cuda:10")->index, 10);
+  for (const char* bad : {"cuda:01", "cuda: 1", "cuda:+1", "cuda:", "cuda:1 ", "cpu:1", "meta:2", "cuda:99999999999"}) {
+    absl::StatusOr<Device> d = ParseDevice(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.status().message().find("Invalid device string: '"), absl::string_view::npos) << d.status();
+  }
+  EXPECT_NE(ParseDevice("xpu:0").status().message().find("Expected one of cpu, cuda, meta, privateuseone device type"),
+            absl::string_view::npos);
 }
 
 TEST(TensorMeta, ContiguityAndStorage) {

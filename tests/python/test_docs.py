@@ -50,6 +50,18 @@ def test_op_functions_name_themselves_and_pickle_by_reference():
             assert pickle.loads(pickle.dumps(f, protocol=protocol)) is f, (f, protocol)
         assert copy.deepcopy(f) is f
     assert tensord.Tensor.__radd__.__name__ == "__radd__"
+    # Every Python-level member of Tensor, whichever module defined it.
+    import types
+    members = [m for m in vars(tensord.Tensor).values() if isinstance(m, (types.FunctionType, tensord._C.OpFunction))]
+    assert len(members) > 100
+    unpicklable = []
+    for m in members:
+        try:
+            if pickle.loads(pickle.dumps(m)) is not m:
+                unpicklable.append(m.__qualname__)
+        except Exception as e:  # noqa: BLE001 - collected and reported together
+            unpicklable.append(f"{getattr(m, '__qualname__', m)}: {e}")
+    assert not unpicklable, unpicklable
     bare = tensord._C.OpFunction("add", "function")
     try:
         pickle.dumps(bare)

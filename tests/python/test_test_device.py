@@ -64,6 +64,31 @@ def test_two_devices_in_one_op_is_pytorchs_error(dev_session):
         assert (a + 1).tolist() == [2.0, 2.0, 2.0]  # the session goes on
 
 
+def test_gradients_follow_their_tensors_device(dev_session):
+    """As PyTorch's engine: a given gradient must be on its root's device
+    (a 0-dim one is moved there), a gradient crossing `.to()` goes back to the
+    input's device, and gradcheck runs on the inputs' device."""
+    dev = "privateuseone:0"
+    with dev_session:
+        c = tensord.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = c.to(dev) * 1
+        with pytest.raises(RuntimeError, match=r"invalid gradient at index 0 - expected device privateuseone:0 but "
+                                               r"got cpu"):
+            y.backward(tensord.full((3,), 5.0))
+        y.backward(tensord.full((3,), 5.0, device=dev))
+        assert c.grad.device.type == "cpu" and c.grad.tolist() == [5.0, 5.0, 5.0]
+        c.to(dev).sum().backward(tensord.tensor(2.0))  # a 0-dim cpu gradient is moved
+        assert c.grad.tolist() == [7.0, 7.0, 7.0]
+        d = tensord.randn(3, requires_grad=True, device=dev)
+        with pytest.raises(RuntimeError, match="invalid gradient at index 0 - expected device"):
+            tensord.autograd.grad(d.sin(), d, tensord.ones(3))
+        (g,) = tensord.autograd.grad(d.sin(), d, tensord.ones(3, device=dev))
+        assert g.device.type == "privateuseone"
+        x = tensord.randn(3, dtype=tensord.float64, device=dev, requires_grad=True)
+        assert tensord.autograd.gradcheck(lambda u: (u * u).sin(), (x,))
+        assert tensord.autograd.gradgradcheck(lambda u: (u * u).sin(), (x,))
+
+
 def test_each_device_has_its_own_generator(dev_session):
     # As PyTorch's per-device generators: manual_seed seeds them all, and
     # drawing on one device does not move another's stream.

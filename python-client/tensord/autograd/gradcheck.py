@@ -40,6 +40,7 @@ def _host(t):
 def _upload_like(arr, like):
     import tensord
     t = tensord.from_numpy(np.array(arr, dtype=np.dtype(like.dtype._name), order="C"))  # keeps 0-dim shapes
+    t = t.to(like.device)  # the function is checked on its inputs' device
     if like.requires_grad:
         t.requires_grad_(True)
     return t
@@ -84,7 +85,8 @@ def _analytical(func, inputs, diff_idx):
             for r in range(o.numel()):
                 g = np.zeros(tuple(o.shape), dtype=np.dtype(o.dtype._name))
                 g.flat[r] = 1
-                grads = autograd_grad(o, xs, tensord.from_numpy(g), retain_graph=True, allow_unused=True)
+                grads = autograd_grad(o, xs, tensord.from_numpy(g).to(o.device), retain_graph=True,
+                                      allow_unused=True)
                 for n, (x, gx) in enumerate(zip(xs, grads)):
                     if gx is None:
                         continue
@@ -156,7 +158,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-
         rng = np.random.default_rng(0)
         grad_outputs = tuple(
             tensord.from_numpy(np.asarray(rng.standard_normal(tuple(o.shape)), dtype=np.dtype(o.dtype._name)))
-            .requires_grad_(True) for o in outputs)
+            .to(o.device).requires_grad_(True) for o in outputs)
     grad_outputs = _as_tuple(grad_outputs)
     n_go = len(grad_outputs)
 

@@ -90,7 +90,8 @@ absl::Status RunBackward(Dispatcher& dispatcher, const BackwardPlan& plan, Backw
 
   // Roots and their gradients: first the engine's checks (the client's
   // meta engine runs the same, tensord::CheckBackwardRoots), then implicit
-  // gradients made and given ones cast to the root's dtype.
+  // gradients made, and given ones moved to the root's device (0-dim ones;
+  // the checks refuse others) and cast to its dtype.
   const std::vector<Tensor>& roots = plan.roots;
   std::vector<BackwardRoot> checked;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -105,8 +106,13 @@ absl::Status RunBackward(Dispatcher& dispatcher, const BackwardPlan& plan, Backw
     Tensor g = plan.root_grads[i];
     if (!g.defined()) {
       TD_ASSIGN_OR_RETURN(g, run("ones_like", {root}, false));
-    } else if (g.meta.dtype != root.meta.dtype) {
-      TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, root.meta.dtype}, create_graph));
+    } else {
+      if (g.meta.device != root.meta.device) {
+        TD_ASSIGN_OR_RETURN(g, run("to.device", {g, root.meta.device}, create_graph));
+      }
+      if (g.meta.dtype != root.meta.dtype) {
+        TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, root.meta.dtype}, create_graph));
+      }
     }
     root_edges.push_back(dispatcher.GradientEdge(root));
     root_grads.push_back(std::move(g));
@@ -266,8 +272,11 @@ absl::Status RunBackward(Dispatcher& dispatcher, const BackwardPlan& plan, Backw
     return absl::OkStatus();
   };
 
-  // Shape and dtype of a gradient for input slot `i` of `n`: broadcast dims
-  // summed away, cast to the input's dtype.
+  // Shape, device and dtype of a gradient for input slot `i` of `n`:
+  // broadcast dims summed away, moved to the input's device (the ops that
+  // cross devices, to.device and copy_, pass the gradient through as it
+  // comes, as PyTorch's ToCopyBackward moves it back), cast to the input's
+  // dtype.
   auto fit = [&](Node* n, size_t i, Tensor g) -> absl::StatusOr<Tensor> {
     const TensorMeta& want = n->input_metas[i];
     if (g.meta.sizes != want.sizes) {
@@ -301,6 +310,9 @@ absl::Status RunBackward(Dispatcher& dispatcher, const BackwardPlan& plan, Backw
       if (g.meta.sizes != want.sizes) {
         TD_ASSIGN_OR_RETURN(g, run("view", {g, want.sizes}, create_graph));
       }
+    }
+    if (g.meta.device != want.device) {
+      TD_ASSIGN_OR_RETURN(g, run("to.device", {g, want.device}, create_graph));
     }
     if (g.meta.dtype != want.dtype && IsDifferentiableDtype(want.dtype)) {
       TD_ASSIGN_OR_RETURN(g, run("to.dtype", {g, want.dtype}, create_graph));

@@ -120,7 +120,9 @@ struct BackwardRoot {
 // gradient only for a one-element root ("grad can be implicitly created only
 // for scalar outputs"); a given gradient of the root's shape ("Mismatch in
 // shape: grad_output[0] has a shape of torch.Size([2]) and output[0] has a
-// shape of torch.Size([3])."). RuntimeError at the first failure, OK
+// shape of torch.Size([3]).") and on the root's device, unless it is 0-dim
+// (then the caller moves it: "invalid gradient at index 0 - expected device
+// privateuseone:0 but got cpu"). RuntimeError at the first failure, OK
 // otherwise. The client's meta engine and the daemon both run it, so their
 // errors cannot drift apart.
 absl::Status CheckBackwardRoots(absl::Span<const BackwardRoot> roots, size_t n_grads);

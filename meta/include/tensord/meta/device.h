@@ -41,8 +41,11 @@ inline constexpr Device kMetaDevice{DeviceType::kMeta, 0};
 bool IsValidDeviceType(int64_t v);
 
 // Parses "cpu", "meta", "cuda" (index 0), "cuda:N" (N >= 0), "privateuseone"
-// and "privateuseone:N".
-// InvalidArgument naming the text otherwise.
+// and "privateuseone:N", and "cpu:0" / "meta:0" (the one cpu and meta
+// device), with PyTorch's grammar: N is "0" or has no leading zero, no sign
+// and no spaces. RuntimeError otherwise, in PyTorch's words ("Expected one
+// of cpu, cuda, ... device type at start of device string: xpu", "Invalid
+// device string: 'cuda:01'").
 absl::StatusOr<Device> ParseDevice(absl::string_view text);
 
 // PyTorch's error for tensors on two devices in one op (RuntimeError):
