@@ -37,6 +37,10 @@ class _OpNamespace:
         full = f"{ns}::{name}"
         entries = _C.defined_ops(full)
         if not entries:
+            if ns in ("aten", "tensord", "prim"):  # reserved: tensord.library.define refuses them
+                raise AttributeError(f"'tensord.ops.{ns}' has no op '{name}': built-in ops are tensord.<name> "
+                                     f"and Tensor.<name> (tensord.{name}, if it exists); the namespace {ns!r} is "
+                                     f"reserved, so ops defined at run time go in a namespace of your own")
             raise AttributeError(f"'tensord.ops.{ns}' has no op '{name}': define it with "
                                  f"tensord.library.define('{full}', schema, like=...)")
         cached = cache.get(name)

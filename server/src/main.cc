@@ -326,6 +326,10 @@ int Serve(const std::vector<std::string>& args) {
   grpc_init();
   absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options);
   if (!daemon.ok()) {
+    // A value the daemon cannot use (a --listen address that does not
+    // parse) is a usage error, as a bad flag is; failing to start (a port
+    // in use) is not.
+    if (absl::IsInvalidArgument(daemon.status())) return UsageError(std::string(daemon.status().message()));
     std::fprintf(stderr, "tensord: %s\n", std::string(daemon.status().message()).c_str());
     return 1;
   }

@@ -121,7 +121,7 @@ def _function(name, pos, kw):
 
 def test_every_differentiable_op_has_a_floating_sample():
     assert MISSING == [], ("differentiable ops without an OpInfo sample with a floating differentiable input "
-                           f"(add one to tests/python/opinfo.py): {MISSING}")
+                           f"(add one to its family's tests/python/opinfo_*.py): {MISSING}")
 
 
 @pytest.mark.parametrize("name,pos,kw,slots", CASES)

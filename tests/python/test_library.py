@@ -35,6 +35,9 @@ def test_a_defined_op_is_a_function_checked_by_its_shape_rule_on_meta():
     assert not hasattr(x, "scale")
     with pytest.raises(AttributeError, match="'tensord.ops.lib_meta' has no op 'nope': define it"):
         tensord.ops.lib_meta.nope
+    # A reserved namespace points at the built-in op instead of at define().
+    with pytest.raises(AttributeError, match="built-in ops are tensord.<name>.*the namespace 'aten' is reserved"):
+        tensord.ops.aten.add
 
 
 def test_what_cannot_be_defined_is_refused_with_the_reason():

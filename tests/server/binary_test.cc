@@ -550,7 +550,7 @@ TEST_F(BinaryTest, UsageErrors) {
   }
   {
     Proc p({"serve", "--listen", "nonsense"});
-    EXPECT_EQ(p.Wait(), 1);
+    EXPECT_EQ(p.Wait(), 2);  // a bad value is a usage error, as a bad flag is
     EXPECT_THAT(p.Stderr(), HasSubstr("expected unix:PATH or HOST:PORT"));
   }
   {

@@ -232,7 +232,7 @@ TD_OP("select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt
 TD_OP("slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor", meta::SliceBackward, F, "", SliceBackwardF)
 TD_OP("diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor", meta::DiagonalBackward, F, "", DiagonalBackwardF)
 // ==== one block per op family, in this order.
-// ---- pointwise (exp2 ... lerp) --------------------------------------
+// ---- pointwise (exp2 ... floor_divide) ------------------------------
 TD_OP("exp2(Tensor self) -> Tensor", meta::UnaryFloatMath, FM, "self: result", Exp2F)
 TD_OP("expm1(Tensor self) -> Tensor", meta::UnaryFloatMath, FM, "self: result", Expm1F)
 TD_OP("log2(Tensor self) -> Tensor", meta::UnaryFloatMath, FM, "self: self", Log2F)
