@@ -134,6 +134,7 @@ absl::Status Remainder(KernelContext& ctx) {
         using C = TD_COMPUTE_T(tag);
         return [&zero_division](C a, C b) -> C {
           if constexpr (std::is_floating_point_v<C>) {
+            (void)zero_division;  // only integers divide by zero here
             C mod = std::fmod(a, b);
             if (mod != C(0) && ((b < C(0)) != (mod < C(0)))) mod += b;
             return mod;
@@ -581,6 +582,7 @@ absl::Status DivMode(KernelContext& ctx) {
           using C = TD_COMPUTE_T(tag);
           return [&zero_division](C a, C b) -> C {
             if constexpr (std::is_floating_point_v<C>) {
+              (void)zero_division;  // only integers divide by zero here
               if constexpr (kFloor) {
                 return FloorDivFloat<C>(a, b);
               } else {
@@ -608,6 +610,7 @@ absl::Status Fmod(KernelContext& ctx) {
         using C = TD_COMPUTE_T(tag);
         return [&zero_division](C a, C b) -> C {
           if constexpr (std::is_floating_point_v<C>) {
+            (void)zero_division;  // only integers divide by zero here
             return std::fmod(a, b);
           } else {
             if (b == C(0)) {

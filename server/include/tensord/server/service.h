@@ -97,7 +97,10 @@ class TensordService final : public v1::Tensord::Service {
   // generated one), so that fetched data goes from the storage to the socket
   // without being copied into messages, and uploaded data from gRPC's buffer
   // into the storage (Session::PlaceUploadData); the peer sees the same
-  // protobuf messages.
+  // protobuf messages. (The generated message-typed Stream stays
+  // declared, never installed: the using-declaration says so to the
+  // compiler.)
+  using v1::Tensord::Service::Stream;
   grpc::Status Stream(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
 
