@@ -24,10 +24,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/backends/test_device/test_device_backend.h"
+#if defined(TENSORD_HAVE_CUDA)
+#include "tensord/backends/cuda/discovery.h"
+#endif
 #include "tensord/runtime/log.h"
 #include "tensord/transport/shm.h"
 #include "tensord/transport/socket_stream.h"
@@ -126,6 +130,29 @@ grpc::Status ToGrpcStatus(const absl::Status& st) {
 
 absl::string_view DaemonVersion() { return TENSORD_VERSION; }
 
+// Says at start-up which GPUs the machine has, or why it has none (a build
+// without CUDA, no driver, no GPU). The daemon does not serve them yet: the
+// CUDA backend has no kernels so far, so "cuda" stays a device it lacks.
+void LogCudaDevices() {
+#if defined(TENSORD_HAVE_CUDA)
+  const backends::CudaDiscovery d = backends::DiscoverCudaDevices();
+  if (d.devices.empty()) {
+    Log(LogLevel::kInfo, "no CUDA device: ", d.why_none);
+    return;
+  }
+  std::vector<std::string> gpus;
+  for (const backends::CudaDeviceInfo& g : d.devices) {
+    gpus.push_back(absl::StrCat("cuda:", g.index, " ", g.name, " (compute capability ", g.major, ".", g.minor, ", ",
+                                FormatBytes(g.total_memory_bytes), ")"));
+  }
+  Log(LogLevel::kInfo, "CUDA devices: ", absl::StrJoin(gpus, "; "), "; driver ",
+      backends::CudaVersionString(d.driver_version), ", runtime ", backends::CudaVersionString(d.runtime_version),
+      "; not served yet: this build has no CUDA kernels");
+#else
+  Log(LogLevel::kInfo, "no CUDA device: this build has no CUDA support (the CUDA toolkit was not found)");
+#endif
+}
+
 int64_t TensordService::bytes_in_use() const {
   int64_t total = 0;
   for (size_t i = 0; i < backends_.size(); ++i) total += backends_[i].allocator()->bytes_in_use();
@@ -143,6 +170,7 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
     if (!test.ok()) return test.status();
     devices.Add(*std::move(test));
   }
+  LogCudaDevices();
   std::unique_ptr<TensordService> service(new TensordService(options, std::move(devices), cpu_ptr));
   // Sessions that never attach are closed on a timer, not only when a later
   // one opens: otherwise they would hold their slot (and their peer's) for

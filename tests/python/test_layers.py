@@ -27,6 +27,8 @@ RULES = {
     "server/backends": (("grpc", "google/protobuf", "tensord/v1/", "tensord/wire/", "tensord/transport/",
                          "tensord/server/", "tensord/client/"),
                         "a backend serves the runtime: no session, wire or protobuf"),
+    "server/src": (("cuda_runtime", "cuda.h", "cuda_fp16", "cublas", "cudnn", "nvrtc"),
+                   "the daemon reaches a device only through its backend (server/backends/*): no device API"),
     "proto/wire": (("tensord/server/", "tensord/client/"), "the wire conversions serve both sides, and know neither"),
     "proto/transport": (("tensord/server/", "server/src", "tensord/client/", "tensord/kernels/", "tensord/wire/"),
                         "the transport serves both sides and knows neither; it sits below the wire conversions "

@@ -219,6 +219,9 @@ TEST_F(BinaryTest, ServesOnAUnixSocketAndExitsCleanlyOnSigterm) {
   EXPECT_THAT(log, HasSubstr("opened for client 'raw-test'"));
   EXPECT_THAT(log, HasSubstr("closed (daemon shutting down): peak"));
   EXPECT_THAT(log, HasSubstr("SIGTERM"));
+  // Which GPUs the machine has, or why none: no driver, no GPU, or a build
+  // without CUDA.
+  EXPECT_THAT(log, ::testing::AnyOf(HasSubstr("I no CUDA device: "), HasSubstr("I CUDA devices: cuda:0 ")));
 }
 
 TEST_F(BinaryTest, SigintIsACleanExitToo) {
