@@ -121,8 +121,7 @@ std::shared_ptr<Session> CurrentSessionIfAny() {
 }
 
 absl::StatusOr<std::shared_ptr<Session>> CurrentSession() {
-  if (t_session != nullptr && !t_session->closed()) return t_session;
-  if (std::shared_ptr<Session> d = DefaultSessionIfAny(); d != nullptr && !d->closed()) return d;
+  if (std::shared_ptr<Session> s = CurrentSessionIfAny()) return s;
   // Create one (outside the lock: Connect/SpawnEmbedded take it to register).
   static absl::Mutex create_mu(absl::kConstInit);
   absl::MutexLock create(&create_mu);  // one creation at a time

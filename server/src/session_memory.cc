@@ -15,13 +15,6 @@ namespace {
 
 constexpr absl::string_view kOp = "memory_stats";
 
-// The devices `served` lists, "cpu, privateuseone:0".
-std::string ServedDevices(const Backends& served) {
-  std::string names;
-  for (size_t i = 0; i < served.size(); ++i) absl::StrAppend(&names, i == 0 ? "" : ", ", served[i].device().ToString());
-  return names;
-}
-
 uint64_t NonNegative(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(v, 0)); }
 
 }  // namespace
@@ -44,12 +37,12 @@ bool Session::ExecuteMemoryStats(const v1::MemoryStats& request, const Writer& w
   if (device.is_meta()) {
     return fail(RuntimeErr(absl::StrCat(kOp, ": device meta is not available: meta tensors exist only in the client "
                                         "and hold no memory; this daemon serves ",
-                                        ServedDevices(*devices_))));
+                                        devices_->Names())));
   }
   const Backend* backend = devices_->Find(device);
   if (backend == nullptr) {
     return fail(RuntimeErr(absl::StrCat(kOp, ": device ", device.ToString(), " is not available; this daemon serves ",
-                                        ServedDevices(*devices_))));
+                                        devices_->Names())));
   }
   if (!MemoryAccount::HasDeviceSlot(device)) {
     return fail(RuntimeErr(absl::StrCat(

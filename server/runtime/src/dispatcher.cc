@@ -26,10 +26,8 @@ absl::Status DeviceUnavailable(absl::string_view op, const Device& d, const Back
     return NotImplementedErr(absl::StrCat(op, ": tensors on device 'meta' exist only in the client (meta mode); "
                                               "the daemon does not run ops on them"));
   }
-  std::string names;
-  for (size_t i = 0; i < served.size(); ++i) absl::StrAppend(&names, i == 0 ? "" : ", ", served[i].device().ToString());
   return NotImplementedErr(
-      absl::StrCat(op, ": device '", d.ToString(), "' is not available: this daemon serves ", names));
+      absl::StrCat(op, ": device '", d.ToString(), "' is not available: this daemon serves ", served.Names()));
 }
 
 namespace {
@@ -496,7 +494,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
     KernelContext ctx;
     ctx.op = op;
     ctx.device = where;
-    ctx.stream = (*stream)->native_handle();
+    // ctx.stream: set by the stream's Launch.
     ctx.args = args;
     ctx.input_base = [&inputs, &private_base](const TensorMeta* m) -> char* {
       if (char* p = private_base(m)) return p;

@@ -125,6 +125,12 @@ class Backends {
   }
   Backend* cpu() const { return Find(kCPU); }
   size_t size() const { return backends_.size(); }
+  // The devices served, in order: "cpu, privateuseone:0" (for messages).
+  std::string Names() const {
+    std::string names;
+    for (const auto& b : backends_) names += (names.empty() ? "" : ", ") + b->device().ToString();
+    return names;
+  }
   Backend& operator[](size_t i) const { return *backends_[i]; }
 
  private:
