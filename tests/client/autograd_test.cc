@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "daemon_fixture.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
@@ -26,21 +27,16 @@ using ::testing::HasSubstr;
 
 namespace {
 
-#define AG_ASSERT_OK_AND_ASSIGN(lhs, expr)                                                  \
-  auto TD_CONCAT_(ag_res_, __LINE__) = (expr);                                              \
-  ASSERT_TRUE(TD_CONCAT_(ag_res_, __LINE__).ok()) << TD_CONCAT_(ag_res_, __LINE__).status(); \
-  lhs = std::move(TD_CONCAT_(ag_res_, __LINE__)).value()
-
 // ---------------------------------------------------------------- meta mode
 
 TEST(AutogradMeta, FlagsFollowTheSharedRules) {
   tc::DeviceGuard meta(tensord::kMetaDevice);
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({3, 4}));
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor w, tc::Randn({4, 2}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({3, 4}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor w, tc::Randn({4, 2}));
   ASSERT_TRUE(x.SetRequiresGrad(true).ok());
   EXPECT_TRUE(x.requires_grad());
   EXPECT_TRUE(x.is_leaf());
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Matmul(x, w));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Matmul(x, w));
   EXPECT_TRUE(y.requires_grad());
   EXPECT_FALSE(y.is_leaf());
   ASSERT_NE(y.grad_fn(), nullptr);
@@ -50,15 +46,15 @@ TEST(AutogradMeta, FlagsFollowTheSharedRules) {
   EXPECT_EQ(y.grad_fn()->next_functions[0].first->name, "AccumulateGrad");
   EXPECT_EQ(y.grad_fn()->next_functions[0].first->variable.lock(), x.impl());
   EXPECT_EQ(y.grad_fn()->next_functions[1].first, nullptr);
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor idx, tc::Call1("argmax", {y}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor idx, tc::Call1("argmax", {y}));
   EXPECT_FALSE(idx.requires_grad());  // integer outputs never require grad
   {
     tc::NoGradGuard no_grad;
-    AG_ASSERT_OK_AND_ASSIGN(tc::Tensor z, tc::Mul(x, x));
+    ASSERT_OK_AND_ASSIGN(tc::Tensor z, tc::Mul(x, x));
     EXPECT_FALSE(z.requires_grad());
     {
       tc::EnableGradGuard enable;
-      AG_ASSERT_OK_AND_ASSIGN(tc::Tensor e, tc::Mul(x, x));
+      ASSERT_OK_AND_ASSIGN(tc::Tensor e, tc::Mul(x, x));
       EXPECT_TRUE(e.requires_grad());
     }
   }
@@ -76,7 +72,7 @@ TEST(AutogradMeta, GradModeIsThreadLocal) {
 
 TEST(AutogradMeta, InPlaceOpsReturnSelfAndRebase) {
   tc::DeviceGuard meta(tensord::kMetaDevice);
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({3}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({3}));
   ASSERT_TRUE(x.SetRequiresGrad(true).ok());
   auto leaf_err = tc::Call1("add_", {x, 1}, {}, tc::CallMode::kMethod);
   ASSERT_FALSE(leaf_err.ok());
@@ -84,17 +80,17 @@ TEST(AutogradMeta, InPlaceOpsReturnSelfAndRebase) {
   EXPECT_THAT(leaf_err.status().message(), HasSubstr("a leaf Variable that requires grad"));
   {
     tc::NoGradGuard no_grad;
-    AG_ASSERT_OK_AND_ASSIGN(tc::Tensor same, tc::Call1("mul_", {x, 2}, {}, tc::CallMode::kMethod));
+    ASSERT_OK_AND_ASSIGN(tc::Tensor same, tc::Call1("mul_", {x, 2}, {}, tc::CallMode::kMethod));
     EXPECT_EQ(same.impl(), x.impl());
   }
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Zeros({3}));
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor r, tc::Call1("add_", {a, x}, {}, tc::CallMode::kMethod));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Zeros({3}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor r, tc::Call1("add_", {a, x}, {}, tc::CallMode::kMethod));
   EXPECT_EQ(r.impl(), a.impl());
   EXPECT_TRUE(a.requires_grad());
   ASSERT_NE(a.grad_fn(), nullptr);
   EXPECT_EQ(a.grad_fn()->name, "AddBackward0");
   // A view of something that requires grad cannot be modified while recording.
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor v, tc::Call1("unsqueeze", {a, 0}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor v, tc::Call1("unsqueeze", {a, 0}));
   auto view_err = tc::Call1("mul_", {v, 2}, {}, tc::CallMode::kMethod);
   ASSERT_FALSE(view_err.ok());
   EXPECT_EQ(KindOf(view_err.status()), ErrorKind::kNotImplemented);
@@ -102,19 +98,19 @@ TEST(AutogradMeta, InPlaceOpsReturnSelfAndRebase) {
 
 TEST(AutogradMeta, RequiresGradErrors) {
   tc::DeviceGuard meta(tensord::kMetaDevice);
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor i, tc::Zeros({2}, ScalarType::kInt64));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor i, tc::Zeros({2}, ScalarType::kInt64));
   EXPECT_THAT(i.SetRequiresGrad(true).message(), HasSubstr("only Tensors of floating point"));
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({2}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::Randn({2}));
   EXPECT_THAT(x.RetainGrad().message(), HasSubstr("requires_grad=False"));
   ASSERT_TRUE(x.SetRequiresGrad(true).ok());
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Mul(x, x));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tc::Mul(x, x));
   EXPECT_THAT(y.SetRequiresGrad(false).message(), HasSubstr("leaf variables"));
   auto b = tc::Backward({y});
   EXPECT_THAT(b.message(), HasSubstr("grad can be implicitly created only for scalar outputs"));
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(y));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor s, tc::Sum(y));
   // Meta: no values, but every leaf gets a meta .grad of its own shape, as PyTorch's meta device.
   ASSERT_TRUE(tc::Backward({s}).ok());
-  AG_ASSERT_OK_AND_ASSIGN(std::optional<tc::Tensor> g, x.Grad());
+  ASSERT_OK_AND_ASSIGN(std::optional<tc::Tensor> g, x.Grad());
   ASSERT_TRUE(g.has_value());
   EXPECT_TRUE(g->is_meta());
   EXPECT_EQ(g->sizes(), x.sizes());
@@ -199,23 +195,23 @@ TEST(AutogradWire, BackwardRunsFunctionCallbacksOnTheWaitingThread) {
   b.RegisterService(&engine);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   ASSERT_NE(server, nullptr);
-  AG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect("unix:" + path));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect("unix:" + path));
   tc::SessionGuard use(s);
 
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3}, {3}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3}, {3}));
   ASSERT_TRUE(x.SetRequiresGrad(true).ok());
   engine.changed_handle = x.handle();
   tc::Tensor y;
   {
     tc::NoGradGuard no_grad;  // a Function's forward
-    AG_ASSERT_OK_AND_ASSIGN(y, tc::Mul(x, x));
+    ASSERT_OK_AND_ASSIGN(y, tc::Mul(x, x));
   }
   tc::FunctionRecord rec;
   rec.function_id = 42;
   rec.name = "SquareBackward";
   rec.inputs = {x};
   rec.outputs = {y};
-  AG_ASSERT_OK_AND_ASSIGN(bool recorded, tc::RecordFunction(rec));
+  ASSERT_OK_AND_ASSIGN(bool recorded, tc::RecordFunction(rec));
   EXPECT_TRUE(recorded);
   EXPECT_TRUE(y.requires_grad());
   EXPECT_EQ(y.grad_fn()->name, "SquareBackward");
@@ -237,7 +233,7 @@ TEST(AutogradWire, BackwardRunsFunctionCallbacksOnTheWaitingThread) {
         returned_handle = g.handle();
         return std::vector<std::optional<tc::Tensor>>{g};
       });
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor ones, tc::FromVector(std::vector<float>{1, 1, 1}, {3}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor ones, tc::FromVector(std::vector<float>{1, 1, 1}, {3}));
   absl::Status st = tc::Backward({y}, {ones});
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(ran_on, waiting);
@@ -245,9 +241,9 @@ TEST(AutogradWire, BackwardRunsFunctionCallbacksOnTheWaitingThread) {
   EXPECT_EQ(tc::TakeReleasedFunctions(), (std::vector<uint64_t>{42}));
 
   // The .grad the Ack announced is bound to a new handle on first access and cached.
-  AG_ASSERT_OK_AND_ASSIGN(std::optional<tc::Tensor> g1, x.Grad());
+  ASSERT_OK_AND_ASSIGN(std::optional<tc::Tensor> g1, x.Grad());
   ASSERT_TRUE(g1.has_value());
-  AG_ASSERT_OK_AND_ASSIGN(std::optional<tc::Tensor> g2, x.Grad());
+  ASSERT_OK_AND_ASSIGN(std::optional<tc::Tensor> g2, x.Grad());
   EXPECT_EQ(g1->impl(), g2->impl());
   EXPECT_EQ(g1->sizes(), (tensord::Shape{3}));
   ASSERT_TRUE(s->Synchronize().ok());
@@ -298,12 +294,12 @@ TEST(AutogradWire, InPlaceCallsSendHandleZeroAndRecordGrad) {
   b.RegisterService(&engine);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   ASSERT_NE(server, nullptr);
-  AG_ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect("unix:" + path));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect("unix:" + path));
   tc::SessionGuard use(s);
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3}, {3}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, tc::FromVector(std::vector<float>{1, 2, 3}, {3}));
   ASSERT_TRUE(x.SetRequiresGrad(true).ok());
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Zeros({3}));
-  AG_ASSERT_OK_AND_ASSIGN(tc::Tensor r, tc::Call1("add_", {a, x}, {}, tc::CallMode::kMethod));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor a, tc::Zeros({3}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor r, tc::Call1("add_", {a, x}, {}, tc::CallMode::kMethod));
   EXPECT_EQ(r.impl(), a.impl());
   ASSERT_TRUE(tc::ManualSeed(11).ok());
   ASSERT_TRUE(s->Synchronize().ok());

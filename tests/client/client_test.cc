@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "fetch_buffers.h"  // client/src: the fetch buffer cache
+#include "daemon_fixture.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/errors.h"
 #include "tensord/v1/tensord.grpc.pb.h"
@@ -38,10 +39,7 @@ using ::testing::Not;
 
 namespace {
 
-#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                \
-  auto TD_CONCAT_(res_, __LINE__) = (expr);                            \
-  ASSERT_TRUE(TD_CONCAT_(res_, __LINE__).ok()) << TD_CONCAT_(res_, __LINE__).status(); \
-  lhs = std::move(TD_CONCAT_(res_, __LINE__)).value()
+using tensord::client::testing::DaemonTest;
 
 std::vector<double> Values(const tc::Tensor& t) {
   auto d = t.Fetch();
@@ -396,41 +394,8 @@ TEST(Connect, ASideChannelOfAnotherUserIsRefusedLoudly) {
 
 // ---------------------------------------------------------------- with a daemon
 
-class WithDaemon : public ::testing::Test {
+class WithDaemon : public DaemonTest {
  protected:
-  static void SetUpTestSuite() {
-    const char* bin = std::getenv("TENSORD_BIN");
-    if (bin == nullptr || ::access(bin, X_OK) != 0) return;
-    tc::SessionOptions o;
-    o.daemon_binary = bin;
-    auto s = tc::Session::SpawnEmbedded(o);
-    if (!s.ok()) {
-      spawn_error_ = new std::string(s.status().ToString());
-      return;
-    }
-    daemon_ = new std::shared_ptr<tc::Session>(*s);
-  }
-  static void TearDownTestSuite() {
-    if (daemon_ != nullptr) {
-      (*daemon_)->Close().IgnoreError();
-      delete daemon_;
-      daemon_ = nullptr;
-    }
-  }
-  void SetUp() override {
-    if (daemon_ == nullptr) {
-      if (spawn_error_ != nullptr) FAIL() << "cannot spawn the daemon: " << *spawn_error_;
-      GTEST_SKIP() << "TENSORD_BIN is not set to the tensord binary (ctest sets it)";
-    }
-    auto s = tc::Session::Connect((*daemon_)->address());
-    ASSERT_TRUE(s.ok()) << s.status();
-    session_ = *s;
-    guard_ = std::make_unique<tc::SessionGuard>(session_);
-  }
-  void TearDown() override {
-    guard_.reset();
-    if (session_) session_->Close().IgnoreError();
-  }
   // Replaces the test's session by one that sends only full batches and sync
   // points (no time flush), for tests that count messages exactly.
   void UseBatchOnlySession() {
@@ -438,19 +403,11 @@ class WithDaemon : public ::testing::Test {
     session_->Close().IgnoreError();
     tc::SessionOptions o;
     o.flush_interval_us = 0;
-    auto s = tc::Session::Connect((*daemon_)->address(), o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    session_ = *s;
+    session_ = Open(o);
+    ASSERT_NE(session_, nullptr);
     guard_ = std::make_unique<tc::SessionGuard>(session_);
   }
-
-  static std::shared_ptr<tc::Session>* daemon_;
-  static std::string* spawn_error_;
-  std::shared_ptr<tc::Session> session_;
-  std::unique_ptr<tc::SessionGuard> guard_;
 };
-std::shared_ptr<tc::Session>* WithDaemon::daemon_ = nullptr;
-std::string* WithDaemon::spawn_error_ = nullptr;
 
 TEST_F(WithDaemon, MetaCacheKeyHoldsTheDeviceGuard) {
   tc::ClearMetaCache();

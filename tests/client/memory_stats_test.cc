@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon_fixture.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/errors.h"
 
@@ -26,69 +27,18 @@ using ::testing::HasSubstr;
 
 namespace {
 
-#define ASSERT_OK_AND_ASSIGN(lhs, expr)                                \
-  auto TD_CONCAT_(res_, __LINE__) = (expr);                            \
-  ASSERT_TRUE(TD_CONCAT_(res_, __LINE__).ok()) << TD_CONCAT_(res_, __LINE__).status(); \
-  lhs = std::move(TD_CONCAT_(res_, __LINE__)).value()
-
 constexpr Device kTestDevice{DeviceType::kPrivateUse1, 0};
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-class MemoryStatsTest : public ::testing::Test {
+class MemoryStatsTest : public tc::testing::DaemonTest {
  protected:
-  static void SetUpTestSuite() {
-    const char* bin = std::getenv("TENSORD_BIN");
-    if (bin == nullptr || ::access(bin, X_OK) != 0) return;
-    tc::SessionOptions o;
-    o.daemon_binary = bin;
-    ::setenv("TENSORD_TEST_DEVICE", "1", 1);  // the daemon serves privateuseone:0 too
-    auto s = tc::Session::SpawnEmbedded(o);
-    ::unsetenv("TENSORD_TEST_DEVICE");
-    if (!s.ok()) {
-      spawn_error_ = new std::string(s.status().ToString());
-      return;
-    }
-    daemon_ = new std::shared_ptr<tc::Session>(*s);
-  }
-  static void TearDownTestSuite() {
-    if (daemon_ != nullptr) {
-      (*daemon_)->Close().IgnoreError();
-      delete daemon_;
-      daemon_ = nullptr;
-    }
-  }
-  void SetUp() override {
-    if (daemon_ == nullptr) {
-      if (spawn_error_ != nullptr) FAIL() << "cannot spawn the daemon: " << *spawn_error_;
-      GTEST_SKIP() << "TENSORD_BIN is not set to the tensord binary (ctest sets it)";
-    }
-    session_ = Open();
-    ASSERT_NE(session_, nullptr);
-    guard_ = std::make_unique<tc::SessionGuard>(session_);
-  }
-  void TearDown() override {
-    guard_.reset();
-    if (session_) session_->Close().IgnoreError();
-  }
-  // Another session of the same daemon.
-  static std::shared_ptr<tc::Session> Open() {
-    auto s = tc::Session::Connect((*daemon_)->address());
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? *s : nullptr;
-  }
+  static void SetUpTestSuite() { SpawnDaemon(/*test_device=*/true); }
   tc::MemoryStats Stats(const Device& d, bool reset_peak = false) {
     absl::StatusOr<tc::MemoryStats> st = session_->GetMemoryStats(d, reset_peak);
     EXPECT_TRUE(st.ok()) << st.status();
     return st.ok() ? *st : tc::MemoryStats{-1, -1, -1, -1};
   }
-
-  static std::shared_ptr<tc::Session>* daemon_;
-  static std::string* spawn_error_;
-  std::shared_ptr<tc::Session> session_;
-  std::unique_ptr<tc::SessionGuard> guard_;
 };
-std::shared_ptr<tc::Session>* MemoryStatsTest::daemon_ = nullptr;
-std::string* MemoryStatsTest::spawn_error_ = nullptr;
 
 TEST_F(MemoryStatsTest, EachDeviceCountsItsOwnStoragesExactly) {
   EXPECT_EQ(Stats(kCPU).allocated_bytes, 0);
