@@ -19,27 +19,47 @@ namespace {
 
 const double kNan = std::numeric_limits<double>::quiet_NaN();
 
-// Reference reduction: folds every element of `t` into its output slot.
-std::vector<double> RefReduce(const Tensor& t, const std::vector<bool>& mask, double init,
-                              const std::function<double(double, double)>& f,
-                              std::vector<int64_t>* counts = nullptr) {
+// The elements of `t` that reduce into each output slot, in row-major
+// order over the kept dims, each group in the order the elements come:
+// `mask[d]` says whether dim d is reduced.
+std::vector<std::vector<double>> GroupsByMask(const Tensor& t, const std::vector<bool>& mask) {
   Shape kept;
   for (int64_t d = 0; d < t.meta.dim(); ++d) {
     if (!mask[d]) kept.push_back(t.meta.sizes[d]);
   }
   int64_t n = 1;
   for (int64_t s : kept) n *= s;
-  std::vector<double> acc(static_cast<size_t>(n), init);
-  std::vector<int64_t> cnt(static_cast<size_t>(n), 0);
+  std::vector<std::vector<double>> g(static_cast<size_t>(n));
   const Shape ks = ContiguousStrides(kept);
   ForEachIndex(t.meta.sizes, [&](const Shape& i) {
     int64_t o = 0, k = 0;
     for (int64_t d = 0; d < t.meta.dim(); ++d)
       if (!mask[d]) o += i[d] * ks[k++];
-    acc[o] = f(acc[o], ReadAt(t.element(i), t.meta.dtype));
-    ++cnt[o];
+    g[o].push_back(ReadAt(t.element(i), t.meta.dtype));
   });
-  if (counts) *counts = cnt;
+  return g;
+}
+
+// The same by a list of dims (negative ones count from the end; none: all).
+std::vector<std::vector<double>> Groups(const Tensor& t, const std::vector<int64_t>& dims) {
+  const int64_t rank = t.meta.dim();
+  std::vector<bool> mask(rank, dims.empty());
+  for (int64_t d : dims) mask[(d + rank) % rank] = true;
+  return GroupsByMask(t, mask);
+}
+
+// Reference reduction: folds each output slot's elements, in order, from `init`.
+std::vector<double> RefReduce(const Tensor& t, const std::vector<bool>& mask, double init,
+                              const std::function<double(double, double)>& f,
+                              std::vector<int64_t>* counts = nullptr) {
+  std::vector<double> acc;
+  if (counts) counts->clear();
+  for (const std::vector<double>& g : GroupsByMask(t, mask)) {
+    double a = init;
+    for (double x : g) a = f(a, x);
+    acc.push_back(a);
+    if (counts) counts->push_back(static_cast<int64_t>(g.size()));
+  }
   return acc;
 }
 
@@ -349,28 +369,6 @@ TEST(VectorPathTest, LongRowsWithNanAtEveryPosition) {
 }
 
 const double kInf = std::numeric_limits<double>::infinity();
-
-// Groups the elements of `t` by output slot (row-major over the kept dims).
-std::vector<std::vector<double>> Groups(const Tensor& t, const std::vector<int64_t>& dims) {
-  const int64_t rank = t.meta.dim();
-  std::vector<bool> mask(rank, dims.empty());
-  for (int64_t d : dims) mask[(d + rank) % rank] = true;
-  Shape kept;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (!mask[d]) kept.push_back(t.meta.sizes[d]);
-  }
-  int64_t n = 1;
-  for (int64_t s : kept) n *= s;
-  std::vector<std::vector<double>> g(static_cast<size_t>(n));
-  const Shape ks = ContiguousStrides(kept);
-  ForEachIndex(t.meta.sizes, [&](const Shape& i) {
-    int64_t o = 0, k = 0;
-    for (int64_t d = 0; d < rank; ++d)
-      if (!mask[d]) o += i[d] * ks[k++];
-    g[o].push_back(ReadAt(t.element(i), t.meta.dtype));
-  });
-  return g;
-}
 
 std::vector<double> Map(const std::vector<std::vector<double>>& g,
                         const std::function<double(const std::vector<double>&)>& f) {
