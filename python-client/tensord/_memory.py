@@ -73,8 +73,7 @@ def memory_stats(device=None):
         device: a ``tensord.device`` or a device name (``"cpu"``,
             ``"privateuseone:0"``, ``"cuda:1"``); an int ``N`` means
             ``cuda:N``, as ``torch.cuda``'s functions read it. None means the
-            CPU; ``tensord.cuda``'s versions default to the current CUDA
-            device.
+            CPU.
 
     Returns ``{}`` when no session is open (nothing has been counted yet).
 
