@@ -31,11 +31,10 @@ def _is_operand(x):
 def _binary(op, dunder):
     # A C callable: calls op `op` as a method when `other` passes _is_operand
     # (checked in C for Tensors, ints and floats), else returns NotImplemented.
-    # Named as the Tensor attribute `dunder` it becomes (what pickle finds).
+    # Named as the Tensor attribute `dunder` it becomes (name_tensor_members
+    # gives it the __qualname__ pickle finds).
     fn = _C.OpFunction(op, "method", _is_operand)
     fn.__name__ = dunder
-    fn.__qualname__ = f"Tensor.{dunder}"
-    fn.__module__ = "tensord"
     fn.__doc__ = f"The Python operator for tensord op {op!r} (broadcasting, PyTorch type promotion)."
     return fn
 
@@ -650,7 +649,6 @@ def install_op_overrides(T):
     to.__doc__ = (op_to.__doc__ or "") + ("\n\n``to(other, non_blocking=False, copy=False)`` with a Tensor "
                                           "``other`` converts to other's device and dtype (PyTorch's to.other).")
     T.to = to
-
 
 
 def name_tensor_members(T):
