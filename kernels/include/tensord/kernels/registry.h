@@ -49,6 +49,11 @@ struct KernelContext {
   // before they return.
   Device device = kCPU;
   void* stream = nullptr;
+  // Device memory of the stream's DeviceErrorWord (tensord/kernels/
+  // device_error.h), where a kernel whose work runs later records the first
+  // bad index instead of failing; nullptr on the CPU, whose kernels return
+  // the error at once.
+  void* error_word = nullptr;
   // Bound arguments in schema order; tensor values point at input metas.
   absl::Span<const Value> args;
   // Storage base pointer of each tensor argument, looked up by its meta.
