@@ -333,7 +333,7 @@ void Session::ExecuteUpload(const v1::Upload& u) {
     const Backend* to = devices_->Find(up.meta.device);
     absl::StatusOr<std::shared_ptr<Storage>> moved =
         to == nullptr ? absl::StatusOr<std::shared_ptr<Storage>>(DeviceUnavailable(what, up.meta.device, *devices_))
-                      : memory_->Allocate(to->allocator(), static_cast<int64_t>(up.total_bytes), what, false);
+                      : dispatcher_.Allocate(*to, static_cast<int64_t>(up.total_bytes), what, false);
     absl::Status s = moved.status();
     if (s.ok()) {
       s = CopyBetween(dispatcher_.streams(), *devices_->cpu(), up.storage->data(), *to, (*moved)->data(),

@@ -185,7 +185,7 @@ class SessionStreamsTest : public ::testing::Test {
 };
 
 TEST_F(SessionStreamsTest, OneStreamPerDeviceMadeOnFirstUse) {
-  SessionStreams streams(&devices_);
+  SessionStreams streams(&devices_, account_->id());
   absl::StatusOr<Stream*> a = streams.For(*test_);
   absl::StatusOr<Stream*> b = streams.For(*test_);
   absl::StatusOr<Stream*> c = streams.For(*cpu_);
@@ -195,12 +195,13 @@ TEST_F(SessionStreamsTest, OneStreamPerDeviceMadeOnFirstUse) {
   EXPECT_EQ((*a)->device(), backends::kTestDevice);
   EXPECT_EQ((*c)->device(), kCPU);
   // Another session has streams of its own.
-  SessionStreams other(&devices_);
+  auto other_account = MemoryAccount::Create(0);
+  SessionStreams other(&devices_, other_account->id());
   EXPECT_NE(*other.For(*test_), *a);
 }
 
 TEST_F(SessionStreamsTest, CopyBetweenReturnsWithTheBytesInPlace) {
-  SessionStreams streams(&devices_);
+  SessionStreams streams(&devices_, account_->id());
   const std::vector<char> src = Bytes(1 << 20, 5);
   auto on_test = account_->Allocate(test_->allocator(), src.size(), "to", false);
   auto on_test2 = account_->Allocate(test_->allocator(), src.size(), "to", false);
@@ -219,8 +220,8 @@ TEST_F(SessionStreamsTest, CopyBetweenReturnsWithTheBytesInPlace) {
 }
 
 TEST_F(SessionStreamsTest, CopyBetweenChargesItsHostBufferAndFailsOverTheLimit) {
-  SessionStreams streams(&devices_);
   auto small = MemoryAccount::Create(3000);
+  SessionStreams streams(&devices_, small->id());
   auto a = small->Allocate(test_->allocator(), 1000, "to", false);
   auto b = small->Allocate(test_->allocator(), 1000, "to", false);
   ASSERT_TRUE(a.ok() && b.ok());

@@ -20,7 +20,7 @@ absl::StatusOr<Stream*> SessionStreams::For(const Backend& backend) {
   for (auto& [b, s] : streams_) {
     if (b == &backend) return s.get();
   }
-  TD_ASSIGN_OR_RETURN(std::unique_ptr<Stream> s, backend.CreateStream());
+  TD_ASSIGN_OR_RETURN(std::unique_ptr<Stream> s, backend.CreateStream(owner_));
   streams_.emplace_back(&backend, std::move(s));
   return streams_.back().second.get();
 }

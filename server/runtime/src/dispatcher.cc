@@ -101,7 +101,13 @@ bool WrittenReturn(const OpEntry& op, size_t i) {
 }
 
 Dispatcher::Dispatcher(const Backends* devices, std::shared_ptr<MemoryAccount> memory)
-    : devices_(devices), memory_(std::move(memory)), streams_(devices) {}
+    : devices_(devices), memory_(std::move(memory)), streams_(devices, memory_->id()) {}
+
+absl::StatusOr<std::shared_ptr<Storage>> Dispatcher::Allocate(const Backend& on, int64_t nbytes, absl::string_view op,
+                                                              bool zero_fill) {
+  TD_RETURN_IF_ERROR(streams_.For(on).status());
+  return memory_->Allocate(on.allocator(), nbytes, op, zero_fill);
+}
 
 Generator& Dispatcher::generator(const Device& device) {
   for (auto& [d, g] : generators_) {
@@ -376,8 +382,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
                                     *need == SaturatingBytes(m.numel(), m.itemsize());
         const Backend* on = devices_->Find(m.device);
         if (on == nullptr) return fail(DeviceUnavailable(op_name, m.device, *devices_));
-        absl::StatusOr<std::shared_ptr<Storage>> st =
-            memory_->Allocate(on->allocator(), *need, op_name, !covers_storage);
+        absl::StatusOr<std::shared_ptr<Storage>> st = Allocate(*on, *need, op_name, !covers_storage);
         if (!st.ok()) return fail(st.status());
         outs[i].storage = *std::move(st);
         outs[i].ag = std::make_shared<AutogradMeta>();

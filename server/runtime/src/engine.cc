@@ -245,7 +245,7 @@ absl::Status RunBackward(Dispatcher& dispatcher, const BackwardPlan& plan, Backw
       if (has_kernel("copy_", m.device)) {
         const Backend* on = dispatcher.devices().Find(m.device);
         if (on == nullptr) return InternalErr(absl::StrCat("backward: no backend serves ", m.device.ToString()));
-        TD_ASSIGN_OR_RETURN(fresh.storage, dispatcher.memory().Allocate(on->allocator(), need, "backward"));
+        TD_ASSIGN_OR_RETURN(fresh.storage, dispatcher.Allocate(*on, need, "backward"));
         fresh.meta = std::move(m);
         fresh.ag = std::make_shared<AutogradMeta>();
         TD_ASSIGN_OR_RETURN(fresh, run("copy_", {fresh, g}, create_graph));

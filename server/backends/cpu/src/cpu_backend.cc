@@ -53,19 +53,20 @@ int64_t CpuCores() {
   return hc > 0 ? hc : 1;
 }
 
+int64_t HostMemoryBackend::PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0 && pages <= INT64_MAX / page_size) return static_cast<int64_t>(pages) * page_size;
+  return INT64_MAX / 2;
+}
+
 CpuAllocator::CpuAllocator(const CpuAllocatorOptions& options, Device device)
     : device_(device),
+      physical_bytes_(HostMemoryBackend::PhysicalMemoryBytes()),
       idle_trim_after_(options.idle_trim_after),
       uninitialized_fill_(options.uninitialized_fill >= 0 && options.uninitialized_fill <= 255
                               ? options.uninitialized_fill
                               : -1) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_size = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page_size > 0 && pages <= INT64_MAX / page_size) {
-    physical_bytes_ = static_cast<int64_t>(pages) * page_size;
-  } else {
-    physical_bytes_ = INT64_MAX / 2;
-  }
   cache_limit_ = options.cache_limit_bytes >= 0 ? options.cache_limit_bytes
                                                 : std::min(kDefaultCacheLimitBytes, physical_bytes_ / 8);
 }
@@ -274,9 +275,6 @@ void CpuAllocator::IdleTrimLoop() {
   }
 }
 
-HostMemoryBackend::HostMemoryBackend(const CpuAllocatorOptions& options, Device device)
-    : cpu_allocator_(std::make_shared<CpuAllocator>(options, device)), allocator_(cpu_allocator_) {}
-
 absl::Status HostMemoryBackend::RegisterKernels() {
   if (absl::Status s = RegisterCpuKernels(kernels_); !s.ok()) {
     return InternalErr(absl::StrCat("registering the cpu kernels for ", device().ToString(),
@@ -324,12 +322,12 @@ absl::Status HostStream::Wait(const std::shared_ptr<runtime::Event>& event) {
   return event->Synchronize();
 }
 
-absl::StatusOr<std::unique_ptr<runtime::Stream>> CpuBackend::CreateStream() const {
+absl::StatusOr<std::unique_ptr<runtime::Stream>> CpuBackend::CreateStream(uint64_t /*owner*/) const {
   return std::make_unique<HostStream>(device());
 }
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuAllocatorOptions& options) {
-  std::unique_ptr<CpuBackend> b(new CpuBackend(options));
+  std::unique_ptr<CpuBackend> b(new CpuBackend(std::make_shared<CpuAllocator>(options, kCPU)));
   TD_RETURN_IF_ERROR(b->RegisterKernels());
   return b;
 }

@@ -2,21 +2,109 @@
 // and streams whose copies run later, on a thread of their own.
 #include "tensord/backends/test_device/test_device_backend.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
 
 namespace tensord::backends {
 
+struct TestDeviceBackend::OwnerStreams {
+  std::mutex mu;  // guards by_owner
+  // Each owner's live streams, the newest last (a session has one; tests
+  // may make more).
+  std::unordered_map<uint64_t, std::vector<QueuedStream*>> by_owner;
+};
+
 namespace {
 
-CpuAllocatorOptions TestDeviceAllocatorOptions() {
-  CpuAllocatorOptions o;
-  o.cache_limit_bytes = 0;  // every free gives memory back: a leak shows in bytes_in_use at once
-  return o;
-}
+// The test device's memory for the CachingAllocator: anonymous host
+// mappings, zeroed on the owner's stream.
+class HostMemorySource final : public runtime::DeviceMemorySource {
+ public:
+  explicit HostMemorySource(std::shared_ptr<TestDeviceBackend::OwnerStreams> streams)
+      : streams_(std::move(streams)) {}
+
+  Device device() const override { return kTestDevice; }
+  int64_t total_bytes() const override { return HostMemoryBackend::PhysicalMemoryBytes(); }
+
+  absl::StatusOr<char*> Map(size_t nbytes) override {
+    void* p = mmap(nullptr, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) return static_cast<char*>(p);
+    const int e = errno;
+    if (e == ENOMEM) return OutOfMemoryErr("mmap: out of memory");
+    return InternalErr(absl::StrCat("mmap of ", nbytes, " bytes failed: ", std::strerror(e)));
+  }
+
+  void Unmap(char* base, size_t nbytes) override { munmap(base, nbytes); }
+
+  absl::Status Zero(char* p, size_t n, uint64_t owner) override {
+    {
+      std::lock_guard<std::mutex> lock(streams_->mu);
+      if (auto it = streams_->by_owner.find(owner); it != streams_->by_owner.end() && !it->second.empty()) {
+        return it->second.back()->Memset(p, 0, n);
+      }
+    }
+    // No stream of the owner's: no queued work of anyone uses the block.
+    std::memset(p, 0, n);
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize() override {
+    std::lock_guard<std::mutex> lock(streams_->mu);
+    absl::Status first;
+    for (auto& [owner, streams] : streams_->by_owner) {
+      for (QueuedStream* s : streams) first.Update(s->Synchronize());
+    }
+    return first;
+  }
+
+ private:
+  const std::shared_ptr<TestDeviceBackend::OwnerStreams> streams_;
+};
+
+// A session's stream: registered for its owner while it lives, so that the
+// allocator zeroes the owner's blocks on it; its owner is detached once its
+// work is done.
+class SessionQueuedStream final : public QueuedStream {
+ public:
+  SessionQueuedStream(uint64_t owner, std::shared_ptr<TestDeviceBackend::OwnerStreams> streams,
+                      std::shared_ptr<runtime::CachingAllocator> allocator)
+      : QueuedStream(kTestDevice), owner_(owner), streams_(std::move(streams)), allocator_(std::move(allocator)) {}
+
+  ~SessionQueuedStream() override {
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(streams_->mu);
+      auto it = streams_->by_owner.find(owner_);
+      if (it != streams_->by_owner.end()) {
+        auto& v = it->second;
+        v.erase(std::remove(v.begin(), v.end(), this), v.end());
+        if (v.empty()) {
+          streams_->by_owner.erase(it);
+          last = true;
+        }
+      }
+    }
+    // What the owner freed may be in use by work queued here until this
+    // returns; then anyone may have it.
+    (void)Synchronize();
+    if (last) allocator_->DetachOwner(owner_);
+  }
+
+ private:
+  const uint64_t owner_;
+  const std::shared_ptr<TestDeviceBackend::OwnerStreams> streams_;
+  const std::shared_ptr<runtime::CachingAllocator> allocator_;
+};
 
 // A point in a QueuedStream's order: done once `target` tasks are.
 class QueuedEvent final : public runtime::Event {
@@ -40,17 +128,30 @@ class QueuedEvent final : public runtime::Event {
 
 }  // namespace
 
-TestDeviceBackend::TestDeviceBackend() : HostMemoryBackend(TestDeviceAllocatorOptions(), kTestDevice) {}
+TestDeviceBackend::TestDeviceBackend(std::shared_ptr<runtime::CachingAllocator> allocator,
+                                     std::shared_ptr<OwnerStreams> streams)
+    : HostMemoryBackend(allocator), caching_(std::move(allocator)), streams_(std::move(streams)) {}
 
-absl::StatusOr<std::unique_ptr<TestDeviceBackend>> TestDeviceBackend::Create() {
-  std::unique_ptr<TestDeviceBackend> b(new TestDeviceBackend());
+absl::StatusOr<std::unique_ptr<TestDeviceBackend>> TestDeviceBackend::Create(runtime::CachingAllocatorOptions options) {
+  auto streams = std::make_shared<OwnerStreams>();
+  auto allocator = std::make_shared<runtime::CachingAllocator>(std::make_unique<HostMemorySource>(streams), options);
+  std::unique_ptr<TestDeviceBackend> b(new TestDeviceBackend(std::move(allocator), std::move(streams)));
   TD_RETURN_IF_ERROR(b->RegisterKernels());
   return b;
 }
 
-absl::StatusOr<std::unique_ptr<runtime::Stream>> TestDeviceBackend::CreateStream() const {
-  return std::make_unique<QueuedStream>(device());
+absl::StatusOr<std::unique_ptr<runtime::Stream>> TestDeviceBackend::CreateStream(uint64_t owner) const {
+  if (owner == 0) return std::make_unique<QueuedStream>(device());  // no session's: nothing to order
+  auto s = std::make_unique<SessionQueuedStream>(owner, streams_, caching_);
+  {
+    std::lock_guard<std::mutex> lock(streams_->mu);
+    streams_->by_owner[owner].push_back(s.get());
+  }
+  caching_->AttachOwner(owner);
+  return s;
 }
+
+int64_t TestDeviceBackend::Trim() { return caching_->EmptyCache(); }
 
 QueuedStream::QueuedStream(Device device) : device_(device) {}
 
@@ -111,6 +212,11 @@ absl::Status QueuedStream::CopyToHost(char* host_dst, const char* device_src, si
 
 absl::Status QueuedStream::CopyWithin(char* device_dst, const char* device_src, size_t n) {
   if (n > 0) Enqueue([=] { std::memmove(device_dst, device_src, n); });
+  return absl::OkStatus();
+}
+
+absl::Status QueuedStream::Memset(char* device_dst, int value, size_t n) {
+  if (n > 0) Enqueue([=] { std::memset(device_dst, value, n); });
   return absl::OkStatus();
 }
 

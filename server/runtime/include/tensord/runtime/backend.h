@@ -9,7 +9,7 @@
 //   Backend* b = devices.Find(meta.device);          // nullptr: not served here
 //   account->Allocate(b->allocator(), nbytes, "add");
 //   KernelFn k = b->FindKernel(op.id);                // nullptr: no kernel on it
-//   SessionStreams streams(&devices);                 // one per session
+//   SessionStreams streams(&devices, account->id());  // one per session
 //   Stream* s = *streams.For(*b);  s->Launch(k, ctx);  s->Synchronize();
 #ifndef TENSORD_RUNTIME_BACKEND_H_
 #define TENSORD_RUNTIME_BACKEND_H_
@@ -100,14 +100,19 @@ class Backend {
   // (the CPU): the data plane then copies with memcpy and may adopt a
   // client's shared memory; otherwise it goes through a Stream's copies.
   virtual bool host_addressable() const = 0;
-  // A new stream on this device (a session's: SessionStreams makes them).
+  // A new stream on this device for the session whose MemoryAccount::id()
+  // is `owner` (0: no session's), one per session and device (SessionStreams
+  // makes them). While it lives, the device's allocator may keep the blocks
+  // `owner` frees for `owner` alone, and zeroes the blocks it hands `owner`
+  // on this stream; allocations for `owner` should come after it is made.
   // InternalError naming the device when the device cannot make one.
-  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream() const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Stream>> CreateStream(uint64_t owner) const = 0;
 
   // The kernel of op `op_id` on this device; nullptr when it has none.
   virtual KernelFn FindKernel(uint32_t op_id) const = 0;
   // Gives back what the allocator keeps cached for reuse (a session closed,
-  // the daemon went idle); returns the bytes given back.
+  // the daemon went idle: PyTorch's empty_cache); returns the bytes given
+  // back.
   virtual int64_t Trim() = 0;
 };
 
@@ -142,13 +147,15 @@ class Backends {
 // thread-safe (its session's thread).
 class SessionStreams {
  public:
-  // `devices` must outlive it.
-  explicit SessionStreams(const Backends* devices) : devices_(devices) {}
+  // `devices` must outlive it; `owner` is the session's MemoryAccount::id()
+  // (what each stream is made for: Backend::CreateStream).
+  SessionStreams(const Backends* devices, uint64_t owner) : devices_(devices), owner_(owner) {}
   ~SessionStreams();  // waits for every stream's work
   SessionStreams(const SessionStreams&) = delete;
   SessionStreams& operator=(const SessionStreams&) = delete;
 
   const Backends& devices() const { return *devices_; }
+  uint64_t owner() const { return owner_; }
   // The session's stream on `backend`'s device (made on first use; the
   // backend's error when it cannot make one).
   absl::StatusOr<Stream*> For(const Backend& backend);
@@ -157,6 +164,7 @@ class SessionStreams {
 
  private:
   const Backends* const devices_;
+  const uint64_t owner_;
   std::vector<std::pair<const Backend*, std::unique_ptr<Stream>>> streams_;  // a few devices: a list
 };
 

@@ -34,7 +34,8 @@ class DeviceMemorySource {
  public:
   virtual ~DeviceMemorySource() = default;
   virtual Device device() const = 0;
-  // The device's memory in bytes (what no allocation can exceed).
+  // The device's memory in bytes (what no allocation can exceed); asked
+  // once, when the allocator is made.
   virtual int64_t total_bytes() const = 0;
   // A new segment of `nbytes` (> 0, a multiple of 512) bytes, aligned to at
   // least DeviceAllocator::kAlignment. Error: the device's reason, as a
@@ -45,10 +46,11 @@ class DeviceMemorySource {
   // Gives back a whole segment Map made. Called only after Synchronize(), so
   // no work of any stream still uses it.
   virtual void Unmap(char* base, size_t nbytes) = 0;
-  // Sets `n` bytes at `p` to zero, in the order of `owner`'s work on the
-  // device (on CUDA, cudaMemsetAsync on that session's stream; where the
-  // owner has no stream, before any later work of anyone). Error: the
-  // device failed.
+  // Sets `n` bytes at `p` (a whole block, a multiple of the round) to zero,
+  // in the order of `owner`'s work on the device (on CUDA, cudaMemsetAsync
+  // on that session's stream; where the owner has no stream, before any
+  // later work of anyone: no stream's pending work uses such a block).
+  // Error: the device failed (the block goes back to the cache).
   virtual absl::Status Zero(char* p, size_t n, uint64_t owner) = 0;
   // Waits until no work of any stream is running on the device.
   virtual absl::Status Synchronize() = 0;
@@ -62,6 +64,10 @@ struct CachingAllocatorOptions {
   // segments of `medium_segment_bytes` for requests up to
   // `medium_limit_bytes`, else of the request rounded up to
   // `large_round_bytes`. (PyTorch's: 1 MiB, 2 MiB, 10 MiB, 20 MiB, 2 MiB.)
+  // A free block is split when the rest is at least `round_bytes` (small
+  // pool) or more than `small_limit_bytes` (large pool). The allocator
+  // rounds round_bytes up to a multiple of 512 and keeps the limits within
+  // their segments.
   int64_t small_limit_bytes = int64_t{1} << 20;
   int64_t small_segment_bytes = int64_t{2} << 20;
   int64_t medium_limit_bytes = int64_t{10} << 20;
@@ -81,6 +87,13 @@ struct CachingAllocatorOptions {
 // segment. An allocation the source refuses for lack of room gives back every
 // wholly free segment (after synchronizing the device) and retries once.
 //
+// Free blocks are cached per owner (the key "anyone" for detached owners,
+// owners never attached and fresh segments), best fit by (key, size,
+// address); a freed block merges with the free neighbours of its segment
+// cached under the same key, and a detached owner's blocks with those of
+// "anyone". A block whose bytes may be of another session (or of several,
+// after such a merge) is zeroed whole before it is handed out.
+//
 // Thread-safe: one lock, held for the bookkeeping and the source's calls.
 class CachingAllocator final : public DeviceAllocator {
  public:
@@ -91,7 +104,8 @@ class CachingAllocator final : public DeviceAllocator {
   absl::Status CheckCapacity(int64_t nbytes) const override;
   absl::StatusOr<Block> Allocate(int64_t nbytes, bool zero_fill, uint64_t owner) override;
   void Free(const Block& block, int64_t nbytes, uint64_t owner) override;
-  // Bytes of every segment mapped (live blocks, their rounding, cached blocks).
+  // Bytes of every segment mapped (live blocks, their rounding, cached
+  // blocks): PyTorch's memory_reserved.
   int64_t reserved_bytes() const override;
 
   // `owner`'s stream on this device exists: blocks it frees are cached for it

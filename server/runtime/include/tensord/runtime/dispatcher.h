@@ -92,6 +92,12 @@ class Dispatcher {
 
   const Backends& devices() const { return *devices_; }
   MemoryAccount& memory() const { return *memory_; }
+  // `nbytes` on `on` for this session (MemoryAccount::Allocate), once the
+  // session's stream there exists: the device's allocator then zeroes the
+  // block on that stream and keeps what the session frees for its reuse.
+  // Errors: the stream's, then MemoryAccount::Allocate's.
+  absl::StatusOr<std::shared_ptr<Storage>> Allocate(const Backend& on, int64_t nbytes, absl::string_view op,
+                                                    bool zero_fill = true);
   // The session's streams (kernels run on them; the data plane copies on them).
   SessionStreams& streams() { return streams_; }
   // The session's generator for `device` (made on first use), as PyTorch

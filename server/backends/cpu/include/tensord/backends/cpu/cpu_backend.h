@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -132,30 +133,30 @@ class CpuAllocator final : public runtime::DeviceAllocator {
   std::thread trimmer_;  // started with the first cached block
 };
 
-// A device whose memory is this process's: a CpuAllocator of its own for
-// `device` and the CPU's kernels, run on the calling thread (and OpenMP's).
-// The CPU and the test device are two of them; they differ in their name,
-// in whether the daemon may touch their bytes directly, and in their
-// streams.
+// A device whose memory is this process's: an allocator of its own for
+// `device` (`allocator`, whose device() it is) and the CPU's kernels, run on
+// the calling thread (and OpenMP's). The CPU and the test device are two of
+// them; they differ in their name, their allocator, in whether the daemon
+// may touch their bytes directly, and in their streams.
 class HostMemoryBackend : public runtime::Backend {
  public:
-  Device device() const override { return cpu_allocator_->device(); }
-  int64_t total_memory_bytes() const override { return cpu_allocator_->physical_memory_bytes(); }
+  Device device() const override { return allocator_->device(); }
+  int64_t total_memory_bytes() const override { return PhysicalMemoryBytes(); }
   const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
   KernelFn FindKernel(uint32_t op_id) const override { return kernels_.Find(DeviceType::kCPU, op_id); }
-  int64_t Trim() override { return cpu_allocator_->Trim(); }
 
-  CpuAllocator& cpu_allocator() const { return *cpu_allocator_; }
+  // Physical memory of the machine, in bytes.
+  static int64_t PhysicalMemoryBytes();
 
  protected:
-  HostMemoryBackend(const CpuAllocatorOptions& options, Device device);
+  explicit HostMemoryBackend(std::shared_ptr<runtime::DeviceAllocator> allocator)
+      : allocator_(std::move(allocator)) {}
   // Registers the CPU kernels; fails only on a build bug (a kernel
   // registered for an op the table lacks), with InternalError.
   absl::Status RegisterKernels();
 
  private:
-  std::shared_ptr<CpuAllocator> cpu_allocator_;
-  std::shared_ptr<runtime::DeviceAllocator> allocator_;  // the same object
+  std::shared_ptr<runtime::DeviceAllocator> allocator_;
   KernelRegistry kernels_;
 };
 
@@ -167,11 +168,19 @@ class CpuBackend final : public HostMemoryBackend {
 
   std::string description() const override;  // "16 cores"
   bool host_addressable() const override { return true; }
-  // A HostStream: the CPU's work is done when the call that issues it returns.
-  absl::StatusOr<std::unique_ptr<runtime::Stream>> CreateStream() const override;
+  // A HostStream: the CPU's work is done when the call that issues it
+  // returns (so its allocator needs no owner's stream: `owner` is unused).
+  absl::StatusOr<std::unique_ptr<runtime::Stream>> CreateStream(uint64_t owner) const override;
+  // Unmaps the cached large blocks (CpuAllocator::Trim).
+  int64_t Trim() override { return cpu_allocator_->Trim(); }
+
+  CpuAllocator& cpu_allocator() const { return *cpu_allocator_; }
 
  private:
-  explicit CpuBackend(const CpuAllocatorOptions& options) : HostMemoryBackend(options, kCPU) {}
+  explicit CpuBackend(std::shared_ptr<CpuAllocator> allocator)
+      : HostMemoryBackend(allocator), cpu_allocator_(std::move(allocator)) {}
+
+  std::shared_ptr<CpuAllocator> cpu_allocator_;  // allocator(), as itself
 };
 
 // The stream of a device whose work is done on the calling thread: each

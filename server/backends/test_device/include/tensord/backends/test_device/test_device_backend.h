@@ -12,7 +12,9 @@
 // GPU's do (so a path that reads bytes before it synchronizes fails here),
 // tensors on it and on the CPU in one op are refused as PyTorch refuses
 // them, and `.to(device)` moves data across. Its kernels are the CPU's, run
-// on its host memory.
+// on its host memory. Its allocator is the runtime's CachingAllocator over
+// host memory (so every daemon test with --test-device runs it), zeroing
+// blocks on the session's stream, as the CUDA backend's does.
 #ifndef TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 #define TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 
@@ -29,6 +31,7 @@
 #include "tensord/backends/cpu/cpu_backend.h"
 #include "tensord/kernels/registry.h"
 #include "tensord/runtime/backend.h"
+#include "tensord/runtime/caching_allocator.h"
 
 namespace tensord::backends {
 
@@ -38,24 +41,40 @@ inline constexpr Device kTestDevice{DeviceType::kPrivateUse1, 0};
 class TestDeviceBackend final : public HostMemoryBackend {
  public:
   // InternalError only on a build bug (a CPU kernel the table lacks).
-  static absl::StatusOr<std::unique_ptr<TestDeviceBackend>> Create();
+  // `options`: the caching allocator's (tests make its pools small).
+  static absl::StatusOr<std::unique_ptr<TestDeviceBackend>> Create(runtime::CachingAllocatorOptions options = {});
 
   std::string description() const override { return "test device (host memory, the cpu kernels)"; }
   bool host_addressable() const override { return false; }
-  // A QueuedStream.
-  absl::StatusOr<std::unique_ptr<runtime::Stream>> CreateStream() const override;
+  // A QueuedStream for `owner`: while it lives, the allocator keeps the
+  // blocks `owner` frees for `owner` and zeroes `owner`'s blocks on it; when
+  // it is destroyed (its work done), `owner` is detached.
+  absl::StatusOr<std::unique_ptr<runtime::Stream>> CreateStream(uint64_t owner) const override;
+  // CachingAllocator::EmptyCache.
+  int64_t Trim() override;
+
+  runtime::CachingAllocator& caching_allocator() const { return *caching_; }
+
+  // The live streams by owner (shared with the memory source, which zeroes
+  // on them and synchronizes them, and with the streams, which leave it).
+  struct OwnerStreams;
 
  private:
-  TestDeviceBackend();
+  TestDeviceBackend(std::shared_ptr<runtime::CachingAllocator> allocator, std::shared_ptr<OwnerStreams> streams);
+
+  std::shared_ptr<runtime::CachingAllocator> caching_;  // allocator(), as itself
+  std::shared_ptr<OwnerStreams> streams_;
 };
 
 // The test device's stream: copies are queued and run in order on a thread
 // of the stream's own (started with the first), so they may finish after
 // the call that issued them returned, as on a GPU; a kernel runs on the
 // calling thread once the queued work is done (the CPU's kernels compute
-// there, and their errors stay synchronous). Used by one thread at a time;
-// its Events may be waited for anywhere and outlive it.
-class QueuedStream final : public runtime::Stream {
+// there, and their errors stay synchronous). Used by one thread at a time,
+// except that Synchronize may be called from any thread (the allocator
+// waits for every stream before it gives memory back); its Events may be
+// waited for anywhere and outlive it.
+class QueuedStream : public runtime::Stream {
  public:
   explicit QueuedStream(Device device);
   ~QueuedStream() override;  // runs what is queued, then stops the thread
@@ -65,6 +84,8 @@ class QueuedStream final : public runtime::Stream {
   absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) override;
   absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) override;
   absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) override;
+  // Sets `n` bytes at `device_dst` to `value`, in order (cudaMemsetAsync).
+  absl::Status Memset(char* device_dst, int value, size_t n);
   absl::Status Launch(KernelFn kernel, KernelContext& ctx) override;
   absl::StatusOr<std::shared_ptr<runtime::Event>> Record() override;
   absl::Status Wait(const std::shared_ptr<runtime::Event>& event) override;
