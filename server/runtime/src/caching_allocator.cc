@@ -28,9 +28,18 @@ namespace {
 // owners, of owners never attached, and of fresh segments. Accounts' ids
 // start at 1.
 constexpr uint64_t kAnyone = 0;
-// What a block's bytes_of says when its bytes may be of several sessions, or
-// of none known (a fresh segment's).
+// What a block's bytes_of says when its bytes may be of several sessions.
 constexpr uint64_t kUnknownBytes = ~uint64_t{0};
+// ... and when it holds zeros, written when its segment was mapped and never
+// handed out since: anyone may have it as it is.
+constexpr uint64_t kZeroBytes = ~uint64_t{0} - 1;
+
+// Whose bytes a block merged of blocks holding `a`'s and `b`'s holds.
+uint64_t MergedBytes(uint64_t a, uint64_t b) {
+  if (a == b || b == kZeroBytes) return a;
+  if (a == kZeroBytes) return b;
+  return kUnknownBytes;
+}
 
 struct Segment;
 
@@ -42,7 +51,8 @@ struct BlockRec {
   bool allocated = false;
   // While free: the owner whose stream alone may reuse it, or kAnyone.
   uint64_t key = kAnyone;
-  // The session whose bytes it may hold (its last user), or kUnknownBytes.
+  // The session whose bytes it may hold (its last user), kUnknownBytes or
+  // kZeroBytes.
   uint64_t bytes_of = kUnknownBytes;
   BlockRec* prev = nullptr;  // the neighbours in the segment, by address
   BlockRec* next = nullptr;
@@ -134,16 +144,18 @@ class CachingAllocator::Impl {
     BlockRec* b = attached ? TakeBestFit(pool, owner, size) : nullptr;
     if (b == nullptr) b = TakeBestFit(pool, kAnyone, size);
     if (b == nullptr) {
-      TD_ASSIGN_OR_RETURN(b, MapSegment(size, small));
+      TD_ASSIGN_OR_RETURN(b, MapSegment(size, small, owner, attached ? owner : kAnyone));
     }
     b = Split(pool, b, static_cast<size_t>(size), small);
     b->allocated = true;
     ++b->segment->live;
-    // Bytes of another session (or of none known) never reach this one,
-    // whatever the caller promised; its own are left when it will write them.
-    if (zero_fill || b->bytes_of != owner) {
+    // Bytes of another session (or of several) never reach this one,
+    // whatever the caller promised; its own are left when it will write
+    // them, and zeros as they are.
+    if (b->bytes_of != kZeroBytes && (zero_fill || b->bytes_of != owner)) {
       if (absl::Status z = source_->Zero(b->ptr, b->size, owner); !z.ok()) {
-        const std::string what = absl::StrCat("zeroing ", FormatBytes(b->size), " on ", device_.ToString(), ": ");
+        const std::string what =
+            absl::StrCat("zeroing a block of ", FormatBytes(b->size), " on ", device_.ToString(), ": ");
         Release(b, b->key);  // back where it came from, its bytes as they were
         return WithContext(z, what);
       }
@@ -233,10 +245,14 @@ class CachingAllocator::Impl {
     stats_.cached_bytes += static_cast<int64_t>(b->size);
   }
 
-  // A new segment for a block of `size`, as one free block keyed anyone.
+  // A new segment for a block of `size`, zeroed whole for `owner` (a fresh
+  // segment may hold anyone's bytes; zeroed once, whatever is split off it
+  // needs no zeroing until it is used), as one free block keyed `key` (what
+  // is split off it stays with the owner that asked for it, as PyTorch keeps
+  // it with the stream, so that it merges back whole when the owner frees).
   // When the device has no room: the cache goes back and the map is retried
   // once.
-  absl::StatusOr<BlockRec*> MapSegment(int64_t size, bool small) {
+  absl::StatusOr<BlockRec*> MapSegment(int64_t size, bool small, uint64_t owner, uint64_t key) {
     const int64_t seg_bytes = SegmentSize(size);
     absl::StatusOr<char*> p = source_->Map(static_cast<size_t>(seg_bytes));
     if (!p.ok() && absl::IsResourceExhausted(p.status())) {
@@ -256,6 +272,15 @@ class CachingAllocator::Impl {
                                      FormatBytes(stats_.cached_bytes), " of it free in partly used segments)");
       return absl::Status(p.status().code(), why);
     }
+    ++stats_.maps;
+    if (absl::Status z = source_->Zero(*p, static_cast<size_t>(seg_bytes), owner); !z.ok()) {
+      (void)source_->Synchronize();  // the device failed: this only keeps Unmap's contract
+      source_->Unmap(*p, static_cast<size_t>(seg_bytes));
+      ++stats_.unmaps;
+      return WithContext(z, absl::StrCat("zeroing a new segment of ", FormatBytes(seg_bytes), " on ",
+                                         device_.ToString(), ": "));
+    }
+    ++stats_.zero_fills;
     auto seg = std::make_unique<Segment>();
     seg->base = *p;
     seg->size = static_cast<size_t>(seg_bytes);
@@ -264,9 +289,10 @@ class CachingAllocator::Impl {
     b->segment = seg.get();
     b->ptr = seg->base;
     b->size = seg->size;
+    b->key = key;
+    b->bytes_of = kZeroBytes;
     seg->head = b;
     segments_.emplace(seg->base, std::move(seg));
-    ++stats_.maps;
     ++stats_.segments;
     stats_.reserved_bytes += seg_bytes;
     return b;
@@ -322,8 +348,8 @@ class CachingAllocator::Impl {
         if (n->next != nullptr) n->next->prev = b;
       }
       b->size += n->size;
-      // Merged bytes of two sessions are no one's: the next user gets them zeroed.
-      if (n->bytes_of != b->bytes_of) b->bytes_of = kUnknownBytes;
+      // Merged bytes of two sessions: the next user gets them zeroed.
+      b->bytes_of = MergedBytes(b->bytes_of, n->bytes_of);
       delete n;
     }
     return b;

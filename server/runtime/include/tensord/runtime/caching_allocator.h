@@ -91,8 +91,10 @@ struct CachingAllocatorOptions {
 // owners never attached and fresh segments), best fit by (key, size,
 // address); a freed block merges with the free neighbours of its segment
 // cached under the same key, and a detached owner's blocks with those of
-// "anyone". A block whose bytes may be of another session (or of several,
-// after such a merge) is zeroed whole before it is handed out.
+// "anyone". A new segment is zeroed whole for the owner that maps it (its
+// bytes may be anyone's); after that a block whose bytes may be of another
+// session (or of several, after a merge) is zeroed whole before it is
+// handed out, and one that holds only zeros is handed out as it is.
 //
 // Thread-safe: one lock, held for the bookkeeping and the source's calls.
 class CachingAllocator final : public DeviceAllocator {
@@ -126,7 +128,7 @@ class CachingAllocator final : public DeviceAllocator {
     int64_t allocations = 0;       // Allocate calls that succeeded
     int64_t maps = 0;              // DeviceMemorySource::Map calls that succeeded
     int64_t unmaps = 0;
-    int64_t zero_fills = 0;        // blocks zeroed
+    int64_t zero_fills = 0;        // Zero calls (new segments and blocks zeroed)
     int64_t retries = 0;           // allocations retried after giving back the cache
   };
   Stats stats() const;
