@@ -99,19 +99,21 @@ TEST_F(MemoryStatsTest, ReservedIsTheDevicesForEverySessionAndAllocatedIsThisSes
   const tc::MemoryStats dev_before = Stats(kTestDevice);
   {
     tc::SessionGuard use(other);
-    // 3 MiB + 5 bytes: mapped as two 2 MiB granules.
+    // 3 MiB + 5 bytes: a block of the device's caching allocator, in a
+    // 20 MiB segment of the other session's (PyTorch's sizes).
     ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::Zeros({3 * kMiB + 5}, ScalarType::kUInt8, kTestDevice));
     ASSERT_OK_AND_ASSIGN(tc::MemoryStats theirs, other->GetMemoryStats(kTestDevice));
     EXPECT_EQ(theirs.allocated_bytes, 3 * kMiB + 5);
     // This session's bytes did not move; the device's reserved bytes did,
-    // by the whole granules.
+    // by the whole segment.
     const tc::MemoryStats mine = Stats(kTestDevice);
     EXPECT_EQ(mine.allocated_bytes, dev_before.allocated_bytes);
-    EXPECT_EQ(mine.reserved_bytes - dev_before.reserved_bytes, 4 * kMiB);
+    EXPECT_EQ(mine.reserved_bytes - dev_before.reserved_bytes, 20 * kMiB);
     EXPECT_EQ(theirs.reserved_bytes, mine.reserved_bytes);
   }
   ASSERT_TRUE(other->Close().ok());
-  // The test device caches nothing: its memory goes back with the session.
+  // The segment goes back with the session (the daemon empties the caches
+  // of every device when a session closes).
   EXPECT_EQ(Stats(kTestDevice).reserved_bytes, dev_before.reserved_bytes);
   EXPECT_EQ(Stats(kTestDevice).total_bytes, Stats(kCPU).total_bytes);  // host memory both
 }

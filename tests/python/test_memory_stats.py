@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -90,20 +91,57 @@ def test_memory_stats_has_pytorchs_keys_and_reserved_counts_the_allocators_block
         assert st["requested_bytes.all.current"] == st["allocated_bytes.all.current"]
         assert st["reserved_bytes.all.current"] >= st["allocated_bytes.all.current"]
         reserved0 = tensord.memory_reserved(DEV)
-        # 3 MiB + 5 bytes: its storage counts as asked; the device's allocator
-        # maps two whole 2 MiB granules for it (and caches nothing: the test
-        # device gives them back when it is freed).
+        # 3 MiB + 5 bytes: its storage counts as asked; the device's caching
+        # allocator maps a 20 MiB segment for it (PyTorch's size for requests
+        # of 1 to 10 MiB), and keeps it when the tensor goes.
         t = tensord.zeros(3 * MiB + 5, dtype=tensord.uint8, device="privateuseone")
         after = tensord.memory_stats(DEV)
         assert after["allocated_bytes.all.current"] - st["allocated_bytes.all.current"] == 3 * MiB + 5
-        assert after["reserved_bytes.all.current"] - reserved0 == 4 * MiB
+        assert after["reserved_bytes.all.current"] - reserved0 == 20 * MiB
         del t
-        assert tensord.memory_reserved(DEV) == reserved0
+        assert tensord.memory_allocated(DEV) == st["allocated_bytes.all.current"]
+        assert tensord.memory_reserved(DEV) == reserved0 + 20 * MiB
+        # The next tensors of that size reuse the cached block: nothing more is reserved.
+        u = tensord.ones(3 * MiB + 5, dtype=tensord.uint8, device="privateuseone")
+        v = tensord.ones(MiB, dtype=tensord.uint8, device="privateuseone")
+        assert tensord.memory_reserved(DEV) == reserved0 + 20 * MiB
+        assert int(u.sum().item()) == 3 * MiB + 5 and int(v.sum().item()) == MiB
+        del u, v
         # On the cpu too (this daemon's only session is this one): the
         # storage as asked, the granules it takes in reserved.
         big = tensord.zeros(3 * MiB + 5, dtype=tensord.uint8)
         assert tensord.memory_reserved() >= tensord.memory_allocated() + MiB - 5
         del big
+
+
+@needs_daemon
+def test_the_devices_reserved_memory_is_back_to_its_start_once_every_session_closed():
+    # A daemon of its own: no other session may hold memory meanwhile.
+    with Daemon(DAEMON_BIN, extra_args=["--test-device"]) as d:
+        first = tensord.connect(d.address, set_default=False)
+        with first:
+            start = tensord.memory_reserved(DEV)
+            kept = [tensord.ones(n, device=DEV) for n in (10, 1000, MiB, 3 * MiB)]   # small, medium and large blocks
+            (kept[2] * 2).sum().item()
+        second = tensord.connect(d.address, set_default=False)
+        with second:
+            mine = tensord.randn(512, 512, device=DEV) @ tensord.randn(512, 512, device=DEV)
+            moved = mine.to("cpu").to(DEV)
+            assert tensord.memory_reserved(DEV) > start
+        with first:
+            del kept[0]
+            assert tensord.memory_reserved(DEV) > start
+        first.close()
+        second.close()                                                     # tensors still held by both
+        del kept, mine, moved
+        third = tensord.connect(d.address, set_default=False)
+        with third:
+            deadline = time.monotonic() + 30                               # a session may close on the closer thread
+            while tensord.memory_reserved(DEV) != start and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert tensord.memory_reserved(DEV) == start
+            assert tensord.memory_allocated(DEV) == 0
+        third.close()
 
 
 @needs_daemon

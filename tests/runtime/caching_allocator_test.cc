@@ -517,6 +517,16 @@ TEST(TestDeviceCachingTest, ASessionsStreamOrdersItsZeroingAndReuse) {
     absl::StatusOr<std::vector<Tensor>> back = d.RunOp("to.device", {(*o)[0], kCPU}, false);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(reinterpret_cast<const float*>((*back)[0].storage->data())[999], 1.0f);
+    // A kernel that allocates its output as it runs (nonzero): the block's
+    // zeroing is done before the kernel writes it, not queued after.
+    absl::StatusOr<std::vector<Tensor>> nz = d.RunOp("nonzero", {(*o)[0]}, false);
+    ASSERT_TRUE(nz.ok()) << nz.status();
+    absl::StatusOr<std::vector<Tensor>> nz_cpu = d.RunOp("to.device", {(*nz)[0], kCPU}, false);
+    ASSERT_TRUE(nz_cpu.ok()) << nz_cpu.status();
+    ASSERT_EQ((*nz_cpu)[0].meta.sizes, (Shape{1000, 1}));
+    const auto* idx = reinterpret_cast<const int64_t*>((*nz_cpu)[0].storage->data());
+    EXPECT_EQ(idx[1], 1);
+    EXPECT_EQ(idx[999], 999);
   }
   // The session's streams are gone: its cached block is anyone's, and the
   // whole cache goes back with Trim.

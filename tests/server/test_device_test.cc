@@ -140,7 +140,8 @@ TEST_F(TestDeviceTest, MemoryStatsCountEachDeviceApartInStreamOrder) {
   v1::ServerMessage dev = s.MemoryStats(kDev);
   ASSERT_TRUE(dev.has_ack()) << dev.DebugString();
   EXPECT_EQ(dev.ack().allocated_bytes(), 40u);
-  EXPECT_EQ(dev.ack().reserved_bytes(), static_cast<uint64_t>(DeviceBytes(1)));  // no cache, small blocks
+  // The caching allocator's one small-pool segment (2 MiB) holds the 40 bytes.
+  EXPECT_EQ(dev.ack().reserved_bytes(), uint64_t{2} << 20);
   EXPECT_EQ(dev.ack().total_memory_bytes(), s.open_response().devices(1).total_memory_bytes());
   // Released, then reset: the reply has the peak before the reset.
   v1::Request release;
@@ -152,6 +153,50 @@ TEST_F(TestDeviceTest, MemoryStatsCountEachDeviceApartInStreamOrder) {
   dev = s.MemoryStats(kDev);
   EXPECT_EQ(dev.ack().peak_allocated_bytes(), 0u);
   EXPECT_EQ(s.MemoryStats(kCPU).ack().peak_allocated_bytes(), 52u);  // the cpu's peak is its own
+}
+
+// The device's caching allocator keeps what sessions free; a session's end
+// gives back every segment no other session uses, and once every session
+// has closed the device holds nothing.
+TEST_F(TestDeviceTest, TheCacheGoesBackAsSessionsCloseToNothingAfterTheLast) {
+  auto& dev = dynamic_cast<backends::TestDeviceBackend&>(daemon_->service().backends()[1]);
+  const runtime::CachingAllocator& cache = dev.caching_allocator();
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  ASSERT_EQ(cache.reserved_bytes(), 0);
+  RawSession a(stub_.get());
+  RawSession b(stub_.get());
+  // a: small blocks (a 2 MiB segment) and 12 MiB (a segment of its own).
+  a.Send(UploadReq(1, MetaOn({4}, ScalarType::kFloat32, kDev), Bytes<float>({1, 2, 3, 4})));
+  a.Send(Call(1, "mul.Scalar", {T(1), F(2.0)}, {2}));
+  a.Send(Call(2, "zeros", {IL({3 * kMiB}), Dt(static_cast<int32_t>(ScalarType::kFloat32)), Dev("privateuseone:0")},
+              {3}));
+  // b: 3 MiB twice (in one 20 MiB segment).
+  b.Send(Call(1, "ones", {IL({3 * kMiB / 4}), Dt(static_cast<int32_t>(ScalarType::kFloat32)), Dev("privateuseone:0")},
+              {1}));
+  b.Send(Call(2, "mul.Scalar", {T(1), F(3.0)}, {2}));
+  EXPECT_TRUE(a.Sync().empty());
+  EXPECT_TRUE(b.Sync().empty());
+  EXPECT_EQ(cache.reserved_bytes(), 2 * kMiB + 12 * kMiB + 20 * kMiB);
+  // Freed tensors stay cached.
+  v1::Request release;
+  release.mutable_release()->add_handles(3);
+  a.Send(release);
+  EXPECT_TRUE(a.Sync().empty());
+  EXPECT_EQ(cache.reserved_bytes(), 34 * kMiB);
+  // a's end (with tensors still held): its segments go, b's stay.
+  EXPECT_TRUE(a.Close().ok());
+  for (int i = 0; i < 3000 && daemon_->service().closing_sessions() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  a.Finish();
+  EXPECT_EQ(cache.reserved_bytes(), 20 * kMiB);
+  EXPECT_THAT(b.FetchValues<float>(2), ::testing::Each(3.0f));
+  EXPECT_TRUE(b.Close().ok());
+  for (int i = 0; i < 3000 && daemon_->service().closing_sessions() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  b.Finish();
+  EXPECT_EQ(cache.reserved_bytes(), 0);
+  const runtime::CachingAllocator::Stats st = cache.stats();
+  EXPECT_EQ(st.maps, 3);
+  EXPECT_EQ(st.unmaps, 3);
+  EXPECT_EQ(st.cached_bytes, 0);
 }
 
 TEST_F(TestDeviceTest, MemoryStatsIsNotASyncPointForErrors) {

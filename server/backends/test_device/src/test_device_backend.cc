@@ -216,14 +216,41 @@ absl::Status QueuedStream::CopyWithin(char* device_dst, const char* device_src, 
 }
 
 absl::Status QueuedStream::Memset(char* device_dst, int value, size_t n) {
-  if (n > 0) Enqueue([=] { std::memset(device_dst, value, n); });
+  if (n == 0) return absl::OkStatus();
+  bool now;
+  {
+    std::lock_guard<std::mutex> lock(progress_->mu);
+    now = in_kernel_;
+  }
+  if (now) {
+    // Issued by the running kernel (an output it allocates, its scratch):
+    // the kernel computes on this thread after the queued work, and writes
+    // the block next, so the memset is due now, not after the kernel.
+    std::memset(device_dst, value, n);
+    return absl::OkStatus();
+  }
+  Enqueue([=] { std::memset(device_dst, value, n); });
   return absl::OkStatus();
 }
 
 absl::Status QueuedStream::Launch(KernelFn kernel, KernelContext& ctx) {
   TD_RETURN_IF_ERROR(Synchronize());
   ctx.stream = nullptr;
-  return kernel(ctx);
+  SetInKernel(true);
+  absl::Status s;
+  try {
+    s = kernel(ctx);
+  } catch (...) {
+    SetInKernel(false);
+    throw;  // the dispatcher reports it
+  }
+  SetInKernel(false);
+  return s;
+}
+
+void QueuedStream::SetInKernel(bool in) {
+  std::lock_guard<std::mutex> lock(progress_->mu);
+  in_kernel_ = in;
 }
 
 absl::StatusOr<std::shared_ptr<runtime::Event>> QueuedStream::Record() {

@@ -84,7 +84,9 @@ class QueuedStream : public runtime::Stream {
   absl::Status CopyFromHost(char* device_dst, const char* host_src, size_t n) override;
   absl::Status CopyToHost(char* host_dst, const char* device_src, size_t n) override;
   absl::Status CopyWithin(char* device_dst, const char* device_src, size_t n) override;
-  // Sets `n` bytes at `device_dst` to `value`, in order (cudaMemsetAsync).
+  // Sets `n` bytes at `device_dst` to `value`, in order (cudaMemsetAsync);
+  // issued while a kernel runs (Launch), at once, since the kernel's own
+  // work is done on the calling thread.
   absl::Status Memset(char* device_dst, int value, size_t n);
   absl::Status Launch(KernelFn kernel, KernelContext& ctx) override;
   absl::StatusOr<std::shared_ptr<runtime::Event>> Record() override;
@@ -109,6 +111,7 @@ class QueuedStream : public runtime::Stream {
   // can be started (order is kept either way).
   void Enqueue(std::function<void()> task);
   void Loop();
+  void SetInKernel(bool in);
 
   const Device device_;
   const std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
@@ -116,6 +119,7 @@ class QueuedStream : public runtime::Stream {
   std::deque<std::function<void()>> queue_;
   uint64_t issued_ = 0;
   bool stop_ = false;
+  bool in_kernel_ = false;  // a kernel of Launch is running
   std::thread worker_;  // started by the first Enqueue
 };
 
