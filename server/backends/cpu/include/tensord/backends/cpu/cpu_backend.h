@@ -58,8 +58,7 @@ class CpuAllocator final : public runtime::DeviceAllocator {
   // The default cache cap's upper bound.
   static constexpr int64_t kDefaultCacheLimitBytes = int64_t{1} << 30;
 
-  // `device`: what its storages say they are on (the CPU; the test device
-  // keeps its host memory in an allocator of its own).
+  // `device`: what its storages say they are on (the CPU).
   explicit CpuAllocator(const CpuAllocatorOptions& options = {}, Device device = kCPU);
   ~CpuAllocator() override;  // unmaps the cache; every storage must be gone
   CpuAllocator(const CpuAllocator&) = delete;

@@ -4,17 +4,18 @@
 // serves it only when started with --test-device.
 //
 // It exists so that everything a GPU changes is tested on every CI run
-// without one: its storages come from an allocator of its own (charged to
-// the session like any device's, counted apart from the CPU's), the daemon
-// may not touch its bytes directly (host_addressable() is false, so
-// uploads, fetches and moves between devices go through a Stream's copies),
+// without one: its storages come from an allocator of its own, the
+// runtime's CachingAllocator (charged to the session like any device's,
+// counted apart from the CPU's), the daemon may not touch its bytes
+// directly (host_addressable() is false, so uploads, fetches and moves
+// between devices go through a Stream's copies),
 // and its streams run their copies later, on a thread of their own, as a
 // GPU's do (so a path that reads bytes before it synchronizes fails here),
 // tensors on it and on the CPU in one op are refused as PyTorch refuses
 // them, and `.to(device)` moves data across. Its kernels are the CPU's, run
-// on its host memory. Its allocator is the runtime's CachingAllocator over
-// host memory (so every daemon test with --test-device runs it), zeroing
-// blocks on the session's stream, as the CUDA backend's does.
+// on its host memory. Its CachingAllocator (so every daemon test with
+// --test-device runs it) zeroes blocks on the session's stream, as the CUDA
+// backend's does.
 #ifndef TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 #define TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 
