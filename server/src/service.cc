@@ -857,8 +857,9 @@ void TensordService::Closed(uint64_t session_id, const std::string& peer, absl::
     }
     last = sessions_.empty() && closing_ == 0;
   }
-  // Its freed large blocks (and every other cached one) go back to the
-  // system, so that the daemon shrinks when its clients leave.
+  // Its freed large blocks (and every other cached one, on every device:
+  // empty_cache) go back to the system, so that the daemon shrinks when its
+  // clients leave, and a device reserves nothing once every session closed.
   int64_t trimmed = 0;
   for (size_t i = 0; i < backends_.size(); ++i) trimmed += backends_[i].Trim();
   // When the last client left, the heap pages glibc keeps in its per-thread
@@ -866,7 +867,7 @@ void TensordService::Closed(uint64_t session_id, const std::string& peer, absl::
   if (last) malloc_trim(0);
   Log(why == "stream lost" || why == "a message did not parse" ? LogLevel::kWarning : LogLevel::kInfo, "session ",
       HexId(session_id), " closed (", why, "): peak ", FormatBytes(stats.peak_bytes), " (", stats.peak_bytes,
-      " bytes), ", stats.ops_executed, " ops executed; cpu cache: ", FormatBytes(trimmed), " unmapped");
+      " bytes), ", stats.ops_executed, " ops executed; caches: ", FormatBytes(trimmed), " unmapped");
 }
 
 bool TensordService::CloserHasWork() const { return !to_close_.empty() || closer_stop_; }
