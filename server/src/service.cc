@@ -130,27 +130,105 @@ grpc::Status ToGrpcStatus(const absl::Status& st) {
 
 absl::string_view DaemonVersion() { return TENSORD_VERSION; }
 
-// Says at start-up which GPUs the machine has, or why it has none (a build
-// without CUDA, no driver, no GPU). The daemon does not serve them yet: the
-// CUDA backend has no kernels so far, so "cuda" stays a device it lacks.
-void LogCudaDevices() {
+namespace {
+
+// What the CUDA runtime found, in plain types: a build without CUDA has no
+// CUDA types to keep it in.
+struct CudaFound {
+  std::vector<std::string> gpus;  // "cuda:0 NVIDIA H100 (compute capability 9.0, 79.1 GiB)"
+  std::string driver_version;     // empty without a driver
+  std::string runtime_version;    // empty without CUDA in the build
+  std::string why_none;           // empty when `gpus` is not
+};
+
+CudaFound FindCuda() {
+  CudaFound f;
 #if defined(TENSORD_HAVE_CUDA)
   const backends::CudaDiscovery d = backends::DiscoverCudaDevices();
-  if (d.devices.empty()) {
-    Log(LogLevel::kInfo, "no CUDA device: ", d.why_none);
-    return;
-  }
-  std::vector<std::string> gpus;
+  if (d.driver_version > 0) f.driver_version = backends::CudaVersionString(d.driver_version);
+  if (d.runtime_version > 0) f.runtime_version = backends::CudaVersionString(d.runtime_version);
   for (const backends::CudaDeviceInfo& g : d.devices) {
-    gpus.push_back(absl::StrCat("cuda:", g.index, " ", g.name, " (compute capability ", g.major, ".", g.minor, ", ",
-                                FormatBytes(g.total_memory_bytes), ")"));
+    f.gpus.push_back(absl::StrCat("cuda:", g.index, " ", g.name, " (compute capability ", g.major, ".", g.minor, ", ",
+                                  FormatBytes(g.total_memory_bytes), ")"));
   }
-  Log(LogLevel::kInfo, "CUDA devices: ", absl::StrJoin(gpus, "; "), "; driver ",
-      backends::CudaVersionString(d.driver_version), ", runtime ", backends::CudaVersionString(d.runtime_version),
-      "; not served yet: this build has no CUDA kernels");
+  f.why_none = d.why_none;
 #else
-  Log(LogLevel::kInfo, "no CUDA device: this build has no CUDA support (the CUDA toolkit was not found)");
+  f.why_none = "this daemon was built without CUDA (the CUDA toolkit was not found when it was built)";
 #endif
+  return f;
+}
+
+// The devices a daemon serves: the CPU first (`*cpu` is set to it), then the
+// test device when asked for.
+absl::StatusOr<Backends> CreateBackends(const ServiceOptions& options, backends::CpuBackend** cpu) {
+  absl::StatusOr<std::unique_ptr<backends::CpuBackend>> c = backends::CpuBackend::Create(options.cpu_allocator);
+  if (!c.ok()) return c.status();
+  *cpu = c->get();
+  Backends devices;
+  devices.Add(*std::move(c));
+  if (options.test_device) {
+    absl::StatusOr<std::unique_ptr<backends::TestDeviceBackend>> test = backends::TestDeviceBackend::Create();
+    if (!test.ok()) return test.status();
+    devices.Add(*std::move(test));
+  }
+  return devices;
+}
+
+}  // namespace
+
+CudaReport DescribeCuda(const Backends& served, bool log) {
+  const CudaFound found = FindCuda();
+  CudaReport r;
+  r.driver_version = found.driver_version;
+  r.runtime_version = found.runtime_version;
+  size_t cuda_served = 0;
+  for (size_t i = 0; i < served.size(); ++i) cuda_served += served[i].device().is_cuda() ? 1 : 0;
+  if (cuda_served == 0) {
+    // A machine's GPUs that the daemon does not serve: it has no CUDA backend
+    // to serve them with yet.
+    r.unavailable_reason =
+        found.gpus.empty()
+            ? found.why_none
+            : absl::StrCat("this daemon has no CUDA backend yet, so it serves none of the machine's ",
+                           found.gpus.size(), found.gpus.size() == 1 ? " CUDA device (" : " CUDA devices (",
+                           absl::StrJoin(found.gpus, "; "), ")");
+  }
+  if (log) {
+    if (found.gpus.empty()) {
+      Log(LogLevel::kInfo, "no CUDA device: ", found.why_none);
+    } else {
+      Log(LogLevel::kInfo, "CUDA devices: ", absl::StrJoin(found.gpus, "; "), "; driver ", found.driver_version,
+          ", runtime ", found.runtime_version, cuda_served == 0 ? "; not served: no CUDA backend yet" : "");
+    }
+  }
+  return r;
+}
+
+void FillDeviceReport(const Backends& served, const CudaReport& cuda, v1::OpenSessionResponse* out) {
+  for (size_t i = 0; i < served.size(); ++i) {
+    const Backend& b = served[i];
+    v1::DeviceInfo* d = out->add_devices();
+    d->set_name(b.device().ToString());
+    d->set_type(static_cast<int32_t>(b.device().type));
+    d->set_index(b.device().index);
+    d->set_total_memory_bytes(static_cast<uint64_t>(std::max<int64_t>(b.total_memory_bytes(), 0)));
+    d->set_free_memory_bytes(static_cast<uint64_t>(std::max<int64_t>(b.free_memory_bytes(), 0)));
+    const std::pair<int, int> capability = b.capability();
+    d->set_capability_major(capability.first);
+    d->set_capability_minor(capability.second);
+    d->set_description(b.description());
+  }
+  out->set_cuda_driver_version(cuda.driver_version);
+  out->set_cuda_runtime_version(cuda.runtime_version);
+  out->set_cuda_unavailable_reason(cuda.unavailable_reason);
+}
+
+absl::Status DescribeLocalDevices(const ServiceOptions& options, v1::OpenSessionResponse* out) {
+  backends::CpuBackend* cpu = nullptr;
+  absl::StatusOr<Backends> devices = CreateBackends(options, &cpu);
+  if (!devices.ok()) return devices.status();
+  FillDeviceReport(*devices, DescribeCuda(*devices, /*log=*/false), out);
+  return absl::OkStatus();
 }
 
 int64_t TensordService::bytes_in_use() const {
@@ -160,18 +238,12 @@ int64_t TensordService::bytes_in_use() const {
 }
 
 absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const ServiceOptions& options) {
-  absl::StatusOr<std::unique_ptr<backends::CpuBackend>> cpu = backends::CpuBackend::Create(options.cpu_allocator);
-  if (!cpu.ok()) return cpu.status();
-  backends::CpuBackend* cpu_ptr = cpu->get();
-  Backends devices;
-  devices.Add(*std::move(cpu));
-  if (options.test_device) {
-    absl::StatusOr<std::unique_ptr<backends::TestDeviceBackend>> test = backends::TestDeviceBackend::Create();
-    if (!test.ok()) return test.status();
-    devices.Add(*std::move(test));
-  }
-  LogCudaDevices();
-  std::unique_ptr<TensordService> service(new TensordService(options, std::move(devices), cpu_ptr));
+  backends::CpuBackend* cpu = nullptr;
+  absl::StatusOr<Backends> devices = CreateBackends(options, &cpu);
+  if (!devices.ok()) return devices.status();
+  CudaReport cuda = DescribeCuda(*devices, /*log=*/true);
+  std::unique_ptr<TensordService> service(
+      new TensordService(options, *std::move(devices), cpu, std::move(cuda)));
   // Sessions that never attach are closed on a timer, not only when a later
   // one opens: otherwise they would hold their slot (and their peer's) for
   // as long as nobody else came.
@@ -184,8 +256,9 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
   return service;
 }
 
-TensordService::TensordService(const ServiceOptions& options, Backends backends, backends::CpuBackend* cpu)
-    : options_(options), backends_(std::move(backends)), cpu_(cpu) {
+TensordService::TensordService(const ServiceOptions& options, Backends backends, backends::CpuBackend* cpu,
+                               CudaReport cuda)
+    : options_(options), backends_(std::move(backends)), cpu_(cpu), cuda_(std::move(cuda)) {
   // Stream writes byte buffers: install it as the handler of the Stream
   // method, as the generated code's WithStreamedUnaryMethod_ classes install
   // theirs (the method's index is its position in the service).
@@ -441,15 +514,7 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
   response->set_token(token);
   response->set_server_version(std::string(DaemonVersion()));
   response->set_session_memory_limit_bytes(static_cast<uint64_t>(options_.session_memory_limit_bytes));
-  for (size_t i = 0; i < backends_.size(); ++i) {
-    const Backend& b = backends_[i];
-    v1::DeviceInfo* d = response->add_devices();
-    d->set_name(b.device().ToString());
-    d->set_type(static_cast<int32_t>(b.device().type));
-    d->set_index(b.device().index);
-    d->set_total_memory_bytes(static_cast<uint64_t>(b.total_memory_bytes()));
-    d->set_description(b.description());
-  }
+  FillDeviceReport(backends_, cuda_, response);
   Log(LogLevel::kInfo, "session ", HexId(id), " opened for client '", name, "' (", peer, ")");
   return grpc::Status::OK;
 }

@@ -1,6 +1,7 @@
 // A session's memory statistics request (v1::MemoryStats): its bytes on one
 // device, now and at their peak, and what that device's allocator holds for
-// every session, as PyTorch's torch.cuda.memory_stats reports them.
+// every session, as PyTorch's torch.cuda.memory_stats reports them; and
+// empty_cache, which has that allocator give back what it keeps cached.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -39,7 +40,7 @@ bool Session::ExecuteMemoryStats(const v1::MemoryStats& request, const Writer& w
                                         "and hold no memory; this daemon serves ",
                                         devices_->Names())));
   }
-  const Backend* backend = devices_->Find(device);
+  Backend* backend = devices_->Find(device);
   if (backend == nullptr) {
     return fail(RuntimeErr(absl::StrCat(kOp, ": device ", device.ToString(), " is not available; this daemon serves ",
                                         devices_->Names())));
@@ -50,6 +51,9 @@ bool Session::ExecuteMemoryStats(const v1::MemoryStats& request, const Writer& w
         MemoryAccount::kMaxPrivateUseDevices - 1, " and cuda:0 to ", MemoryAccount::kMaxCudaDevices - 1,
         "); this session's storages there count only in its totals")));
   }
+  // The allocator is the daemon's: thread-safe, and what it gives back is
+  // no session's (cached blocks are in nobody's count).
+  if (request.empty_cache()) backend->Trim();
   v1::ServerMessage msg;
   v1::Ack* ack = msg.mutable_ack();
   ack->set_request_id(request.request_id());

@@ -53,6 +53,52 @@ TEST_F(ServiceTest, HandshakeAcceptsTheSameTableAndTellsNothingElse) {
   EXPECT_EQ(open.session_memory_limit_bytes(), 0u);
 }
 
+// What a session holder learns of the devices: each one's free memory and
+// compute capability, the CUDA versions and, with no cuda device among
+// them, why; `tensord devices` without an address reports the same.
+TEST_F(ServiceTest, OpenSessionTellsFreeMemoryCapabilityAndWhyThereIsNoCuda) {
+  RawSession s(stub_.get());
+  const v1::OpenSessionResponse& open = s.open_response();
+  ASSERT_GE(open.devices_size(), 1);
+  bool any_cuda = false;
+  for (const v1::DeviceInfo& d : open.devices()) {
+    SCOPED_TRACE(d.name());
+    EXPECT_GT(d.free_memory_bytes(), 0u);
+    EXPECT_LE(d.free_memory_bytes(), d.total_memory_bytes());
+    if (d.type() == static_cast<int32_t>(DeviceType::kCUDA)) {
+      any_cuda = true;
+      EXPECT_GE(d.capability_major(), 3);
+    } else {
+      EXPECT_EQ(d.capability_major(), 0);
+      EXPECT_EQ(d.capability_minor(), 0);
+    }
+  }
+  EXPECT_EQ(open.cuda_unavailable_reason().empty(), any_cuda) << open.cuda_unavailable_reason();
+  if (open.cuda_runtime_version().empty()) {
+    EXPECT_THAT(open.cuda_unavailable_reason(), HasSubstr("this daemon was built without CUDA"));
+    EXPECT_TRUE(open.cuda_driver_version().empty());
+  } else {
+    EXPECT_THAT(open.cuda_runtime_version(), ::testing::MatchesRegex("[0-9]+\\.[0-9]+"));
+  }
+  if (!open.cuda_driver_version().empty()) {
+    EXPECT_THAT(open.cuda_driver_version(), ::testing::MatchesRegex("[0-9]+\\.[0-9]+"));
+  } else {
+    EXPECT_FALSE(any_cuda);
+  }
+
+  server::ServiceOptions options;
+  options.test_device = true;
+  v1::OpenSessionResponse local;
+  ASSERT_TRUE(server::DescribeLocalDevices(options, &local).ok());
+  ASSERT_EQ(local.devices_size(), open.devices_size() + 1);
+  EXPECT_EQ(local.devices(0).name(), "cpu");
+  EXPECT_EQ(local.devices(0).total_memory_bytes(), open.devices(0).total_memory_bytes());
+  EXPECT_EQ(local.devices(1).name(), "privateuseone:0");
+  EXPECT_EQ(local.cuda_unavailable_reason(), open.cuda_unavailable_reason());
+  EXPECT_EQ(local.cuda_runtime_version(), open.cuda_runtime_version());
+  EXPECT_EQ(local.session_id(), 0u);  // no session: nothing was opened
+}
+
 TEST_F(ServiceTest, ARefusedHandshakeDoesNotNameTheDaemonsRelease) {
   grpc::ClientContext ctx;
   v1::HandshakeRequest req;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -273,6 +274,30 @@ void CpuAllocator::IdleTrimLoop() {
     }
     lock.lock();
   }
+}
+
+int64_t HostMemoryBackend::free_memory_bytes() const {
+  // MemAvailable: free memory plus the page cache and reclaimable slabs the
+  // kernel would give up, what `free` shows as "available". Without it (an
+  // old kernel, no /proc) the free pages alone, which undercounts.
+  int64_t available = -1;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    long long kib = 0;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+      if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) {
+        if (kib >= 0 && kib <= INT64_MAX / 1024) available = static_cast<int64_t>(kib) * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  if (available < 0) {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    available = pages > 0 && page_size > 0 && pages <= INT64_MAX / page_size ? int64_t{pages} * page_size : 0;
+  }
+  return std::min(available, total_memory_bytes());
 }
 
 absl::Status HostMemoryBackend::RegisterKernels() {

@@ -79,6 +79,32 @@ struct ServiceOptions {
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
 };
 
+// What a daemon says of CUDA to a session that opens (OpenSessionResponse's
+// cuda_* fields).
+struct CudaReport {
+  std::string driver_version;      // "13.0"; empty without an NVIDIA driver
+  std::string runtime_version;     // "13.0"; empty in a build without CUDA
+  // Why the daemon serves no cuda device, as a phrase ("no NVIDIA driver is
+  // loaded (...)"); empty when it serves one.
+  std::string unavailable_reason;
+};
+
+// Asks the CUDA runtime (in a build with CUDA; a build without it answers
+// at once) which GPUs this machine has, and says what a daemon serving the
+// devices `served` reports of CUDA. With `log`, also logs the GPUs found,
+// or why there are none, at info level. Never fails.
+CudaReport DescribeCuda(const Backends& served, bool log);
+
+// The device part of an OpenSessionResponse: one DeviceInfo per device of
+// `served`, in order (free memory as of now), and `cuda`.
+void FillDeviceReport(const Backends& served, const CudaReport& cuda, v1::OpenSessionResponse* out);
+
+// What a daemon started here with `options` would report of its devices
+// (FillDeviceReport), without starting one: `tensord devices` with no
+// daemon address. Builds the backends a daemon would (Internal error only
+// on a build bug) and logs nothing.
+absl::Status DescribeLocalDevices(const ServiceOptions& options, v1::OpenSessionResponse* out);
+
 class TensordService final : public v1::Tensord::Service {
  public:
   // Builds the backends (the CPU's, with its kernels); fails only on a build
@@ -181,7 +207,7 @@ class TensordService final : public v1::Tensord::Service {
     std::string peer;  // who opened it (PeerOf)
   };
 
-  TensordService(const ServiceOptions& options, Backends backends, backends::CpuBackend* cpu);
+  TensordService(const ServiceOptions& options, Backends backends, backends::CpuBackend* cpu, CudaReport cuda);
 
   // Marks the session attached to a stream (a gRPC stream, or the same-host
   // or TCP stream's `sock`): NotFound (an unknown id or a wrong token: one
@@ -245,6 +271,7 @@ class TensordService final : public v1::Tensord::Service {
   const ServiceOptions options_;
   const Backends backends_;
   backends::CpuBackend* const cpu_;  // backends_'s CPU
+  const CudaReport cuda_;             // told to every session that opens
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -27,6 +27,11 @@ namespace tensord::wire {
 // errors in a peek's reply, which a version-3 client does not raise there).
 // 4: the MemoryStats request (a version-3 daemon would not answer it, and
 // the client would wait for the reply forever).
+// Not bumped for fields a peer may leave unset with no harm (the handshake
+// wants equal versions, so a bump costs every mixed pair its connection):
+// DeviceInfo's free memory and capability, OpenSessionResponse's CUDA
+// versions and cuda_unavailable_reason (a client names no reason when it is
+// empty), MemoryStats.empty_cache (an older daemon answers without emptying).
 inline constexpr uint32_t kProtocolVersion = 4;
 // The most call sites one stream may intern (OpCall.call_site_id).
 inline constexpr uint32_t kMaxCallSiteIds = 65536;

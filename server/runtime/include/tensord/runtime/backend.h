@@ -89,11 +89,26 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual Device device() const = 0;
-  // What the handshake and `tensord devices` say of it ("16 cores", a GPU's
-  // name and compute capability).
+  // What the handshake and `tensord devices` say of it: "16 cores" for the
+  // CPU, a GPU's name as its driver gives it ("NVIDIA H100 80GB HBM3"),
+  // which clients return as torch.cuda.get_device_name (the capability is
+  // capability()'s, not part of it).
   virtual std::string description() const = 0;
   // Memory the device has, in bytes (physical memory for the CPU).
   virtual int64_t total_memory_bytes() const = 0;
+  // Memory free on the device now, in bytes, as the device sees it: other
+  // processes' use counts (the machine's available memory for the CPU; a
+  // GPU's free memory as its driver reports it). Asked when a session
+  // opens and by `tensord devices`, not on a request path. This default,
+  // for a device only this daemon uses, is what its allocator does not hold.
+  virtual int64_t free_memory_bytes() const {
+    const int64_t held = allocator()->reserved_bytes();
+    return held < total_memory_bytes() ? total_memory_bytes() - held : 0;
+  }
+  // The device's compute capability, {major, minor} ({9, 0} for an H100),
+  // as PyTorch's get_device_capability gives it; {0, 0} for a device whose
+  // kind has none (the CPU).
+  virtual std::pair<int, int> capability() const { return {0, 0}; }
   // Its memory: what MemoryAccount::Allocate takes.
   virtual const std::shared_ptr<DeviceAllocator>& allocator() const = 0;
   // Whether the daemon can read and write its storages' bytes directly

@@ -141,6 +141,9 @@ class HostMemoryBackend : public runtime::Backend {
  public:
   Device device() const override { return allocator_->device(); }
   int64_t total_memory_bytes() const override { return PhysicalMemoryBytes(); }
+  // The machine's available memory (/proc/meminfo's MemAvailable): the CPU
+  // and the test device share it with every process.
+  int64_t free_memory_bytes() const override;
   const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
   KernelFn FindKernel(uint32_t op_id) const override { return kernels_.Find(DeviceType::kCPU, op_id); }
 
