@@ -3,6 +3,7 @@
 //   tensord serve --listen unix:/run/tensord.sock --listen 127.0.0.1:7070
 //   tensord serve --config /etc/tensord/tensord.conf
 //   tensord check model.py [ARGS...]
+//   tensord devices [--address ADDRESS]
 //   tensord --version
 //
 // `serve` prints one line, "tensord: listening on ADDRESS[, ADDRESS...]", on
@@ -13,6 +14,12 @@
 // `check` replaces this process with `python3 -m tensord._check SCRIPT ARGS`
 // ($TENSORD_PYTHON, default /usr/bin/python3): the script runs with every
 // tensor on meta and no daemon, and the exit status says whether it passed.
+//
+// `devices` prints one line per device a daemon serves (name, kind, total
+// and free memory, compute capability, description) and a line with its
+// CUDA versions, or why it serves no CUDA device: the daemon at --address
+// or $TENSORD_ADDRESS, else what `tensord serve` would serve on this machine
+// (the embedded daemon a client spawns is that), found without starting one.
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -22,6 +29,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -39,10 +47,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "tensord/meta/op_table.h"
+#include "tensord/runtime/memory.h"
 #include "tensord/server/daemon.h"
 #include "tensord/runtime/log.h"
 #include "tensord/server/service.h"
 #include "tensord/transport/socket_stream.h"
+#include "tensord/v1/tensord.grpc.pb.h"
+#include "tensord/wire/wire.h"
 
 namespace tensord::server {
 
@@ -59,6 +71,10 @@ constexpr char kUsage[] =
     "               run a Python script with every tensor on meta (shapes, dtypes and\n"
     "               strides only; no daemon, no data): exit 0 when it completes, else\n"
     "               non-zero with the first error, its op and the script's file:line\n"
+    "  devices [--address ADDRESS] [--test-device]\n"
+    "               list the devices of the daemon at ADDRESS (default $TENSORD_ADDRESS; unset:\n"
+    "               those a daemon started here would serve) with their memory and compute\n"
+    "               capability, and its CUDA versions or why it has no CUDA device\n"
     "  --version    print the version and exit\n"
     "  --help       print this help and exit\n"
     "\n"
@@ -377,6 +393,158 @@ int Check(const std::vector<std::string>& args) {
   return 127;
 }
 
+constexpr char kDevicesUsage[] =
+    "usage: tensord devices [--address ADDRESS] [--test-device]\n"
+    "Lists the devices of the tensord daemon at ADDRESS (unix:PATH or HOST:PORT; default\n"
+    "$TENSORD_ADDRESS), one line each: name, kind, total and free memory, compute capability\n"
+    "and description; then its CUDA driver and runtime versions, or why it has no CUDA device.\n"
+    "With neither, lists what `tensord serve` would serve on this machine (--test-device or\n"
+    "$TENSORD_TEST_DEVICE=1: with the test device), without starting a daemon.\n"
+    "Exit status 0, or 1 when the daemon cannot be reached or refuses this client.\n";
+
+// The report of the daemon at `address`: the handshake, then a session opened
+// and closed at once (a daemon tells only session holders what it runs on).
+absl::Status DescribeRemoteDevices(const std::string& address, v1::OpenSessionResponse* out) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  std::unique_ptr<v1::Tensord::Stub> stub = v1::Tensord::NewStub(channel);
+  const auto deadline = [] { return std::chrono::system_clock::now() + std::chrono::seconds(10); };
+  const OpTable& table = OpTable::Get();
+  const auto failed = [&](absl::string_view what, const grpc::Status& st) {
+    return absl::UnavailableError(absl::StrCat(what, " (tensord daemon at ", address, "): ", st.error_message(),
+                                               " (gRPC code ", static_cast<int>(st.error_code()), ")"));
+  };
+  {
+    v1::HandshakeRequest req;
+    req.set_protocol_version(wire::kProtocolVersion);
+    req.set_client_version(std::string(DaemonVersion()));
+    req.set_op_table_digest(table.digest());
+    for (std::string& line : table.Describe()) req.add_op_table(std::move(line));
+    v1::HandshakeResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    if (grpc::Status st = stub->Handshake(&ctx, req, &resp); !st.ok()) {
+      return failed("cannot connect: the handshake failed", st);
+    }
+    if (!resp.accepted()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the tensord daemon at ", address, " refused this client: ", resp.refusal()));
+    }
+  }
+  v1::OpenSessionRequest req;
+  req.set_client_name("tensord devices");
+  req.set_op_table_digest(table.digest());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(deadline());
+  if (grpc::Status st = stub->OpenSession(&ctx, req, out); !st.ok()) return failed("cannot open a session", st);
+  v1::CloseSessionRequest close;
+  close.set_session_id(out->session_id());
+  close.set_token(out->token());
+  v1::CloseSessionResponse closed;
+  grpc::ClientContext close_ctx;
+  close_ctx.set_deadline(deadline());
+  (void)stub->CloseSession(&close_ctx, close, &closed);  // reaped after its attach timeout otherwise
+  return absl::OkStatus();
+}
+
+// The lines `tensord devices` prints for a report (see kDevicesUsage).
+std::string FormatDeviceReport(const v1::OpenSessionResponse& r) {
+  struct Row {
+    std::string cells[5];
+    std::string description;
+  };
+  std::vector<Row> rows;
+  for (const v1::DeviceInfo& d : r.devices()) {
+    Row row;
+    row.cells[0] = d.name();
+    row.cells[1] = d.name().substr(0, d.name().find(':'));  // the kind: "cuda" of "cuda:1"
+    row.cells[2] = absl::StrCat("total ", FormatBytes(static_cast<int64_t>(
+                                              std::min<uint64_t>(d.total_memory_bytes(), INT64_MAX))));
+    row.cells[3] = absl::StrCat("free ", FormatBytes(static_cast<int64_t>(
+                                            std::min<uint64_t>(d.free_memory_bytes(), INT64_MAX))));
+    row.cells[4] = d.capability_major() == 0 && d.capability_minor() == 0
+                       ? "capability -"
+                       : absl::StrCat("capability ", d.capability_major(), ".", d.capability_minor());
+    row.description = d.description();
+    rows.push_back(std::move(row));
+  }
+  size_t width[5] = {0, 0, 0, 0, 0};
+  for (const Row& row : rows) {
+    for (int c = 0; c < 5; ++c) width[c] = std::max(width[c], row.cells[c].size());
+  }
+  std::string out;
+  for (const Row& row : rows) {
+    for (int c = 0; c < 5; ++c) {
+      absl::StrAppend(&out, row.cells[c], std::string(width[c] - row.cells[c].size() + 2, ' '));
+    }
+    absl::StrAppend(&out, row.description, "\n");
+  }
+  const std::string runtime =
+      r.cuda_runtime_version().empty() ? "" : absl::StrCat("CUDA runtime ", r.cuda_runtime_version());
+  if (r.cuda_unavailable_reason().empty()) {
+    absl::StrAppend(&out, "CUDA driver ", r.cuda_driver_version().empty() ? "?" : r.cuda_driver_version(), ", ",
+                    runtime.empty() ? "CUDA runtime ?" : runtime, "\n");
+  } else {
+    absl::StrAppend(&out, "no CUDA device: ", r.cuda_unavailable_reason(),
+                    r.cuda_driver_version().empty() ? "" : absl::StrCat("; CUDA driver ", r.cuda_driver_version()),
+                    runtime.empty() ? "" : absl::StrCat("; ", runtime), "\n");
+  }
+  return out;
+}
+
+// `tensord devices [--address ADDRESS] [--test-device]` (kDevicesUsage).
+int Devices(const std::vector<std::string>& args) {
+  std::string address;
+  ServiceOptions local;
+  if (const char* env = std::getenv("TENSORD_TEST_DEVICE"); env != nullptr && std::string(env) == "1") {
+    local.test_device = true;
+  }
+  FlagParser p{args};
+  while (p.i < args.size()) {
+    if (args[p.i] == "--help" || args[p.i] == "-h") {
+      std::fputs(kDevicesUsage, stdout);
+      return 0;
+    }
+    if (args[p.i] == "--test-device") {
+      local.test_device = true;
+      ++p.i;
+      continue;
+    }
+    if (p.MatchNonEmpty("--address", &address)) continue;
+    if (!p.error.empty()) return UsageError(absl::StrCat("devices: ", p.error));
+    return UsageError(absl::StrCat("devices: unknown argument '", args[p.i], "'"));
+  }
+  if (address.empty()) {
+    if (const char* env = std::getenv("TENSORD_ADDRESS"); env != nullptr) address = env;
+  }
+  v1::OpenSessionResponse report;
+  absl::Status st;
+  std::string header;
+  if (address.empty()) {
+    // Quiet: the backends log nothing a report needs.
+    runtime::SetLogLevel(LogLevel::kWarning);
+    st = DescribeLocalDevices(local, &report);
+    header = absl::StrCat("tensord ", DaemonVersion(), " on this machine (no daemon address: the devices "
+                          "`tensord serve` would serve here)\n");
+  } else {
+    if (address.find(':') == std::string::npos) {
+      return UsageError(absl::StrCat("devices: '", address, "' is not a daemon address (expected unix:PATH or "
+                                     "HOST:PORT)"));
+    }
+    st = DescribeRemoteDevices(address, &report);
+    header = absl::StrCat("tensord ", report.server_version(), " at ", address, "\n");
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "tensord devices: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  std::fputs(header.c_str(), stdout);
+  std::fputs(FormatDeviceReport(report).c_str(), stdout);
+  return 0;
+}
+
 // Streamed uploads arrive in messages of a few MiB, each parsed into a
 // string that is freed once its chunk is copied into the storage. With
 // glibc's defaults such a string is mapped fresh (or the heap top trimmed
@@ -479,5 +647,6 @@ int main(int argc, char** argv) {
     return Serve(args);
   }
   if (cmd == "check") return Check(args);
+  if (cmd == "devices") return Devices(args);
   return UsageError(absl::StrCat("unknown command '", cmd, "'"));
 }

@@ -20,6 +20,9 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "raw_client.h"
 
 namespace tensord::testing {
@@ -222,6 +225,51 @@ TEST_F(BinaryTest, ServesOnAUnixSocketAndExitsCleanlyOnSigterm) {
   // Which GPUs the machine has, or why none: no driver, no GPU, or a build
   // without CUDA.
   EXPECT_THAT(log, ::testing::AnyOf(HasSubstr("I no CUDA device: "), HasSubstr("I CUDA devices: cuda:0 ")));
+}
+
+// `tensord devices`: a header, one line per device (name, kind, total and
+// free memory, capability, description) and the CUDA line, for the daemon
+// at --address or $TENSORD_ADDRESS, or for this machine without either.
+TEST_F(BinaryTest, DevicesListsTheDaemonsDevicesAndItsCuda) {
+  const std::string sock = dir_ + "/d.sock";
+  Proc daemon({"serve", "--listen", "unix:" + sock, "--test-device"});
+  ASSERT_EQ(daemon.ReadLine(), "tensord: listening on unix:" + sock);
+  Proc p({"devices", "--address", "unix:" + sock});
+  ASSERT_EQ(p.Wait(), 0) << p.Stderr();
+  const std::string out = p.Stdout();
+  const std::vector<std::string> lines = absl::StrSplit(absl::StripSuffix(out, "\n"), '\n');
+  ASSERT_GE(lines.size(), 4u) << out;
+  EXPECT_EQ(lines[0], absl::StrCat("tensord ", server::DaemonVersion(), " at unix:", sock));
+  EXPECT_THAT(lines[1], ::testing::MatchesRegex("cpu +cpu +total [0-9.]+ [KMGT]?i?B +free [0-9.]+ [KMGT]?i?B +"
+                                                "capability - +[0-9]+ cores?"));
+  EXPECT_THAT(lines[2], ::testing::MatchesRegex("privateuseone:0 +privateuseone +total .* +capability - +test "
+                                                "device .*"));
+  EXPECT_THAT(lines.back(), ::testing::AnyOf(::testing::StartsWith("no CUDA device: "),
+                                             ::testing::StartsWith("CUDA driver ")));
+  daemon.Signal(SIGTERM);
+  EXPECT_EQ(daemon.Wait(), 0);
+  // The session it opened to ask was closed by it.
+  EXPECT_THAT(daemon.Stderr(), HasSubstr("closed (closed by the client)"));
+
+  // No address: this machine's devices, without a daemon; the same CUDA line.
+  ::unsetenv("TENSORD_ADDRESS");
+  Proc local({"devices"});
+  ASSERT_EQ(local.Wait(), 0) << local.Stderr();
+  const std::string local_out = local.Stdout();
+  EXPECT_THAT(local_out, HasSubstr("on this machine (no daemon address"));
+  EXPECT_THAT(local_out, HasSubstr("\ncpu  "));
+  EXPECT_THAT(local_out, ::testing::Not(HasSubstr("privateuseone")));
+  EXPECT_THAT(local_out, ::testing::EndsWith(lines.back() + "\n"));
+
+  // A daemon that is not there: exit 1, saying where it looked.
+  Proc gone({"devices", "--address", "unix:" + dir_ + "/none.sock"});
+  EXPECT_EQ(gone.Wait(), 1);
+  const std::string gone_err = gone.Stderr();
+  EXPECT_THAT(gone_err, HasSubstr("tensord devices: cannot connect"));
+  EXPECT_THAT(gone_err, HasSubstr(dir_ + "/none.sock"));
+  Proc bad({"devices", "--address", "nowhere"});
+  EXPECT_EQ(bad.Wait(), 2);
+  EXPECT_THAT(bad.Stderr(), HasSubstr("is not a daemon address"));
 }
 
 TEST_F(BinaryTest, SigintIsACleanExitToo) {
