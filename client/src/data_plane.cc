@@ -22,6 +22,9 @@
 namespace tensord::client {
 
 absl::StatusOr<Tensor> Session::Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site) {
+  // A device the daemon lacks fails here, at the caller's line, not at the
+  // next sync point. Named as PyTorch's users make such tensors.
+  if (!daemon_info_.Serves(meta.device)) return daemon_info_.DeviceUnavailable("tensor", meta.device);
   Impl& im = *impl_;
   const std::string site_text = site.Text();  // named in the daemon's error, if the upload fails
   uint64_t handle = 0;

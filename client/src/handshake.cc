@@ -119,6 +119,25 @@ absl::Status CheckDaemonAllowed(absl::string_view what) {
 
 }  // namespace
 
+int DaemonInfo::cuda_device_count() const {
+  int n = 0;
+  for (const DeviceInfo& d : device_info) n += d.device.is_cuda() ? 1 : 0;
+  return n;
+}
+
+absl::Status DaemonInfo::DeviceUnavailable(absl::string_view op, const Device& device) const {
+  std::string served;
+  for (const std::string& d : devices) absl::StrAppend(&served, served.empty() ? "" : ", ", d);
+  std::string why;
+  if (device.is_cuda() && cuda_device_count() == 0) {
+    why = cuda_unavailable_reason.empty() ? "; it has no CUDA device"
+                                          : absl::StrCat("; it has no CUDA device: ", cuda_unavailable_reason);
+  }
+  return RuntimeErr(absl::StrCat(op, op.empty() ? "" : ": ", "device ", device.ToString(),
+                                 " is not available: this daemon serves ", served.empty() ? "no device" : served,
+                                 why));
+}
+
 absl::StatusOr<std::shared_ptr<Session>> Session::Connect(absl::string_view address, SessionOptions options) {
   TD_RETURN_IF_ERROR(CheckDaemonAllowed("connect"));
   TD_RETURN_IF_ERROR(CheckConnectAllowedAfterFork("connect"));
@@ -213,7 +232,27 @@ absl::Status Session::Start() {
     // What the daemon runs on: told to session holders only.
     daemon_info_.server_version = resp.server_version();
     daemon_info_.session_memory_limit_bytes = resp.session_memory_limit_bytes();
-    for (const v1::DeviceInfo& d : resp.devices()) daemon_info_.devices.push_back(d.name());
+    daemon_info_.cuda_driver_version = resp.cuda_driver_version();
+    daemon_info_.cuda_runtime_version = resp.cuda_runtime_version();
+    daemon_info_.cuda_unavailable_reason = resp.cuda_unavailable_reason();
+    const auto bytes = [](uint64_t v) {
+      return static_cast<int64_t>(std::min<uint64_t>(v, static_cast<uint64_t>(INT64_MAX)));
+    };
+    for (const v1::DeviceInfo& d : resp.devices()) {
+      // A device this client cannot name (a later release's kind) cannot be
+      // asked for either: it is left out.
+      absl::StatusOr<Device> device = ParseDevice(d.name());
+      if (!device.ok() || device->is_meta()) continue;
+      DeviceInfo info;
+      info.device = *device;
+      info.description = d.description();
+      info.total_memory_bytes = bytes(d.total_memory_bytes());
+      info.free_memory_bytes = bytes(d.free_memory_bytes());
+      info.capability_major = d.capability_major();
+      info.capability_minor = d.capability_minor();
+      daemon_info_.devices.push_back(device->ToString());
+      daemon_info_.device_info.push_back(std::move(info));
+    }
     // The address gRPC's resolver chose ("ipv4:127.0.0.1:7070",
     // "ipv6:[::1]:7070"): the TCP stream connects to the same daemon there.
     daemon_peer_ = ctx.peer();

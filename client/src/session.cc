@@ -275,6 +275,12 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
                                                          absl::Span<TensorMeta> outputs, const CallSite& site,
                                                          bool record_grad,
                                                          const std::vector<std::optional<Tensor>>& write_results) {
+  // An output on a device the daemon lacks (a factory's or to()'s device=;
+  // inputs are on devices it serves) fails at the call, before anything is
+  // streamed, naming the device, those served and why there is no CUDA.
+  for (const TensorMeta& m : outputs) {
+    if (!daemon_info_.Serves(m.device)) return daemon_info_.DeviceUnavailable(op.full_name(), m.device);
+  }
   bool unknown_tensor = false;
   auto handle_of = [&](const TensorMeta* m) -> uint64_t {
     if (m == nullptr) return 0;
@@ -455,7 +461,7 @@ absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_
   return wire::FromProto(w->ack.metas(0), absl::StrCat("handle ", handle));
 }
 
-absl::StatusOr<MemoryStats> Session::GetMemoryStats(const Device& device, bool reset_peak) {
+absl::StatusOr<MemoryStats> Session::GetMemoryStats(const Device& device, bool reset_peak, bool empty_cache) {
   Impl& im = *impl_;
   Impl::Sent sent;
   {
@@ -471,6 +477,7 @@ absl::StatusOr<MemoryStats> Session::GetMemoryStats(const Device& device, bool r
       r->set_device_type(static_cast<int32_t>(device.type));
       r->set_device_index(device.index);
       r->set_reset_peak(reset_peak);
+      r->set_empty_cache(empty_cache);
     }));
   }
   TD_RETURN_IF_ERROR(im.Wait(sent));

@@ -136,6 +136,9 @@ class FakeEngine final : public v1::Tensord::Service {
     resp->set_session_id(7);
     resp->set_token("t");
     resp->set_server_version("fake");
+    v1::DeviceInfo* cpu = resp->add_devices();  // what every daemon serves; clients check devices by it
+    cpu->set_name("cpu");
+    cpu->set_type(static_cast<int32_t>(tensord::DeviceType::kCPU));
     return grpc::Status::OK;
   }
   grpc::Status CloseSession(grpc::ServerContext*, const v1::CloseSessionRequest*,

@@ -1,8 +1,8 @@
 // Session::GetMemoryStats against a daemon spawned from $TENSORD_BIN with the
 // test device (privateuseone:0): a session's bytes per device, now and at
-// their peak, the reset of a device's peak, the allocator's reserved bytes,
-// a device the daemon does not serve, and that the request is not a sync
-// point for errors.
+// their peak, the reset of a device's peak, the allocator's reserved bytes
+// and the emptying of its cache, a device the daemon does not serve, and
+// that the request is not a sync point for errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -33,8 +33,8 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 class MemoryStatsTest : public tc::testing::DaemonTest {
  protected:
   static void SetUpTestSuite() { SpawnDaemon(/*test_device=*/true); }
-  tc::MemoryStats Stats(const Device& d, bool reset_peak = false) {
-    absl::StatusOr<tc::MemoryStats> st = session_->GetMemoryStats(d, reset_peak);
+  tc::MemoryStats Stats(const Device& d, bool reset_peak = false, bool empty_cache = false) {
+    absl::StatusOr<tc::MemoryStats> st = session_->GetMemoryStats(d, reset_peak, empty_cache);
     EXPECT_TRUE(st.ok()) << st.status();
     return st.ok() ? *st : tc::MemoryStats{-1, -1, -1, -1};
   }
@@ -116,6 +116,26 @@ TEST_F(MemoryStatsTest, ReservedIsTheDevicesForEverySessionAndAllocatedIsThisSes
   // of every device when a session closes).
   EXPECT_EQ(Stats(kTestDevice).reserved_bytes, dev_before.reserved_bytes);
   EXPECT_EQ(Stats(kTestDevice).total_bytes, Stats(kCPU).total_bytes);  // host memory both
+}
+
+TEST_F(MemoryStatsTest, EmptyCacheGivesBackTheBlocksTheAllocatorKeeps) {
+  const int64_t empty = Stats(kCPU, false, /*empty_cache=*/true).reserved_bytes;
+  {
+    // 3 MiB + 5 bytes: two 2 MiB granules, kept cached once freed (the cpu
+    // keeps freed storages of 2 MiB and more for 5 s).
+    ASSERT_OK_AND_ASSIGN(tc::Tensor t, tc::Zeros({3 * kMiB + 5}, ScalarType::kUInt8, kCPU));
+    EXPECT_GE(Stats(kCPU).reserved_bytes, empty + 4 * kMiB);
+  }
+  const tc::MemoryStats cached = Stats(kCPU);
+  EXPECT_EQ(cached.allocated_bytes, 0);
+  EXPECT_GE(cached.reserved_bytes, empty + 4 * kMiB);
+  // The reply is after the cache was emptied; the session's bytes are untouched.
+  const tc::MemoryStats emptied = Stats(kCPU, false, /*empty_cache=*/true);
+  EXPECT_EQ(emptied.reserved_bytes, empty);
+  EXPECT_EQ(emptied.allocated_bytes, 0);
+  EXPECT_EQ(emptied.peak_allocated_bytes, cached.peak_allocated_bytes);
+  ASSERT_OK_AND_ASSIGN(tc::Tensor again, tc::Ones({4}, ScalarType::kFloat32, kCPU));
+  EXPECT_EQ(Stats(kCPU, false, true).allocated_bytes, 16);
 }
 
 TEST_F(MemoryStatsTest, ADeviceTheDaemonDoesNotServeIsARuntimeErrorNamingWhatItServes) {

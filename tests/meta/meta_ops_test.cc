@@ -366,6 +366,28 @@ TEST(Devices, MetaInMetaOutAndMixedDevicesRefused) {
               "cat: Expected all tensors to be on the same device, but found at least two devices, meta and cpu!");
 }
 
+// What a client with a CUDA daemon runs before streaming: a cuda tensor with
+// a cpu one is PyTorch's error at the call site, the cuda device named first
+// (whichever side it is on); a 0-dim cpu tensor joins as a scalar; a cuda
+// factory and a move to cuda give cuda metas.
+TEST(Devices, CudaMetasMixedWithCpuAreRefused) {
+  const Device cuda0{DeviceType::kCUDA, 0}, cuda1{DeviceType::kCUDA, 1};
+  const TensorMeta g = Dense({2, 3}, S::kFloat32, cuda0), c = Dense({2, 3});
+  const TensorMeta c0 = Dense({}, S::kFloat32, kCPU), g1 = Dense({2, 3}, S::kFloat32, cuda1);
+  const std::string two = "Expected all tensors to be on the same device, but found at least two devices, ";
+  ExpectError(Call("add.Tensor", {&g, &c}), ErrorKind::kRuntime, "add: " + two + "cuda:0 and cpu!");
+  ExpectError(Call("add.Tensor", {&c, &g}), ErrorKind::kRuntime, "add: " + two + "cuda:0 and cpu!");
+  ExpectError(Call("add.Tensor", {&g, &g1}), ErrorKind::kRuntime, "add: " + two + "cuda:0 and cuda:1!");
+  const TensorMeta w = Dense({3, 4});
+  meta_test::ExpectErrorContains(Call("matmul", {&g, &w}), ErrorKind::kRuntime, two + "cuda:0 and cpu!");
+  absl::StatusOr<MetaResult> r = Call("mul.Tensor", {&g, &c0});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outputs[0].device, cuda0);
+  r = Call("to.device", {&c, cuda0});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outputs[0], Dense({2, 3}, S::kFloat32, cuda0));
+}
+
 TEST(Devices, CopiesBetweenDevices) {
   const TensorMeta m = Strided({4, 2, 3}, {1, 12, 4}, 0, S::kFloat32, kMetaDevice);
   absl::StatusOr<MetaResult> r = Call("to.device", {&m, kCPU});

@@ -105,6 +105,10 @@ def test_each_device_has_its_own_generator(dev_session):
 
 
 def test_a_daemon_without_it_names_the_devices_it_serves(session):
-    z = tensord.zeros(2, device="privateuseone")
-    with pytest.raises(NotImplementedError, match="device 'privateuseone:0' is not available: this daemon serves cpu"):
-        z.tolist()
+    # At the call, before anything is sent (the daemon would refuse it too,
+    # at the next sync point).
+    ops = tensord.stats()["ops_issued"]
+    with pytest.raises(RuntimeError, match=r"^zeros: device privateuseone:0 is not available: this daemon serves cpu$"):
+        tensord.zeros(2, device="privateuseone")
+    assert tensord.stats()["ops_issued"] == ops
+    tensord.synchronize()

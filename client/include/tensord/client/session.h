@@ -23,6 +23,7 @@
 #include "absl/types/span.h"
 #include "tensord/client/tensor.h"
 #include "tensord/client/transport_options.h"
+#include "tensord/meta/device.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
@@ -98,11 +99,48 @@ struct MemoryStats {
   int64_t total_bytes = 0;
 };
 
+// One device the daemon serves, as it described it when the session opened
+// (what PyTorch's torch.cuda.get_device_properties gives, for every kind).
+struct DeviceInfo {
+  Device device;                   // cpu, cuda:0, privateuseone:0
+  std::string description;         // "16 cores", "NVIDIA H100 80GB HBM3"
+  int64_t total_memory_bytes = 0;  // the machine's physical memory for the cpu
+  // Free when the session opened, as the device saw it (other processes'
+  // use included); 0 from a daemon that does not say.
+  int64_t free_memory_bytes = 0;
+  // Compute capability, 9.0 for an H100; 0.0 for a kind without one (the cpu).
+  int capability_major = 0;
+  int capability_minor = 0;
+};
+
 // What the daemon said about itself when it opened the session.
 struct DaemonInfo {
   std::string server_version;
-  std::vector<std::string> devices;  // "cpu", "cuda:0"
+  std::vector<std::string> devices;        // "cpu", "cuda:0": the names of device_info's
+  std::vector<DeviceInfo> device_info;     // the same devices, in the daemon's order (the cpu first)
   uint64_t session_memory_limit_bytes = 0;
+  // The CUDA versions the daemon runs with, "13.0": its NVIDIA driver's
+  // (empty without a driver) and the runtime it was built with (empty in a
+  // build without CUDA).
+  std::string cuda_driver_version;
+  std::string cuda_runtime_version;
+  // Why it serves no cuda device ("no NVIDIA driver is loaded (...)", "this
+  // daemon was built without CUDA (...)"); empty when it serves one.
+  std::string cuda_unavailable_reason;
+
+  // Whether the daemon serves `device` (meta never: meta tensors live in the client).
+  bool Serves(const Device& device) const {
+    for (const DeviceInfo& d : device_info) {
+      if (d.device == device) return true;
+    }
+    return false;
+  }
+  // How many cuda devices it serves (cuda:0 .. cuda:N-1).
+  int cuda_device_count() const;
+  // The RuntimeError for a tensor that `op` would make on `device`, which the
+  // daemon does not serve: "zeros: device cuda:0 is not available: this
+  // daemon serves cpu; it has no CUDA device: no NVIDIA driver is loaded (...)".
+  absl::Status DeviceUnavailable(absl::string_view op, const Device& device) const;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -160,7 +198,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // `record_grad` is sent as OpCall.record_grad. `write_results`, when not
   // empty, has one entry per output: an aliased-write return (`Tensor(a!)`)
   // is sent as handle 0 and the given Tensor (the written argument) is
-  // returned for it.
+  // returned for it. RuntimeError, with nothing sent, when an output is on
+  // a device the daemon does not serve (DaemonInfo::DeviceUnavailable).
   absl::StatusOr<std::vector<Tensor>> EnqueueCall(const OpEntry& op, absl::Span<const Value> args,
                                                   absl::Span<const Tensor> tensor_args,
                                                   absl::Span<TensorMeta> outputs, const CallSite& site,
@@ -209,6 +248,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // so a backward's Ack can invalidate the cached .grad.
   void RegisterGradTarget(const std::shared_ptr<TensorImpl>& impl);
   // Uploads `nbytes` at `data` as a new contiguous tensor of `meta`.
+  // RuntimeError, with nothing sent, when the daemon does not serve
+  // meta.device (DaemonInfo::DeviceUnavailable, named "tensor").
   absl::StatusOr<Tensor> Upload(const void* data, size_t nbytes, const TensorMeta& meta, const CallSite& site);
   // `expected_bytes` (the tensor's size as the client predicts it) lets a
   // large fetch go through shared memory; 0 streams it.
@@ -229,11 +270,15 @@ class Session : public std::enable_shared_from_this<Session> {
   // the daemon has executed every request sent before (one round trip;
   // tensors released before the call no longer count). With `reset_peak`,
   // the device's peak then becomes its bytes in use (PyTorch's
-  // reset_peak_memory_stats); the result has the peak before the reset. Not
+  // reset_peak_memory_stats); the result has the peak before the reset.
+  // With `empty_cache`, the device's allocator first gives back the freed
+  // blocks it keeps for reuse (PyTorch's empty_cache; the daemon's cache,
+  // shared by its sessions), and reserved_bytes is what it holds after. Not
   // a sync point for errors: errors of earlier ops stay for the next one.
   // RuntimeError for a device the daemon does not serve (meta included),
   // naming the ones it does; RuntimeError when the session is closed.
-  absl::StatusOr<MemoryStats> GetMemoryStats(const Device& device, bool reset_peak = false);
+  absl::StatusOr<MemoryStats> GetMemoryStats(const Device& device, bool reset_peak = false,
+                                             bool empty_cache = false);
   // Queues a handle for release with the next message (called from
   // ~TensorImpl on any thread). `bytes`: the size of the storage the tensor
   // views (a view counts its base's, though releasing it frees nothing
