@@ -39,6 +39,20 @@ py::dict StatsDict(const tc::Stats& s) {
   return d;
 }
 
+py::dict DeviceInfoDict(const tc::DeviceInfo& d) {
+  py::dict out;
+  const std::string name = d.device.ToString();
+  out["name"] = name;
+  out["type"] = name.substr(0, name.find(':'));
+  out["index"] = d.device.index;
+  out["description"] = d.description;
+  out["total_memory"] = d.total_memory_bytes;
+  out["free_memory"] = d.free_memory_bytes;
+  out["major"] = d.capability_major;
+  out["minor"] = d.capability_minor;
+  return out;
+}
+
 std::shared_ptr<tc::Session> SessionOrNone() { return tc::DefaultSessionIfAny(); }
 
 }  // namespace
@@ -54,15 +68,32 @@ void BindSession(py::module_& m) {
       .def_property_readonly("uses_same_host_stream", &tc::Session::uses_same_host_stream)
       .def_property_readonly("uses_tcp_stream", &tc::Session::uses_tcp_stream)
       .def_property_readonly("devices", [](const tc::Session& s) { return s.daemon_info().devices; })
+      .def_property_readonly(
+          "device_info",
+          [](const tc::Session& s) {
+            py::list out;
+            for (const tc::DeviceInfo& d : s.daemon_info().device_info) out.append(DeviceInfoDict(d));
+            return out;
+          },
+          "The devices the daemon serves as it described them when the session opened: a list of dicts with "
+          "name, type, index, description, total_memory and free_memory (bytes), major and minor (compute "
+          "capability, 0 where the kind has none).")
+      .def_property_readonly("server_version", [](const tc::Session& s) { return s.daemon_info().server_version; })
+      .def_property_readonly("cuda_driver_version",
+                             [](const tc::Session& s) { return s.daemon_info().cuda_driver_version; })
+      .def_property_readonly("cuda_runtime_version",
+                             [](const tc::Session& s) { return s.daemon_info().cuda_runtime_version; })
+      .def_property_readonly("cuda_unavailable_reason",
+                             [](const tc::Session& s) { return s.daemon_info().cuda_unavailable_reason; })
       .def("stats", [](const tc::Session& s) { return StatsDict(s.stats()); })
       .def(
           "memory_stats",
-          [](tc::Session& s, py::handle device, bool reset_peak) {
+          [](tc::Session& s, py::handle device, bool reset_peak, bool empty_cache) {
             const Device d = DeviceOf(device);
             absl::StatusOr<tc::MemoryStats> r;
             {
               py::gil_scoped_release nogil;
-              r = s.GetMemoryStats(d, reset_peak);
+              r = s.GetMemoryStats(d, reset_peak, empty_cache);
             }
             const tc::MemoryStats st = Unwrap(std::move(r));
             py::dict out;
@@ -72,11 +103,12 @@ void BindSession(py::module_& m) {
             out["total_bytes"] = st.total_bytes;
             return out;
           },
-          py::arg("device"), py::arg("reset_peak") = false,
+          py::arg("device"), py::arg("reset_peak") = false, py::arg("empty_cache") = false,
           "The session's memory on `device` (a device or its name), in bytes, once the daemon executed everything "
           "sent before: dict of allocated_bytes, peak_allocated_bytes (before the reset, with reset_peak), "
-          "reserved_bytes (the device's allocator, for all sessions) and total_bytes (the device's memory). "
-          "RuntimeError for a device the daemon does not serve.")
+          "reserved_bytes (the device's allocator, for all sessions; after it gave back its cache, with "
+          "empty_cache) and total_bytes (the device's memory). RuntimeError for a device the daemon does not "
+          "serve.")
       .def("synchronize",
            [](tc::Session& s) {
              absl::Status st;

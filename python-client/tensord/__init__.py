@@ -69,6 +69,7 @@ globals().update(_BY_NAME)
 globals().update(_ALIASES)
 
 from . import nn, optim  # noqa: E402  (tensord.nn, tensord.optim)
+from . import cuda  # noqa: E402  (tensord.cuda: torch.cuda's device queries and memory functions)
 from .serialization import load, save  # noqa: E402  (safetensors files)
 _atexit.register(_C.shutdown)
 

@@ -9,7 +9,9 @@ do nothing); the default device is ``meta`` on the main thread; ``device=``
 arguments of every op (in every thread, whatever ``with tensord.device(...)``
 says), ``tensord.tensor``/``from_numpy``, ``Tensor.to``/``.cpu()``/``.cuda()``
 and ``tensord.load`` (which then reads only the file's header) are
-redirected to meta; ``tensord.save`` writes meta tensors as zeros (a sparse
+redirected to meta (``device="cuda"`` too: a CUDA program's shapes are
+checked with no GPU, and its tensors' device is meta; ``tensord.cuda.is_available()``
+is False and ``device_count()`` 0, without a warning); ``tensord.save`` writes meta tensors as zeros (a sparse
 file), so a script that saves and reloads a checkpoint runs. A script that logs a
 value goes on: ``item()`` of a one-element meta tensor (and so ``float()``,
 ``int()``, ``bool()`` and f-strings of it) gives a placeholder of its dtype's
@@ -96,6 +98,11 @@ class _CheckSession:
     ops all run on meta (sync points do nothing, counters stay 0)."""
     session_id = 0
     devices = ["meta"]
+    device_info = []
+    server_version = ""
+    cuda_driver_version = ""
+    cuda_runtime_version = ""
+    cuda_unavailable_reason = "tensord check runs every tensor on meta, with no daemon"
     uses_shared_memory = False
     uses_same_host_stream = False
     uses_tcp_stream = False

@@ -39,14 +39,15 @@ def _device_name(device, fn):
                     f"got {type(device).__name__}")
 
 
-def _query(device, fn, reset_peak=False):
+def _query(device, fn, reset_peak=False, empty_cache=False):
     """The raw statistics dict of the current session on ``device``, or None
-    when no session is open."""
+    when no session is open. With ``empty_cache``, the device's allocator
+    first gives back the freed blocks it keeps (``tensord.cuda.empty_cache``)."""
     name = _device_name(device, fn)
     raw = _C.current_session_if_any()
     if raw is None:
         return None
-    return raw.memory_stats(name, reset_peak)
+    return raw.memory_stats(name, reset_peak, empty_cache)
 
 
 def memory_stats(device=None):

@@ -87,6 +87,38 @@ class Session:
         """The devices the daemon reported when it opened the session (['cpu', 'cuda:0', ...])."""
         return list(self._raw.devices)
 
+    @property
+    def device_info(self):
+        """The devices the daemon serves as it described them when the session
+        opened, in its order (the cpu first): a list of dicts with ``name``
+        ('cuda:0'), ``type`` ('cuda'), ``index``, ``description`` ('2 cores',
+        a GPU's name), ``total_memory`` and ``free_memory`` (bytes; free as
+        the device saw it then, other processes' use included) and ``major``
+        and ``minor`` (compute capability; 0 and 0 for the cpu)."""
+        return self._raw.device_info
+
+    @property
+    def server_version(self):
+        """The daemon's release ('0.1.0')."""
+        return self._raw.server_version
+
+    @property
+    def cuda_driver_version(self):
+        """The CUDA version of the daemon's NVIDIA driver ('13.0'); '' without a driver."""
+        return self._raw.cuda_driver_version
+
+    @property
+    def cuda_runtime_version(self):
+        """The CUDA runtime the daemon was built with ('13.0'); '' for a daemon built without CUDA."""
+        return self._raw.cuda_runtime_version
+
+    @property
+    def cuda_unavailable_reason(self):
+        """Why the daemon serves no CUDA device, as a phrase ('no NVIDIA driver
+        is loaded (...)', 'this daemon was built without CUDA (...)'); '' when
+        it serves one."""
+        return self._raw.cuda_unavailable_reason
+
     def stats(self):
         """Client counters of this session: dict with ops_issued, messages_sent,
         timed_flushes (messages sent because a batch was flush_interval old),

@@ -459,9 +459,47 @@ def _cpu(self):
     return _call_method("to", self, "cpu")
 
 
-def _cuda(self, device=None):
-    """``self.to('cuda')`` (or ``'cuda:N'``)."""
-    return _call_method("to", self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+def _cuda(self, device=None, non_blocking=False):
+    """``self.to('cuda:N')``, as ``torch.Tensor.cuda``: ``device`` is an int
+    ``N``, a name or a ``tensord.device`` of type cuda; None is the current
+    CUDA device, which in tensord is always cuda:0. Returns ``self`` when it
+    is there already. ``non_blocking`` changes nothing: the copy is ordered
+    in the session's stream like every op, and only reading values waits.
+    ValueError for a device that is not a CUDA one; RuntimeError, at this
+    call, when the daemon has no such device (naming why, e.g. no NVIDIA
+    driver)."""
+    if device is None:
+        target = "cuda:0"
+    elif isinstance(device, int) and not isinstance(device, bool):
+        target = f"cuda:{device}"
+    else:
+        d = device if isinstance(device, _device_cls) else _device_cls(device)
+        if d.type != "cuda":
+            raise ValueError(f"Invalid device, must be cuda device (got {d})")
+        target = f"cuda:{0 if d.index is None else d.index}"
+    return _call_method("to", self, target)
+
+
+def _is_cuda(self):
+    """True when the tensor is on a CUDA device (``torch.Tensor.is_cuda``)."""
+    return self._device_str.startswith("cuda")
+
+
+def _is_cpu(self):
+    """True when the tensor is on the CPU (``torch.Tensor.is_cpu``)."""
+    return self._device_str == "cpu"
+
+
+def _get_device(self):
+    """The device index of a CUDA (or other indexed) tensor, -1 for a CPU
+    tensor, as ``torch.Tensor.get_device``. RuntimeError for a meta tensor,
+    which has no device index."""
+    d = _device_cls(self._device_str)
+    if d.type == "cpu":
+        return -1
+    if d.index is None:
+        raise RuntimeError(f"get_device is not implemented for tensors on {d} (they have no device index)")
+    return d.index
 
 
 def _element_size(self):
@@ -497,6 +535,9 @@ def install_tensor_api():
     T.type_as = _type_as
     T.cpu = _cpu
     T.cuda = _cuda
+    T.is_cuda = property(_is_cuda, doc=_is_cuda.__doc__)
+    T.is_cpu = property(_is_cpu, doc=_is_cpu.__doc__)
+    T.get_device = _get_device
     for name in ("float", "double", "half", "long", "int", "short", "bool", "bfloat16"):
         setattr(T, name, _make_cast(name))
     T.__repr__ = _repr

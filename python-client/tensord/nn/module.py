@@ -384,6 +384,14 @@ class Module:
         """``to('cpu')``."""
         return self.to("cpu")
 
+    def cuda(self, device=None):
+        """Moves every parameter and buffer to a CUDA device, as
+        ``torch.nn.Module.cuda``: ``device`` as in ``Tensor.cuda`` (an int, a
+        name or a ``tensord.device``; None is cuda:0, tensord's current CUDA
+        device). Returns self. RuntimeError when the daemon has no such
+        device."""
+        return self._apply(lambda t: t.cuda(device))
+
     def float(self):
         """Casts floating parameters and buffers to float32."""
         return self._apply(lambda t: t.float() if t.dtype.is_floating_point else t)
