@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "daemon_fixture.h"
 #include "tensord/client/client.h"
 #include "tensord/meta/errors.h"
@@ -113,8 +115,17 @@ TEST_F(MemoryStatsTest, ReservedIsTheDevicesForEverySessionAndAllocatedIsThisSes
   }
   ASSERT_TRUE(other->Close().ok());
   // The segment goes back with the session (the daemon empties the caches
-  // of every device when a session closes).
-  EXPECT_EQ(Stats(kTestDevice).reserved_bytes, dev_before.reserved_bytes);
+  // of every device when a session closes). CloseSession may answer before
+  // the session is gone (a request of it still running ends first, on the
+  // daemon's closer thread), so the reserved bytes are waited for, not
+  // read once.
+  int64_t reserved = Stats(kTestDevice).reserved_bytes;
+  for (absl::Time deadline = absl::Now() + absl::Seconds(30);
+       reserved != dev_before.reserved_bytes && absl::Now() < deadline;
+       reserved = Stats(kTestDevice).reserved_bytes) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(reserved, dev_before.reserved_bytes);
   EXPECT_EQ(Stats(kTestDevice).total_bytes, Stats(kCPU).total_bytes);  // host memory both
 }
 
