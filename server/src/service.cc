@@ -30,6 +30,7 @@
 #include "tensord/meta/op_table.h"
 #include "tensord/backends/test_device/test_device_backend.h"
 #if defined(TENSORD_HAVE_CUDA)
+#include "tensord/backends/cuda/cuda_backend.h"
 #include "tensord/backends/cuda/discovery.h"
 #endif
 #include "tensord/runtime/log.h"
@@ -108,8 +109,18 @@ std::string Printable(absl::string_view s, size_t max_bytes) {
   return out;
 }
 
-// Why every stream and request ends once BeginShutdown began.
-absl::Status ShuttingDown() { return absl::UnavailableError("the daemon is shutting down"); }
+// Why every stream and request ends once BeginShutdown began, or once a
+// device failed (runtime::ReportDeviceFailure): then the daemon is about to
+// exit for its supervisor to restart it, and every session hears which
+// device failed and why.
+absl::Status ShuttingDown() {
+  if (runtime::DeviceFailed()) {
+    const absl::Status failure = runtime::DeviceFailure();
+    return absl::UnavailableError(
+        absl::StrCat(failure.ok() ? "a device failed" : failure.message(), "; the daemon is restarting"));
+  }
+  return absl::UnavailableError("the daemon is shutting down");
+}
 
 std::string HexId(uint64_t id) { return absl::StrCat(absl::Hex(id, absl::kZeroPad16)); }
 
@@ -130,10 +141,11 @@ grpc::Status ToGrpcStatus(const absl::Status& st) {
 
 absl::string_view DaemonVersion() { return TENSORD_VERSION; }
 
-// Says at start-up which GPUs the machine has, or why it has none (a build
-// without CUDA, no driver, no GPU). The daemon does not serve them yet: the
-// CUDA backend has no kernels so far, so "cuda" stays a device it lacks.
-void LogCudaDevices() {
+// Adds a backend for each GPU the machine has, after the CPU (and the test
+// device), and says at start-up which ones it serves, or why none (a build
+// without CUDA, no driver, no GPU). A GPU whose backend cannot be made (a
+// compute capability this build has no code for) is logged and skipped.
+void AddCudaDevices(Backends& devices) {
 #if defined(TENSORD_HAVE_CUDA)
   const backends::CudaDiscovery d = backends::DiscoverCudaDevices();
   if (d.devices.empty()) {
@@ -142,13 +154,20 @@ void LogCudaDevices() {
   }
   std::vector<std::string> gpus;
   for (const backends::CudaDeviceInfo& g : d.devices) {
+    absl::StatusOr<std::unique_ptr<backends::CudaBackend>> b = backends::CudaBackend::Create(g);
+    if (!b.ok()) {
+      Log(LogLevel::kWarning, "cuda:", g.index, " is not served: ", b.status().message());
+      continue;
+    }
     gpus.push_back(absl::StrCat("cuda:", g.index, " ", g.name, " (compute capability ", g.major, ".", g.minor, ", ",
                                 FormatBytes(g.total_memory_bytes), ")"));
+    devices.Add(*std::move(b));
   }
-  Log(LogLevel::kInfo, "CUDA devices: ", absl::StrJoin(gpus, "; "), "; driver ",
+  Log(LogLevel::kInfo, "CUDA devices: ", gpus.empty() ? "none served" : absl::StrJoin(gpus, "; "), "; driver ",
       backends::CudaVersionString(d.driver_version), ", runtime ", backends::CudaVersionString(d.runtime_version),
-      "; not served yet: this build has no CUDA kernels");
+      "; code for ", backends::BuiltCudaArchitectures());
 #else
+  (void)devices;
   Log(LogLevel::kInfo, "no CUDA device: this build has no CUDA support (the CUDA toolkit was not found)");
 #endif
 }
@@ -166,11 +185,12 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
   Backends devices;
   devices.Add(*std::move(cpu));
   if (options.test_device) {
-    absl::StatusOr<std::unique_ptr<backends::TestDeviceBackend>> test = backends::TestDeviceBackend::Create();
+    absl::StatusOr<std::unique_ptr<backends::TestDeviceBackend>> test =
+        backends::TestDeviceBackend::Create({}, backends::TestDeviceFault{options.test_device_fault_at_launch});
     if (!test.ok()) return test.status();
     devices.Add(*std::move(test));
   }
-  LogCudaDevices();
+  AddCudaDevices(devices);
   std::unique_ptr<TensordService> service(new TensordService(options, std::move(devices), cpu_ptr));
   // Sessions that never attach are closed on a timer, not only when a later
   // one opens: otherwise they would hold their slot (and their peer's) for
@@ -403,7 +423,9 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(ShuttingDown().message()));
+    if (shutting_down_ || runtime::DeviceFailed()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(ShuttingDown().message()));
+    }
     // Per peer first: one peer must not be able to fill the table for
     // everyone (it is then told its own limit, not the daemon's).
     size_t& mine = sessions_per_peer_[peer];
@@ -429,9 +451,20 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
         return grpc::Status(grpc::StatusCode::INTERNAL, "no source of secure random numbers for the session id");
       }
     } while (id == 0 || sessions_.contains(id));
+    std::shared_ptr<MemoryAccount> account = MemoryAccount::Create(options_.session_memory_limit_bytes);
+    if (options_.cuda_session_memory_limit_bytes > 0) {
+      for (size_t i = 0; i < backends_.size(); ++i) {
+        const Device d = backends_[i].device();
+        if (d.type != DeviceType::kCUDA || !MemoryAccount::HasDeviceSlot(d)) continue;
+        absl::Status capped = account->SetDeviceLimit(d, options_.cuda_session_memory_limit_bytes);
+        if (!capped.ok()) {  // a device with a slot and a positive limit: cannot fail
+          if (mine == 0) sessions_per_peer_.erase(peer);
+          return ToGrpcStatus(InternalErr(absl::StrCat("open session: ", capped.message())));
+        }
+      }
+    }
     Entry e;
-    e.session = std::make_shared<Session>(
-        id, token, name, MemoryAccount::Create(options_.session_memory_limit_bytes), &backends_);
+    e.session = std::make_shared<Session>(id, token, name, std::move(account), &backends_);
     e.opened = absl::Now();
     e.peer = peer;
     sessions_.emplace(id, std::move(e));
@@ -521,7 +554,7 @@ StreamWriters WritersOver(std::function<bool(const grpc::ByteBuffer&)> send) {
 absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, absl::string_view token,
                                                                std::shared_ptr<GrpcStream> grpc, int sock) {
   absl::MutexLock lock(&mu_);
-  if (shutting_down_) return ShuttingDown();
+  if (shutting_down_ || runtime::DeviceFailed()) return ShuttingDown();
   auto it = sessions_.find(id);
   if (it == sessions_.end() || !TokenEquals(std::string(token), it->second.session->token())) {
     return NoSuchSession("attach");
@@ -649,6 +682,12 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
       if (!read_placed(next, true)) break;  // clears `next` first
       current = next;
     }
+    // After a device failed, no session's next message runs: its stream
+    // ends with the failure (ShuttingDown) while the daemon exits.
+    if (runtime::DeviceFailed()) {
+      end = StreamEnd::kDeviceFailed;
+      break;
+    }
     if (!session->ExecuteMessage(*current, write, read, write_data)) break;
     current = nullptr;
   }
@@ -665,9 +704,10 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
       it->second.grpc = nullptr;
       it->second.socket = -1;
     }
-    shutting_down = shutting_down_;
+    shutting_down = shutting_down_ || end == StreamEnd::kDeviceFailed;
   }
-  const char* why = shutting_down                 ? "daemon shutting down"
+  const char* why = end == StreamEnd::kDeviceFailed ? "a device failed"
+                    : shutting_down                 ? "daemon shutting down"
                     : end == StreamEnd::kMalformed  ? "a message did not parse"
                     : end == StreamEnd::kOverLimit  ? "a message would take more memory to decode than its limit leaves"
                     : end == StreamEnd::kClient     ? "stream ended by the client"
