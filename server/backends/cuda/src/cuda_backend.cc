@@ -95,6 +95,27 @@ class DeviceGuard {
   cudaError_t set_ = cudaSuccess;
 };
 
+// Errors of finding the driver or making a device's context: they say the
+// device cannot be used from here at all, and come back the same after a
+// restart.
+bool IsCudaSetupError(cudaError_t e) {
+  switch (e) {
+    case cudaErrorInitializationError:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorNoDevice:
+    case cudaErrorInvalidDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorStubLibrary:
+    case cudaErrorSystemNotReady:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorDeviceUninitialized:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The error state after CUDA call `what` returned `e` on `device`: clears
 // the thread's last error, and when the context is unusable (a sticky
 // error, or a probe that fails after it) reports the device failed. The
@@ -105,16 +126,22 @@ absl::Status CudaFailed(const Device& device, cudaError_t e, absl::string_view w
   std::string why = cudaGetErrorString(e);
   // A sticky error stays: the next call that reaches the context returns
   // it again (cudaGetLastError cannot clear it). cudaMemGetInfo is such a
-  // call, cheap, and harmless on a healthy context. The runtime unloading
-  // at process exit is no fault.
+  // call, cheap, and harmless on a healthy context: an error it returns too
+  // (or a sticky one of its own) means the context is gone. Errors of
+  // setting up a context (no driver, a GPU taken by another process in
+  // exclusive mode) persist as well, but a restart would not cure them:
+  // they are the call's error, not a fault. The runtime unloading at
+  // process exit is neither.
   bool failed = IsStickyCudaError(static_cast<int>(e));
-  if (!failed && e != cudaErrorCudartUnloading && e != cudaErrorMemoryAllocation) {
+  if (!failed && e != cudaErrorCudartUnloading && e != cudaErrorMemoryAllocation && !IsCudaSetupError(e)) {
     size_t free_bytes = 0, total_bytes = 0;
     const cudaError_t probe = cudaMemGetInfo(&free_bytes, &total_bytes);
-    if (probe != cudaSuccess && probe != cudaErrorCudartUnloading) {
+    if (probe != cudaSuccess) {
       (void)cudaGetLastError();
-      failed = true;
-      why = cudaGetErrorString(probe);
+      if (IsStickyCudaError(static_cast<int>(probe)) || (probe == e && !IsCudaSetupError(probe))) {
+        failed = true;
+        why = cudaGetErrorString(probe);
+      }
     }
   }
   if (failed) runtime::ReportDeviceFailure(device, why);
@@ -362,16 +389,18 @@ absl::Status CudaStream::Init() {
   cudaStream_t s = nullptr;
   TD_CUDA_RETURN_IF_ERROR(dev, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   stream_ = s;
-  {
+  // Owner 0 is no session's: nothing is cached for it, and its blocks are
+  // zeroed before anyone's later work (CudaMemorySource::Zero).
+  if (owner_ != 0) {
     std::lock_guard<std::mutex> lock(shared_->mu);
     // The allocator orders reuse of an owner's blocks by its one stream
     // per device: a second would break that.
     if (!shared_->streams.emplace(owner_, s).second) {
       return InternalErr(absl::StrCat(dev.ToString(), ": session ", owner_, " already has a stream on this device"));
     }
+    registered_ = true;
   }
-  registered_ = true;
-  allocator_->AttachOwner(owner_);
+  if (registered_) allocator_->AttachOwner(owner_);
   // The word is zeroed on this stream (the owner's) before anything else
   // runs on it.
   TD_ASSIGN_OR_RETURN(word_, allocator_->Allocate(sizeof(DeviceErrorWord), /*zero_fill=*/true, owner_));

@@ -68,8 +68,9 @@ class CudaBackend final : public runtime::Backend {
   bool host_addressable() const override { return false; }
   // A CudaStream for the session whose MemoryAccount::id() is `owner`: the
   // allocator zeroes that session's blocks on it and caches its freed
-  // blocks for it until the stream goes. InternalError naming the device
-  // when CUDA cannot make the stream or the owner has a stream here already.
+  // blocks for it until the stream goes (owner 0, no session's: neither).
+  // InternalError naming the device when CUDA cannot make the stream or
+  // the owner has a stream here already.
   absl::StatusOr<std::unique_ptr<runtime::Stream>> CreateStream(uint64_t owner) const override;
   KernelFn FindKernel(uint32_t op_id) const override;
   // The allocator's EmptyCache: segments no storage uses go back to the
