@@ -523,7 +523,7 @@ TEST_F(BinaryTest, TheSimulatedFaultIsForTheTestDeviceOnly) {
               HasSubstr("'0' is not a launch number"));
 }
 
-TEST_F(BinaryTest, CudaSessionMemoryLimitFromEnvironmentConfigAndFlag) {
+TEST_F(BinaryTest, SessionMemoryLimitPerGpuFromEnvironmentConfigAndFlag) {
   const std::string sock = dir_ + "/m.sock";
   const std::string conf = dir_ + "/tensord.conf";
   std::ofstream(conf) << "cuda_session_memory_limit_bytes = 16GiB\n";
