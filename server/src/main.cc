@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -117,7 +118,10 @@ constexpr char kDeviceFailedByte = 0;
 // A device failed (DaemonOptions::on_device_failure): wakes the main thread,
 // which ends the sessions and exits. Only write(2): it runs inside the CUDA
 // call that saw the fault.
+std::atomic<bool> g_device_failed{false};
+
 void OnDeviceFailure(const std::string&) {
+  g_device_failed.store(true);
   const char b = kDeviceFailedByte;
   (void)!::write(g_signal_pipe[1], &b, 1);
 }
@@ -408,9 +412,12 @@ int Serve(const std::vector<std::string>& args) {
     ::_exit(kExitDeviceFailure);
   }
   Log(LogLevel::kInfo, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", "; shutting down");
-  // A second signal while shutting down ends the process at once.
+  // A second signal while shutting down ends the process at once (a device
+  // failing meanwhile does not: the shutdown goes on, and the exit status
+  // says it below).
   std::thread([private_dir] {
-    WaitForStopSignal();
+    while (WaitForStopSignal() == kDeviceFailedByte) {
+    }
     static const char kMsg[] = "tensord: second signal; exiting without a clean shutdown\n";
     (void)!::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
     RemovePrivateDir(private_dir);
@@ -421,6 +428,13 @@ int Serve(const std::vector<std::string>& args) {
   // PR_SET_PDEATHSIG) leaves nothing behind; a client that exits normally
   // removes the directory itself, whichever comes first.
   RemovePrivateDir(private_dir);
+  if (g_device_failed.load()) {
+    // A device failed while the daemon stopped: not a clean stop (and the
+    // backends must not be destroyed on a lost context).
+    Log(LogLevel::kError, "a device failed while shutting down; exiting with status ", kExitDeviceFailure);
+    std::fflush(nullptr);
+    ::_exit(kExitDeviceFailure);
+  }
   return 0;
 }
 
