@@ -278,6 +278,10 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
       absl::StatusOr<int64_t> n = ParseByteSize(value);
       if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
       options->session_memory_limit_bytes = *n;
+    } else if (key == "cuda_session_memory_limit_bytes") {
+      absl::StatusOr<int64_t> n = ParseByteSize(value);
+      if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
+      options->cuda_session_memory_limit_bytes = *n;
     } else if (key == "cpu_cache_limit_bytes") {
       absl::StatusOr<int64_t> n = ParseByteSize(value);
       if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), n.status().message()));
@@ -301,8 +305,8 @@ absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options) {
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           where(), "unknown key '", key,
-          "' (expected listen, session_memory_limit_bytes, cpu_cache_limit_bytes, log_level, stream_spin_us, "
-          "grpc_threads or max_sessions_per_peer)"));
+          "' (expected listen, session_memory_limit_bytes, cuda_session_memory_limit_bytes, cpu_cache_limit_bytes, "
+          "log_level, stream_spin_us, grpc_threads or max_sessions_per_peer)"));
     }
   }
   if (!listen.empty()) options->listen = std::move(listen);
@@ -375,6 +379,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   so.stream_spin = options.stream_spin;
   so.test_device = options.test_device;
+  so.test_device_fault_at_launch = options.test_device_fault_at_launch;
+  so.cuda_session_memory_limit_bytes = options.cuda_session_memory_limit_bytes;
   so.max_grpc_streams = static_cast<size_t>(options.grpc_threads - kReservedGrpcThreads);
   so.attach_timeout = options.attach_timeout;
   so.max_sessions_per_peer = static_cast<size_t>(options.max_sessions_per_peer);
@@ -397,7 +403,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   quota.SetMaxThreads(options.grpc_threads);
   builder.SetResourceQuota(quota);
   builder.RegisterService(d->service_.get());
-  d->health_ = std::make_unique<HealthService>();
+  d->health_ = std::make_shared<HealthService>();
   builder.RegisterService(d->health_.get());
   d->server_ = builder.BuildAndStart();
   if (d->server_ == nullptr) {
@@ -434,13 +440,30 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
     d->side_channels_.push_back(*std::move(c));
   }
   for (auto& a : unix_acceptors) d->side_channels_.push_back(std::move(a));
+  // A device that fails for good (a GPU fault): NOT_SERVING at once, and the
+  // service refuses every session's next message and new sessions with the
+  // failure (it asks runtime::DeviceFailed); the caller's hook ends the
+  // process. Nothing here waits: it runs inside the call that saw the fault.
+  runtime::SetDeviceFailureHandler(
+      [health = d->health_, hook = options.on_device_failure](const Device& device, const std::string& why) {
+        health->Shutdown();
+        if (hook) hook(absl::StrCat(device.ToString(), " failed (", why, ")"));
+      });
+  d->handles_device_failures_ = true;
   Log(LogLevel::kInfo, "tensord ", DaemonVersion(), " listening on ", absl::StrJoin(d->addresses_, ", "),
       d->options_.session_memory_limit_bytes > 0
           ? absl::StrCat("; session memory limit ", FormatBytes(d->options_.session_memory_limit_bytes))
           : std::string("; no session memory limit"),
       "; cpu cache up to ", FormatBytes(d->service_->cpu_cache_stats().limit_bytes),
       "; same-host and tcp streams poll ", absl::ToInt64Microseconds(options.stream_spin), " us before sleeping",
-      options.test_device ? "; serving the test device privateuseone:0" : "");
+      options.cuda_session_memory_limit_bytes > 0
+          ? absl::StrCat("; per-session limit on each cuda device ",
+                         FormatBytes(options.cuda_session_memory_limit_bytes))
+          : std::string(),
+      options.test_device ? "; serving the test device privateuseone:0" : "",
+      options.test_device_fault_at_launch > 0
+          ? absl::StrCat(" (a simulated fault at its kernel launch ", options.test_device_fault_at_launch, ")")
+          : std::string());
   return d;
 }
 
@@ -464,6 +487,7 @@ void Daemon::Shutdown() {
     struct stat st;
     if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
   }
+  if (handles_device_failures_) runtime::SetDeviceFailureHandler(nullptr);
   Log(LogLevel::kInfo, "tensord stopped");
 }
 

@@ -10,6 +10,9 @@
 // stdout once every address is bound (clients that spawn a daemon wait for
 // it), logs one line per session event on stderr, and exits 0 after SIGINT or
 // SIGTERM, having closed every session and removed its Unix socket files.
+// When a device fails for good (a GPU fault), it ends every session with
+// the failure, reports NOT_SERVING and exits with kExitDeviceFailure (75)
+// within a second, for its supervisor to start it again.
 //
 // `check` replaces this process with `python3 -m tensord._check SCRIPT ARGS`
 // ($TENSORD_PYTHON, default /usr/bin/python3): the script runs with every
@@ -28,6 +31,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -82,13 +86,16 @@ constexpr char kUsage[] =
     "  --listen ADDRESS               unix:PATH or HOST:PORT (port 0 picks a free one);\n"
     "                                 repeat to listen on several addresses\n"
     "  --config FILE                  key = value lines: listen, session_memory_limit_bytes,\n"
-    "                                 cpu_cache_limit_bytes, log_level, stream_spin_us, grpc_threads,\n"
-    "                                 max_sessions_per_peer\n"
+    "                                 cuda_session_memory_limit_bytes, cpu_cache_limit_bytes, log_level,\n"
+    "                                 stream_spin_us, grpc_threads, max_sessions_per_peer\n"
     "                                 (command-line options take precedence)\n"
     "  --session-memory-limit BYTES   per-session limit on memory: tensors and what the daemon keeps\n"
     "                                 for the session (e.g. 4GiB or 4G = 4 * 2^30, 4GB = 4 * 10^9;\n"
     "                                 0 = none; default half the physical memory, or of the\n"
-    "                                 cgroup's memory.max when lower)\n"
+    "                                 cgroup's memory.max when lower); counts every device together\n"
+    "  --cuda-session-memory-limit BYTES\n"
+    "                                 per-session limit on each GPU's memory (default 0 = none of its\n"
+    "                                 own; also $TENSORD_CUDA_SESSION_MEMORY_LIMIT)\n"
     "  --cpu-cache-limit BYTES        most bytes of freed large (>= 2 MiB) storages kept mapped\n"
     "                                 for reuse (default min(1GiB, physical memory / 8); 0 = off;\n"
     "                                 also $TENSORD_CPU_CACHE_LIMIT); emptied when a session\n"
@@ -112,9 +119,27 @@ constexpr char kUsage[] =
     "                                 testing device code without a GPU (also $TENSORD_TEST_DEVICE=1)\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
-    "                                 with its contents after a clean shutdown\n";
+    "                                 with its contents after a clean shutdown\n"
+    "\n"
+    "exit status of serve: 0 after SIGINT or SIGTERM; 1 when it cannot start; 2 for a usage error;\n"
+    "75 when a GPU failed (a fault leaves the process's CUDA context unusable): every session got\n"
+    "the error, and a supervisor should start the daemon again (deploy/tensord.service does)\n";
 
 int g_signal_pipe[2] = {-1, -1};
+
+// What the device-failure hook writes to the signal pipe (no signal is 0).
+constexpr char kDeviceFailedByte = 0;
+
+// A device failed (DaemonOptions::on_device_failure): wakes the main thread,
+// which ends the sessions and exits. Only write(2): it runs inside the CUDA
+// call that saw the fault.
+std::atomic<bool> g_device_failed{false};
+
+void OnDeviceFailure(const std::string&) {
+  g_device_failed.store(true);
+  const char b = kDeviceFailedByte;
+  (void)!::write(g_signal_pipe[1], &b, 1);
+}
 
 void OnStopSignal(int sig) {
   const int saved = errno;
@@ -123,7 +148,8 @@ void OnStopSignal(int sig) {
   errno = saved;
 }
 
-// Blocks until SIGINT or SIGTERM arrives; returns which.
+// Blocks until SIGINT or SIGTERM arrives, or a device fails; returns which
+// (the signal's number, or kDeviceFailedByte).
 int WaitForStopSignal() {
   char b = 0;
   for (;;) {
@@ -200,7 +226,8 @@ void RemovePrivateDir(const std::string& dir) {
 int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
-  std::string config, memory_limit, cache_limit, log_level, private_dir, stream_spin, grpc_threads, per_peer;
+  std::string config, memory_limit, cuda_memory_limit, cache_limit, log_level, private_dir, stream_spin, grpc_threads,
+      per_peer;
   FlagParser p{args};
   while (p.i < args.size()) {
     std::string value;
@@ -219,6 +246,8 @@ int Serve(const std::vector<std::string>& args) {
       config = value;
     } else if (p.MatchNonEmpty("--session-memory-limit", &value)) {
       memory_limit = value;
+    } else if (p.MatchNonEmpty("--cuda-session-memory-limit", &value)) {
+      cuda_memory_limit = value;
     } else if (p.MatchNonEmpty("--cpu-cache-limit", &value)) {
       cache_limit = value;
     } else if (p.MatchNonEmpty("--stream-spin-us", &value)) {
@@ -243,7 +272,24 @@ int Serve(const std::vector<std::string>& args) {
   if (const char* env = std::getenv("TENSORD_TEST_DEVICE"); env != nullptr && std::string(env) == "1") {
     options.test_device = true;
   }
+  // Test-only (backends::TestDeviceFault): the test device's N-th kernel
+  // launch fails as a GPU fault does, for the tests of what follows one.
+  if (const char* env = std::getenv("TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH"); env != nullptr && *env != '\0') {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(env, &n) || n < 1) {
+      return UsageError(absl::StrCat("TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH: '", env, "' is not a launch number (1, 2, ...)"));
+    }
+    if (!options.test_device) {
+      return UsageError("TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH simulates a fault of the test device: give --test-device too");
+    }
+    options.test_device_fault_at_launch = n;
+  }
   // The environment first, then the config file; the command line overrides both.
+  if (const char* env = std::getenv("TENSORD_CUDA_SESSION_MEMORY_LIMIT"); env != nullptr && *env != '\0') {
+    absl::StatusOr<int64_t> n = ParseByteSize(env);
+    if (!n.ok()) return UsageError(absl::StrCat("TENSORD_CUDA_SESSION_MEMORY_LIMIT: ", n.status().message()));
+    options.cuda_session_memory_limit_bytes = *n;
+  }
   if (const char* env = std::getenv("TENSORD_CPU_CACHE_LIMIT"); env != nullptr && *env != '\0') {
     absl::StatusOr<int64_t> n = ParseByteSize(env);
     if (!n.ok()) return UsageError(absl::StrCat("TENSORD_CPU_CACHE_LIMIT: ", n.status().message()));
@@ -274,6 +320,11 @@ int Serve(const std::vector<std::string>& args) {
     absl::StatusOr<int64_t> n = ParseByteSize(memory_limit);
     if (!n.ok()) return UsageError(absl::StrCat("--session-memory-limit: ", n.status().message()));
     options.session_memory_limit_bytes = *n;
+  }
+  if (!cuda_memory_limit.empty()) {
+    absl::StatusOr<int64_t> n = ParseByteSize(cuda_memory_limit);
+    if (!n.ok()) return UsageError(absl::StrCat("--cuda-session-memory-limit: ", n.status().message()));
+    options.cuda_session_memory_limit_bytes = *n;
   }
   if (!cache_limit.empty()) {
     absl::StatusOr<int64_t> n = ParseByteSize(cache_limit);
@@ -340,6 +391,7 @@ int Serve(const std::vector<std::string>& args) {
   // that destroying the server does not run grpc_shutdown(), which can wait
   // up to 10 s for an executor thread's poll to time out.
   grpc_init();
+  options.on_device_failure = OnDeviceFailure;
   absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options);
   if (!daemon.ok()) {
     // A value the daemon cannot use (a --listen address that does not
@@ -353,10 +405,34 @@ int Serve(const std::vector<std::string>& args) {
   std::fflush(stdout);
 
   const int sig = WaitForStopSignal();
+  if (sig == kDeviceFailedByte) {
+    // The device is unusable for this process: the sessions are ended with
+    // the failure (the service's ShuttingDown says which device and why),
+    // and the process exits for its supervisor to start a fresh one, within
+    // a second whatever the shutdown still waits for.
+    Log(LogLevel::kError, runtime::DeviceFailure().message(), "; ending every session and exiting with status ",
+        kExitDeviceFailure, " for the daemon to be restarted");
+    std::thread([private_dir] {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      static const char kMsg[] = "tensord: a device failed; exiting without a clean shutdown\n";
+      (void)!::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+      RemovePrivateDir(private_dir);
+      ::_exit(kExitDeviceFailure);
+    }).detach();
+    (*daemon)->Shutdown();
+    RemovePrivateDir(private_dir);
+    // Not a return: destroying the backends would call into the failed
+    // device's context (and CUDA's own teardown at exit may wait on it).
+    std::fflush(nullptr);
+    ::_exit(kExitDeviceFailure);
+  }
   Log(LogLevel::kInfo, "received ", sig == SIGINT ? "SIGINT" : "SIGTERM", "; shutting down");
-  // A second signal while shutting down ends the process at once.
+  // A second signal while shutting down ends the process at once (a device
+  // failing meanwhile does not: the shutdown goes on, and the exit status
+  // says it below).
   std::thread([private_dir] {
-    WaitForStopSignal();
+    while (WaitForStopSignal() == kDeviceFailedByte) {
+    }
     static const char kMsg[] = "tensord: second signal; exiting without a clean shutdown\n";
     (void)!::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
     RemovePrivateDir(private_dir);
@@ -367,6 +443,13 @@ int Serve(const std::vector<std::string>& args) {
   // PR_SET_PDEATHSIG) leaves nothing behind; a client that exits normally
   // removes the directory itself, whichever comes first.
   RemovePrivateDir(private_dir);
+  if (g_device_failed.load()) {
+    // A device failed while the daemon stopped: not a clean stop (and the
+    // backends must not be destroyed on a lost context).
+    Log(LogLevel::kError, "a device failed while shutting down; exiting with status ", kExitDeviceFailure);
+    std::fflush(nullptr);
+    ::_exit(kExitDeviceFailure);
+  }
   return 0;
 }
 

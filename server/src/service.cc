@@ -30,6 +30,7 @@
 #include "tensord/meta/op_table.h"
 #include "tensord/backends/test_device/test_device_backend.h"
 #if defined(TENSORD_HAVE_CUDA)
+#include "tensord/backends/cuda/cuda_backend.h"
 #include "tensord/backends/cuda/discovery.h"
 #endif
 #include "tensord/runtime/log.h"
@@ -108,8 +109,18 @@ std::string Printable(absl::string_view s, size_t max_bytes) {
   return out;
 }
 
-// Why every stream and request ends once BeginShutdown began.
-absl::Status ShuttingDown() { return absl::UnavailableError("the daemon is shutting down"); }
+// Why every stream and request ends once BeginShutdown began, or once a
+// device failed (runtime::ReportDeviceFailure): then the daemon is about to
+// exit for its supervisor to restart it, and every session hears which
+// device failed and why.
+absl::Status ShuttingDown() {
+  if (runtime::DeviceFailed()) {
+    const absl::Status failure = runtime::DeviceFailure();
+    return absl::UnavailableError(
+        absl::StrCat(failure.ok() ? "a device failed" : failure.message(), "; the daemon is restarting"));
+  }
+  return absl::UnavailableError("the daemon is shutting down");
+}
 
 std::string HexId(uint64_t id) { return absl::StrCat(absl::Hex(id, absl::kZeroPad16)); }
 
@@ -139,6 +150,7 @@ struct CudaFound {
   std::string driver_version;     // empty without a driver
   std::string runtime_version;    // empty without CUDA in the build
   std::string why_none;           // empty when `gpus` is not
+  std::string architectures;      // what the build has code for: "80-real,90-real,90-virtual"
 };
 
 CudaFound FindCuda() {
@@ -152,6 +164,7 @@ CudaFound FindCuda() {
                                   FormatBytes(g.total_memory_bytes), ")"));
   }
   f.why_none = d.why_none;
+  f.architectures = std::string(backends::BuiltCudaArchitectures());
 #else
   f.why_none = "this daemon was built without CUDA (the CUDA toolkit was not found when it was built)";
 #endif
@@ -159,7 +172,10 @@ CudaFound FindCuda() {
 }
 
 // The devices a daemon serves: the CPU first (`*cpu` is set to it), then the
-// test device when asked for.
+// test device when asked for, then each GPU the machine has. A GPU whose
+// backend cannot be made (a compute capability this build has no code for)
+// is logged and skipped. Making a GPU's backend does not touch the GPU: its
+// context waits for the first session that uses it.
 absl::StatusOr<Backends> CreateBackends(const ServiceOptions& options, backends::CpuBackend** cpu) {
   absl::StatusOr<std::unique_ptr<backends::CpuBackend>> c = backends::CpuBackend::Create(options.cpu_allocator);
   if (!c.ok()) return c.status();
@@ -167,10 +183,21 @@ absl::StatusOr<Backends> CreateBackends(const ServiceOptions& options, backends:
   Backends devices;
   devices.Add(*std::move(c));
   if (options.test_device) {
-    absl::StatusOr<std::unique_ptr<backends::TestDeviceBackend>> test = backends::TestDeviceBackend::Create();
+    absl::StatusOr<std::unique_ptr<backends::TestDeviceBackend>> test =
+        backends::TestDeviceBackend::Create({}, backends::TestDeviceFault{options.test_device_fault_at_launch});
     if (!test.ok()) return test.status();
     devices.Add(*std::move(test));
   }
+#if defined(TENSORD_HAVE_CUDA)
+  for (const backends::CudaDeviceInfo& g : backends::DiscoverCudaDevices().devices) {
+    absl::StatusOr<std::unique_ptr<backends::CudaBackend>> b = backends::CudaBackend::Create(g);
+    if (!b.ok()) {
+      Log(LogLevel::kWarning, "cuda:", g.index, " is not served: ", b.status().message());
+      continue;
+    }
+    devices.Add(*std::move(b));
+  }
+#endif
   return devices;
 }
 
@@ -189,16 +216,17 @@ CudaReport DescribeCuda(const Backends& served, bool log) {
     r.unavailable_reason =
         found.gpus.empty()
             ? found.why_none
-            : absl::StrCat("this daemon has no CUDA backend yet, so it serves none of the machine's ",
-                           found.gpus.size(), found.gpus.size() == 1 ? " CUDA device (" : " CUDA devices (",
-                           absl::StrJoin(found.gpus, "; "), ")");
+            : absl::StrCat("this daemon serves none of the machine's ", found.gpus.size(),
+                           found.gpus.size() == 1 ? " CUDA device (" : " CUDA devices (", absl::StrJoin(found.gpus, "; "),
+                           "): this build has no code for their compute capability (see the daemon's log)");
   }
   if (log) {
     if (found.gpus.empty()) {
       Log(LogLevel::kInfo, "no CUDA device: ", found.why_none);
     } else {
       Log(LogLevel::kInfo, "CUDA devices: ", absl::StrJoin(found.gpus, "; "), "; driver ", found.driver_version,
-          ", runtime ", found.runtime_version, cuda_served == 0 ? "; not served: no CUDA backend yet" : "");
+          ", runtime ", found.runtime_version, "; code for ", found.architectures,
+          cuda_served == 0 ? "; none served" : "");
     }
   }
   return r;
@@ -476,7 +504,9 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(ShuttingDown().message()));
+    if (shutting_down_ || runtime::DeviceFailed()) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(ShuttingDown().message()));
+    }
     // Per peer first: one peer must not be able to fill the table for
     // everyone (it is then told its own limit, not the daemon's).
     size_t& mine = sessions_per_peer_[peer];
@@ -502,9 +532,20 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
         return grpc::Status(grpc::StatusCode::INTERNAL, "no source of secure random numbers for the session id");
       }
     } while (id == 0 || sessions_.contains(id));
+    std::shared_ptr<MemoryAccount> account = MemoryAccount::Create(options_.session_memory_limit_bytes);
+    if (options_.cuda_session_memory_limit_bytes > 0) {
+      for (size_t i = 0; i < backends_.size(); ++i) {
+        const Device d = backends_[i].device();
+        if (d.type != DeviceType::kCUDA || !MemoryAccount::HasDeviceSlot(d)) continue;
+        absl::Status capped = account->SetDeviceLimit(d, options_.cuda_session_memory_limit_bytes);
+        if (!capped.ok()) {  // a device with a slot and a positive limit: cannot fail
+          if (mine == 0) sessions_per_peer_.erase(peer);
+          return ToGrpcStatus(InternalErr(absl::StrCat("open session: ", capped.message())));
+        }
+      }
+    }
     Entry e;
-    e.session = std::make_shared<Session>(
-        id, token, name, MemoryAccount::Create(options_.session_memory_limit_bytes), &backends_);
+    e.session = std::make_shared<Session>(id, token, name, std::move(account), &backends_);
     e.opened = absl::Now();
     e.peer = peer;
     sessions_.emplace(id, std::move(e));
@@ -586,7 +627,7 @@ StreamWriters WritersOver(std::function<bool(const grpc::ByteBuffer&)> send) {
 absl::StatusOr<std::shared_ptr<Session>> TensordService::Attach(uint64_t id, absl::string_view token,
                                                                std::shared_ptr<GrpcStream> grpc, int sock) {
   absl::MutexLock lock(&mu_);
-  if (shutting_down_) return ShuttingDown();
+  if (shutting_down_ || runtime::DeviceFailed()) return ShuttingDown();
   auto it = sessions_.find(id);
   if (it == sessions_.end() || !TokenEquals(std::string(token), it->second.session->token())) {
     return NoSuchSession("attach");
@@ -714,6 +755,12 @@ TensordService::StreamEnd TensordService::RunStream(uint64_t id, const std::shar
       if (!read_placed(next, true)) break;  // clears `next` first
       current = next;
     }
+    // After a device failed, no session's next message runs: its stream
+    // ends with the failure (ShuttingDown) while the daemon exits.
+    if (runtime::DeviceFailed()) {
+      end = StreamEnd::kDeviceFailed;
+      break;
+    }
     if (!session->ExecuteMessage(*current, write, read, write_data)) break;
     current = nullptr;
   }
@@ -730,9 +777,10 @@ absl::Status TensordService::EndStream(uint64_t id, const std::shared_ptr<Sessio
       it->second.grpc = nullptr;
       it->second.socket = -1;
     }
-    shutting_down = shutting_down_;
+    shutting_down = shutting_down_ || end == StreamEnd::kDeviceFailed;
   }
-  const char* why = shutting_down                 ? "daemon shutting down"
+  const char* why = end == StreamEnd::kDeviceFailed ? "a device failed"
+                    : shutting_down                 ? "daemon shutting down"
                     : end == StreamEnd::kMalformed  ? "a message did not parse"
                     : end == StreamEnd::kOverLimit  ? "a message would take more memory to decode than its limit leaves"
                     : end == StreamEnd::kClient     ? "stream ended by the client"

@@ -512,6 +512,84 @@ TEST_F(BinaryTest, CpuCacheLimitFromEnvironmentConfigAndFlag) {
   }
 }
 
+// A device that fails for good (a GPU fault; here the test device's
+// simulated one): the sessions get the failure, and the daemon exits with
+// status 75 (kExitDeviceFailure) within about a second, its socket gone,
+// for its supervisor to restart it.
+TEST_F(BinaryTest, ADeviceFaultEndsTheSessionsAndExitsWithStatus75) {
+  const std::string sock = dir_ + "/f.sock";
+  std::optional<Proc> p;
+  {
+    ScopedEnv fault("TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH", "2");
+    p.emplace(std::vector<std::string>{"serve", "--listen", "unix:" + sock, "--test-device"});
+  }
+  ASSERT_EQ(p->ReadLine(), "tensord: listening on unix:" + sock);
+  auto stub = v1::Tensord::NewStub(grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials()));
+  RawSession idle(stub.get());
+  RawSession s(stub.get());
+  v1::TensorMetaProto meta;
+  wire::ToProto(TensorMeta::Contiguous(Shape{2}, ScalarType::kFloat32, Device{DeviceType::kPrivateUse1, 0}), &meta);
+  s.Send(UploadReq(1, meta, Bytes<float>({1, 2})));
+  s.Send(Call(1, "neg", {T(1)}, {2}));  // launch 1
+  EXPECT_TRUE(s.Sync().empty());
+  s.Send(Call(2, "neg", {T(2)}, {3}));  // launch 2: the fault
+  const auto failed_at = std::chrono::steady_clock::now();
+  v1::Request sync;
+  sync.mutable_sync()->set_request_id(42);
+  s.Send(sync);
+  const std::string why =
+      "privateuseone:0 failed (a simulated fault at kernel launch 2 (TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH)); the "
+      "daemon is restarting";
+  for (RawSession* session : {&s, &idle}) {
+    v1::ServerMessage m;
+    std::string said;
+    while (session->Read(&m)) {
+      if (m.has_stream_end()) said = m.stream_end().message();
+    }
+    const grpc::Status end = session->stream()->Finish();
+    if (said.empty()) said = end.error_message();
+    EXPECT_EQ(said, why);
+  }
+  EXPECT_EQ(p->Wait(), 75);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - failed_at).count();
+  EXPECT_LT(seconds, 3.0);  // a second, with room for a loaded test machine
+  EXPECT_FALSE(std::filesystem::exists(sock));
+  const std::string log = p->Stderr();
+  EXPECT_THAT(log, HasSubstr("privateuseone:0 failed (a simulated fault at kernel launch 2"));
+  EXPECT_THAT(log, HasSubstr("exiting with status 75"));
+}
+
+TEST_F(BinaryTest, TheSimulatedFaultIsForTheTestDeviceOnly) {
+  const std::string sock = dir_ + "/f.sock";
+  {
+    ScopedEnv fault("TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH", "1");
+    EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock}), HasSubstr("give --test-device too"));
+  }
+  ScopedEnv fault("TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH", "0");
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--test-device"}),
+              HasSubstr("'0' is not a launch number"));
+}
+
+TEST_F(BinaryTest, SessionMemoryLimitPerGpuFromEnvironmentConfigAndFlag) {
+  const std::string sock = dir_ + "/m.sock";
+  const std::string conf = dir_ + "/tensord.conf";
+  std::ofstream(conf) << "cuda_session_memory_limit_bytes = 16GiB\n";
+  auto started_with = [&](const std::vector<std::string>& args) { return LogOfAStart(args, sock); };
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}),
+              ::testing::Not(HasSubstr("per-session limit on each cuda device")));
+  ScopedEnv env("TENSORD_CUDA_SESSION_MEMORY_LIMIT", "8GiB");
+  EXPECT_THAT(started_with({"serve", "--listen", "unix:" + sock}),
+              HasSubstr("per-session limit on each cuda device 8.00 GiB"));
+  EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock}),
+              HasSubstr("per-session limit on each cuda device 16.00 GiB"));
+  EXPECT_THAT(started_with({"serve", "--config", conf, "--listen", "unix:" + sock, "--cuda-session-memory-limit",
+                            "1G"}),
+              HasSubstr("per-session limit on each cuda device 1.00 GiB"));
+  EXPECT_THAT(StderrOfARefusedStart({"serve", "--listen", "unix:" + sock, "--cuda-session-memory-limit", "lots"}),
+              HasSubstr("--cuda-session-memory-limit: 'lots' is not a byte count"));
+}
+
 // --grpc-threads and the config key grpc_threads take 24 (16 reserved + 8
 // for session streams) up to 65536; a good value starts the daemon (that it
 // caps the streams: test_session.py's connect test).

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -283,6 +284,8 @@ class DaemonFixture : public ::testing::Test {
     if (idle_connection_timeout_ > absl::ZeroDuration()) o.idle_connection_timeout = idle_connection_timeout_;
     if (max_sessions_per_peer_ >= 0) o.max_sessions_per_peer = max_sessions_per_peer_;
     o.test_device = test_device_;
+    o.test_device_fault_at_launch = test_device_fault_at_launch_;
+    o.on_device_failure = on_device_failure_;
     o.log_level = server::LogLevel::kWarning;
     runtime::SetLogLevel(runtime::LogLevel::kWarning);
     absl::StatusOr<std::unique_ptr<server::Daemon>> d = server::Daemon::Start(o);
@@ -306,6 +309,8 @@ class DaemonFixture : public ::testing::Test {
   absl::Duration idle_connection_timeout_;  // > 0: DaemonOptions::idle_connection_timeout
   int max_sessions_per_peer_ = -1;          // >= 0: DaemonOptions::max_sessions_per_peer
   bool test_device_ = false;                // DaemonOptions::test_device
+  int64_t test_device_fault_at_launch_ = 0; // DaemonOptions::test_device_fault_at_launch
+  std::function<void(const std::string&)> on_device_failure_;  // DaemonOptions::on_device_failure
   std::string dir_;
   std::unique_ptr<server::Daemon> daemon_;
   std::shared_ptr<grpc::Channel> channel_;

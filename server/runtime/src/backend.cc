@@ -2,13 +2,68 @@
 // copies between devices.
 #include "tensord/runtime/backend.h"
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
 #include "tensord/runtime/log.h"
 
 namespace tensord::runtime {
+
+namespace {
+
+// The process's device-failure state. A std::mutex, not absl::Mutex: the
+// handler may be called from any thread, also one inside a CUDA call, and
+// nothing here may take part in abseil's deadlock graph of the session locks.
+struct FailureState {
+  std::mutex mu;
+  DeviceFailureHandler handler;  // guarded by mu
+  absl::Status first;            // guarded by mu; OK while none
+  std::atomic<bool> failed{false};
+};
+
+FailureState& Failures() {
+  static FailureState* const state = new FailureState();  // never destroyed: reports may come during exit
+  return *state;
+}
+
+}  // namespace
+
+void ReportDeviceFailure(const Device& device, std::string why) {
+  FailureState& f = Failures();
+  DeviceFailureHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(f.mu);
+    if (!f.first.ok()) {
+      Log(LogLevel::kDebug, device.ToString(), " failed again (", why, ")");
+      return;
+    }
+    f.first = InternalErr(absl::StrCat(device.ToString(), " failed (", why, ")"));
+    f.failed.store(true, std::memory_order_release);
+    handler = f.handler;
+  }
+  Log(LogLevel::kError, device.ToString(), " failed (", why, "): the device is unusable until the process restarts");
+  if (handler) handler(device, why);
+}
+
+void SetDeviceFailureHandler(DeviceFailureHandler handler) {
+  FailureState& f = Failures();
+  std::lock_guard<std::mutex> lock(f.mu);
+  f.handler = std::move(handler);
+  f.first = absl::OkStatus();
+  f.failed.store(false, std::memory_order_release);
+}
+
+bool DeviceFailed() { return Failures().failed.load(std::memory_order_acquire); }
+
+absl::Status DeviceFailure() {
+  FailureState& f = Failures();
+  std::lock_guard<std::mutex> lock(f.mu);
+  return f.first;
+}
 
 SessionStreams::~SessionStreams() {
   if (absl::Status s = SynchronizeAll(); !s.ok()) {

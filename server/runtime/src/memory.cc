@@ -73,11 +73,53 @@ absl::Status MemoryAccount::ChargeStorage(int64_t nbytes, absl::string_view op, 
   return absl::OkStatus();
 }
 
-void MemoryAccount::ChargeDevice(const Device& device, int64_t nbytes) {
+absl::Status MemoryAccount::SetDeviceLimit(const Device& device, int64_t limit_bytes) {
   const int slot = DeviceSlot(device);
-  if (slot < 0) return;
+  if (slot < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a per-session memory limit on ", device.ToString(), ": the device has no counters of its own"));
+  }
+  if (limit_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a per-session memory limit on ", device.ToString(), " of ", limit_bytes, " bytes"));
+  }
+  devices_[slot].limit.store(limit_bytes, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+int64_t MemoryAccount::device_limit_bytes(const Device& device) const {
+  const int slot = DeviceSlot(device);
+  return slot < 0 ? -1 : devices_[slot].limit.load(std::memory_order_relaxed);
+}
+
+absl::Status MemoryAccount::ReserveDevice(const Device& device, int64_t nbytes, absl::string_view op,
+                                          int64_t* after) {
+  *after = 0;
+  const int slot = DeviceSlot(device);
+  if (slot < 0) return absl::OkStatus();
   DeviceCounters& c = devices_[slot];
-  RaisePeak(c.peak, c.in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes);
+  const int64_t limit = c.limit.load(std::memory_order_relaxed);
+  if (limit <= 0) {
+    *after = c.in_use.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+    return absl::OkStatus();
+  }
+  int64_t cur = c.in_use.load(std::memory_order_relaxed);
+  for (;;) {
+    if (nbytes > limit - cur) {
+      return OutOfMemoryErr(absl::StrCat(op, ": out of memory on ", device.ToString(), ": tried to allocate ",
+                                         FormatBytes(nbytes), " (", nbytes, " bytes); this session has ",
+                                         FormatBytes(cur), " on ", device.ToString(), " of its ", FormatBytes(limit),
+                                         " limit there (", limit, " bytes)"));
+    }
+    if (c.in_use.compare_exchange_weak(cur, cur + nbytes, std::memory_order_relaxed)) break;
+  }
+  *after = cur + nbytes;
+  return absl::OkStatus();
+}
+
+void MemoryAccount::CommitDevice(const Device& device, int64_t after) {
+  const int slot = DeviceSlot(device);
+  if (slot >= 0) RaisePeak(devices_[slot].peak, after);
 }
 
 void MemoryAccount::UnchargeDevice(const Device& device, int64_t nbytes) {
@@ -113,17 +155,24 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Allocate(const std::shar
   if (absl::Status fits = device->CheckCapacity(nbytes); !fits.ok()) {
     return OutOfMemory(op, nbytes, bytes_in_use(), bookkeeping_bytes(), limit_, fits.message());
   }
-  TD_RETURN_IF_ERROR(ChargeStorage(nbytes, op, ""));
+  // The device's cap first: its message is the more precise one.
+  const Device where = device->device();
+  int64_t device_after = 0;
+  TD_RETURN_IF_ERROR(ReserveDevice(where, nbytes, op, &device_after));
+  if (absl::Status s = ChargeStorage(nbytes, op, ""); !s.ok()) {
+    UnchargeDevice(where, nbytes);
+    return s;
+  }
   absl::StatusOr<DeviceAllocator::Block> block = device->Allocate(nbytes, zero_fill, id_);
   if (!block.ok()) {
     UnchargeStorage(nbytes);
+    UnchargeDevice(where, nbytes);
     return OutOfMemory(op, nbytes, bytes_in_use(), bookkeeping_bytes(), limit_, block.status().message());
   }
-  // The device's counters count storages the device gave memory for: a
-  // refused allocation leaves its peak alone.
-  const Device where = device->device();
+  // The device's peak counts storages the device gave memory for: a
+  // refused allocation leaves it alone.
   device->in_use_.fetch_add(nbytes, std::memory_order_relaxed);
-  ChargeDevice(where, nbytes);
+  CommitDevice(where, device_after);
   Storage* raw = new (std::nothrow) Storage(*block, nbytes, device, shared_from_this());
   if (raw == nullptr) {
     device->Free(*block, nbytes, id_);
@@ -146,9 +195,14 @@ absl::StatusOr<std::shared_ptr<Storage>> MemoryAccount::Adopt(const std::shared_
   if (device == nullptr || data == nullptr || keeper == nullptr) {
     return InternalErr(absl::StrCat(op, ": adopting memory without an owner"));
   }
-  TD_RETURN_IF_ERROR(ChargeStorage(nbytes, op, ""));
+  int64_t device_after = 0;
+  TD_RETURN_IF_ERROR(ReserveDevice(device->device(), nbytes, op, &device_after));
+  if (absl::Status s = ChargeStorage(nbytes, op, ""); !s.ok()) {
+    UnchargeDevice(device->device(), nbytes);
+    return s;
+  }
   device->in_use_.fetch_add(nbytes, std::memory_order_relaxed);
-  ChargeDevice(device->device(), nbytes);
+  CommitDevice(device->device(), device_after);
   DeviceAllocator::Block block;
   block.data = data;
   Storage* raw = new (std::nothrow) Storage(block, nbytes, device, shared_from_this());

@@ -77,8 +77,12 @@ class HostMemorySource final : public runtime::DeviceMemorySource {
 class SessionQueuedStream final : public QueuedStream {
  public:
   SessionQueuedStream(uint64_t owner, std::shared_ptr<TestDeviceBackend::OwnerStreams> streams,
-                      std::shared_ptr<runtime::CachingAllocator> allocator)
-      : QueuedStream(kTestDevice), owner_(owner), streams_(std::move(streams)), allocator_(std::move(allocator)) {}
+                      std::shared_ptr<runtime::CachingAllocator> allocator,
+                      std::shared_ptr<TestDeviceBackend::FaultState> fault)
+      : QueuedStream(kTestDevice, std::move(fault)),
+        owner_(owner),
+        streams_(std::move(streams)),
+        allocator_(std::move(allocator)) {}
 
   ~SessionQueuedStream() override {
     bool last = false;
@@ -129,20 +133,25 @@ class QueuedEvent final : public runtime::Event {
 }  // namespace
 
 TestDeviceBackend::TestDeviceBackend(std::shared_ptr<runtime::CachingAllocator> allocator,
-                                     std::shared_ptr<OwnerStreams> streams)
-    : HostMemoryBackend(allocator), caching_(std::move(allocator)), streams_(std::move(streams)) {}
+                                     std::shared_ptr<OwnerStreams> streams, TestDeviceFault fault)
+    : HostMemoryBackend(allocator),
+      caching_(std::move(allocator)),
+      streams_(std::move(streams)),
+      fault_(fault.at_launch > 0 ? std::make_shared<FaultState>(fault) : nullptr) {}
 
-absl::StatusOr<std::unique_ptr<TestDeviceBackend>> TestDeviceBackend::Create(runtime::CachingAllocatorOptions options) {
+absl::StatusOr<std::unique_ptr<TestDeviceBackend>> TestDeviceBackend::Create(runtime::CachingAllocatorOptions options,
+                                                                             TestDeviceFault fault) {
   auto streams = std::make_shared<OwnerStreams>();
   auto allocator = std::make_shared<runtime::CachingAllocator>(std::make_unique<HostMemorySource>(streams), options);
-  std::unique_ptr<TestDeviceBackend> b(new TestDeviceBackend(std::move(allocator), std::move(streams)));
+  std::unique_ptr<TestDeviceBackend> b(new TestDeviceBackend(std::move(allocator), std::move(streams), fault));
   TD_RETURN_IF_ERROR(b->RegisterKernels());
   return b;
 }
 
 absl::StatusOr<std::unique_ptr<runtime::Stream>> TestDeviceBackend::CreateStream(uint64_t owner) const {
-  if (owner == 0) return std::make_unique<QueuedStream>(device());  // no session's: nothing to order
-  auto s = std::make_unique<SessionQueuedStream>(owner, streams_, caching_);
+  TD_RETURN_IF_ERROR(fault_ != nullptr ? fault_->Check(device()) : absl::OkStatus());
+  if (owner == 0) return std::make_unique<QueuedStream>(device(), fault_);  // no session's: nothing to order
+  auto s = std::make_unique<SessionQueuedStream>(owner, streams_, caching_, fault_);
   {
     std::lock_guard<std::mutex> lock(streams_->mu);
     streams_->by_owner[owner].push_back(s.get());
@@ -153,7 +162,29 @@ absl::StatusOr<std::unique_ptr<runtime::Stream>> TestDeviceBackend::CreateStream
 
 int64_t TestDeviceBackend::Trim() { return caching_->EmptyCache(); }
 
-QueuedStream::QueuedStream(Device device) : device_(device) {}
+namespace {
+
+std::string SimulatedFault(int64_t at_launch) {
+  return absl::StrCat("a simulated fault at kernel launch ", at_launch, " (TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH)");
+}
+
+}  // namespace
+
+absl::Status TestDeviceBackend::FaultState::Check(const Device& device) const {
+  if (!failed.load(std::memory_order_acquire)) return absl::OkStatus();
+  return InternalErr(absl::StrCat(device.ToString(), ": ", SimulatedFault(fault.at_launch)));
+}
+
+absl::Status TestDeviceBackend::FaultState::CountLaunch(const Device& device) {
+  TD_RETURN_IF_ERROR(Check(device));
+  if (launches.fetch_add(1, std::memory_order_relaxed) + 1 != fault.at_launch) return absl::OkStatus();
+  failed.store(true, std::memory_order_release);
+  runtime::ReportDeviceFailure(device, SimulatedFault(fault.at_launch));
+  return Check(device);
+}
+
+QueuedStream::QueuedStream(Device device, std::shared_ptr<TestDeviceBackend::FaultState> fault)
+    : device_(device), fault_(std::move(fault)) {}
 
 QueuedStream::~QueuedStream() {
   {
@@ -201,16 +232,19 @@ void QueuedStream::Loop() {
 }
 
 absl::Status QueuedStream::CopyFromHost(char* device_dst, const char* host_src, size_t n) {
+  TD_RETURN_IF_ERROR(fault_ != nullptr ? fault_->Check(device_) : absl::OkStatus());
   if (n > 0) Enqueue([=] { std::memcpy(device_dst, host_src, n); });
   return absl::OkStatus();
 }
 
 absl::Status QueuedStream::CopyToHost(char* host_dst, const char* device_src, size_t n) {
+  TD_RETURN_IF_ERROR(fault_ != nullptr ? fault_->Check(device_) : absl::OkStatus());
   if (n > 0) Enqueue([=] { std::memcpy(host_dst, device_src, n); });
   return absl::OkStatus();
 }
 
 absl::Status QueuedStream::CopyWithin(char* device_dst, const char* device_src, size_t n) {
+  TD_RETURN_IF_ERROR(fault_ != nullptr ? fault_->Check(device_) : absl::OkStatus());
   if (n > 0) Enqueue([=] { std::memmove(device_dst, device_src, n); });
   return absl::OkStatus();
 }
@@ -235,6 +269,7 @@ absl::Status QueuedStream::Memset(char* device_dst, int value, size_t n) {
 
 absl::Status QueuedStream::Launch(KernelFn kernel, KernelContext& ctx) {
   TD_RETURN_IF_ERROR(Synchronize());
+  TD_RETURN_IF_ERROR(fault_ != nullptr ? fault_->CountLaunch(device_) : absl::OkStatus());
   ctx.stream = nullptr;
   SetInKernel(true);
   absl::Status s;
@@ -266,7 +301,8 @@ absl::Status QueuedStream::Wait(const std::shared_ptr<runtime::Event>& event) {
 
 absl::Status QueuedStream::Synchronize() {
   TD_ASSIGN_OR_RETURN(std::shared_ptr<runtime::Event> now, Record());
-  return now->Synchronize();
+  TD_RETURN_IF_ERROR(now->Synchronize());
+  return fault_ != nullptr ? fault_->Check(device_) : absl::OkStatus();
 }
 
 uint64_t QueuedStream::issued() const {

@@ -11,6 +11,7 @@
 #define TENSORD_SERVER_DAEMON_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct DaemonOptions {
   std::vector<std::string> listen;
   // Bytes one session may hold: -1 = DefaultSessionMemoryLimit(); 0 = unlimited.
   int64_t session_memory_limit_bytes = -1;
+  // Bytes one session may hold on each CUDA device (0 = no limit of its own:
+  // session_memory_limit_bytes, which counts every device together, still holds).
+  int64_t cuda_session_memory_limit_bytes = 0;
   // Cap of the cache of freed large CPU blocks: -1 = min(1 GiB, physical / 8), 0 = off.
   int64_t cpu_cache_limit_bytes = -1;
   // Debugging: fill storages handed out unzeroed with this byte (0..255; -1 = off).
@@ -48,6 +52,15 @@ struct DaemonOptions {
   // Also serve the test device, privateuseone:0 (host memory that behaves
   // as a device of its own: backends/test_device/), beside the CPU.
   bool test_device = false;
+  // Test-only: the test device's N-th kernel launch fails as a GPU fault
+  // does (backends::TestDeviceFault; 0 = never).
+  int64_t test_device_fault_at_launch = 0;
+  // Called once when a device failed for good (runtime::ReportDeviceFailure:
+  // a GPU fault), after the health service says NOT_SERVING and sessions'
+  // next messages are refused with the failure. Runs on the thread that saw
+  // the fault and must return at once: `tensord serve` wakes its main thread
+  // there, which ends every session and exits with kExitDeviceFailure.
+  std::function<void(const std::string& why)> on_device_failure;
   // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (see wire::StreamReceiver); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
@@ -76,6 +89,13 @@ struct DaemonOptions {
   // channels share a connection to one address).
   absl::Duration idle_connection_timeout = absl::Minutes(5);
 };
+
+// The exit status of `tensord serve` after a device failed (a GPU fault
+// leaves the process's CUDA context unusable): EX_TEMPFAIL of sysexits.h,
+// distinct from 0 (a clean stop), 1 (a failure to start or a second signal)
+// and 2 (a usage error), so that a supervisor restarts the daemon
+// (deploy/tensord.service: Restart=on-failure) and its logs tell why.
+inline constexpr int kExitDeviceFailure = 75;
 
 // gRPC threads that session streams never take (DaemonOptions::grpc_threads).
 inline constexpr int kReservedGrpcThreads = 16;
@@ -106,7 +126,7 @@ int64_t DefaultSessionMemoryLimit();
 
 // Applies a config file of `key = value` lines (# comments, blank lines):
 // listen (repeatable, or comma-separated), session_memory_limit_bytes,
-// cpu_cache_limit_bytes, log_level, stream_spin_us, grpc_threads, max_sessions_per_peer. Unknown keys and
+// cuda_session_memory_limit_bytes, cpu_cache_limit_bytes, log_level, stream_spin_us, grpc_threads, max_sessions_per_peer. Unknown keys and
 // bad values are errors naming the line.
 absl::Status ApplyConfigFile(const std::string& path, DaemonOptions* options);
 
@@ -136,7 +156,7 @@ class Daemon {
 
   DaemonOptions options_;
   std::unique_ptr<TensordService> service_;
-  std::unique_ptr<HealthService> health_;  // grpc.health.v1, registered with server_
+  std::shared_ptr<HealthService> health_;  // grpc.health.v1, registered with server_ (and held by the failure handler)
   std::unique_ptr<grpc::Server> server_;
   std::vector<std::string> addresses_;
   std::vector<std::string> socket_paths_;  // to remove at shutdown
@@ -145,6 +165,7 @@ class Daemon {
   // streams: side_channel.h).
   std::vector<std::unique_ptr<SideChannelServer>> side_channels_;
   bool shut_down_ = false;
+  bool handles_device_failures_ = false;  // Start installed the process's device-failure handler
 };
 
 }  // namespace tensord::server

@@ -74,6 +74,11 @@ struct ServiceOptions {
   backends::CpuAllocatorOptions cpu_allocator;
   // Also serve the test device (privateuseone:0) after the CPU.
   bool test_device = false;
+  // Test-only: the test device's simulated fault (backends::TestDeviceFault).
+  int64_t test_device_fault_at_launch = 0;
+  // Per-session limit on bytes of storage on each CUDA device (0 = none of
+  // its own; session_memory_limit_bytes still counts every device together).
+  int64_t cuda_session_memory_limit_bytes = 0;
   // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (wire::StreamReceiver's spin); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
@@ -219,7 +224,9 @@ class TensordService final : public v1::Tensord::Service {
   // How a session stream ended.
   // kOverLimit: a message would take more memory to decode than the
   // session's limit leaves (RunStream's `refusal` says how much).
-  enum class StreamEnd { kClient, kLost, kMalformed, kOverLimit };
+  // kDeviceFailed: a device failed (runtime::ReportDeviceFailure) before
+  // the session's next message ran.
+  enum class StreamEnd { kClient, kLost, kMalformed, kOverLimit, kDeviceFailed };
   // Where an upload's data goes (Session::PlaceUploadData's answer).
   using PlaceUpload = absl::FunctionRef<wire::Placement(const v1::Upload& head, size_t n)>;
   // Reads the next message's bytes: 1 when it did, 0 when the client ended

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -182,6 +183,38 @@ class SessionStreams {
   const uint64_t owner_;
   std::vector<std::pair<const Backend*, std::unique_ptr<Stream>>> streams_;  // a few devices: a list
 };
+
+// A device that failed for the rest of the process: a GPU fault (CUDA's
+// "sticky" errors: an illegal memory access, an uncorrectable ECC error, a
+// kernel that trapped) leaves the process's context on that device unusable,
+// for every session, until the process restarts. A backend that detects
+// one calls ReportDeviceFailure; the daemon's handler then fails every
+// session, reports NOT_SERVING and exits so that its supervisor restarts it.
+//
+//   SetDeviceFailureHandler([](const Device& d, const std::string& why) { ... });
+//   ReportDeviceFailure(Device{DeviceType::kCUDA, 0}, "an illegal memory access was encountered");
+//   DeviceFailure();  // InternalError "cuda:0 failed (an illegal memory access was encountered)"
+//
+// Called with the device and what failed, as a phrase ("an illegal memory
+// access was encountered"). Only the first report counts (later ones,
+// usually the same fault seen by other streams, are logged at debug level):
+// it is remembered (DeviceFailure) and handed to the handler once, on the
+// reporting thread, with no lock of the runtime held. Thread-safe; never
+// blocks beyond the handler.
+void ReportDeviceFailure(const Device& device, std::string why);
+// What the handler gets: the device and `why` as reported.
+using DeviceFailureHandler = std::function<void(const Device& device, const std::string& why)>;
+// Installs the process's handler (the daemon's; nullptr: none) and forgets
+// any earlier failure, so that a process that runs one daemon after
+// another (the tests) starts each clean. Must return promptly, without
+// waiting for any stream's work: it runs inside the call that saw the fault.
+void SetDeviceFailureHandler(DeviceFailureHandler handler);
+// Whether a device failed since the handler was installed (one atomic load:
+// cheap enough for every request).
+bool DeviceFailed();
+// InternalError "cuda:0 failed (why)" for the first failure reported; OK
+// when none was.
+absl::Status DeviceFailure();
 
 // Copies `n` bytes from `src` on `from` to `dst` on `to`, on the session's
 // streams, and returns when the bytes are in place (as PyTorch's

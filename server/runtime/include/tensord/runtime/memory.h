@@ -1,7 +1,7 @@
 // tensord/runtime/memory.h — device memory as the runtime sees it, on any
 // device: a DeviceAllocator (one per device, supplied by its backend) hands
 // out blocks; a MemoryAccount (one per session) charges them, with its peak
-// and its limit, in total and per device; a Storage is one block that
+// and its limits, in total and per device; a Storage is one block that
 // tensors view, freed and uncharged when its last shared_ptr goes; a
 // MemoryCharge is bookkeeping the daemon holds for a session outside any
 // storage.
@@ -129,9 +129,10 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   // Allocates `nbytes` (>= 0) on `device`'s allocator, charged to this
   // account (DeviceAllocator::Allocate says what `zero_fill` promises).
   // ResourceExhausted (MemoryError) naming `op`, the bytes requested, the
-  // bytes in use and the limit when over the limit or when the device has
-  // no memory left (with the device's reason); RuntimeError for a negative
-  // size.
+  // bytes in use and the limit when over the limit, over the device's cap
+  // (SetDeviceLimit: naming the device and the session's bytes there) or
+  // when the device has no memory left (with the device's reason);
+  // RuntimeError for a negative size.
   absl::StatusOr<std::shared_ptr<Storage>> Allocate(const std::shared_ptr<DeviceAllocator>& device, int64_t nbytes,
                                                     absl::string_view op, bool zero_fill = true);
 
@@ -160,6 +161,17 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   // reset_peak_memory_stats); the totals' peak is untouched. Nothing for a
   // device without a slot.
   void ResetPeak(const Device& device);
+  // Caps this session's bytes on `device` at `limit_bytes` (0: no cap of
+  // its own), besides the account's limit, which counts every device
+  // together: a daemon's per-session limit on each GPU. Allocate and Adopt
+  // on the device then refuse what would pass it (ResourceExhausted naming
+  // the device, the op, the bytes asked, the session's bytes on the device
+  // and the cap). InvalidArgument for a device without a slot or a
+  // negative limit. Thread-safe; meant to be set as the session opens.
+  absl::Status SetDeviceLimit(const Device& device, int64_t limit_bytes);
+  // The cap SetDeviceLimit set on `device` (0: none); -1 for a device
+  // without a slot.
+  int64_t device_limit_bytes(const Device& device) const;
   // Bytes of MemoryCharges: the session's bookkeeping. The limit holds
   // bytes_in_use() + bookkeeping_bytes().
   int64_t bookkeeping_bytes() const { return bookkeeping_.load(std::memory_order_relaxed); }
@@ -191,8 +203,13 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   // Charges `nbytes` of storage to the totals if the limit allows; the
   // error names `op`.
   absl::Status ChargeStorage(int64_t nbytes, absl::string_view op, absl::string_view why_if_refused);
-  // Adds `nbytes` of a storage that exists now to `device`'s counters.
-  void ChargeDevice(const Device& device, int64_t nbytes);
+  // Adds `nbytes` to `device`'s bytes in use if its cap (SetDeviceLimit)
+  // allows, before the storage exists (so that concurrent allocations never
+  // overshoot the cap); sets *after to the bytes in use with them. Nothing
+  // for a device without a slot. The error names `op`.
+  absl::Status ReserveDevice(const Device& device, int64_t nbytes, absl::string_view op, int64_t* after);
+  // The storage ReserveDevice counted exists: `device`'s peak takes `after`.
+  void CommitDevice(const Device& device, int64_t after);
   // Adds `nbytes` of bookkeeping if the limit allows (MemoryCharge).
   absl::Status Charge(int64_t nbytes, absl::string_view op);
   void UnchargeStorage(int64_t nbytes);
@@ -202,6 +219,7 @@ class MemoryAccount : public std::enable_shared_from_this<MemoryAccount> {
   struct DeviceCounters {
     std::atomic<int64_t> in_use{0};
     std::atomic<int64_t> peak{0};
+    std::atomic<int64_t> limit{0};  // SetDeviceLimit; 0: none
   };
 
   const int64_t limit_;

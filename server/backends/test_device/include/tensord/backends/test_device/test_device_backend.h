@@ -19,6 +19,7 @@
 #ifndef TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 #define TENSORD_BACKENDS_TEST_DEVICE_TEST_DEVICE_BACKEND_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -39,11 +40,25 @@ namespace tensord::backends {
 // privateuseone:0.
 inline constexpr Device kTestDevice{DeviceType::kPrivateUse1, 0};
 
+// Test-only: a simulated device fault, for the tests of what the daemon does
+// when a GPU fails (runtime::ReportDeviceFailure) without a GPU.
+struct TestDeviceFault {
+  // 0: never. N > 0: the N-th kernel launch on the device (counted over
+  // every stream of the backend, from 1) fails as a GPU fault does: it
+  // reports the device failed, and that launch and every later call of
+  // every stream of the device (copies, launches, synchronize) return
+  // InternalError naming the device and the fault. `tensord serve` reads
+  // it from $TENSORD_TEST_DEVICE_FAULT_AT_LAUNCH, with --test-device only.
+  int64_t at_launch = 0;
+};
+
 class TestDeviceBackend final : public HostMemoryBackend {
  public:
   // InternalError only on a build bug (a CPU kernel the table lacks).
-  // `options`: the caching allocator's (tests make its pools small).
-  static absl::StatusOr<std::unique_ptr<TestDeviceBackend>> Create(runtime::CachingAllocatorOptions options = {});
+  // `options`: the caching allocator's (tests make its pools small);
+  // `fault`: a simulated fault (test-only).
+  static absl::StatusOr<std::unique_ptr<TestDeviceBackend>> Create(runtime::CachingAllocatorOptions options = {},
+                                                                   TestDeviceFault fault = {});
 
   std::string description() const override { return "test device (host memory, the cpu kernels)"; }
   bool host_addressable() const override { return false; }
@@ -60,11 +75,25 @@ class TestDeviceBackend final : public HostMemoryBackend {
   // on them and synchronizes them, and with the streams, which leave it).
   struct OwnerStreams;
 
+  // The simulated fault's state, shared by the backend's streams.
+  struct FaultState {
+    explicit FaultState(TestDeviceFault f) : fault(f) {}
+    const TestDeviceFault fault;
+    std::atomic<int64_t> launches{0};
+    std::atomic<bool> failed{false};
+    // InternalError once the fault happened; OK before (and without one).
+    absl::Status Check(const Device& device) const;
+    // Counts a launch: the fault's error when this is the one that fails.
+    absl::Status CountLaunch(const Device& device);
+  };
+
  private:
-  TestDeviceBackend(std::shared_ptr<runtime::CachingAllocator> allocator, std::shared_ptr<OwnerStreams> streams);
+  TestDeviceBackend(std::shared_ptr<runtime::CachingAllocator> allocator, std::shared_ptr<OwnerStreams> streams,
+                    TestDeviceFault fault);
 
   std::shared_ptr<runtime::CachingAllocator> caching_;  // allocator(), as itself
   std::shared_ptr<OwnerStreams> streams_;
+  const std::shared_ptr<FaultState> fault_;
 };
 
 // The test device's stream: copies are queued and run in order on a thread
@@ -77,7 +106,8 @@ class TestDeviceBackend final : public HostMemoryBackend {
 // waited for anywhere and outlive it.
 class QueuedStream : public runtime::Stream {
  public:
-  explicit QueuedStream(Device device);
+  // `fault`: the backend's simulated fault (TestDeviceFault), or null.
+  explicit QueuedStream(Device device, std::shared_ptr<TestDeviceBackend::FaultState> fault = nullptr);
   ~QueuedStream() override;  // runs what is queued, then stops the thread
 
   Device device() const override { return device_; }
@@ -115,6 +145,7 @@ class QueuedStream : public runtime::Stream {
   void SetInKernel(bool in);
 
   const Device device_;
+  const std::shared_ptr<TestDeviceBackend::FaultState> fault_;
   const std::shared_ptr<Progress> progress_ = std::make_shared<Progress>();
   // Guarded by progress_->mu.
   std::deque<std::function<void()>> queue_;

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Checks tensord's CUDA side on a GPU machine, from the pack that
+# scripts/gpu-pack.sh made on the build machine (the GPU machines have no
+# Debian gRPC, protobuf or abseil, and no network): run from the repository
+# root, with gpu-pack.tar.gz (or the gpu-pack/ folder) carried along.
+#
+#   scripts/gpu-check.sh [PACK]        # default gpu-pack: PACK.tar.gz, else PACK/
+#
+# Steps, each bounded in time (about 8 minutes in all at most):
+#   1. nvidia-smi: the GPU, its driver and memory (absent: the GPU parts
+#      below are skipped, visibly, and the rest still runs: that checks the
+#      pack itself on any machine);
+#   2. the pack: its manifest, and glibc: the machine's when new enough,
+#      else the pack's copy through its own loader;
+#   3. every packed test binary with --gtest_filter='*Cuda*': on a GPU no
+#      CUDA test may skip ("no CUDA device: ..." fails the check);
+#   4. the daemon: started on a Unix socket, its log must list cuda:0 (no
+#      GPU: say why not), then stopped with SIGTERM: it must exit 0.
+# Writes everything to one log, $OUT/gpu-check.log when $OUT is set (the
+# device machine's output folder), else ./gpu-check.log; exits 0 when every
+# step passed, 1 otherwise.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+PACK=${1:-gpu-pack}
+LOG=${OUT:+$OUT/gpu-check.log}
+LOG=${LOG:-$PWD/gpu-check.log}
+mkdir -p "$(dirname "$LOG")"
+: > "$LOG"
+exec > >(tee -a "$LOG") 2>&1
+
+START=$(date +%s)
+FAILED=()
+say() { echo "gpu-check: $*"; }
+fail() { say "FAIL: $*"; FAILED+=("${1%%:*}"); }
+elapsed() { echo $(($(date +%s) - START)); }
+
+say "started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n) in $PWD; log $LOG"
+
+# ---- 1. the GPU ----------------------------------------------------------------------
+GPU=0
+if command -v nvidia-smi > /dev/null 2>&1; then
+  if timeout 60 nvidia-smi; then
+    timeout 30 nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total,memory.used \
+      --format=csv || true
+    GPU=1
+  else
+    fail "nvidia-smi: failed (exit $?): the driver does not answer"
+  fi
+else
+  say "SKIP: no nvidia-smi on this machine: the GPU parts are skipped (tests must skip, the daemon must say why)"
+fi
+
+# ---- 2. the pack ---------------------------------------------------------------------
+# The archive, when there is one, unpacked afresh (a folder beside it may be
+# stale); else the folder.
+UNPACKED=""
+DIR=""
+trap 'rm -rf ${UNPACKED:+"$UNPACKED"} ${DIR:+"$DIR"}' EXIT
+if [ -f "$PACK.tar.gz" ]; then
+  UNPACKED=$(mktemp -d /tmp/tensord-gpu-pack-XXXXXX)
+  if tar -C "$UNPACKED" -xzf "$PACK.tar.gz"; then
+    say "unpacked $PACK.tar.gz ($(du -sm "$PACK.tar.gz" | cut -f1) MiB) into $UNPACKED"
+    PACK="$UNPACKED/$(basename "$PACK")"
+  else
+    fail "pack: cannot unpack $PACK.tar.gz"
+  fi
+fi
+PACK=$(cd "$PACK" 2>/dev/null && pwd || echo "$PACK")
+if [ ! -f "$PACK/MANIFEST" ]; then
+  fail "pack: $PACK/MANIFEST missing: run scripts/gpu-pack.sh on the build machine and carry gpu-pack.tar.gz"
+  say "FAILED: ${FAILED[*]} ($(elapsed) s)"
+  exit 1
+fi
+sed 's/^/  manifest: /' "$PACK/MANIFEST"
+need=$(sed -n 's/^glibc_needed=//p' "$PACK/MANIFEST")
+have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+newest=$(printf '%s\n%s\n' "$need" "$have" | sort -t. -k1,1n -k2,2n -k3,3n | tail -1)
+LIBPATH="$PACK/lib"
+LOADER=()
+EXCLUDE=""
+# PACKED_GLIBC=1 takes the pack's anyway (to test that path anywhere).
+if [ -n "$have" ] && [ "$newest" = "$have" ] && [ "${PACKED_GLIBC:-0}" != 1 ]; then
+  say "glibc $have here, $need needed: the machine's"
+else
+  # One libc per process: the pack's, with its own loader, before its libraries.
+  say "glibc ${have:-unknown} here, $need needed: the pack's copy, through its loader"
+  LIBPATH="$PACK/glibc:$LIBPATH"
+  LOADER=("$PACK/glibc/ld-linux-x86-64.so.2" --library-path "$LIBPATH")
+  # A death test's child process executes the test binary again, through
+  # the machine's loader, which cannot load the pack's libc.
+  EXCLUDE=":-*AFaultIsReportedAsTheDeviceFailing*"
+  say "SKIP: CudaGpuTest.AFaultIsReportedAsTheDeviceFailing (its child process would need the machine's glibc)"
+fi
+# run BIN ARGS...: a packed binary with the packed libraries and nothing of
+# this shell's environment but what the checks set, in place of the calling
+# (sub)shell: `run tensord ... &` makes $! the daemon's own process. run_for
+# SECONDS BIN ARGS...: the same as a child, killed after SECONDS (exit 124).
+run() {
+  local bin=$1
+  shift
+  exec env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" LD_LIBRARY_PATH="$LIBPATH" TENSORD_BIN="$PACK/bin/tensord" \
+    ${CUDA_VISIBLE_DEVICES:+CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES} \
+    "${LOADER[@]}" "$PACK/bin/$bin" "$@"
+}
+run_for() {
+  local seconds=$1 bin=$2
+  shift 2
+  timeout --kill-after=5 "$seconds" env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" LD_LIBRARY_PATH="$LIBPATH" \
+    TENSORD_BIN="$PACK/bin/tensord" ${CUDA_VISIBLE_DEVICES:+CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES} \
+    "${LOADER[@]}" "$PACK/bin/$bin" "$@"
+}
+# The whole check stays under 8 minutes: 7.5 for the tests and the daemon.
+BUDGET=450
+if ! run_for 30 tensord --version; then
+  fail "pack: tensord --version does not run with the packed libraries"
+fi
+
+# ---- 3. the CUDA tests ---------------------------------------------------------------
+TESTS=$(sed -n 's/^tests=//p' "$PACK/MANIFEST")
+for t in $TESTS; do
+  out=$(mktemp)
+  left=$((BUDGET - 60 - $(elapsed)))  # a minute kept for the daemon
+  [ "$left" -gt 240 ] && left=240
+  if [ "$left" -lt 10 ]; then
+    fail "$t: no time left"
+    continue
+  fi
+  say "$t --gtest_filter='*Cuda*$EXCLUDE' (at most $left s; $(elapsed) s so far)"
+  run_for "$left" "$t" --gtest_filter="*Cuda*$EXCLUDE" --gtest_color=no 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  # One line per test as it ends: "[  SKIPPED ] Suite.Test (0 ms)".
+  passed=$(grep -c '^\[       OK \] .* ([0-9]* ms)$' "$out" || true)
+  skipped=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$out" || true)
+  failed=$(grep -c '^\[  FAILED  \] .* ([0-9]* ms)$' "$out" || true)
+  say "$t: exit $rc; $passed passed, $skipped skipped, $failed failed"
+  if [ "$rc" -ne 0 ]; then
+    [ "$rc" -eq 124 ] && say "$t: timed out"
+    fail "$t"
+  elif [ "$GPU" = 1 ] && grep -q 'no CUDA device' "$out"; then
+    fail "$t: CUDA tests skipped on a machine with a GPU: $(grep -m1 -o 'no CUDA device.*' "$out")"
+  elif [ "$passed" -eq 0 ]; then
+    fail "$t: no test ran"
+  fi
+  rm -f "$out"
+done
+
+# ---- 4. the daemon on the GPU ----------------------------------------------------------
+DIR=$(mktemp -d /tmp/tensord-gpu-check-XXXXXX)
+SOCK="$DIR/td.sock"
+say "tensord serve --listen unix:$SOCK ($(elapsed) s so far)"
+run tensord serve --listen "unix:$SOCK" > "$DIR/stdout" 2> "$DIR/stderr" &
+PID=$!
+ready=0
+for _ in $(seq 1 300); do  # 30 s: a first CUDA context can take a while
+  if grep -q '^tensord: listening on' "$DIR/stdout" 2>/dev/null; then ready=1; break; fi
+  kill -0 "$PID" 2>/dev/null || break
+  sleep 0.1
+done
+if [ "$ready" = 1 ]; then
+  kill -TERM "$PID"
+else
+  fail "tensord: not listening within 30 s"
+  kill -KILL "$PID" 2>/dev/null || true
+fi
+for _ in $(seq 1 150); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+kill -KILL "$PID" 2>/dev/null || true
+wait "$PID"
+rc=$?
+sed 's/^/  tensord: /' "$DIR/stdout" "$DIR/stderr"
+if [ "$ready" = 1 ] && [ "$rc" -ne 0 ]; then fail "tensord: exit $rc after SIGTERM (0 expected)"; fi
+if [ "$GPU" = 1 ]; then
+  if grep -q 'CUDA devices: cuda:0 ' "$DIR/stderr"; then
+    say "tensord serves $(grep -o 'CUDA devices: [^;]*' "$DIR/stderr" | head -1)"
+  else
+    fail "tensord: its log does not list cuda:0 ($(grep -o 'no CUDA device.*\|cuda:0 is not served.*' "$DIR/stderr" | head -1))"
+  fi
+else
+  if grep -q 'no CUDA device: ' "$DIR/stderr"; then
+    say "SKIP: tensord on a GPU: $(grep -o 'no CUDA device: .*' "$DIR/stderr" | head -1)"
+  else
+    fail "tensord: no GPU here, and its log does not say why"
+  fi
+fi
+
+# ---- summary -------------------------------------------------------------------------
+if [ ${#FAILED[@]} -eq 0 ]; then
+  say "PASSED ($([ "$GPU" = 1 ] && echo "on a GPU" || echo "without a GPU: GPU parts skipped"); $(elapsed) s)"
+  exit 0
+fi
+say "FAILED: ${FAILED[*]} ($(elapsed) s)"
+exit 1
