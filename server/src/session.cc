@@ -595,6 +595,12 @@ bool Session::ExecuteSync(const v1::Sync& sync, const Writer& write) {
   if (sync.peek()) {
     ack->set_errors_pending(HasUnreportedErrors());
   } else {
+    // A sync point waits for the session's work on every device it used:
+    // what a kernel found only as it ran there (a bad index recorded in a
+    // GPU's error word) is raised here, with the op's name in its message.
+    if (absl::Status s = dispatcher_.streams().SynchronizeAll(); !s.ok()) {
+      RecordError(std::move(s), "synchronize", 0, "");
+    }
     TakeUnreportedErrors(ack->mutable_errors());
   }
   AddReleasedFunctions(ack);
