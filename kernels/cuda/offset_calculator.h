@@ -218,10 +218,12 @@ struct OffsetCalculator {
 
   OffsetCalculator() = default;
   // `g` has N operands and, for uint32_t, passed Fits32BitIndexing.
+  // Constructing one for an empty geometry is fine; indexing it is not.
   explicit OffsetCalculator(const ElementwiseGeometry& g) : ndim(g.ndim) {
     for (int d = 0; d < kMaxDims; ++d) {
       const bool used = d < g.ndim;
-      sizes[d] = IntDivider<index_t>(used ? static_cast<index_t>(g.sizes[d]) : index_t{1});
+      // A size of 0 (an empty launch, which never indexes) divides by 1.
+      sizes[d] = IntDivider<index_t>(used && g.sizes[d] > 0 ? static_cast<index_t>(g.sizes[d]) : index_t{1});
       for (int k = 0; k < N; ++k) strides[d][k] = used ? static_cast<offset_t>(g.strides[d][k]) : 0;
     }
   }
