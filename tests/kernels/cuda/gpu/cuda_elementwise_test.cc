@@ -60,13 +60,16 @@ class CudaMemory final : public DeviceMemory {
     buffers_.push_back(static_cast<char*>(p));
     return static_cast<char*>(p);
   }
+  // Copies are ordered on the stream (a non-blocking stream does not wait
+  // for the legacy default stream's cudaMemcpy) and complete on return.
   void CopyToDevice(char* dst, const void* src, int64_t bytes) override {
-    const cudaError_t e = cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice);
+    cudaError_t e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
     EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
   }
   void CopyToHost(void* dst, const char* src, int64_t bytes) override {
-    (void)cudaStreamSynchronize(stream_);
-    const cudaError_t e = cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost);
+    cudaError_t e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
     EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
   }
   absl::Status Synchronize() override {
@@ -209,7 +212,8 @@ TEST(CudaKernelLargeTest, SixtyFourBitIndexing) {
   CudaMemory gpu;
   ASSERT_TRUE(gpu.ok());
   char* storage = gpu.Allocate(span);
-  ASSERT_EQ(cudaMemset(storage, 0x5A, static_cast<size_t>(span)), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(storage, 0x5A, static_cast<size_t>(span), static_cast<cudaStream_t>(gpu.stream())),
+            cudaSuccess);
   TensorMeta view;
   view.sizes = {n};
   view.strides = {2};
