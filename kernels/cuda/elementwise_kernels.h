@@ -80,10 +80,33 @@ constexpr int OpCode(E e) {
   return static_cast<int>(e);
 }
 
+// The unsigned-or-integer dtype of `itemsize` bytes, whose copies keep bits.
+constexpr ScalarType BitsDtype(int64_t itemsize) {
+  switch (itemsize) {
+    case 1: return ScalarType::kUInt8;
+    case 2: return ScalarType::kInt16;
+    case 4: return ScalarType::kInt32;
+    default: return ScalarType::kInt64;
+  }
+}
+
 // dst[...] = convert(src[...]), src broadcast to dst's shape; any dtypes.
+// Between equal dtypes the bits are copied as the CPU copies them (a NaN's
+// payload and sign included) by moving integers of the element's size;
+// bool is still normalised to 0/1, as the CPU does.
 template <class L>
 absl::Status CopyConvert(const KernelContext& ctx, const TensorRef& dst, const TensorRef& src) {
-  return Run<L>(ctx, EwFamily::kCopy, OpCode(CopyOp::kCopy), dst.meta->dtype, dst, {EwInput::Of(src)});
+  const ScalarType dt = dst.meta->dtype;
+  if (src.meta->dtype != dt || dt == ScalarType::kBool) {
+    return Run<L>(ctx, EwFamily::kCopy, OpCode(CopyOp::kCopy), dt, dst, {EwInput::Of(src)});
+  }
+  ElementwiseCall call;
+  TD_ASSIGN_OR_RETURN(call.iter, MakeIter(ctx.op->full_name(), dst, {EwInput::Of(src)}));
+  call.family = EwFamily::kCopy;
+  call.op = OpCode(CopyOp::kCopy);
+  call.dtype = BitsDtype(dst.meta->itemsize());
+  call.iter.operands[0].dtype = call.iter.operands[1].dtype = call.dtype;
+  return Launch<L>(ctx, call);
 }
 
 // Every element of dst = value (converted as the CPU's Fill does).

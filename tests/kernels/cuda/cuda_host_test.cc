@@ -6,6 +6,7 @@
 // same errors, or the same values within the dtype's tolerance. Runs
 // without a GPU; cuda_elementwise_test.cc runs the same samples on one.
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
@@ -95,6 +96,32 @@ TEST(EmulatedCudaKernelTest, EverySampledOpIsRegistered) {
     if (SamplesFor(e.full_name(), 1).empty()) continue;
     EXPECT_NE(std::find(ops.begin(), ops.end(), e.full_name()), ops.end())
         << e.full_name() << " has samples but no CUDA kernel";
+  }
+}
+
+// Copies between equal dtypes keep every bit, as the CPU's do: NaN payloads
+// and signs of float16, bfloat16 and float8, in any layout.
+TEST(EmulatedCudaKernelTest, CopiesKeepBits) {
+  for (ScalarType dt : {ScalarType::kFloat16, ScalarType::kBFloat16, ScalarType::kFloat8_e4m3fn,
+                        ScalarType::kFloat8_e5m2, ScalarType::kFloat32}) {
+    Tensor t = FromValues(dt, {8}, {0, 0, 0, 0, 0, 0, 0, 0});
+    const uint64_t nan_bits[] = {0x7E01, 0xFE03, 0x7C01, 0xFFFF, 0x7F, 0xFF, 0x7FC00001, 0xFFC00003};
+    for (int64_t i = 0; i < 8; ++i) {
+      std::memcpy(t.base() + i * t.meta.itemsize(), &nan_bits[i], static_cast<size_t>(t.meta.itemsize()));
+    }
+    for (const Tensor& in : {t, ReversedLayout(t)}) {
+      Sample s;
+      s.op = "clone";
+      s.label = std::string(DtypeName(dt));
+      s.positional = {SampleArg::T(s.Add(in))};
+      HostMemory cpu(kCPU), emulated(Device{DeviceType::kCUDA, 0});
+      const SampleResult want = RunSample(s, CpuRegistry(), DeviceType::kCPU, cpu);
+      const SampleResult got = RunSample(s, EmulatedRegistry(), DeviceType::kCUDA, emulated);
+      ASSERT_TRUE(want.status.ok() && got.status.ok()) << want.status << " / " << got.status;
+      const int64_t bytes = 8 * t.meta.itemsize();
+      EXPECT_EQ(std::memcmp(want.outputs[0].base(), got.outputs[0].base(), static_cast<size_t>(bytes)), 0)
+          << DtypeName(dt);
+    }
   }
 }
 
