@@ -26,6 +26,8 @@ int LaunchElementwiseCuda(const ElementwiseCall& call, void* stream) {
 
 int CudaLaunch::Elementwise(const ElementwiseCall& call, void* stream) { return LaunchElementwiseCuda(call, stream); }
 
+int CudaLaunch::Reduce(const ReduceCall& call, void* stream) { return LaunchReduceCuda(call, stream); }
+
 std::string CudaLaunch::ErrorString(int code) {
   return cudaGetErrorString(static_cast<cudaError_t>(code));
 }

@@ -1,9 +1,10 @@
 // kernels/cuda/cuda_launch.h — what the CUDA kernels' host side
-// (elementwise_kernels.h) asks of the device: launch an elementwise call,
-// name a CUDA error, allocate scratch and zero bytes, all on the call's
-// stream. elementwise_kernels.h takes this as a template parameter
-// (CudaLaunch here); the host tests pass one that runs the same calls on
-// host memory, so everything above the launch is tested without a GPU.
+// (elementwise_kernels.h, reduce_kernels.h) asks of the device: launch an
+// elementwise call or a reduction, name a CUDA error, allocate scratch and
+// zero bytes, all on the call's stream. The host side takes this as a
+// template parameter (CudaLaunch here); the host tests pass one that runs
+// the same calls on host memory, so everything above the launch is tested
+// without a GPU.
 // Internal to kernels/cuda.
 #ifndef TENSORD_KERNELS_CUDA_CUDA_LAUNCH_H_
 #define TENSORD_KERNELS_CUDA_CUDA_LAUNCH_H_
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "elementwise_call.h"
+#include "reduce_call.h"
 
 namespace tensord::cuda {
 
@@ -32,6 +34,8 @@ int LaunchTernaryCuda(const ElementwiseCall& call, void* stream);
 struct CudaLaunch {
   // LaunchElementwiseCuda: a LaunchCode or the launch's cudaError_t.
   static int Elementwise(const ElementwiseCall& call, void* stream);
+  // LaunchReduceCuda.
+  static int Reduce(const ReduceCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

@@ -124,6 +124,47 @@ inline bool BuildGeometry(int ndim, const int64_t* shape, int num_operands,
   return true;
 }
 
+// Like BuildGeometry, but keeps the logical order: the linear index walks
+// `shape` in row-major order (the last dim innermost), so that it is the
+// element's row-major index (what argmax returns). Size-1 dims are dropped
+// and a dim merges into the next one only when that keeps the order.
+inline bool BuildLogicalGeometry(int ndim, const int64_t* shape, int num_operands,
+                                 const int64_t* const* byte_strides, ElementwiseGeometry* out) {
+  if (num_operands < 1 || num_operands > kMaxOperands || ndim < 0) return false;
+  out->num_operands = num_operands;
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; ++d) numel *= shape[d];
+  if (numel == 0) {
+    out->ndim = 1;
+    out->sizes[0] = 0;
+    for (int k = 0; k < kMaxOperands; ++k) out->strides[0][k] = 0;
+    return true;
+  }
+  int nd = 0;
+  for (int d = ndim - 1; d >= 0; --d) {  // innermost first
+    if (shape[d] == 1) continue;
+    if (nd > 0) {
+      bool mergeable = true;
+      for (int k = 0; k < num_operands; ++k) {
+        if (byte_strides[k][d] != out->strides[nd - 1][k] * out->sizes[nd - 1]) {
+          mergeable = false;
+          break;
+        }
+      }
+      if (mergeable) {
+        out->sizes[nd - 1] *= shape[d];
+        continue;
+      }
+    }
+    if (nd == kMaxDims) return false;
+    out->sizes[nd] = shape[d];
+    for (int k = 0; k < kMaxOperands; ++k) out->strides[nd][k] = k < num_operands ? byte_strides[k][d] : 0;
+    ++nd;
+  }
+  out->ndim = nd;
+  return true;
+}
+
 // True when the launch may use 32-bit indices: numel and every operand's
 // largest byte offset (the sum of (size - 1) * |stride|, which bounds every
 // partial sum the calculator forms) fit in int32.

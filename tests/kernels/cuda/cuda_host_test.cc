@@ -15,6 +15,7 @@
 #include "../../../kernels/cuda/elementwise.cuh"
 #include "../../../kernels/cuda/elementwise_kernels.h"
 #include "../../../kernels/cuda/elementwise_ops.h"
+#include "../../../kernels/cuda/reduce_kernels.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 #include "host_launch.h"
@@ -25,8 +26,9 @@ namespace {
 const KernelRegistry& EmulatedRegistry() {
   static const KernelRegistry* r = [] {
     auto* reg = new KernelRegistry();
-    const absl::Status s = cuda::ew::RegisterElementwiseKernels<HostLaunch>(*reg, DeviceType::kCUDA);
-    if (!s.ok()) ADD_FAILURE() << "RegisterElementwiseKernels: " << s;
+    absl::Status s = cuda::ew::RegisterElementwiseKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::ew::RegisterReduceKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;
   }();
   return *r;
@@ -86,6 +88,19 @@ TEST(EmulatedCudaKernelTest, SixtyFourBitIndexingMatches) {
     CompareOp(op);
   }
   cuda::HostEngine::force_64bit = false;
+}
+
+// The GPU test's large launches (grid-stride loops, large reductions),
+// emulated: they run what the GPU test runs, so that a mistake in them shows
+// here first.
+TEST(EmulatedCudaKernelTest, LargeSamplesMatch) {
+  HostMemory cpu(kCPU), emulated(Device{DeviceType::kCUDA, 0});
+  for (const Sample& s : LargeSamples()) {
+    const SampleResult want = RunSample(s, CpuRegistry(), DeviceType::kCPU, cpu);
+    ASSERT_TRUE(want.status.ok()) << s.op << " [" << s.label << "]: " << want.status;
+    const SampleResult got = RunSample(s, EmulatedRegistry(), DeviceType::kCUDA, emulated);
+    EXPECT_EQ(CompareResults(s, want, got), "");
+  }
 }
 
 TEST(EmulatedCudaKernelTest, EverySampledOpIsRegistered) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "../../../kernels/cpu/dtypes.h"
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
@@ -471,6 +472,42 @@ void FactorySamples(const std::string& op, std::vector<Sample>& out, const std::
   }
 }
 
+// Inputs of reductions: the single-operand layouts, special values, ties
+// (small integers), and reductions long enough that every thread of a
+// block folds several elements, over inner and outer dims.
+std::vector<std::pair<std::string, Tensor>> ReductionInputs(ScalarType dt, std::mt19937& rng) {
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  for (const PairLayout& p : kPairs) inputs.emplace_back(p.name, Make(dt, p.a, p.la, rng, -5, 5));
+  inputs.emplace_back("special values", Specials(dt));
+  inputs.emplace_back("ties", Make(dt, {4, 6}, Lay::kReversed, rng, -1, 1));
+  inputs.emplace_back("[3, 700]", Make(dt, {3, 700}, Lay::kContiguous, rng, -5, 5));
+  inputs.emplace_back("[600, 3] spread", Make(dt, {600, 3}, Lay::kSpread, rng, -5, 5));
+  return inputs;
+}
+
+// op(self, dim, keepdim [, kwargs]) for every dim value in `dims`.
+void ReductionSamples(const std::string& op, std::vector<Sample>& out, std::mt19937& rng,
+                      const std::vector<Value>& dims, bool keepdim_arg,
+                      const std::vector<std::pair<std::string, SampleArg>>& kwargs = {}) {
+  for (ScalarType dt : kAllDtypes) {
+    for (const auto& [name, t] : ReductionInputs(dt, rng)) {
+      for (const Value& dim : dims) {
+        for (bool keepdim : {false, true}) {
+          if (!keepdim_arg && keepdim) continue;
+          Sample s = NewSample(op, absl::StrCat(Name(dt), " ", name, " dim ", dim.ToString(), keepdim ? " keepdim" : ""));
+          s.positional.push_back(SampleArg::T(s.Add(t)));
+          if (keepdim_arg) {
+            s.positional.push_back(SampleArg::V(dim));
+            s.positional.push_back(SampleArg::V(Value(keepdim)));
+          }
+          s.kwargs = kwargs;
+          out.push_back(std::move(s));
+        }
+      }
+    }
+  }
+}
+
 bool In(const std::string& op, std::initializer_list<const char*> names) {
   for (const char* n : names) {
     if (op == n) return true;
@@ -694,8 +731,120 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
     }
   } else if (op == "lerp.Tensor") {
     TernaryTensorSamples(op, out, rng, false);
+  } else if (In(op, {"sum", "mean"})) {
+    const std::vector<Value> dims = {Value(), Value(Shape{1}), Value(Shape{0, 2}), Value(Shape{-1}), Value(Shape{})};
+    ReductionSamples(op, out, rng, dims, true);
+    for (ScalarType to : {ScalarType::kFloat64, ScalarType::kFloat16, ScalarType::kInt64, ScalarType::kInt32}) {
+      ReductionSamples(op, out, rng, {Value(), Value(Shape{-1})}, true, {{"dtype", SampleArg::V(Value(to))}});
+    }
+  } else if (In(op, {"amax", "amin"})) {
+    ReductionSamples(op, out, rng, {Value(Shape{}), Value(Shape{1}), Value(Shape{0, 2}), Value(Shape{-1})}, true);
+  } else if (In(op, {"max", "min"})) {
+    ReductionSamples(op, out, rng, {Value()}, false);
+  } else if (In(op, {"argmax", "argmin"})) {
+    ReductionSamples(op, out, rng, {Value(), Value(int64_t{0}), Value(int64_t{-1}), Value(int64_t{1})}, true);
+  } else if (In(op, {"max.dim", "min.dim"})) {
+    ReductionSamples(op, out, rng, {Value(int64_t{0}), Value(int64_t{-1}), Value(int64_t{1})}, true);
   }
   return out;
+}
+
+// ---- large samples ----------------------------------------------------------------
+
+namespace {
+
+// A tensor of `sizes` and `strides` over a fresh storage filled with
+// pseudo-random float32, int32 or float16 values, written directly (the
+// element-wise helpers of kernel_test_util.h are too slow for 2^25 elements).
+Tensor Fast(ScalarType dt, Shape sizes, Shape strides, uint32_t seed) {
+  Tensor t;
+  t.meta.sizes = std::move(sizes);
+  t.meta.strides = std::move(strides);
+  t.meta.dtype = dt;
+  t.meta.device = kCPU;
+  const int64_t bytes = t.meta.StorageBytesNeeded().value();
+  t.storage = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>((bytes + 7) / 8));
+  char* p = t.base();
+  uint32_t x = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < bytes / t.meta.itemsize(); ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float f = static_cast<float>(x >> 8) * 0x1p-21f - 4.0f;  // [-4, 4)
+    if (dt == ScalarType::kFloat32) {
+      std::memcpy(p + 4 * i, &f, 4);
+    } else if (dt == ScalarType::kInt32) {
+      const int32_t v = static_cast<int32_t>(x >> 24) - 128;
+      std::memcpy(p + 4 * i, &v, 4);
+    } else {
+      const uint16_t h = cpu::FloatToHalfBits(f);
+      std::memcpy(p + 2 * i, &h, 2);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<Sample> LargeSamples() {
+  std::vector<Sample> samples;
+  const int64_t n = (int64_t{1} << 25) + 4099;
+  {
+    Sample s;
+    s.op = "add.Tensor";
+    s.label = "2^25 + 4099 contiguous float32";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {n}, {1}, 1))),
+                    SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {n}, {1}, 2)))};
+    s.kwargs = {{"alpha", SampleArg::V(Value(Scalar::Float(0.5)))}};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "mul.Tensor";
+    s.label = "[2^15, 2^10] float16 * [2^10] int32";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat16, {1 << 15, 1 << 10}, {1 << 10, 1}, 3))),
+                    SampleArg::T(s.Add(Fast(ScalarType::kInt32, {1 << 10}, {1}, 4)))};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "to.dtype";
+    s.label = "[2^12, 2^13] transposed float32 -> bfloat16";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {1 << 12, 1 << 13}, {1, 1 << 12}, 5))),
+                    SampleArg::V(Value(ScalarType::kBFloat16))};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "sum";
+    s.label = "2^24 float32 into one";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {1 << 24}, {1}, 6)))};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "amax";
+    s.label = "[2^17, 8] float32 over dim 1";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {1 << 17, 8}, {8, 1}, 7))),
+                    SampleArg::V(Value(Shape{1}))};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "argmax";
+    s.label = "[4096, 64] int32 over dim 0";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kInt32, {4096, 64}, {64, 1}, 8))),
+                    SampleArg::V(Value(int64_t{0}))};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "mean";
+    s.label = "[64, 2^16] float16 over dim 1, in float32";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat16, {64, 1 << 16}, {1 << 16, 1}, 9))),
+                    SampleArg::V(Value(Shape{1}))};
+    s.kwargs = {{"dtype", SampleArg::V(Value(ScalarType::kFloat32))}};
+    samples.push_back(std::move(s));
+  }
+  return samples;
 }
 
 }  // namespace tensord::testing::cudatest

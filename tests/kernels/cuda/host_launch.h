@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../../../kernels/cuda/elementwise_call.h"
+#include "../../../kernels/cuda/reduce_call.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -22,6 +23,7 @@ int HostLaunchBinaryTernary(const cuda::ElementwiseCall& call);  // arith, divis
 
 struct HostLaunch {
   static int Elementwise(const cuda::ElementwiseCall& call, void* stream);
+  static int Reduce(const cuda::ReduceCall& call, void* stream);  // host_launch_reduce.cc
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);

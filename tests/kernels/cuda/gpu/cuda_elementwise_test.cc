@@ -2,7 +2,8 @@
 // by RegisterCudaKernels, on every sample of tests/kernels/cuda/harness.cc
 // (inputs copied to device memory, a stream of its own, outputs copied
 // back), plus launches large enough for many blocks and grid-stride loops,
-// and a strided tensor past 2 GiB (64-bit indexing). Needs no daemon:
+// large reductions, and a strided tensor past 2 GiB (64-bit indexing).
+// Needs no daemon:
 //
 //   build/tests/cuda_kernels_tests            # skips, saying why, without a GPU
 //
@@ -14,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "../../../../kernels/cpu/dtypes.h"
 #include "../harness.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -132,69 +132,11 @@ TEST_P(CudaKernelTest, MatchesTheCpuKernel) {
 INSTANTIATE_TEST_SUITE_P(AllCudaOps, CudaKernelTest, ::testing::ValuesIn(OpsWithKernels(CudaRegistry(), DeviceType::kCUDA)),
                          TestName);
 
-// A tensor of `sizes` and `strides` over a fresh storage filled with
-// pseudo-random float32, int32 or float16 values, written directly (the
-// element-wise helpers of kernel_test_util.h are too slow for 2^25 elements).
-Tensor Fast(ScalarType dt, Shape sizes, Shape strides, uint32_t seed) {
-  Tensor t;
-  t.meta.sizes = std::move(sizes);
-  t.meta.strides = std::move(strides);
-  t.meta.dtype = dt;
-  t.meta.device = kCPU;
-  const int64_t bytes = t.meta.StorageBytesNeeded().value();
-  t.storage = std::make_shared<std::vector<uint64_t>>(static_cast<size_t>((bytes + 7) / 8));
-  char* p = t.base();
-  uint32_t x = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < bytes / t.meta.itemsize(); ++i) {
-    x = x * 1664525u + 1013904223u;
-    const float f = static_cast<float>(x >> 8) * 0x1p-21f - 4.0f;  // [-4, 4)
-    if (dt == ScalarType::kFloat32) {
-      std::memcpy(p + 4 * i, &f, 4);
-    } else if (dt == ScalarType::kInt32) {
-      const int32_t v = static_cast<int32_t>(x >> 24) - 128;
-      std::memcpy(p + 4 * i, &v, 4);
-    } else {
-      const uint16_t h = cpu::FloatToHalfBits(f);
-      std::memcpy(p + 2 * i, &h, 2);
-    }
-  }
-  return t;
-}
-
-// Grids past kMaxBlocks, so that threads loop (grid-stride), on both paths:
-// 2^25 + 4099 contiguous float32 elements (vectorized, with a tail), and
-// 2^25-element launches on the strided path (a broadcast with a
-// conversion on load; a transposed input).
-TEST(CudaKernelLargeTest, GridStrideLoops) {
+// Launches past kMaxBlocks (grid-stride loops) on both paths, and large
+// reductions (LargeSamples, harness.cc).
+TEST(CudaKernelLargeTest, GridStrideLoopsAndLargeReductions) {
   SKIP_WITHOUT_GPU();
-  const int64_t n = (int64_t{1} << 25) + 4099;
-  std::vector<Sample> samples;
-  {
-    Sample s;
-    s.op = "add.Tensor";
-    s.label = "2^25 + 4099 contiguous float32";
-    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {n}, {1}, 1))),
-                    SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {n}, {1}, 2)))};
-    s.kwargs = {{"alpha", SampleArg::V(Value(Scalar::Float(0.5)))}};
-    samples.push_back(std::move(s));
-  }
-  {
-    Sample s;
-    s.op = "mul.Tensor";
-    s.label = "[2^15, 2^10] float16 * [2^10] int32";
-    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat16, {1 << 15, 1 << 10}, {1 << 10, 1}, 3))),
-                    SampleArg::T(s.Add(Fast(ScalarType::kInt32, {1 << 10}, {1}, 4)))};
-    samples.push_back(std::move(s));
-  }
-  {
-    Sample s;
-    s.op = "to.dtype";
-    s.label = "[2^12, 2^13] transposed float32 -> bfloat16";
-    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {1 << 12, 1 << 13}, {1, 1 << 12}, 5))),
-                    SampleArg::V(Value(ScalarType::kBFloat16))};
-    samples.push_back(std::move(s));
-  }
-  CompareSamples(samples);
+  CompareSamples(LargeSamples());
 }
 
 // A strided view whose elements span more than 2^31 bytes takes the 64-bit
