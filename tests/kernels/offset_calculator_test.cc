@@ -135,6 +135,38 @@ TEST(OffsetCalculatorTest, RandomLayoutsMatchNaiveIndexing) {
   CheckRandomLayouts<4>(rng, 300);
 }
 
+// BuildLogicalGeometry keeps row-major order: linear index i is element i.
+TEST(OffsetCalculatorTest, LogicalGeometryWalksRowMajor) {
+  std::mt19937 rng(13);
+  for (int c = 0; c < 400; ++c) {
+    const int nd = static_cast<int>(rng() % 6);
+    std::vector<int64_t> shape;
+    for (int d = 0; d < nd; ++d) shape.push_back(rng() % 4 == 0 ? 1 : 1 + static_cast<int64_t>(rng() % 4));
+    const int n = 1 + static_cast<int>(rng() % 2);
+    std::vector<std::vector<int64_t>> strides;
+    std::vector<const int64_t*> ptrs;
+    for (int k = 0; k < n; ++k) strides.push_back(RandomStrides(shape, 4, rng));
+    for (const auto& s : strides) ptrs.push_back(s.data());
+    ElementwiseGeometry g;
+    ASSERT_TRUE(BuildLogicalGeometry(nd, shape.data(), n, ptrs.data(), &g));
+    const std::vector<std::vector<int64_t>> want = NaiveOffsets(shape, strides);  // row-major
+    std::vector<std::vector<int64_t>> got =
+        n == 1 ? CalculatorOffsets<1, uint64_t>(g) : CalculatorOffsets<2, uint64_t>(g);
+    ASSERT_EQ(got, want) << "case " << c;
+  }
+  // Contiguous dims merge; permuted ones do not.
+  const int64_t shape[] = {3, 4};
+  const int64_t contiguous[] = {16, 4}, transposed[] = {4, 12};
+  const int64_t* c1[] = {contiguous};
+  const int64_t* t1[] = {transposed};
+  ElementwiseGeometry g;
+  ASSERT_TRUE(BuildLogicalGeometry(2, shape, 1, c1, &g));
+  EXPECT_EQ(g.ndim, 1);
+  ASSERT_TRUE(BuildLogicalGeometry(2, shape, 1, t1, &g));
+  EXPECT_EQ(g.ndim, 2);
+  EXPECT_EQ(g.sizes[0], 4);  // the last dim innermost, whatever its stride
+}
+
 ElementwiseGeometry Geometry(const std::vector<int64_t>& shape, const std::vector<std::vector<int64_t>>& strides) {
   std::vector<const int64_t*> ptrs;
   for (const auto& s : strides) ptrs.push_back(s.data());
