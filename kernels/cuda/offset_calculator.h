@@ -271,21 +271,23 @@ struct OffsetCalculator {
 
   TD_HOST_DEVICE TD_INLINE Array<offset_t, N> get(index_t linear) const {
     Array<offset_t, N> offsets;
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
     for (int k = 0; k < N; ++k) offsets[k] = 0;
+    if constexpr (std::is_same_v<index_t, uint32_t>) {
+      // Unrolled: a magic-number division is a few instructions.
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-    for (int d = 0; d < kMaxDims; ++d) {
-      if (d == ndim) break;
-      const DivMod<index_t> qr = sizes[d].divmod(linear);
-      linear = qr.div;
+      for (int d = 0; d < kMaxDims; ++d) {
+        if (d == ndim) break;
+        Step(d, linear, offsets);
+      }
+    } else {
+      // Not unrolled: a 64-bit division is a long instruction sequence, and
+      // 25 copies of it would bloat every kernel (these launches are rare).
 #if defined(__CUDA_ARCH__)
-#pragma unroll
+#pragma unroll 1
 #endif
-      for (int k = 0; k < N; ++k) offsets[k] += static_cast<offset_t>(qr.mod) * strides[d][k];
+      for (int d = 0; d < ndim; ++d) Step(d, linear, offsets);
     }
     return offsets;
   }
@@ -293,6 +295,17 @@ struct OffsetCalculator {
   int ndim = 0;
   IntDivider<index_t> sizes[kMaxDims];
   offset_t strides[kMaxDims][N > 0 ? N : 1] = {};
+
+ private:
+  // Peels dim d off `linear` and adds its offsets.
+  TD_HOST_DEVICE TD_INLINE void Step(int d, index_t& linear, Array<offset_t, N>& offsets) const {
+    const DivMod<index_t> qr = sizes[d].divmod(linear);
+    linear = qr.div;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int k = 0; k < N; ++k) offsets[k] += static_cast<offset_t>(qr.mod) * strides[d][k];
+  }
 };
 
 }  // namespace tensord::cuda
