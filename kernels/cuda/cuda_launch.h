@@ -1,0 +1,54 @@
+// kernels/cuda/cuda_launch.h — what the CUDA kernels' host side
+// (elementwise_kernels.h, reduce_kernels.h) asks of the device: launch an
+// elementwise call or a reduction, name a CUDA error, allocate scratch and
+// zero bytes, all on the call's stream. The host side takes this as a
+// template parameter (CudaLaunch here); the host tests pass one that runs
+// the same calls on host memory, so everything above the launch is tested
+// without a GPU.
+// Internal to kernels/cuda.
+#ifndef TENSORD_KERNELS_CUDA_CUDA_LAUNCH_H_
+#define TENSORD_KERNELS_CUDA_CUDA_LAUNCH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "elementwise_call.h"
+#include "reduce_call.h"
+
+namespace tensord::cuda {
+
+// One per family, each in its .cu file (the functors instantiated with
+// CudaEngine).
+int LaunchCopyCuda(const ElementwiseCall& call, void* stream);
+int LaunchUnaryCuda(const ElementwiseCall& call, void* stream);
+int LaunchFloatMathCuda(const ElementwiseCall& call, void* stream);
+int LaunchPredicateCuda(const ElementwiseCall& call, void* stream);
+int LaunchArithCuda(const ElementwiseCall& call, void* stream);
+int LaunchDivisionCuda(const ElementwiseCall& call, void* stream);
+int LaunchCompareCuda(const ElementwiseCall& call, void* stream);
+int LaunchTernaryCuda(const ElementwiseCall& call, void* stream);
+
+struct CudaLaunch {
+  // LaunchElementwiseCuda: a LaunchCode or the launch's cudaError_t.
+  static int Elementwise(const ElementwiseCall& call, void* stream);
+  // LaunchReduceCuda.
+  static int Reduce(const ReduceCall& call, void* stream);
+  // cudaGetErrorString of a cudaError_t.
+  static std::string ErrorString(int code);
+  // `bytes` of device memory for a kernel's temporaries, usable by work
+  // issued to `stream` until the last copy of the pointer goes (see
+  // elementwise_kernels.h). From the calling thread's ScratchAllocator
+  // (the daemon's, charged to the session, on the kernel's device) when one
+  // is installed, else cudaMallocAsync on `stream`, freed with
+  // cudaFreeAsync on it. OutOfMemory naming `op` when none is left.
+  static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
+  // Zeroes `bytes` bytes at `p` on `stream` (cudaMemsetAsync); a cudaError_t.
+  static int Memset(char* p, int64_t bytes, void* stream);
+};
+
+}  // namespace tensord::cuda
+
+#endif  // TENSORD_KERNELS_CUDA_CUDA_LAUNCH_H_

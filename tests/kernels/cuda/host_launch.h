@@ -1,0 +1,36 @@
+// tests/kernels/cuda/host_launch.h — the device under the CUDA kernels'
+// host side (kernels/cuda/elementwise_kernels.h) emulated on the host: each
+// elementwise call runs the same functors and per-element code as the CUDA
+// kernels (HostEngine), on host memory. With it, everything but the launch
+// itself is checked against the CPU kernels on a machine without a GPU.
+#ifndef TENSORD_TESTS_KERNELS_CUDA_HOST_LAUNCH_H_
+#define TENSORD_TESTS_KERNELS_CUDA_HOST_LAUNCH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "../../../kernels/cuda/elementwise_call.h"
+#include "../../../kernels/cuda/reduce_call.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tensord::testing::cudatest {
+
+// The families' host instances, split over two files to compile in parallel.
+int HostLaunchCopyUnary(const cuda::ElementwiseCall& call);      // copy, unary, float math, predicate
+int HostLaunchBinaryTernary(const cuda::ElementwiseCall& call);  // arith, division, compare, ternary
+
+struct HostLaunch {
+  static int Elementwise(const cuda::ElementwiseCall& call, void* stream);
+  static int Reduce(const cuda::ReduceCall& call, void* stream);  // host_launch_reduce.cc
+  static std::string ErrorString(int code);
+  static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
+  static int Memset(char* p, int64_t bytes, void* stream);
+  // Launches so far (a test's check that a path was taken).
+  static inline int64_t launches = 0;
+};
+
+}  // namespace tensord::testing::cudatest
+
+#endif  // TENSORD_TESTS_KERNELS_CUDA_HOST_LAUNCH_H_
