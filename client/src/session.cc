@@ -462,6 +462,9 @@ absl::StatusOr<TensorMeta> Session::Describe(uint64_t handle, uint64_t* storage_
 }
 
 absl::StatusOr<MemoryStats> Session::GetMemoryStats(const Device& device, bool reset_peak, bool empty_cache) {
+  // A device the daemon lacks is refused here, with why there is no CUDA;
+  // meta goes to the daemon, which refuses it with the devices it serves.
+  if (!device.is_meta() && !daemon_info_.Serves(device)) return daemon_info_.DeviceUnavailable("memory_stats", device);
   Impl& im = *impl_;
   Impl::Sent sent;
   {

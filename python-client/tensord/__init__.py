@@ -30,7 +30,7 @@ from ._tensor import Tensor, install_op_overrides as _install_op_overrides, inst
 from ._tensor import name_tensor_members as _name_tensor_members
 from ._creation import as_tensor, from_numpy, randperm, tensor, wrap_factories as _wrap_factories
 from ._session import Session, connect, default_session, stats, synchronize
-from ._memory import (max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
+from ._memory import (empty_cache, max_memory_allocated, memory_allocated, memory_reserved, memory_stats,
                       reset_peak_memory_stats)
 from ._meta_value import DLDeviceType, TensorMeta
 from . import _ops
@@ -87,6 +87,6 @@ __all__ = (["Tensor", "Size", "device", "dtype", "tensor", "from_numpy", "as_ten
             "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled",
             "manual_seed", "is_tensor", "OutOfMemoryError", "TensorMeta", "DLDeviceType", "einsum", "isclose",
             "allclose", "randperm", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
-            "reset_peak_memory_stats"]
+            "reset_peak_memory_stats", "empty_cache"]
            + sorted(_functions) + sorted(_BY_NAME) + sorted(_ALIASES))
 __version__ = "0.1.0"

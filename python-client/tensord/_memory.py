@@ -1,6 +1,7 @@
 """Memory statistics of the current session, per device, with the names of
 ``torch.cuda``'s: ``tensord.memory_allocated``, ``max_memory_allocated``,
-``memory_reserved``, ``reset_peak_memory_stats`` and ``memory_stats``.
+``memory_reserved``, ``reset_peak_memory_stats``, ``memory_stats`` and
+``empty_cache``.
 
 The daemon counts each session's storages on each device (their sizes as
 asked, before its allocator rounds them up), now and at their peak, and
@@ -21,7 +22,8 @@ import builtins as _builtins
 from . import _C
 from ._device import device as _device
 
-__all__ = ["memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "reset_peak_memory_stats"]
+__all__ = ["memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "reset_peak_memory_stats",
+           "empty_cache"]
 
 
 def _device_name(device, fn):
@@ -128,3 +130,14 @@ def reset_peak_memory_stats(device=None):
     (other devices keep their peaks). Returns None; does nothing when no
     session is open. ``device`` and errors as in ``memory_stats``."""
     _query(device, "reset_peak_memory_stats", reset_peak=True)
+
+
+def empty_cache(device=None):
+    """Has the daemon's allocator for ``device`` give back the freed blocks it
+    keeps for reuse (every segment no live storage uses), as
+    ``torch.cuda.empty_cache`` does for a GPU; for any device the daemon
+    serves (``tensord.cuda.empty_cache()`` does every CUDA device). The cache
+    is the daemon's, shared by its sessions; their storages stay. Returns
+    None; does nothing when no session is open. ``device`` and errors as in
+    ``memory_stats``."""
+    _query(device, "empty_cache", empty_cache=True)

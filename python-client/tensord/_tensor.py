@@ -491,15 +491,10 @@ def _is_cpu(self):
 
 
 def _get_device(self):
-    """The device index of a CUDA (or other indexed) tensor, -1 for a CPU
-    tensor, as ``torch.Tensor.get_device``. RuntimeError for a meta tensor,
-    which has no device index."""
+    """The device index of a CUDA (or other indexed) tensor, -1 for a CPU or
+    meta tensor (which have no device index), as ``torch.Tensor.get_device``."""
     d = _device_cls(self._device_str)
-    if d.type == "cpu":
-        return -1
-    if d.index is None:
-        raise RuntimeError(f"get_device is not implemented for tensors on {d} (they have no device index)")
-    return d.index
+    return -1 if d.index is None else d.index
 
 
 def _element_size(self):

@@ -90,6 +90,9 @@ def _lazy_init():
     """The session when its daemon serves a CUDA device; otherwise
     RuntimeError naming the daemon, the devices it serves and its reason
     (what torch raises as "Found no NVIDIA driver on your system")."""
+    if _no_daemon_allowed():
+        raise RuntimeError("tensord.cuda: no CUDA device under tensord check (meta mode: there is no daemon; "
+                           "tensors made with device='cuda' are meta tensors)")
     raw = _session()
     if not _cuda_devices(raw):
         reason = raw.cuda_unavailable_reason or "it gave no reason"
@@ -242,8 +245,12 @@ def synchronize(device=None):
     (on every device: the session's requests run in one order) and raises
     the first error not reported yet, as ``tensord.synchronize``. Checks
     ``device`` as ``torch.cuda.synchronize`` does: RuntimeError when the
-    daemon has no CUDA device, AssertionError for an index it lacks."""
+    daemon has no CUDA device, AssertionError for an index it lacks. Under
+    ``tensord check`` it does nothing, as ``tensord.synchronize`` (there is
+    no work to wait for), so timing code runs there unguarded."""
     index = _device_index(device, "synchronize")
+    if _no_daemon_allowed():
+        return
     raw = _lazy_init()
     _properties_of(raw, index, "synchronize")
     raw.synchronize()

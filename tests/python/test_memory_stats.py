@@ -147,8 +147,8 @@ def test_the_devices_reserved_memory_is_back_to_its_start_once_every_session_clo
 @needs_daemon
 def test_a_device_not_served_is_a_runtime_error_naming_what_is(dev_session):
     with dev_session:
-        with pytest.raises(RuntimeError, match=r"^memory_stats: device cuda:3 is not available; "
-                                               r"this daemon serves cpu, privateuseone:0$"):
+        with pytest.raises(RuntimeError, match=r"^memory_stats: device cuda:3 is not available: "
+                                               r"this daemon serves cpu, privateuseone:0; it has no CUDA device: "):
             tensord.memory_allocated("cuda:3")
         with pytest.raises(RuntimeError, match="device cuda:0 is not available"):
             tensord.memory_stats(0)                                        # an int is a CUDA index, as torch.cuda
@@ -232,3 +232,21 @@ def test_under_tensord_check_nothing_is_counted(tmp_path):
     ''', check=True)
     assert proc.returncode == 0, proc.stderr
     assert "nothing counted" in proc.stdout and "tensord check: OK" in proc.stderr
+
+
+@needs_daemon
+def test_empty_cache_gives_back_the_device_allocators_freed_segments(dev_session):
+    with dev_session:
+        dev = "privateuseone:0"
+        tensord.empty_cache(dev)                                      # what earlier tests left cached
+        t = tensord.zeros(3 << 20, dtype=tensord.uint8, device=dev)   # a 20 MiB segment of the caching allocator
+        held = tensord.memory_reserved(dev)
+        assert held >= 20 << 20
+        del t
+        assert tensord.memory_reserved(dev) == held                   # freed, kept cached for reuse
+        assert tensord.empty_cache(dev) is None
+        assert tensord.memory_reserved(dev) == held - (20 << 20)
+        assert tensord.memory_allocated(dev) == 0
+        tensord.empty_cache()                                         # the cpu's, by default
+        with pytest.raises(RuntimeError, match="device privateuseone:1 is not available"):
+            tensord.empty_cache("privateuseone:1")
