@@ -260,9 +260,18 @@ TEST_F(LockoutTest, ClosingASessionMidKernelHoldsNoThreadAndStillCounts) {
   RawSession s(stub_.get());
   s.Upload<float>(1, {1}, ScalarType::kFloat32, {1});
   ASSERT_TRUE(s.Sync().empty());
-  // A sum over 2^32 elements (a view of one): seconds of work.
-  s.Send({Call(1, "expand", {T(1), IL({int64_t{1} << 32}), B(false)}, {2}),
-          Call(2, "sum", {T(2), None(), B(false), None()}, {3})});
+  // A sum over 2^32 elements (a view of one): seconds of work. The view is
+  // made first, and the session seen idle after it, so that the request
+  // found running below is the sum and nothing before it (the session may
+  // still hold its thread a moment after a Sync's answer reached us; a close
+  // then would not wait for the sum).
+  s.Send({Call(1, "expand", {T(1), IL({int64_t{1} << 32}), B(false)}, {2})});
+  ASSERT_TRUE(s.Sync().empty());
+  for (int i = 0; i < 3000 && daemon_->service().session_running(s.id()).value_or(false); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(daemon_->service().session_running(s.id()).value_or(true)) << "the session never went idle";
+  s.Send({Call(2, "sum", {T(2), None(), B(false), None()}, {3})});
   bool running = false;
   for (int i = 0; i < 3000 && !running; ++i) {  // until the daemon is in the kernel (30 s at most)
     running = daemon_->service().session_running(s.id()).value_or(false);
