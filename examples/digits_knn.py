@@ -9,8 +9,10 @@ comparison and a mean. Only the final accuracy is read back (plus the
 predictions, to check them against NumPy).
 
     /usr/bin/python3 examples/digits_knn.py        # spawns a private daemon
+    /usr/bin/python3 examples/digits_knn.py --device cuda   # on the daemon's GPU
     TENSORD_ADDRESS=unix:/run/tensord.sock /usr/bin/python3 examples/digits_knn.py
 """
+import argparse
 import time
 
 import _path  # noqa: F401  (in-tree fallback)
@@ -41,7 +43,7 @@ def knn_tensord(train, train_labels, test):
     d2 = (test ** 2).sum(1, keepdim=True) - 2 * test @ train.T + (train ** 2).sum(1)
     _, idx = d2.topk(K, largest=False)                              # [n_test, K]
     neighbour_labels = train_labels[idx]                            # gather by index: [n_test, K]
-    one_hot = neighbour_labels.unsqueeze(-1) == tensord.arange(NUM_CLASSES)   # [n_test, K, 10]
+    one_hot = neighbour_labels.unsqueeze(-1) == tensord.arange(NUM_CLASSES, device=test.device)   # [n_test, K, 10]
     votes = one_hot.sum(1)                                          # [n_test, 10]
     return votes.argmax(1), idx, d2
 
@@ -56,21 +58,25 @@ def knn_numpy(train, train_labels, test):
 
 
 def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu", help="where the daemon computes: cpu (default), cuda, cuda:N")
+    args = ap.parse_args()
     x_train, y_train, x_test, y_test = split()
     start = time.perf_counter()
     session = tensord.connect()          # $TENSORD_ADDRESS, else an embedded daemon
     connected = time.perf_counter()
 
-    train = tensord.from_numpy(x_train)
-    test = tensord.from_numpy(x_test)
-    train_labels = tensord.from_numpy(y_train)
-    test_labels = tensord.from_numpy(y_test)
+    train = tensord.from_numpy(x_train).to(args.device)
+    test = tensord.from_numpy(x_test).to(args.device)
+    train_labels = tensord.from_numpy(y_train).to(args.device)
+    test_labels = tensord.from_numpy(y_test).to(args.device)
     pred, idx, d2 = knn_tensord(train, train_labels, test)
     accuracy = (pred == test_labels).float().mean().item()   # the one sync point of the computation
     done = time.perf_counter()
     counters = tensord.stats()
 
-    print(f"digits: {len(x_train)} train, {len(x_test)} test images of 8x8 pixels; k = {K}")
+    print(f"digits: {len(x_train)} train, {len(x_test)} test images of 8x8 pixels; k = {K}; on the daemon's "
+          f"{args.device}")
     print(f"accuracy: {accuracy:.4f}")
     print(f"wall time: {done - start:.3f} s ({connected - start:.3f} s to connect, "
           f"{done - connected:.3f} s to upload and classify)")
@@ -82,8 +88,8 @@ def main():
     # (a tie between the k-th and (k+1)-th distance could legitimately pick a
     # different neighbour: such rows are reported, not hidden).
     np_pred, np_d2 = knn_numpy(x_train, y_train, x_test)
-    our_pred = pred.numpy()
-    our_idx = idx.numpy()
+    our_pred = pred.cpu().numpy()
+    our_idx = idx.cpu().numpy()
     sorted_d2 = np.sort(np_d2, axis=1)
     assert np.array_equal(np.sort(np.take_along_axis(np_d2, our_idx, 1), axis=1), sorted_d2[:, :K]), \
         "the daemon's neighbours are not the k nearest"

@@ -72,14 +72,15 @@ def train_tensord(data, plan, args):
     x_train, y_train, x_test, y_test = data
     start = time.perf_counter()
     tensord.manual_seed(args.seed)
-    model = make_model()
-    initial = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    model = make_model().to(args.device)
+    initial = {k: v.cpu().numpy().copy() for k, v in model.state_dict().items()}
     opt = tensord.optim.Adam(model.parameters(), lr=args.lr)
-    xt, yt = tensord.from_numpy(x_train), tensord.from_numpy(y_train)     # uploaded once
+    xt = tensord.from_numpy(x_train).to(args.device)                       # uploaded once
+    yt = tensord.from_numpy(y_train).to(args.device)
     loss_value = float("nan")
     for epoch, epoch_batches in enumerate(plan):
         model.train()
-        order = tensord.from_numpy(np.concatenate(epoch_batches))          # one upload per epoch
+        order = tensord.from_numpy(np.concatenate(epoch_batches)).to(args.device)   # one upload per epoch
         bar = progress(len(epoch_batches), f"tensord epoch {epoch + 1}/{len(plan)}")
         pos = 0
         for idx in epoch_batches:
@@ -95,8 +96,8 @@ def train_tensord(data, plan, args):
         bar.close()
     model.eval()
     with tensord.no_grad():
-        pred = model(tensord.from_numpy(x_test)).argmax(1)
-        accuracy = (pred == tensord.from_numpy(y_test)).float().mean().item()
+        pred = model(tensord.from_numpy(x_test).to(args.device)).argmax(1)
+        accuracy = (pred == tensord.from_numpy(y_test).to(args.device)).float().mean().item()
     return initial, loss_value, accuracy, time.perf_counter() - start
 
 
@@ -135,6 +136,8 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate (default 3e-3)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the weights and of the batch order")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch comparison")
+    ap.add_argument("--device", default="cpu",
+                    help="where the daemon trains: cpu (default), cuda, cuda:N (PyTorch's comparison stays on the cpu)")
     ap.add_argument("--min-accuracy", type=float, default=0.95, help="exit with an error below this test accuracy")
     args = ap.parse_args(argv)
 
@@ -146,7 +149,7 @@ def main(argv=None):
     initial, loss, accuracy, seconds = train_tensord(data, plan, args)
     counters = tensord.stats()
     print(f"digits: {len(x_train)} train, {len(x_test)} test images; MLP 64 -> 128 -> 10, Adam(lr={args.lr}), "
-          f"batch {args.batch_size}, {args.epochs} epochs")
+          f"batch {args.batch_size}, {args.epochs} epochs, on the daemon's {args.device}")
     print(f"test accuracy: {accuracy:.4f}")
     print(f"wall time: {seconds:.2f} s")
     print(f"client counters: {counters['ops_issued']} ops issued, {counters['messages_sent']} messages sent, "

@@ -43,3 +43,20 @@ def test_digits_mlp_side_by_side_with_pytorch(daemon):
     assert abs(ours - theirs) <= 0.02, r.stdout
     loss_ours, loss_theirs = map(float, rows["last batch loss"])
     assert loss_ours == pytest.approx(loss_theirs, rel=0.05, abs=0.01), r.stdout
+
+
+def test_digits_mlp_on_another_device():
+    """--device: the model, the data and the optimizer live on the daemon's
+    device (the test device here, as a GPU on a GPU server); the result is the
+    cpu's, from the same weights and batches."""
+    from conftest import DAEMON_BIN, Daemon
+    if not DAEMON_BIN:
+        pytest.skip("no tensord daemon binary")
+    d = Daemon(DAEMON_BIN, extra_args=["--test-device"])
+    try:
+        on_dev = run(d, "--epochs", "3", "--min-accuracy", "0.0", "--no-torch", "--device", "privateuseone:0")
+        on_cpu = run(d, "--epochs", "3", "--min-accuracy", "0.0", "--no-torch")
+    finally:
+        d.stop()
+    assert "on the daemon's privateuseone:0" in on_dev.stdout
+    assert abs(accuracy_of(on_dev.stdout) - accuracy_of(on_cpu.stdout)) <= 0.01, on_dev.stdout + on_cpu.stdout

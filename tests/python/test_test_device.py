@@ -89,6 +89,34 @@ def test_gradients_follow_their_tensors_device(dev_session):
         assert tensord.autograd.gradgradcheck(lambda u: (u * u).sin(), (x,))
 
 
+def test_formulas_that_make_zeros_make_them_on_the_gradients_device(dev_session):
+    """Backward formulas that start from zeros (gather, index_select,
+    indexing, index_put, masked_select, masked_scatter, max.dim, the unused
+    pieces of split) make them on the gradient's device, not the cpu."""
+    dev = "privateuseone:0"
+    with dev_session:
+        x = tensord.randn(4, 5, dtype=tensord.float64, device=dev, requires_grad=True)
+        idx = tensord.tensor([[0, 2], [1, 1], [3, 0], [2, 4]], device=dev)
+        rows = tensord.tensor([3, 0, 3], device=dev)
+        mask = tensord.randn(4, 5, device=dev) > 0
+        cases = {
+            "gather": lambda u: u.gather(1, idx),
+            "index_select": lambda u: u.index_select(0, rows),
+            "index": lambda u: u[rows],
+            "index_put": lambda u: u.index_put((rows,), tensord.zeros(5, dtype=tensord.float64, device=dev)),
+            "masked_select": lambda u: u.masked_select(mask),
+            "masked_scatter": lambda u: tensord.zeros(4, 5, dtype=tensord.float64, device=dev).masked_scatter(mask, u),
+            "max.dim": lambda u: u.max(1).values,
+            "split": lambda u: u.split(2)[0],
+        }
+        for name, f in cases.items():
+            y = f(x)
+            assert y.device == tensord.device(dev), name
+            (g,) = tensord.autograd.grad(y.sum(), x)
+            assert g.device == tensord.device(dev), name
+            assert tensord.autograd.gradcheck(f, (x,)), name
+
+
 def test_each_device_has_its_own_generator(dev_session):
     # As PyTorch's per-device generators: manual_seed seeds them all, and
     # drawing on one device does not move another's stream.

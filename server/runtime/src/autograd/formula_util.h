@@ -35,7 +35,11 @@ inline Tensor Neg(const C& c, const Tensor& a) { return c.call("neg", {a}); }
 inline Tensor AddS(const C& c, const Tensor& a, double s) { return c.call("add.Scalar", {a, Scalar::Float(s)}); }
 inline Tensor RsubS(const C& c, const Tensor& a, double s) { return c.call("rsub.Scalar", {a, Scalar::Float(s)}); }
 inline Tensor ZerosLike(const C& c, const Tensor& a) { return c.call("zeros_like", {a}); }
-inline Tensor Zeros(const C& c, const Shape& sizes, ScalarType dt) { return c.call("zeros", {sizes, dt}); }
+// Zeros of `sizes` and `dt` on `device` (the gradient's: a formula's factory
+// must not default to the cpu when its op ran on another device).
+inline Tensor Zeros(const C& c, const Shape& sizes, ScalarType dt, const Device& device) {
+  return c.call("zeros", {sizes, dt, device});
+}
 inline Tensor Where(const C& c, const Tensor& cond, const Tensor& a, const Tensor& b) {
   return c.call("where.self", {cond, a, b});
 }

@@ -398,7 +398,7 @@ Grads IndexedReductionF(C& c) {
     g = Unsqueeze(c, g, dim);
     idx = Unsqueeze(c, idx, dim);
   }
-  const Tensor z = Zeros(c, m.sizes, g.meta.dtype);
+  const Tensor z = Zeros(c, m.sizes, g.meta.dtype, g.meta.device);
   Set(c, o, "self", c.call("scatter_add", {z, dim, idx, g}));
   return o;
 }
@@ -527,7 +527,7 @@ Grads GatherF(C& c) {
   const TensorMeta& m = c.meta("self");
   const Tensor g = c.grad();
   Set(c, o, "self",
-      c.call("scatter_add", {Zeros(c, m.sizes, g.meta.dtype), c.value("dim"), c.in("index"), g}));
+      c.call("scatter_add", {Zeros(c, m.sizes, g.meta.dtype, g.meta.device), c.value("dim"), c.in("index"), g}));
   return o;
 }
 Grads IndexSelectF(C& c) {
@@ -535,7 +535,7 @@ Grads IndexSelectF(C& c) {
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
   const Tensor g = c.grad();
-  Set(c, o, "self", c.call("index_add", {Zeros(c, m.sizes, g.meta.dtype), c.value("dim"), c.in("index"), g}));
+  Set(c, o, "self", c.call("index_add", {Zeros(c, m.sizes, g.meta.dtype, g.meta.device), c.value("dim"), c.in("index"), g}));
   return o;
 }
 std::vector<Tensor> IndexList(const C& c) {
@@ -548,7 +548,7 @@ Grads IndexF(C& c) {
   if (!c.needs("self")) return o;
   const TensorMeta& m = c.meta("self");
   const Tensor g = c.grad();
-  Set(c, o, "self", c.call("index_put", {Zeros(c, m.sizes, g.meta.dtype), IndexList(c), g, true}));
+  Set(c, o, "self", c.call("index_put", {Zeros(c, m.sizes, g.meta.dtype, g.meta.device), IndexList(c), g, true}));
   return o;
 }
 Grads CatF(C& c) {
@@ -589,7 +589,7 @@ Grads MaskedSelectF(C& c) {
     c.Fail(shape.status());
     return o;
   }
-  Set(c, o, "self", c.call("masked_scatter", {Zeros(c, *shape, g.meta.dtype), mask, g}));
+  Set(c, o, "self", c.call("masked_scatter", {Zeros(c, *shape, g.meta.dtype, g.meta.device), mask, g}));
   return o;
 }
 Grads ScatterAddF(C& c) {
@@ -618,7 +618,7 @@ Grads IndexPutF(C& c) {
     if (c.value("accumulate").to_bool()) {
       Set(c, o, "self", g);
     } else {
-      const Tensor zero = c.call("zeros", {Shape{}, g.meta.dtype});
+      const Tensor zero = c.call("zeros", {Shape{}, g.meta.dtype, g.meta.device});
       Set(c, o, "self", c.call("index_put", {g, idx, zero, false}));
     }
   }
@@ -650,7 +650,7 @@ Grads MaskedScatterF(C& c) {
     const TensorMeta& sm = c.meta("source");
     Tensor sel = c.call("masked_select", {g, mask});
     const int64_t missing = sm.numel() - sel.meta.numel();
-    if (missing > 0) sel = c.call("cat", {std::vector<Tensor>{sel, Zeros(c, {missing}, g.meta.dtype)}, int64_t{0}});
+    if (missing > 0) sel = c.call("cat", {std::vector<Tensor>{sel, Zeros(c, {missing}, g.meta.dtype, g.meta.device)}, int64_t{0}});
     Set(c, o, "source", Reshape(c, sel, sm.sizes));
   }
   return o;

@@ -71,7 +71,7 @@ std::vector<Tensor> PieceGrads(const C& c, const TensorMeta& self, int64_t dim, 
     } else {
       sizes[dim] = lengths[i];
     }
-    gs.push_back(Zeros(c, sizes, dtype));
+    gs.push_back(Zeros(c, sizes, dtype, self.device));
   }
   return gs;
 }
@@ -185,7 +185,7 @@ Grads ScatterF(C& c) {
       grow |= pad.back() != 0;
     }
     if (sm.numel() == 0) {
-      gs = Zeros(c, sm.sizes, g.meta.dtype);
+      gs = Zeros(c, sm.sizes, g.meta.dtype, g.meta.device);
     } else if (grow) {
       gs = c.call("constant_pad_nd", {gs, std::move(pad), Scalar::Float(0.0)});
     }
