@@ -118,6 +118,54 @@ BatchSplit SplitBatch(const Plan& p) {
   return s;
 }
 
+namespace {
+
+// Collapses dims (sizes, strides) into one when they nest uniformly.
+bool Collapse(const Shape& sizes, const Shape& strides, int64_t* size, int64_t* stride) {
+  int64_t sz = 1, st = 0;
+  bool have = false;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (!have) {
+      st = strides[d];
+      have = true;
+    } else if (strides[d] != st * sz) {
+      return false;
+    }
+    sz *= sizes[d];
+  }
+  *size = sz;
+  *stride = have ? st : 0;
+  return true;
+}
+
+}  // namespace
+
+void FoldBatchIntoRows(Plan* p) {
+  if (p->batch.empty() || !std::all_of(p->b_bs.begin(), p->b_bs.end(), [](int64_t s) { return s == 0; })) return;
+  Shape rows = p->batch, a_st = p->a_bs, c_st = p->c_bs;
+  rows.push_back(p->a.rows);
+  a_st.push_back(p->a.s_row);
+  c_st.push_back(p->c.s_row);
+  int64_t ra, sa, rc, sc;
+  if (!Collapse(rows, a_st, &ra, &sa) || !Collapse(rows, c_st, &rc, &sc) || ra > INT_MAX) return;
+  Mat a = p->a, c = p->c;
+  a.rows = ra;
+  a.s_row = sa;
+  c.rows = rc;
+  c.s_row = sc;
+  bool trans_a, trans_c;
+  int64_t ld;
+  if (a.cols > 0 && !GemmLayout(a, &trans_a, &ld)) return;
+  if (!GemmLayout(c, &trans_c, &ld) || trans_c) return;
+  p->a = a;
+  p->c = c;
+  p->batch.clear();
+  p->a_bs.clear();
+  p->b_bs.clear();
+  p->c_bs.clear();
+}
+
 void GemmScalars(ScalarType t, const Scalar& alpha, const Scalar& beta, GemmCall* call) {
   (void)cpu::Dispatch<kSetInts | kSetFloats>(t, "matmul", [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;

@@ -78,6 +78,13 @@ struct BatchSplit {
 };
 BatchSplit SplitBatch(const Plan& p);
 
+// When B does not vary over the batch (stride 0: matmul of a batch by one
+// matrix, linear) and the batch nests uniformly into the rows of A and C,
+// folds it into their rows: one large GEMM instead of a batch of small
+// ones. Leaves `p` alone when the folded A or C would not be GEMM-readable
+// in place.
+void FoldBatchIntoRows(Plan* p);
+
 // alpha and beta of a GEMM into `t` (cpu::ScalarTo<T>: as the CPU's
 // epilogue converts them).
 void GemmScalars(ScalarType t, const Scalar& alpha, const Scalar& beta, GemmCall* call);
@@ -139,6 +146,8 @@ absl::Status Product(const KernelContext& ctx, const char* name, TensorRef a, Te
     p.c = p.c.Transposed();
     TD_INTERNAL_CHECK(GemmLayout(p.c, &c_trans, &ldc) && !c_trans, name, ": transposed output");
   }
+  FoldBatchIntoRows(&p);
+  TD_INTERNAL_CHECK(GemmLayout(p.c, &c_trans, &ldc) && !c_trans, name, ": folded output");
   call.m = p.c.rows;
   call.n = p.c.cols;
   call.k = k;

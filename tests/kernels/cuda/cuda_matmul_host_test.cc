@@ -3,7 +3,7 @@
 // samples: outputs the dispatcher never allocates (column-major: the
 // transposed product; neither stride 1: a temporary), operands passed to
 // the GEMM in place rather than copied, batches merged into one
-// strided-batched GEMM, the TF32 switch, and the cuBLAS loader.
+// strided-batched GEMM or into the rows of one GEMM, the TF32 switch, and the cuBLAS loader.
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,9 +114,18 @@ TEST(EmulatedCudaMatmulTest, BatchesMergeIntoOneStridedBatchedGemm) {
   Tensor out = Output(ScalarType::kFloat32, {2, 3, 4, 2}, {24, 8, 2, 1});
   const int64_t before = HostLaunch::gemms;
   ASSERT_TRUE(RunInto(DeviceType::kCUDA, "matmul", {In(a), In(b)}, {}, out).ok());
+  // b is the same for every batch: the batch folds into the rows of a and out.
   EXPECT_EQ(HostLaunch::gemms, before + 1);
+  EXPECT_EQ(HostLaunch::last_gemm.batch, 1);
+  EXPECT_EQ(HostLaunch::last_gemm.m, 24);
+  // b varies, a is broadcast (stride 0): one strided-batched GEMM.
+  const Tensor bb = Random(ScalarType::kFloat32, {2, 3, 5, 2}, rng);
+  const Tensor ab = Restride(Random(ScalarType::kFloat32, {2, 3, 4, 5}, rng), {0, 0, 5, 1});
+  const int64_t before1 = HostLaunch::gemms;
+  ASSERT_TRUE(RunInto(DeviceType::kCUDA, "matmul", {In(ab), In(bb)}, {}, out).ok());
+  EXPECT_EQ(HostLaunch::gemms, before1 + 1);
   EXPECT_EQ(HostLaunch::last_gemm.batch, 6);
-  EXPECT_EQ(HostLaunch::last_gemm.stride_b, 0);  // broadcast
+  EXPECT_EQ(HostLaunch::last_gemm.stride_a, 0);
   // A batch dim that does not nest (b's dim 0 broadcast against a's) runs
   // one strided-batched GEMM per outer index.
   const Tensor a2 = Random(ScalarType::kFloat32, {2, 1, 4, 5}, rng);
