@@ -1,17 +1,19 @@
-// RegisterCudaKernels: the elementwise and reduction kernels
-// (elementwise_kernels.h, reduce_kernels.h) with the CUDA device behind them
+// RegisterCudaKernels: the elementwise, reduction and matmul kernels
+// (elementwise_kernels.h, reduce_kernels.h, matmul_kernels.h) with the CUDA device behind them
 // (cuda_launch.h).
 #include "tensord/kernels/cuda/cuda_kernels.h"
 
 #include "cuda_launch.h"
 #include "elementwise_kernels.h"
+#include "matmul_kernels.h"
 #include "reduce_kernels.h"
 
 namespace tensord {
 
 absl::Status RegisterCudaKernels(KernelRegistry& registry) {
   TD_RETURN_IF_ERROR(cuda::ew::RegisterElementwiseKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
-  return cuda::ew::RegisterReduceKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA);
+  TD_RETURN_IF_ERROR(cuda::ew::RegisterReduceKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
+  return cuda::mm::RegisterMatmulKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA);
 }
 
 }  // namespace tensord

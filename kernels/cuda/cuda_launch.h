@@ -15,7 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/status/status.h"
 #include "elementwise_call.h"
+#include "gemm_call.h"
 #include "reduce_call.h"
 
 namespace tensord::cuda {
@@ -47,6 +49,12 @@ struct CudaLaunch {
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   // Zeroes `bytes` bytes at `p` on `stream` (cudaMemsetAsync); a cudaError_t.
   static int Memset(char* p, int64_t bytes, void* stream);
+  // The batched GEMM `call` on `stream`, on `device` (the current device):
+  // cuBLAS (cublas_gemm.cc, loaded at the first call; without it a
+  // RuntimeError naming `op` and the library) for floating dtypes, the
+  // kernel of gemm_int.cu for integers. An internal error naming `op` when
+  // cuBLAS refuses the call or the launch fails.
+  static absl::Status Gemm(absl::string_view op, const GemmCall& call, void* stream, int device);
 };
 
 }  // namespace tensord::cuda

@@ -746,6 +746,7 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
   } else if (In(op, {"max.dim", "min.dim"})) {
     ReductionSamples(op, out, rng, {Value(int64_t{0}), Value(int64_t{-1}), Value(int64_t{1})}, true);
   }
+  if (out.empty()) out = MatmulSamples(op, seed);
   return out;
 }
 

@@ -111,6 +111,9 @@ std::string CompareResults(const Sample& s, const SampleResult& want, const Samp
 // the harness does not know. Deterministic for a seed.
 std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed);
 
+// The matmul family's samples (harness_matmul.cc; part of SamplesFor).
+std::vector<Sample> MatmulSamples(const std::string& op, uint32_t seed);
+
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per
 // thread or have more outputs than a grid has blocks.

@@ -11,7 +11,9 @@
 #include <string>
 
 #include "../../../kernels/cuda/elementwise_call.h"
+#include "../../../kernels/cuda/gemm_call.h"
 #include "../../../kernels/cuda/reduce_call.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -27,8 +29,14 @@ struct HostLaunch {
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);
+  // The GEMM computed on the host after checking it against cuBLAS's
+  // rules (host_launch_gemm.cc).
+  static absl::Status Gemm(absl::string_view op, const cuda::GemmCall& call, void* stream, int device);
   // Launches so far (a test's check that a path was taken).
   static inline int64_t launches = 0;
+  // GEMMs so far and the last one.
+  static inline int64_t gemms = 0;
+  static inline cuda::GemmCall last_gemm;
 };
 
 }  // namespace tensord::testing::cudatest
