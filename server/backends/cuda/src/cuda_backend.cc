@@ -351,6 +351,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaDevic
   // on cuda" (tests/kernels/cuda_missing_ops.txt lists them). Registering
   // touches no GPU.
   if (absl::Status s = RegisterCudaKernels(b->kernels_); !s.ok()) return s;
+  // cuBLAS is loaded at run time: without it the daemon still serves the
+  // GPU, and only the floating matrix products fail, each saying why.
+  if (absl::Status blas = CudaBlasAvailable(); !blas.ok()) {
+    Log(LogLevel::kWarning, "cuda:", info.index, ": matrix products will fail: ", blas.message());
+  }
   return b;
 }
 
