@@ -53,6 +53,7 @@ struct IndexParams {
   const char* index;
   const char* src;
   uint64_t value;
+  uint64_t alpha;
   bool index_int32;
   int64_t numel;  // threads' work items
   int64_t dim, dim_size, dim_stride;
@@ -63,7 +64,7 @@ struct IndexParams {
 };
 
 inline IndexParams MakeIndexParams(const IndexCall& c) {
-  IndexParams p{c.out, c.index, c.src, c.value, c.index_dtype == ScalarType::kInt32, 0, c.dim, c.dim_size,
+  IndexParams p{c.out, c.index, c.src, c.value, c.alpha, c.index_dtype == ScalarType::kInt32, 0, c.dim, c.dim_size,
                 c.dim_stride, c.scan_count, c.scan_index_stride, c.scan_src_stride, 0, c.error_word, c.op_id};
   const int64_t rows = c.geometry.numel();
   if (c.op == IndexOp::kGather) {
@@ -94,8 +95,8 @@ struct GatherBody {
 
 // The thread of position j in a row: scans the row's indices in order.
 // Position 0 also checks them (one check per index, in the CPU's order
-// within the row). kAdd: out += src for each match, rounded to T at each
-// step as the CPU's loop does; else the last match's src (or value) is
+// within the row). kAdd: out += alpha * src for each match, rounded to T at
+// each step as the CPU's loop does; else the last match's src (or value) is
 // stored (T: an unsigned integer of the element's size).
 template <typename T, bool kAdd>
 struct ScatterBody {
@@ -123,13 +124,17 @@ struct ScatterBody {
     char* dst = p.out + o[0] + j * p.dim_stride;
     if constexpr (kAdd) {
       using C = ComputeT<T>;
+      static_assert(sizeof(C) <= sizeof(uint64_t), "alpha's bytes fit");
+      C alpha;
+      unsigned char* a = reinterpret_cast<unsigned char*>(&alpha);
+      for (int b = 0; b < static_cast<int>(sizeof(C)); ++b) a[b] = static_cast<unsigned char>(p.alpha >> (8 * b));
       for (int64_t k = 0; k < p.scan_count; ++k) {
         if (LoadIndexValue(idx + k * p.scan_index_stride, p.index_int32) != j) continue;
         const C s = Load<T>(src + k * p.scan_src_stride);
         if constexpr (std::is_same_v<C, bool>) {
-          Store<T>(dst, Load<T>(dst) || s);
+          Store<T>(dst, Load<T>(dst) || (alpha && s));
         } else {
-          Store<T>(dst, WrapAdd<C>(Load<T>(dst), s));
+          Store<T>(dst, WrapAdd<C>(Load<T>(dst), WrapMul<C>(alpha, s)));
         }
       }
     } else {

@@ -1,7 +1,7 @@
 // kernels/cuda/index_call.h — what one indexing launch is, as the host side
 // (index_kernels.h) describes it to the device side (index.cu): gather-like
 // reads through an index (gather, index_select) and scatter-like writes
-// through one (scatter.src, scatter.value, scatter_add). Plain C++ (no CUDA
+// through one (scatter.src, scatter.value, scatter_add, index_add). Plain C++ (no CUDA
 // header), so host code builds calls and the host tests run them.
 // Internal to kernels/cuda.
 #ifndef TENSORD_KERNELS_CUDA_INDEX_CALL_H_
@@ -25,7 +25,8 @@ enum class IndexOp : int {
   // indexed dim is walked with the strides below). The thread scans the
   // row's `scan_count` indices in order and, for each equal to its
   // position: kScatter stores src (or `value`), so the last write wins as
-  // on the CPU; kScatterAdd adds src. Each output element has one writer,
+  // on the CPU; kScatterAdd adds alpha * src (scatter_add: alpha 1;
+  // index_add: one index vector for every row, index stride 0). Each output element has one writer,
   // so results are deterministic and equal the CPU's bit for bit, with no
   // atomics (PyTorch's CUDA scatter_add uses float atomics and is not).
   kScatter,
@@ -40,6 +41,7 @@ struct IndexCall {
   const char* index = nullptr;
   const char* src = nullptr;  // null for kScatter with `value`
   uint64_t value = 0;         // kScatter without src: the element's bytes (little end first)
+  uint64_t alpha = 0;         // kScatterAdd: the bytes of alpha as ComputeT<dtype> (the CPU's ScalarTo)
   ElementwiseGeometry geometry;
   // The indexed dim: its number (for the error word), its size (an index
   // must lie in [0, dim_size)), and the indexed operand's byte stride along

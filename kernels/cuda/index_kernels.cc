@@ -2,7 +2,10 @@
 // (index_kernels.h).
 #include "index_kernels.h"
 
+#include <cstring>
 #include <vector>
+
+#include "../cpu/dtypes.h"
 
 namespace tensord::cuda::ew {
 
@@ -22,6 +25,19 @@ absl::Status BuildIndexGeometry(absl::string_view op, const Shape& shape, const 
                                           " dimensions after merging; got ", ShapeToString(shape)));
   }
   return absl::OkStatus();
+}
+
+absl::Status SetAlpha(const char* name, ScalarType dtype, const Scalar& alpha, IndexCall* call) {
+  return cpu::Dispatch<cpu::kSetAllButF8>(dtype, name, [&](auto tag) -> absl::Status {
+    using T = typename decltype(tag)::type;
+    // The CPU's compute types (float for the narrow floats) have the same
+    // bytes as the GPU's (cuda_dtypes.h).
+    const cpu::ComputeT<T> a = cpu::ScalarTo<T>(alpha);
+    static_assert(sizeof(a) <= sizeof(call->alpha), "alpha's bytes fit");
+    call->alpha = 0;
+    std::memcpy(&call->alpha, &a, sizeof(a));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status SetErrorWord(const KernelContext& ctx, IndexCall* call) {

@@ -1,5 +1,6 @@
 // kernels/cuda/index_kernels.h — the host side of the CUDA indexing kernels:
-// gather, index_select, scatter.src, scatter.value and scatter_add. Each
+// gather, index_select, scatter.src, scatter.value, scatter_add and
+// index_add. Each
 // reads the call's arguments as the op's CPU kernel does
 // (kernels/cpu/index.cc, shape.cc, scatter.cc: the same checks and errors)
 // and describes one launch (IndexCall) to `L`, the device (see
@@ -34,6 +35,10 @@ absl::Status CheckGatherIndexDtype(const char* name, const TensorMeta& index);
 // `strides[k]` of operand k; NotImplemented naming `op` past kMaxDims dims.
 absl::Status BuildIndexGeometry(absl::string_view op, const Shape& shape, const Shape (&strides)[3],
                                 IndexCall* call);
+
+// call->alpha: the bytes of `alpha` as dtype's compute value, converted as
+// the CPU kernels convert it (ScalarTo).
+absl::Status SetAlpha(const char* name, ScalarType dtype, const Scalar& alpha, IndexCall* call);
 
 // The call's error word and op, from the context (an internal error
 // without a word: the stream gives every kernel one).
@@ -195,6 +200,7 @@ absl::Status ScatterKernel(KernelContext& ctx) {
     strides[1].push_back(im.strides[d] * iitem);
     strides[2].push_back(from_src ? sm.strides[d] * item : 0);
   }
+  if (kAdd) TD_RETURN_IF_ERROR(SetAlpha(name, dt, Scalar::Int(1), &call));
   call.op = kAdd ? IndexOp::kScatterAdd : IndexOp::kScatter;
   call.dtype = dt;
   call.index_dtype = im.dtype;
@@ -212,6 +218,63 @@ absl::Status ScatterKernel(KernelContext& ctx) {
   return LaunchIndex<L>(ctx, call);
 }
 
+// index_add(self, dim, index, source, alpha): out = self; for every element
+// of source at i, out[i with i_dim = index[i_dim]] += alpha * source[i].
+// Every row of out along `dim` scans the whole index vector, so each one
+// reports the vector's first bad entry: the CPU's.
+template <class L>
+absl::Status IndexAdd(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(TensorRef index, InputTensor(ctx, 2));
+  TD_ASSIGN_OR_RETURN(TensorRef source, InputTensor(ctx, 3));
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("index_add", out, self.meta->sizes));
+  const ScalarType dt = out.meta->dtype;
+  if (!DtypeInSet(dt, kSetAllButF8)) return DtypeNotImplemented("index_add", dt);
+  TD_RETURN_IF_ERROR(CopyConvert<L>(ctx, out, self));
+  TD_INTERNAL_CHECK(index.meta->dtype == ScalarType::kInt64 || index.meta->dtype == ScalarType::kInt32,
+                    "index_add: index dtype");
+  TD_INTERNAL_CHECK(source.meta->dtype == dt, "index_add: source dtype");
+  TD_INTERNAL_CHECK(index.meta->dim() <= 1, "index_add: index is not a vector");
+  const TensorMeta om = AtLeast1dMeta(*out.meta), sm = AtLeast1dMeta(*source.meta);
+  const int64_t nd = om.dim();
+  int64_t dim = ctx.args[1].to_int();
+  if (dim < 0) dim += nd;
+  TD_INTERNAL_CHECK(dim >= 0 && dim < nd && sm.dim() == nd, "index_add: shapes were not checked");
+  TD_INTERNAL_CHECK(index.meta->numel() == sm.sizes[dim], "index_add: index length");
+  for (int64_t d = 0; d < nd; ++d) {
+    TD_INTERNAL_CHECK(d == dim || sm.sizes[d] == om.sizes[d], "index_add: source shape");
+  }
+  if (index.meta->numel() == 0) return absl::OkStatus();
+  const int64_t item = om.itemsize(), iitem = index.meta->itemsize();
+  Shape rows, strides[3];
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d == dim) continue;
+    rows.push_back(sm.sizes[d]);
+    strides[0].push_back(om.strides[d] * item);
+    strides[1].push_back(0);
+    strides[2].push_back(sm.strides[d] * item);
+  }
+  IndexCall call;
+  TD_RETURN_IF_ERROR(SetAlpha("index_add", dt, ctx.args[4].scalar(), &call));
+  call.op = IndexOp::kScatterAdd;
+  call.dtype = dt;
+  call.index_dtype = index.meta->dtype;
+  call.out = out.base + om.storage_offset * item;
+  call.index = index.data_at_offset();
+  call.src = source.base + sm.storage_offset * item;
+  call.dim = dim;
+  call.dim_size = om.sizes[dim];
+  call.dim_stride = om.strides[dim] * item;
+  call.scan_count = index.meta->numel();
+  call.scan_index_stride = index.meta->dim() == 1 ? index.meta->strides[0] * iitem : 0;
+  call.scan_src_stride = sm.strides[dim] * item;
+  TD_RETURN_IF_ERROR(BuildIndexGeometry("index_add", rows, strides, &call));
+  TD_RETURN_IF_ERROR(SetErrorWord(ctx, &call));
+  return LaunchIndex<L>(ctx, call);
+}
+
 template <class L>
 absl::Status RegisterIndexKernels(KernelRegistry& r, DeviceType device) {
   struct Entry {
@@ -224,6 +287,7 @@ absl::Status RegisterIndexKernels(KernelRegistry& r, DeviceType device) {
       {"scatter.src", ScatterKernel<L, false>},
       {"scatter.value", ScatterKernel<L, false>},
       {"scatter_add", ScatterKernel<L, true>},
+      {"index_add", IndexAdd<L>},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(device, e.name, e.fn));
   return absl::OkStatus();

@@ -1,5 +1,6 @@
 // Samples of the indexing ops (IndexSamplesFor, harness.h): gather,
-// index_select, scatter.src, scatter.value and scatter_add over every dtype,
+// index_select, scatter.src, scatter.value, scatter_add and index_add over
+// every dtype,
 // int64 and int32 indices, dense, permuted and spread layouts, every dim,
 // repeated indices (a scatter's last write wins, scatter_add adds them in
 // order), 0-dim and empty tensors, and bad indices (past the end,
@@ -130,6 +131,50 @@ void ScatterSamples(const std::string& op, std::vector<Sample>& out, std::mt1993
   }
 }
 
+// index_add(self, dim, index, source, alpha): repeated entries, alphas of
+// each kind, int32 and int64 indices, a 0-dim index, bad entries.
+void IndexAddSamples(std::vector<Sample>& out, std::mt19937& rng) {
+  const Shape self_sizes = {4, 5, 6};
+  for (ScalarType dt : kDtypes) {
+    if (dt == ScalarType::kFloat8_e4m3fn) continue;  // refused: the sample below
+    for (int layout = 0; layout < 3; ++layout) {
+      for (int64_t dim : {0, 1, -1}) {
+        const size_t d = static_cast<size_t>(dim < 0 ? dim + 3 : dim);
+        Shape ssz = self_sizes;
+        ssz[d] = 8;
+        const ScalarType it = layout == 1 ? ScalarType::kInt32 : ScalarType::kInt64;
+        const Scalar alpha = dt == ScalarType::kBool ? Scalar::Bool(true)
+                             : layout == 2           ? Scalar::Float(-1.5)
+                                                     : Scalar::Int(2);
+        Sample s = NewIndexSample("index_add", absl::StrCat(Name(dt), " layout ", layout, " dim ", dim, " ",
+                                                            Name(it), " alpha ", alpha.ToString()));
+        s.positional = {SampleArg::T(s.Add(Lay(Random(dt, self_sizes, rng), layout))), SampleArg::V(Value(dim)),
+                        SampleArg::T(s.Add(Indices(it, {8}, self_sizes[d], rng, layout == 2 ? 2 : 0))),
+                        SampleArg::T(s.Add(Lay(Random(dt, ssz, rng), (layout + 1) % 3)))};
+        s.kwargs = {{"alpha", SampleArg::V(Value(alpha))}};  // keyword-only, as in PyTorch
+        out.push_back(std::move(s));
+      }
+    }
+    Sample z = NewIndexSample("index_add", Name(dt) + " 0-dim index");
+    z.positional = {SampleArg::T(z.Add(Random(dt, {3, 2}, rng))), SampleArg::V(Value(int64_t{0})),
+                    SampleArg::T(z.Add(FromValues(ScalarType::kInt64, {}, {2}))),
+                    SampleArg::T(z.Add(Random(dt, {1, 2}, rng)))};
+    out.push_back(std::move(z));
+  }
+  Sample f8 = NewIndexSample("index_add", "float8 refused");
+  f8.positional = {SampleArg::T(f8.Add(Random(ScalarType::kFloat8_e4m3fn, {3}, rng))), SampleArg::V(Value(int64_t{0})),
+                   SampleArg::T(f8.Add(FromValues(ScalarType::kInt64, {2}, {0, 2}))),
+                   SampleArg::T(f8.Add(Random(ScalarType::kFloat8_e4m3fn, {2}, rng)))};
+  out.push_back(std::move(f8));
+  for (int64_t bad : {5, -1}) {
+    Sample s = NewIndexSample("index_add", absl::StrCat("bad index ", bad));
+    s.positional = {SampleArg::T(s.Add(Random(ScalarType::kFloat32, {4, 5, 6}, rng))), SampleArg::V(Value(int64_t{1})),
+                    SampleArg::T(s.Add(Indices(ScalarType::kInt64, {7}, 5, rng, 0, bad))),
+                    SampleArg::T(s.Add(Random(ScalarType::kFloat32, {4, 7, 6}, rng)))};
+    out.push_back(std::move(s));
+  }
+}
+
 }  // namespace
 
 std::vector<Sample> IndexSamplesFor(const std::string& op, uint32_t seed) {
@@ -137,6 +182,7 @@ std::vector<Sample> IndexSamplesFor(const std::string& op, uint32_t seed) {
   std::vector<Sample> out;
   if (op == "gather" || op == "index_select") GatherSamples(op, out, rng);
   if (op == "scatter.src" || op == "scatter.value" || op == "scatter_add") ScatterSamples(op, out, rng);
+  if (op == "index_add") IndexAddSamples(out, rng);
   return out;
 }
 
