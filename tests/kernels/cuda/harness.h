@@ -47,8 +47,9 @@ class DeviceMemory {
   virtual absl::Status Synchronize() = 0;
   virtual void* stream() = 0;
   // The stream's DeviceErrorWord (tensord/kernels/device_error.h), in this
-  // memory: what the kernels get as ctx.error_word.
-  virtual void* error_word() = 0;
+  // memory: what the kernels get as ctx.error_word. Null for a memory
+  // without one, whose kernels that check indices then refuse to launch.
+  virtual void* error_word() { return nullptr; }
   virtual Device device() const = 0;
 };
 
