@@ -28,6 +28,8 @@ int CudaLaunch::Elementwise(const ElementwiseCall& call, void* stream) { return 
 
 int CudaLaunch::Reduce(const ReduceCall& call, void* stream) { return LaunchReduceCuda(call, stream); }
 
+int CudaLaunch::Index(const IndexCall& call, void* stream) { return LaunchIndexCuda(call, stream); }
+
 std::string CudaLaunch::ErrorString(int code) {
   return cudaGetErrorString(static_cast<cudaError_t>(code));
 }

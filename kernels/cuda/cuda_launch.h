@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "elementwise_call.h"
 #include "gemm_call.h"
+#include "index_call.h"
 #include "reduce_call.h"
 
 namespace tensord::cuda {
@@ -38,6 +39,8 @@ struct CudaLaunch {
   static int Elementwise(const ElementwiseCall& call, void* stream);
   // LaunchReduceCuda.
   static int Reduce(const ReduceCall& call, void* stream);
+  // LaunchIndexCuda.
+  static int Index(const IndexCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

@@ -56,9 +56,10 @@ TEST(CudaErrorWordTest, SaysWhatTheCpuKernelsSay) {
   const absl::Status index =
       DeviceErrorToStatus(DeviceErrorWord{kIndexOutOfBounds, OpId("index_select"), 7, 0, 5});
   EXPECT_EQ(KindOf(index), ErrorKind::kIndex);
-  EXPECT_EQ(index.message(), "index_select: index 7 is out of bounds for dimension 0 with size 5");
+  EXPECT_EQ(index.message(), "index_select(): index 7 is out of bounds for dimension 0 with size 5");
   const absl::Status negative = DeviceErrorToStatus(DeviceErrorWord{kIndexOutOfBounds, OpId("gather"), -9, 2, 4});
-  EXPECT_EQ(negative.message(), "gather: index -9 is out of bounds for dimension 2 with size 4");
+  EXPECT_EQ(KindOf(negative), ErrorKind::kRuntime);  // gather's, as the CPU kernel and PyTorch
+  EXPECT_EQ(negative.message(), "index -9 is out of bounds for dimension 2 with size 4");
   const absl::Status target = DeviceErrorToStatus(DeviceErrorWord{kTargetOutOfBounds, OpId("gather"), 7, -1, 5});
   EXPECT_EQ(KindOf(target), ErrorKind::kIndex);
   EXPECT_EQ(target.message(), "Target 7 is out of bounds.");
@@ -357,7 +358,7 @@ TEST_F(CudaGpuTest, TheErrorWordComesBackAtSynchronizeAsTheCpuWouldSayIt) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const absl::Status st = s->Synchronize();
   EXPECT_EQ(KindOf(st), ErrorKind::kIndex);
-  EXPECT_EQ(st.message(), "index_select: index 7 is out of bounds for dimension 0 with size 5");
+  EXPECT_EQ(st.message(), "index_select(): index 7 is out of bounds for dimension 0 with size 5");
   EXPECT_TRUE(s->Synchronize().ok());  // read once, then zeroed
   const DeviceErrorWord target{kTargetOutOfBounds, OpId("gather"), 12, -1, 10};
   ASSERT_EQ(cudaMemcpy(cs->error_word(), &target, sizeof(target), cudaMemcpyHostToDevice), cudaSuccess);

@@ -15,6 +15,7 @@
 #include "../../../kernels/cuda/elementwise.cuh"
 #include "../../../kernels/cuda/elementwise_kernels.h"
 #include "../../../kernels/cuda/elementwise_ops.h"
+#include "../../../kernels/cuda/index_kernels.h"
 #include "../../../kernels/cuda/matmul_kernels.h"
 #include "../../../kernels/cuda/reduce_kernels.h"
 #include "gtest/gtest.h"
@@ -29,6 +30,7 @@ const KernelRegistry& EmulatedRegistry() {
     auto* reg = new KernelRegistry();
     absl::Status s = cuda::ew::RegisterElementwiseKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterReduceKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;

@@ -12,6 +12,7 @@
 
 #include "../../../kernels/cpu/dtypes.h"
 #include "absl/strings/str_cat.h"
+#include "tensord/kernels/device_error_status.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/schema.h"
 
@@ -30,6 +31,11 @@ void HostMemory::CopyToDevice(char* dst, const void* src, int64_t bytes) {
 }
 void HostMemory::CopyToHost(void* dst, const char* src, int64_t bytes) {
   std::memcpy(dst, src, static_cast<size_t>(bytes));
+}
+absl::Status HostMemory::Synchronize() {
+  const DeviceErrorWord word = word_;
+  word_ = DeviceErrorWord{};
+  return DeviceErrorToStatus(word);
 }
 
 const KernelRegistry& CpuRegistry() {
@@ -116,6 +122,7 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
   ctx.args = *args;
   ctx.device = device;
   ctx.stream = memory.stream();
+  ctx.error_word = memory.error_word();
   ctx.input_base = [&base_of](const TensorMeta* m) -> char* {
     auto it = base_of.find(m);
     return it == base_of.end() ? nullptr : it->second.first;
@@ -745,6 +752,8 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
     ReductionSamples(op, out, rng, {Value(), Value(int64_t{0}), Value(int64_t{-1}), Value(int64_t{1})}, true);
   } else if (In(op, {"max.dim", "min.dim"})) {
     ReductionSamples(op, out, rng, {Value(int64_t{0}), Value(int64_t{-1}), Value(int64_t{1})}, true);
+  } else {
+    out = IndexSamplesFor(op, seed);
   }
   if (out.empty()) out = MatmulSamples(op, seed);
   return out;

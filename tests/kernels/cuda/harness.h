@@ -26,6 +26,7 @@
 
 #include "../kernel_test_util.h"
 #include "absl/status/status.h"
+#include "tensord/kernels/device_error.h"
 #include "tensord/kernels/registry.h"
 #include "tensord/meta/device.h"
 #include "tensord/meta/value.h"
@@ -40,9 +41,15 @@ class DeviceMemory {
   virtual char* Allocate(int64_t bytes) = 0;
   virtual void CopyToDevice(char* dst, const void* src, int64_t bytes) = 0;
   virtual void CopyToHost(void* dst, const char* src, int64_t bytes) = 0;
-  // Waits for the stream; the error of work that failed on it.
+  // Waits for the stream; the error of work that failed on it, or the
+  // error a kernel recorded in the error word (DeviceErrorToStatus, as the
+  // CUDA stream raises it), after which the word is zeroed.
   virtual absl::Status Synchronize() = 0;
   virtual void* stream() = 0;
+  // The stream's DeviceErrorWord (tensord/kernels/device_error.h), in this
+  // memory: what the kernels get as ctx.error_word. Null for a memory
+  // without one, whose kernels that check indices then refuse to launch.
+  virtual void* error_word() { return nullptr; }
   virtual Device device() const = 0;
 };
 
@@ -53,12 +60,15 @@ class HostMemory final : public DeviceMemory {
   char* Allocate(int64_t bytes) override;
   void CopyToDevice(char* dst, const void* src, int64_t bytes) override;
   void CopyToHost(void* dst, const char* src, int64_t bytes) override;
-  absl::Status Synchronize() override { return absl::OkStatus(); }
+  // The emulated launches ran at once: only the error word is left to read.
+  absl::Status Synchronize() override;
   void* stream() override { return nullptr; }
+  void* error_word() override { return &word_; }
   Device device() const override { return device_; }
 
  private:
   Device device_;
+  DeviceErrorWord word_{};
   std::vector<std::shared_ptr<char>> buffers_;
 };
 
@@ -113,6 +123,9 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed);
 
 // The matmul family's samples (harness_matmul.cc; part of SamplesFor).
 std::vector<Sample> MatmulSamples(const std::string& op, uint32_t seed);
+
+// The indexing ops' samples (harness_index.cc), part of SamplesFor.
+std::vector<Sample> IndexSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per

@@ -12,6 +12,7 @@
 
 #include "../../../kernels/cuda/elementwise_call.h"
 #include "../../../kernels/cuda/gemm_call.h"
+#include "../../../kernels/cuda/index_call.h"
 #include "../../../kernels/cuda/reduce_call.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,6 +27,7 @@ int HostLaunchBinaryTernary(const cuda::ElementwiseCall& call);  // arith, divis
 struct HostLaunch {
   static int Elementwise(const cuda::ElementwiseCall& call, void* stream);
   static int Reduce(const cuda::ReduceCall& call, void* stream);  // host_launch_reduce.cc
+  static int Index(const cuda::IndexCall& call, void* stream);    // host_launch_index.cc
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tensord/kernels/cuda/cuda_kernels.h"
+#include "tensord/kernels/device_error_status.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/runtime/log.h"
@@ -259,14 +260,6 @@ class CudaMemorySource final : public runtime::DeviceMemorySource {
   const std::shared_ptr<CudaBackend::Shared> shared_;
   const int64_t total_bytes_;
 };
-
-// "index_select" for the op `op_id` of the built-in table; "op 1234" when
-// the table has no such op (a kernel's bug).
-std::string OpName(uint32_t op_id) {
-  const OpTable& table = OpTable::Get();
-  if (op_id < table.size()) return table.at(op_id).name();
-  return absl::StrCat("op ", op_id);
-}
 
 }  // namespace
 
@@ -610,22 +603,6 @@ absl::Status CudaStream::Synchronize() {
 }
 
 // ---- device-free helpers ---------------------------------------------------------
-
-absl::Status DeviceErrorToStatus(const DeviceErrorWord& word) {
-  switch (word.code) {
-    case kNoDeviceError:
-      return absl::OkStatus();
-    case kIndexOutOfBounds:
-      return IndexErr(absl::StrCat(OpName(word.op_id), ": index ", word.value, " is out of bounds for dimension ",
-                                   word.dim, " with size ", word.size));
-    case kTargetOutOfBounds:
-      return IndexErr(absl::StrCat("Target ", word.value, " is out of bounds."));
-    default:
-      return InternalErr(absl::StrCat(OpName(word.op_id), ": its kernel recorded the unknown device error code ",
-                                      word.code, " (value ", word.value, ", dim ", word.dim, ", size ", word.size,
-                                      ")"));
-  }
-}
 
 bool IsStickyCudaError(int code) {
   // The codes whose documentation (driver_types.h) says the process is left

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tensord/kernels/cuda/cuda_kernels.h"
+#include "tensord/kernels/device_error_status.h"
 
 namespace tensord::testing::cudatest {
 namespace {
@@ -45,10 +46,13 @@ std::string NoDeviceReason() {
 class CudaMemory final : public DeviceMemory {
  public:
   CudaMemory() {
-    ok_ = cudaSetDevice(0) == cudaSuccess && cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) == cudaSuccess;
+    ok_ = cudaSetDevice(0) == cudaSuccess && cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) == cudaSuccess &&
+          cudaMalloc(&word_, sizeof(DeviceErrorWord)) == cudaSuccess &&
+          cudaMemset(word_, 0, sizeof(DeviceErrorWord)) == cudaSuccess;
   }
   ~CudaMemory() override {
     if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+    if (word_ != nullptr) (void)cudaFree(word_);
     for (char* p : buffers_) (void)cudaFree(p);
     if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
   }
@@ -72,17 +76,26 @@ class CudaMemory final : public DeviceMemory {
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
     EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
   }
+  // As the daemon's CUDA stream: the error word is read after the stream's
+  // work and zeroed in stream order for the next kernel.
   absl::Status Synchronize() override {
-    const cudaError_t e = cudaStreamSynchronize(stream_);
+    DeviceErrorWord word{};
+    cudaError_t e = cudaMemcpyAsync(&word, word_, sizeof(word), cudaMemcpyDeviceToHost, stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
     if (e != cudaSuccess) return absl::InternalError(absl::StrCat("stream: ", cudaGetErrorString(e)));
-    return absl::OkStatus();
+    if (word.code == kNoDeviceError) return absl::OkStatus();
+    e = cudaMemsetAsync(word_, 0, sizeof(DeviceErrorWord), stream_);
+    if (e != cudaSuccess) return absl::InternalError(absl::StrCat("zeroing the error word: ", cudaGetErrorString(e)));
+    return DeviceErrorToStatus(word);
   }
   void* stream() override { return stream_; }
+  void* error_word() override { return word_; }
   Device device() const override { return Device{DeviceType::kCUDA, 0}; }
 
  private:
   bool ok_ = false;
   cudaStream_t stream_ = nullptr;
+  void* word_ = nullptr;  // the stream's DeviceErrorWord
   std::vector<char*> buffers_;
 };
 
@@ -131,6 +144,36 @@ TEST_P(CudaKernelTest, MatchesTheCpuKernel) {
 
 INSTANTIATE_TEST_SUITE_P(AllCudaOps, CudaKernelTest, ::testing::ValuesIn(OpsWithKernels(CudaRegistry(), DeviceType::kCUDA)),
                          TestName);
+
+// A bad index on the GPU: the kernel's call returns OK, the stream's next
+// synchronize raises the CPU kernel's error (the same kind and text), and
+// the next kernel on the same stream works (the word was zeroed).
+TEST(CudaIndexErrorTest, BadIndexRaisesAtTheNextSyncAndTheStreamGoesOn) {
+  SKIP_WITHOUT_GPU();
+  HostMemory cpu(kCPU);
+  CudaMemory gpu;
+  ASSERT_TRUE(gpu.ok()) << "cannot create a stream on device 0";
+  for (const char* op : {"gather", "index_select", "scatter_add", "scatter.src"}) {
+    SCOPED_TRACE(op);
+    std::vector<Sample> bad, good;
+    for (Sample& s : SamplesFor(op, /*seed=*/3)) {
+      (s.label.rfind("bad index", 0) == 0 ? bad : good).push_back(std::move(s));
+    }
+    ASSERT_FALSE(bad.empty());
+    ASSERT_FALSE(good.empty());
+    for (const Sample& b : bad) {
+      const SampleResult want = RunSample(b, CpuRegistry(), DeviceType::kCPU, cpu);
+      ASSERT_FALSE(want.status.ok()) << b.label;
+      const SampleResult got = RunSample(b, CudaRegistry(), DeviceType::kCUDA, gpu);
+      EXPECT_EQ(got.status, want.status) << b.label;
+      const SampleResult next_want = RunSample(good[0], CpuRegistry(), DeviceType::kCPU, cpu);
+      const SampleResult next = RunSample(good[0], CudaRegistry(), DeviceType::kCUDA, gpu);
+      EXPECT_TRUE(next.status.ok()) << "after " << b.label << ": " << next.status;
+      EXPECT_EQ(CompareResults(good[0], next_want, next), "");
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
 
 // Launches past kMaxBlocks (grid-stride loops) on both paths, and large
 // reductions (LargeSamples, harness.cc).

@@ -28,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "tensord/backends/cuda/discovery.h"
 #include "tensord/kernels/device_error.h"
+#include "tensord/kernels/device_error_status.h"  // DeviceErrorToStatus: the word as the CPU's error
 #include "tensord/kernels/registry.h"
 #include "tensord/runtime/backend.h"
 #include "tensord/runtime/caching_allocator.h"
@@ -162,13 +163,6 @@ class CudaStream final : public runtime::Stream {
   runtime::DeviceAllocator::Block word_;
   std::unique_ptr<Resources> res_;
 };
-
-// The status a DeviceErrorWord stands for, in the words of the CPU kernels:
-// kIndexOutOfBounds: IndexError "<op>: index 7 is out of bounds for
-// dimension 0 with size 5" (<op> the op's name from the op table, by
-// op_id); kTargetOutOfBounds: IndexError "Target 7 is out of bounds.";
-// an unknown code: InternalError naming it. OK for kNoDeviceError.
-absl::Status DeviceErrorToStatus(const DeviceErrorWord& word);
 
 // Whether CUDA error `code` (a cudaError_t) is one the CUDA runtime
 // documents as leaving the process's context unusable ("sticky": an
