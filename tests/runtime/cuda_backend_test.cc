@@ -128,8 +128,10 @@ TEST(CudaBackendTest, ItDescribesItsGpuWithoutTouchingIt) {
   absl::StatusOr<std::unique_ptr<CudaBackend>> b = CudaBackend::Create(FakeGpu(9, 0));
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ((*b)->device(), (Device{DeviceType::kCUDA, 0}));
-  EXPECT_EQ((*b)->description(), "NVIDIA Test GPU, compute capability 9.0");
+  EXPECT_EQ((*b)->description(), "NVIDIA Test GPU");  // torch.cuda.get_device_name's answer
+  EXPECT_EQ((*b)->capability(), (std::pair<int, int>{9, 0}));
   EXPECT_EQ((*b)->total_memory_bytes(), int64_t{80} << 30);
+  EXPECT_EQ((*b)->free_memory_bytes(), int64_t{80} << 30);  // no context made to ask the GPU
   EXPECT_FALSE((*b)->host_addressable());
   EXPECT_EQ((*b)->allocator()->device(), (Device{DeviceType::kCUDA, 0}));
   EXPECT_EQ((*b)->Trim(), 0);  // nothing mapped: nothing to give back
@@ -219,9 +221,15 @@ class CudaGpuTest : public ::testing::Test {
 
 TEST_F(CudaGpuTest, TheBackendDescribesTheGpu) {
   EXPECT_EQ(backend_->device(), (Device{DeviceType::kCUDA, info_.index}));
-  EXPECT_THAT(backend_->description(), HasSubstr(info_.name));
-  EXPECT_THAT(backend_->description(), HasSubstr("compute capability"));
+  EXPECT_EQ(backend_->description(), info_.name);
+  EXPECT_EQ(backend_->capability(), (std::pair<int, int>{info_.major, info_.minor}));
   EXPECT_GT(backend_->total_memory_bytes(), int64_t{1} << 30);
+  // Once memory is mapped (the context exists), free memory is the driver's.
+  absl::StatusOr<std::shared_ptr<runtime::Storage>> s =
+      runtime::MemoryAccount::Create(0)->Allocate(backend_->allocator(), 1 << 20, "test");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(backend_->free_memory_bytes(), 0);
+  EXPECT_LT(backend_->free_memory_bytes(), backend_->total_memory_bytes());
 }
 
 TEST_F(CudaGpuTest, CopiesUpAndDownInChunksLargerThanTheStagingBuffers) {

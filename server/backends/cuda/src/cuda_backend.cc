@@ -354,8 +354,23 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const CudaDevic
 
 Device CudaBackend::device() const { return shared_->device; }
 
-std::string CudaBackend::description() const {
-  return absl::StrCat(info_.name, ", compute capability ", info_.major, ".", info_.minor);
+std::string CudaBackend::description() const { return info_.name; }
+
+std::pair<int, int> CudaBackend::capability() const { return {info_.major, info_.minor}; }
+
+int64_t CudaBackend::free_memory_bytes() const {
+  // cudaMemGetInfo needs the GPU's context, and making one costs hundreds of
+  // MiB of the GPU: it is asked only once the allocator has mapped memory
+  // (the context exists then). Before, nothing of this daemon is there and
+  // the total is the answer (other processes' use is not seen until then).
+  if (caching_->reserved_bytes() == 0) return Backend::free_memory_bytes();
+  DeviceGuard g(info_.index);
+  size_t free_bytes = 0, total_bytes = 0;
+  if (g.status() != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Backend::free_memory_bytes();
+  }
+  return static_cast<int64_t>(free_bytes);
 }
 
 int64_t CudaBackend::total_memory_bytes() const { return info_.total_memory_bytes; }

@@ -62,9 +62,14 @@ class CudaBackend final : public runtime::Backend {
   ~CudaBackend() override;
 
   Device device() const override;
-  // "NVIDIA H100 80GB HBM3, compute capability 9.0".
+  // "NVIDIA H100 80GB HBM3" (what torch.cuda.get_device_name gives).
   std::string description() const override;
   int64_t total_memory_bytes() const override;
+  // cudaMemGetInfo's free bytes once the GPU's context exists (the
+  // allocator mapped memory); before, the total.
+  int64_t free_memory_bytes() const override;
+  // {major, minor}: {9, 0} for an H100.
+  std::pair<int, int> capability() const override;
   const std::shared_ptr<runtime::DeviceAllocator>& allocator() const override { return allocator_; }
   bool host_addressable() const override { return false; }
   // A CudaStream for the session whose MemoryAccount::id() is `owner`: the
