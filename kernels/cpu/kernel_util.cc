@@ -2,6 +2,8 @@
 // (see kernel_util.h).
 #include "kernel_util.h"
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <new>
 #include <string>
@@ -237,8 +239,7 @@ absl::Status Fill(const TensorRef& dst, const Scalar& value) {
   });
 }
 
-absl::Status RunInPlace(KernelContext& ctx, KernelFn base) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+absl::StatusOr<InPlacePlan> PlanInPlace(const KernelContext& ctx) {
   const TensorRef& out = ctx.outputs[0];
   // The out-of-place twin: the same full name without the base name's '_'.
   std::string name = ctx.op->schema.name;
@@ -250,22 +251,52 @@ absl::Status RunInPlace(KernelContext& ctx, KernelFn base) {
   TD_INTERNAL_CHECK(twin != nullptr, ctx.op->full_name(), " has no out-of-place op ", full);
   TD_ASSIGN_OR_RETURN(MetaResult r, twin->meta(ctx.op->name(), ctx.args));
   TD_INTERNAL_CHECK(r.outputs.size() == 1, full, ": expected one output");
-  const TensorMeta& result = r.outputs[0];
-  bool direct = result.dtype == out.meta->dtype && result.sizes == out.meta->sizes;
-  for (size_t i = 0; i < ctx.args.size() && direct; ++i) {
+  InPlacePlan plan;
+  plan.result = std::move(r.outputs[0]);
+  plan.direct = plan.result.dtype == out.meta->dtype && plan.result.sizes == out.meta->sizes;
+  for (size_t i = 0; i < ctx.args.size() && plan.direct; ++i) {
     if (!ctx.args[i].is_tensor()) continue;
     const TensorMeta* m = ctx.args[i].tensor_ptr();
     const char* b = ctx.input_base ? ctx.input_base(m) : nullptr;
     // An input in out's storage is safe only when it is exactly out (each
-    // element is read before the same element is written).
-    if (b != nullptr && b == out.base && !(*m == *out.meta)) direct = false;
+    // element is read before the same element is written, by one thread).
+    if (b != nullptr && b == out.base && !(*m == *out.meta)) plan.direct = false;
   }
-  if (direct) return base(ctx);
-  TD_ASSIGN_OR_RETURN(std::unique_ptr<TempTensor> tmp, TempTensor::Make(result.sizes, result.dtype));
+  return plan;
+}
+
+absl::Status RunInPlace(KernelContext& ctx, KernelFn base) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const TensorRef& out = ctx.outputs[0];
+  TD_ASSIGN_OR_RETURN(const InPlacePlan plan, PlanInPlace(ctx));
+  if (plan.direct) return base(ctx);
+  TD_ASSIGN_OR_RETURN(std::unique_ptr<TempTensor> tmp, TempTensor::Make(plan.result.sizes, plan.result.dtype));
   KernelContext inner = ctx;
   inner.outputs[0] = tmp->ref();
   TD_RETURN_IF_ERROR(base(inner));
   return CopyConvert(out, tmp->ref());
+}
+
+bool GemmMatrixLayout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, bool* transposed, int64_t* ld) {
+  // Not transposed: element (i, j) at i * ld + j.
+  if (cols == 1 || s_col == 1) {
+    const int64_t l = rows == 1 ? std::max<int64_t>(1, cols) : s_row;
+    if (l >= std::max<int64_t>(1, cols) && l <= INT_MAX) {
+      *transposed = false;
+      *ld = l;
+      return true;
+    }
+  }
+  // Transposed: element (i, j) at j * ld + i.
+  if (rows == 1 || s_row == 1) {
+    const int64_t l = cols == 1 ? std::max<int64_t>(1, rows) : s_col;
+    if (l >= std::max<int64_t>(1, rows) && l <= INT_MAX) {
+      *transposed = true;
+      *ld = l;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace tensord::cpu

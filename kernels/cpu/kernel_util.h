@@ -136,6 +136,24 @@ inline int64_t LoadIndex(const char* p, ScalarType t) {
 // for the temporary, Internal when the op has no out-of-place twin.
 absl::Status RunInPlace(KernelContext& ctx, KernelFn base);
 
+// How RunInPlace (and the CUDA kernels' RunInPlace) runs the in-place op of
+// `ctx`: the out-of-place twin's result meta, and whether the twin may
+// write straight into self (`direct`: same dtype and sizes, and no input in
+// self's storage in another layout). Internal when the op has no twin.
+struct InPlacePlan {
+  TensorMeta result;
+  bool direct = false;
+};
+absl::StatusOr<InPlacePlan> PlanInPlace(const KernelContext& ctx);
+
+// How a row-major GEMM (BLAS on the CPU, cuBLAS through its row-major
+// terms on CUDA) reads a rows x cols matrix with strides (s_row, s_col) in
+// place: `*transposed` (element (i, j) at j * ld + i) or not (at i * ld + j)
+// and the leading dimension `*ld`. False when it cannot (neither stride is
+// 1, or the leading dimension is too small or exceeds an int): the caller
+// then copies the matrix to a contiguous buffer.
+bool GemmMatrixLayout(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, bool* transposed, int64_t* ld);
+
 // RunInPlace as a KernelFn: InPlace<Mul> is mul_'s kernel.
 template <KernelFn kBase>
 absl::Status InPlace(KernelContext& ctx) {

@@ -33,26 +33,10 @@ struct Mat {
 // How BLAS (row-major) can read a matrix in place: trans and ld. False when
 // it cannot (then the matrix is copied to a contiguous buffer).
 bool BlasLayout(const Mat& m, CBLAS_TRANSPOSE* trans, int64_t* ld) {
-  const int64_t r = m.rows, c = m.cols;
-  // NoTrans: element (i, j) at i * ld + j.
-  if (c == 1 || m.s_col == 1) {
-    const int64_t l = r == 1 ? std::max<int64_t>(1, c) : m.s_row;
-    if (l >= std::max<int64_t>(1, c) && l <= INT_MAX) {
-      *trans = CblasNoTrans;
-      *ld = l;
-      return true;
-    }
-  }
-  // Trans: element (i, j) at j * ld + i.
-  if (r == 1 || m.s_row == 1) {
-    const int64_t l = c == 1 ? std::max<int64_t>(1, r) : m.s_col;
-    if (l >= std::max<int64_t>(1, r) && l <= INT_MAX) {
-      *trans = CblasTrans;
-      *ld = l;
-      return true;
-    }
-  }
-  return false;
+  bool transposed = false;
+  if (!GemmMatrixLayout(m.rows, m.cols, m.s_row, m.s_col, &transposed, ld)) return false;
+  *trans = transposed ? CblasTrans : CblasNoTrans;
+  return true;
 }
 
 template <typename T>

@@ -143,26 +143,9 @@ template <class L>
 absl::Status RunInPlace(KernelContext& ctx, KernelFn base) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   const TensorRef& out = ctx.outputs[0];
-  std::string name = ctx.op->schema.name;
-  TD_INTERNAL_CHECK(!name.empty() && name.back() == '_', ctx.op->full_name(), " is not an in-place op");
-  name.pop_back();
-  const std::string full = ctx.op->schema.overload.empty() ? name : absl::StrCat(name, ".", ctx.op->schema.overload);
-  const OpEntry* twin = OpTable::Get().Find(full);
-  TD_INTERNAL_CHECK(twin != nullptr, ctx.op->full_name(), " has no out-of-place op ", full);
-  TD_ASSIGN_OR_RETURN(MetaResult r, twin->meta(ctx.op->name(), ctx.args));
-  TD_INTERNAL_CHECK(r.outputs.size() == 1, full, ": expected one output");
-  const TensorMeta& result = r.outputs[0];
-  bool direct = result.dtype == out.meta->dtype && result.sizes == out.meta->sizes;
-  for (size_t i = 0; i < ctx.args.size() && direct; ++i) {
-    if (!ctx.args[i].is_tensor()) continue;
-    const TensorMeta* m = ctx.args[i].tensor_ptr();
-    const char* b = ctx.input_base ? ctx.input_base(m) : nullptr;
-    // Each thread reads its elements before it writes them, so an input in
-    // out's storage is safe only when it is exactly out.
-    if (b != nullptr && b == out.base && !(*m == *out.meta)) direct = false;
-  }
-  if (direct) return base(ctx);
-  TD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTemp> tmp, MakeTemp<L>(ctx, result.sizes, result.dtype));
+  TD_ASSIGN_OR_RETURN(const cpu::InPlacePlan plan, cpu::PlanInPlace(ctx));
+  if (plan.direct) return base(ctx);
+  TD_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTemp> tmp, MakeTemp<L>(ctx, plan.result.sizes, plan.result.dtype));
   KernelContext inner = ctx;
   inner.outputs[0] = tmp->ref();
   TD_RETURN_IF_ERROR(base(inner));

@@ -6,26 +6,7 @@
 namespace tensord::cuda::mm {
 
 bool GemmLayout(const Mat& m, bool* trans, int64_t* ld) {
-  const int64_t r = m.rows, c = m.cols;
-  // Row-major: element (i, j) at i * ld + j.
-  if (c == 1 || m.s_col == 1) {
-    const int64_t l = r == 1 ? std::max<int64_t>(1, c) : m.s_row;
-    if (l >= std::max<int64_t>(1, c) && l <= INT_MAX) {
-      *trans = false;
-      *ld = l;
-      return true;
-    }
-  }
-  // Column-major: element (i, j) at j * ld + i.
-  if (r == 1 || m.s_row == 1) {
-    const int64_t l = c == 1 ? std::max<int64_t>(1, r) : m.s_col;
-    if (l >= std::max<int64_t>(1, r) && l <= INT_MAX) {
-      *trans = true;
-      *ld = l;
-      return true;
-    }
-  }
-  return false;
+  return cpu::GemmMatrixLayout(m.rows, m.cols, m.s_row, m.s_col, trans, ld);
 }
 
 absl::StatusOr<Plan> MakePlan(const char* name, const TensorMeta& a, const TensorMeta& b, const TensorMeta& out) {
