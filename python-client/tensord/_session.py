@@ -213,10 +213,12 @@ def default_session():
 
 
 def synchronize():
-    """Waits for the default session's daemon to execute everything sent so far
+    """Waits for the current session's daemon (this thread's ``with
+    session:``, else the default session) to execute everything sent so far
     and raises the first unreported error (see Session.synchronize). Does
     nothing when no session exists."""
-    raw = _C.default_session()
+    # The session the thread's ops went to, as tensord.cuda.synchronize.
+    raw = _C.current_session_if_any()
     if raw is not None and not raw.closed:
         raw.synchronize()
 

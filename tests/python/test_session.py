@@ -396,6 +396,24 @@ def test_deferred_error_names_op_and_call_site(session):
     assert x.sum().item() == 10.0
 
 
+def test_synchronize_waits_for_the_threads_session(session, daemon):
+    """Inside ``with s:`` tensord.synchronize() is a sync point of s (where
+    the thread's ops went), as tensord.cuda.synchronize(): it raises s's
+    deferred error, and the default session's stays for its own sync."""
+    s = tensord.connect(daemon.address, set_default=False)
+    try:
+        with s:
+            x = tensord.tensor([1.0, 2.0])
+            x.index_select(0, tensord.tensor([3]))
+            with pytest.raises(IndexError, match="index_select.*index 3 is out of bounds"):
+                tensord.synchronize()
+            tensord.synchronize()   # reported once
+            assert (x + 1).tolist() == [2.0, 3.0]
+    finally:
+        s.close()
+    tensord.synchronize()
+
+
 def test_releases_are_batched(session, daemon):
     s = tensord.connect(daemon.address, set_default=False, flush_interval=0)   # exact message counts
     with s:
