@@ -10,6 +10,8 @@
   that need a daemon ask for it; they skip visibly when no binary exists.
 Meta-mode tests ask for neither and run with no daemon at all.
 - Sets TENSORD_CHECK_SAVED_READS=1 for the daemons it starts.
+- `on_device` and `device_params`: tests parametrized over the devices
+  beside the CPU (the test device, always; CUDA, where the daemon has one).
 """
 import glob
 import os
@@ -137,3 +139,89 @@ def session(daemon):
     s = tensord.connect(daemon.address)
     yield s
     s.close()
+
+
+# ---------------------------------------------------------------- devices beside the cpu
+
+TEST_DEVICE = "privateuseone:0"
+CUDA_DEVICE = "cuda:0"
+
+
+def _machine_has_cuda():
+    """Whether `tensord devices` lists a CUDA device on this machine: what the
+    suite's daemon (the same binary, the same machine) will serve. Asked at
+    collection, before any daemon runs, so that without a GPU each device
+    test collects one CUDA item (a visible skip) instead of one per case."""
+    if not DAEMON_BIN:
+        return False
+    try:
+        proc = subprocess.run([DAEMON_BIN, "devices"], capture_output=True, text=True, timeout=60,
+                              env={k: v for k, v in os.environ.items() if k != "TENSORD_ADDRESS"})
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return any(line.split()[1:2] == ["cuda"] for line in proc.stdout.splitlines()[1:])
+
+
+MACHINE_HAS_CUDA = _machine_has_cuda()
+
+
+def device_params(cases, cuda_cases=None):
+    """Parameters for ``@pytest.mark.parametrize("on_device,<case args>", ...,
+    indirect=["on_device"])``: every case (a pytest.param) on the test device
+    and every one of `cuda_cases` (default: `cases`) on CUDA. Without a CUDA
+    device on this machine the CUDA half is one parameter, ``cuda``, whose
+    `on_device` skips with the daemon's reason (its case arguments are None)."""
+    cuda_cases = cases if cuda_cases is None else cuda_cases
+    out = [pytest.param(TEST_DEVICE, *c.values, id=f"testdevice-{c.id}", marks=c.marks) for c in cases]
+    if MACHINE_HAS_CUDA:
+        out += [pytest.param(CUDA_DEVICE, *c.values, id=f"cuda-{c.id}", marks=c.marks) for c in cuda_cases]
+    elif cuda_cases:
+        out.append(pytest.param(CUDA_DEVICE, *([None] * len(cuda_cases[0].values)), id="cuda"))
+    return out
+
+
+class OnDevice:
+    """What a device test runs on: `device` ('privateuseone:0' or 'cuda:0')
+    and the `session` serving it (the current session during the test)."""
+
+    def __init__(self, device, session):
+        self.device = device
+        self.session = session
+
+    @property
+    def is_cuda(self):
+        return self.device.startswith("cuda")
+
+
+@pytest.fixture(scope="session")
+def test_device_session():
+    """A session on a `tensord serve --test-device` daemon (not the default
+    session), shared by the device tests."""
+    if not DAEMON_BIN:
+        pytest.skip("no tensord daemon binary: build the `tensord` target or set TENSORD_BIN")
+    import tensord
+
+    d = Daemon(DAEMON_BIN, extra_args=["--test-device"])
+    s = tensord.connect(d.address, set_default=False)
+    yield s
+    s.close()
+    d.stop()
+
+
+@pytest.fixture
+def on_device(request):
+    """An OnDevice for the parameter of `device_params`; the test runs with
+    its session current. CUDA skips, with the daemon's reason, when the
+    suite's daemon has no CUDA device."""
+    import tensord
+
+    if request.param == TEST_DEVICE:
+        s = request.getfixturevalue("test_device_session")
+    else:
+        s = request.getfixturevalue("session")
+        if not tensord.cuda.is_available():
+            pytest.skip(f"no CUDA device: {s.cuda_unavailable_reason}")
+        # `tensord devices` found none at collection, so only a placeholder was collected.
+        assert MACHINE_HAS_CUDA, "the daemon serves CUDA but `tensord devices` listed no CUDA device at collection"
+    with s:
+        yield OnDevice(request.param, s)
