@@ -23,7 +23,6 @@ inputs uploaded to the device in the same layout, on the device:
 CI time: every layout on both devices; the test device's part takes about
 30 s on two cores (measured: 3887 items in 28 s), so it needs no subset.
 """
-import os
 import re
 
 import numpy as np
@@ -31,32 +30,10 @@ import pytest
 
 import tensord
 from tensord import _C
-from conftest import device_params
+from conftest import CUDA_MISSING, device_params, xfail_if_cuda_kernel_missing
 
 from test_opinfo import (CASES, ERROR_CASES, _alias_pattern, _client_same, _low_precision, host, run_tensord,
                          tolerances)
-
-MISSING_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels",
-                            "cuda_missing_ops.txt")
-
-
-def _load_missing():
-    """{op full name: reason} from cuda_missing_ops.txt: the reason names the
-    list and the section comment above the op's line."""
-    out, section = {}, ""
-    with open(MISSING_FILE) as f:
-        for line in f:
-            text = line.strip()
-            if text.startswith("#"):
-                section = text.lstrip("# ").strip()
-                continue
-            name = text.split("#")[0].strip()
-            if name:
-                out[name] = f"no CUDA kernel yet (tests/kernels/cuda_missing_ops.txt: {section})"
-    return out
-
-
-CUDA_MISSING = _load_missing()
 
 PARAMS = device_params(CASES)
 ERROR_PARAMS = device_params(ERROR_CASES)
@@ -74,13 +51,6 @@ def _fetched(outs):
     got = [o.cpu() for o in outs]
     tensord.synchronize()
     return got
-
-
-def _missing_kernel(on_device, info, error):
-    """xfail when `error` is CUDA's missing kernel for an op the to-do list names."""
-    if (on_device.is_cuda and info.name in CUDA_MISSING and isinstance(error, NotImplementedError)
-            and "no kernel for device cuda" in str(error)):
-        pytest.xfail(CUDA_MISSING[info.name])
 
 
 def _meta(t):
@@ -110,7 +80,7 @@ def test_op_on_device_equals_cpu(on_device, info, sample, layout):
         outs, inputs = _run_on(info, sample, dev)
         got = _fetched(outs)
     except NotImplementedError as e:
-        _missing_kernel(on_device, info, e)
+        xfail_if_cuda_kernel_missing(on_device, e)
         raise
     assert len(outs) == len(cpu_outs)
     # to.device's samples move to the cpu; every other output stays on the device.
@@ -146,7 +116,7 @@ def test_error_inputs_raise_the_same_on_device(on_device, info, err):
     e_cpu = _raised(lambda: _fetched(run_tensord(info, err.sample)[0]))
     assert isinstance(e_cpu, err.error), f"the cpu raised {e_cpu!r}"
     e_dev = _raised(lambda: _fetched(_run_on(info, err.sample, on_device.device)[0]))
-    _missing_kernel(on_device, info, e_dev)
+    xfail_if_cuda_kernel_missing(on_device, e_dev)
     assert e_dev is not None, f"{info.name}{err.sample!r} did not raise on {on_device.device}; the cpu raised {e_cpu!r}"
     assert type(e_dev) is type(e_cpu) and _message(e_dev) == _message(e_cpu), \
         f"{on_device.device} raised {e_dev!r}, the cpu {e_cpu!r}"

@@ -67,14 +67,16 @@ def _plan(entry, sample):
     return pos, kw, slots
 
 
-def _build(tmpl, inputs):
+def _build(tmpl, inputs, device=None):
+    """The argument `tmpl` describes: a gradcheck input, or a constant made on
+    `device` (None: the cpu)."""
     kind, v = tmpl
     if kind == "slot":
         return inputs[v]
     if kind == "const":
-        return tensord.from_numpy(v)
+        return tensord.from_numpy(v) if device is None else tensord.tensor(v, device=device)
     if kind == "list":
-        return [_build(t, inputs) for t in v]
+        return [_build(t, inputs, device) for t in v]
     if kind == "none":
         return None
     return v
@@ -103,14 +105,16 @@ def _cases():
 CASES, MISSING = _cases()
 
 
-def _function(name, pos, kw):
+def _function(name, pos, kw, device=None):
+    """The op as gradcheck's function of the sample's slots; its constant
+    tensors are made on `device` (None: the cpu)."""
     entry = ENTRIES[name]
     inplace = _inplace(entry)
     random = entry["is_random"]
 
     def fn(*inputs):
-        args = [_build(t, inputs) for t in pos]
-        kwargs = {k: _build(t, inputs) for k, t in kw.items()}
+        args = [_build(t, inputs, device) for t in pos]
+        kwargs = {k: _build(t, inputs, device) for k, t in kw.items()}
         if inplace:
             args[0] = args[0].clone()   # never write into gradcheck's inputs (nor into a leaf)
         if random:
@@ -173,16 +177,17 @@ def test_gradgradcheck_of_a_scalar_loss():
 # ---- nn composites and pooling (tensord.nn.functional), float64 -----------------
 def _nn_cases():
     import tensord.nn.functional as F
-    # Constant tensors are made at call time, in the test's session.
+    # Constant tensors are made at call time, in the test's session, on the
+    # default device (test_device_gradcheck.py runs these under `with tensord.device(...)`).
     def mask():
-        return tensord.from_numpy(np.array([[True, False, True, True], [True, True, False, False],
-                                            [False, True, True, True]]))
+        return tensord.tensor(np.array([[True, False, True, True], [True, True, False, False],
+                                        [False, True, True, True]]))
 
     def target():
-        return tensord.from_numpy(np.array([0, 2, 1, 3, 1], dtype=np.int64))
+        return tensord.tensor(np.array([0, 2, 1, 3, 1], dtype=np.int64))
 
     def weight():
-        return tensord.from_numpy(np.array([0.5, 1.0, 2.0, 1.5]))
+        return tensord.tensor(np.array([0.5, 1.0, 2.0, 1.5]))
     return [
         ("conv2d_same", lambda x, w: F.conv2d(x, w, padding="same"), lambda: (_t(1, 2, 5, 5), _t(3, 2, 2, 3, seed=1))),
         ("conv2d_unbatched_groups", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2),
