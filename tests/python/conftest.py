@@ -211,7 +211,8 @@ def xfail_if_cuda_kernel_missing(on_device, error):
     otherwise, so that any other error still fails the test."""
     if not (on_device.is_cuda and isinstance(error, NotImplementedError)):
         return
-    m = re.search(r"([\w.]+): no kernel for device cuda", str(error))
+    # "op: no kernel ..." at the call, "op (call N at file:line): no kernel ..." at a sync point.
+    m = re.search(r"([\w.]+)(?: \(call \d+ at [^)]*\))?: no kernel for device cuda", str(error))
     if m and m.group(1) in CUDA_MISSING:
         pytest.xfail(CUDA_MISSING[m.group(1)])
 
