@@ -27,6 +27,7 @@ int LaunchElementwiseCuda(const ElementwiseCall& call, void* stream) {
 int CudaLaunch::Elementwise(const ElementwiseCall& call, void* stream) { return LaunchElementwiseCuda(call, stream); }
 
 int CudaLaunch::Reduce(const ReduceCall& call, void* stream) { return LaunchReduceCuda(call, stream); }
+int CudaLaunch::Scan(const ScanCall& call, void* stream) { return LaunchScanCuda(call, stream); }
 
 int CudaLaunch::Index(const IndexCall& call, void* stream) { return LaunchIndexCuda(call, stream); }
 

@@ -41,6 +41,8 @@ struct CudaLaunch {
   static int Reduce(const ReduceCall& call, void* stream);
   // LaunchIndexCuda.
   static int Index(const IndexCall& call, void* stream);
+  // LaunchScanCuda.
+  static int Scan(const ScanCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

@@ -1,6 +1,7 @@
 // kernels/cuda/reduce_kernels.h — the host side of the CUDA reduction
 // kernels: sum, mean, amax, amin, max(), min(), argmax, argmin, max.dim,
-// min.dim. Each reads the call's arguments as the op's CPU kernel does
+// min.dim, nansum, prod, all, any, var, std, norm, linalg_vector_norm,
+// logsumexp. Each reads the call's arguments as the op's CPU kernel does
 // (kernels/cpu/reduce.cc: the same checks, errors and dtypes) and describes
 // one launch (ReduceCall) to `L`, the device (see elementwise_kernels.h):
 //
@@ -13,6 +14,8 @@
 #ifndef TENSORD_KERNELS_CUDA_REDUCE_KERNELS_H_
 #define TENSORD_KERNELS_CUDA_REDUCE_KERNELS_H_
 
+#include <cmath>
+#include <optional>
 #include <vector>
 
 #include "elementwise_kernels.h"
@@ -50,10 +53,11 @@ absl::Status LaunchReduce(const KernelContext& ctx, const ReduceCall& call) {
 
 template <class L>
 absl::Status RunReduce(const KernelContext& ctx, ReduceOp op, ScalarType dtype, const ReductionArgs& r,
-                       const TensorRef* values, const TensorRef* indices) {
+                       const TensorRef* values, const TensorRef* indices, double arg = 0) {
   ReduceCall call;
   call.op = op;
   call.dtype = dtype;
+  call.arg = arg;
   TD_RETURN_IF_ERROR(BuildReduceGeometry(ctx.op->full_name(), r.in, r.mask, r.keepdim, values, indices, &call));
   return LaunchReduce<L>(ctx, call);
 }
@@ -162,6 +166,184 @@ absl::Status MaxMinDim(KernelContext& ctx) {
                             ctx.outputs[1]);
 }
 
+// nansum (self, dim, keepdim, *, dtype): integer and bool inputs are plain
+// sums (as the CPU: PyTorch redirects them); floating inputs are converted
+// to the output's (floating) dtype and skip NaNs.
+template <class L>
+absl::Status Nansum(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  if (IsIntegral(self.meta->dtype, /*include_bool=*/true)) return SumMean<L, false>(ctx);
+  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "nansum", ctx.args[1], ctx.args[2].to_bool()));
+  const TensorRef& out = ctx.outputs[0];
+  if (!IsFloating(out.meta->dtype)) return InternalErr("internal: nansum of a float input to a non-float dtype");
+  if (!DtypeInSet(out.meta->dtype, ReduceDtypes(ReduceOp::kNansum))) {
+    return DtypeNotImplemented("nansum", out.meta->dtype);
+  }
+  return RunReduce<L>(ctx, ReduceOp::kNansum, out.meta->dtype, r, &out, nullptr);
+}
+
+// prod (self, *, dtype) / prod.dim_int (self, dim, keepdim, *, dtype): the
+// input converted to the output's dtype, multiplied in double (floating)
+// or int64 (wrapping).
+template <class L>
+absl::Status Prod(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  Value dims;
+  bool keepdim = false;
+  if (ctx.args.size() == 4) {
+    dims = Value(Shape{ctx.args[1].to_int()});
+    keepdim = ctx.args[2].to_bool();
+  }
+  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "prod", dims, keepdim));
+  const TensorRef& out = ctx.outputs[0];
+  if (!DtypeInSet(out.meta->dtype, ReduceDtypes(ReduceOp::kProd))) {
+    return DtypeNotImplemented("prod", out.meta->dtype);
+  }
+  return RunReduce<L>(ctx, ReduceOp::kProd, out.meta->dtype, r, &out, nullptr);
+}
+
+// all / any (self) and all.dim / any.dim (self, dim, keepdim): the input
+// read as bool; the output bool, or uint8 for uint8 inputs (the meta
+// function's choice).
+template <class L, bool kAll>
+absl::Status AllAny(KernelContext& ctx) {
+  const char* name = kAll ? "all" : "any";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  Value dims;
+  bool keepdim = false;
+  if (ctx.args.size() == 3) {
+    dims = Value(Shape{ctx.args[1].to_int()});
+    keepdim = ctx.args[2].to_bool();
+  }
+  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, name, dims, keepdim));
+  const TensorRef& out = ctx.outputs[0];
+  TD_INTERNAL_CHECK(out.meta->dtype == ScalarType::kBool || out.meta->dtype == ScalarType::kUInt8, name,
+                    ": output dtype ", DtypeName(out.meta->dtype));
+  return RunReduce<L>(ctx, kAll ? ReduceOp::kAll : ReduceOp::kAny, out.meta->dtype, r, &out, nullptr);
+}
+
+// var / std, every overload (self, unbiased) / (self, dim, unbiased,
+// keepdim) / (self, dim, *, correction, keepdim): M2 / max(N - correction,
+// 0) (a non-positive divisor gives inf or NaN, as PyTorch), std its square
+// root; the elements read as double, the result in the output's dtype.
+template <class L, bool kStd>
+absl::Status VarStd(KernelContext& ctx) {
+  const char* name = kStd ? "std" : "var";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  Value dims;
+  bool keepdim = false;
+  double correction = 1.0;
+  if (ctx.args.size() == 4) {
+    dims = ctx.args[1];
+    keepdim = ctx.args[3].to_bool();
+    if (ctx.op->schema.overload == "correction") {
+      if (!ctx.args[2].is_none()) correction = static_cast<double>(ctx.args[2].to_int());
+    } else {
+      correction = ctx.args[2].to_bool() ? 1.0 : 0.0;
+    }
+  } else {
+    correction = ctx.args[1].to_bool() ? 1.0 : 0.0;
+  }
+  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, name, dims, keepdim));
+  const TensorRef& out = ctx.outputs[0];
+  if (!IsFloating(out.meta->dtype)) return InternalErr(absl::StrCat("internal: ", name, " to a non-float dtype"));
+  if (!DtypeInSet(out.meta->dtype, kSetFloats)) return DtypeNotImplemented(name, out.meta->dtype);
+  return RunReduce<L>(ctx, kStd ? ReduceOp::kStd : ReduceOp::kVar, out.meta->dtype, r, &out, nullptr, correction);
+}
+
+// norm.Scalar (self, p) / norm.ScalarOpt_dim (self, p, dim, keepdim) /
+// norm.ScalarOpt_dim_dtype (..., *, dtype) / linalg_vector_norm (self, ord,
+// dim, keepdim, *, dtype): the input converted to the output's dtype;
+// p = 0 counts non-zeros, inf / -inf take the max / min of |x|, other p
+// give (sum |x|^p)^(1/p) (p = 1 and 2 without pow); an empty reduction
+// gives 0 (the meta function refuses the ones PyTorch refuses).
+template <class L>
+absl::Status Norm(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const std::optional<Scalar> p = cpu::OptionalScalar(ctx, 1);
+  const double ord = p ? p->to_double() : 2.0;
+  Value dims;
+  bool keepdim = false;
+  if (ctx.args.size() >= 4) {
+    dims = ctx.args[2];
+    keepdim = ctx.args[3].to_bool();
+  }
+  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "norm", dims, keepdim));
+  const TensorRef& out = ctx.outputs[0];
+  if (!DtypeInSet(out.meta->dtype, kSetFloats)) return DtypeNotImplemented("norm", out.meta->dtype);
+  ReduceOp op = ReduceOp::kNormP;
+  if (std::isinf(ord)) {
+    op = ord > 0 ? ReduceOp::kNormInf : ReduceOp::kNormNegInf;
+  } else if (ord == 0) {
+    op = ReduceOp::kNormZero;
+  } else if (ord == 1) {
+    op = ReduceOp::kNormOne;
+  } else if (ord == 2) {
+    op = ReduceOp::kNormTwo;
+  }
+  return RunReduce<L>(ctx, op, out.meta->dtype, r, &out, nullptr, ord);
+}
+
+// logsumexp (self, dim, keepdim): max + log(sum(exp(x - max))), the max
+// taken as 0 where it is infinite (as the CPU); integers give float32 (the
+// meta function's choice).
+template <class L>
+absl::Status Logsumexp(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "logsumexp", ctx.args[1], ctx.args[2].to_bool()));
+  const TensorRef& out = ctx.outputs[0];
+  if (!DtypeInSet(out.meta->dtype, kSetFloats)) return DtypeNotImplemented("logsumexp", out.meta->dtype);
+  return RunReduce<L>(ctx, ReduceOp::kLogsumexp, out.meta->dtype, r, &out, nullptr);
+}
+
+// cumsum / cumprod (self, dim, *, dtype): the input converted to the
+// output's dtype (the meta function's: dtype=, or the input's with integers
+// and bool widened to int64), accumulated along `dim` in double (floating)
+// or int64 (wrapping), each prefix written; a 0-dim tensor scans as one
+// element.
+template <class L, bool kProd>
+absl::Status CumScan(KernelContext& ctx) {
+  const char* name = kProd ? "cumprod" : "cumsum";
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
+  const TensorRef& out = ctx.outputs[0];
+  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes(name, out, self.meta->sizes));
+  const TensorMeta& im = *self.meta;
+  const TensorMeta& om = *out.meta;
+  ScanCall call;
+  call.op = kProd ? ScanOp::kCumprod : ScanOp::kCumsum;
+  call.dtype = om.dtype;
+  call.in = self.data_at_offset();
+  call.in_dtype = im.dtype;
+  call.out = out.data_at_offset();
+  Shape sizes, in_strides, out_strides;  // the dims other than `dim`
+  call.length = 1;
+  for (int64_t d = 0; d < im.dim(); ++d) {
+    if (d == dim) {
+      call.length = im.sizes[d];
+      call.in_step = im.strides[d] * im.itemsize();
+      call.out_step = om.strides[d] * om.itemsize();
+      continue;
+    }
+    sizes.push_back(im.sizes[d]);
+    in_strides.push_back(im.strides[d] * im.itemsize());
+    out_strides.push_back(om.strides[d] * om.itemsize());
+  }
+  if (call.length == 0) return absl::OkStatus();
+  if (!DtypeInSet(om.dtype, kScanDtypes)) return DtypeNotImplemented(name, om.dtype);
+  const int64_t* strides[] = {out_strides.data(), in_strides.data()};
+  if (!BuildGeometry(static_cast<int>(sizes.size()), sizes.data(), 2, strides, &call.lines)) {
+    return NotImplementedErr(absl::StrCat(name, ": CUDA scans support at most ", kMaxDims,
+                                          " dimensions besides the scanned one after merging; got ",
+                                          ShapeToString(im.sizes)));
+  }
+  const int code = L::Scan(call, ctx.stream);
+  if (code == kLaunchOk) return absl::OkStatus();
+  return LaunchError(ctx.op->full_name(), code, code > 0 ? L::ErrorString(code) : std::string());
+}
+
 template <class L>
 absl::Status RegisterReduceKernels(KernelRegistry& r, DeviceType device) {
   struct Entry {
@@ -172,7 +354,14 @@ absl::Status RegisterReduceKernels(KernelRegistry& r, DeviceType device) {
       {"sum", SumMean<L, false>},       {"mean", SumMean<L, true>},       {"amax", AmaxAmin<L, true>},
       {"amin", AmaxAmin<L, false>},     {"max", MaxMinAll<L, true>},      {"min", MaxMinAll<L, false>},
       {"argmax", ArgMaxMin<L, true>},   {"argmin", ArgMaxMin<L, false>},  {"max.dim", MaxMinDim<L, true>},
-      {"min.dim", MaxMinDim<L, false>},
+      {"min.dim", MaxMinDim<L, false>}, {"nansum", Nansum<L>},           {"prod", Prod<L>},
+      {"prod.dim_int", Prod<L>},        {"all", AllAny<L, true>},         {"all.dim", AllAny<L, true>},
+      {"any", AllAny<L, false>},        {"any.dim", AllAny<L, false>},
+      {"var", VarStd<L, false>},        {"var.dim", VarStd<L, false>},    {"var.correction", VarStd<L, false>},
+      {"std", VarStd<L, true>},         {"std.dim", VarStd<L, true>},     {"std.correction", VarStd<L, true>},
+      {"norm.Scalar", Norm<L>},         {"norm.ScalarOpt_dim", Norm<L>},  {"norm.ScalarOpt_dim_dtype", Norm<L>},
+      {"linalg_vector_norm", Norm<L>},  {"logsumexp", Logsumexp<L>},
+      {"cumsum", CumScan<L, false>},    {"cumprod", CumScan<L, true>},
   };
   for (const Entry& e : entries) TD_RETURN_IF_ERROR(r.Register(device, e.name, e.fn));
   return absl::OkStatus();

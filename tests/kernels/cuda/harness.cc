@@ -756,8 +756,15 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
     out = IndexSamplesFor(op, seed);
   }
   if (out.empty()) out = MatmulSamples(op, seed);
+  if (out.empty()) out = MoreReductionSamplesFor(op, seed);
   return out;
 }
+
+std::vector<std::pair<std::string, Tensor>> ReductionSampleInputs(ScalarType dt, std::mt19937& rng) {
+  return ReductionInputs(dt, rng);
+}
+
+std::vector<ScalarType> SampleDtypes() { return std::vector<ScalarType>(std::begin(kAllDtypes), std::end(kAllDtypes)); }
 
 // ---- large samples ----------------------------------------------------------------
 
@@ -852,6 +859,30 @@ std::vector<Sample> LargeSamples() {
     s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat16, {64, 1 << 16}, {1 << 16, 1}, 9))),
                     SampleArg::V(Value(Shape{1}))};
     s.kwargs = {{"dtype", SampleArg::V(Value(ScalarType::kFloat32))}};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "var.dim";
+    s.label = "[64, 2^16] float32 over dim 1";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {64, 1 << 16}, {1 << 16, 1}, 10))),
+                    SampleArg::V(Value(Shape{1}))};
+    samples.push_back(std::move(s));
+  }
+  {
+    Sample s;
+    s.op = "logsumexp";
+    s.label = "[2^20, 4] float32 over dim 0";
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kFloat32, {1 << 20, 4}, {4, 1}, 11))),
+                    SampleArg::V(Value(Shape{0}))};
+    samples.push_back(std::move(s));
+  }
+  for (int64_t dim : {0, 1}) {
+    Sample s;
+    s.op = "cumsum";
+    s.label = absl::StrCat("[2^12, 2^10] int32 along dim ", dim);
+    s.positional = {SampleArg::T(s.Add(Fast(ScalarType::kInt32, {1 << 12, 1 << 10}, {1 << 10, 1}, 12))),
+                    SampleArg::V(Value(dim))};
     samples.push_back(std::move(s));
   }
   return samples;

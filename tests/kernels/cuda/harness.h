@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -126,6 +127,18 @@ std::vector<Sample> MatmulSamples(const std::string& op, uint32_t seed);
 
 // The indexing ops' samples (harness_index.cc), part of SamplesFor.
 std::vector<Sample> IndexSamplesFor(const std::string& op, uint32_t seed);
+
+// The reductions' inputs of dtype `dt` (harness.cc), each with a label:
+// every single-operand layout, special values, ties, and reductions long
+// enough that every thread of a block folds several elements.
+std::vector<std::pair<std::string, Tensor>> ReductionSampleInputs(ScalarType dt, std::mt19937& rng);
+
+// Every dtype the samples cover.
+std::vector<ScalarType> SampleDtypes();
+
+// Samples of nansum, prod, all/any, var/std, norm, logsumexp, cumsum and
+// cumprod (harness_reduce.cc), part of SamplesFor.
+std::vector<Sample> MoreReductionSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per

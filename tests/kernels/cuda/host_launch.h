@@ -27,6 +27,7 @@ int HostLaunchBinaryTernary(const cuda::ElementwiseCall& call);  // arith, divis
 struct HostLaunch {
   static int Elementwise(const cuda::ElementwiseCall& call, void* stream);
   static int Reduce(const cuda::ReduceCall& call, void* stream);  // host_launch_reduce.cc
+  static int Scan(const cuda::ScanCall& call, void* stream);      // host_launch_reduce.cc
   static int Index(const cuda::IndexCall& call, void* stream);    // host_launch_index.cc
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
