@@ -20,6 +20,7 @@
 #include "gemm_call.h"
 #include "index_call.h"
 #include "reduce_call.h"
+#include "shape_call.h"
 
 namespace tensord::cuda {
 
@@ -43,6 +44,9 @@ struct CudaLaunch {
   static int Index(const IndexCall& call, void* stream);
   // LaunchScanCuda.
   static int Scan(const ScanCall& call, void* stream);
+  // LaunchRemapCuda / LaunchSequenceCuda (defined in shape_kernels.cc).
+  static int Remap(const RemapCall& call, void* stream);
+  static int Sequence(const SequenceCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

@@ -18,6 +18,7 @@
 #include "../../../kernels/cuda/index_kernels.h"
 #include "../../../kernels/cuda/matmul_kernels.h"
 #include "../../../kernels/cuda/reduce_kernels.h"
+#include "../../../kernels/cuda/shape_kernels.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 #include "host_launch.h"
@@ -31,6 +32,7 @@ const KernelRegistry& EmulatedRegistry() {
     absl::Status s = cuda::ew::RegisterElementwiseKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterReduceKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::ew::RegisterShapeKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;

@@ -204,6 +204,21 @@ std::string CompareResults(const Sample& s, const SampleResult& want, const Samp
     if (a.sizes != b.sizes || a.strides != b.strides || a.dtype != b.dtype || a.storage_offset != b.storage_offset) {
       return absl::StrCat(where, "output ", i, " is ", a.ToString(), " on the CPU, ", b.ToString(), " on the device");
     }
+    if (s.exact) {
+      std::string diff;
+      int64_t k = 0;
+      ForEachIndex(a.sizes, [&](const Shape& idx) {
+        const char* p = want.outputs[i].element(idx);
+        const char* q = got.outputs[i].element(idx);
+        if (diff.empty() && std::memcmp(p, q, static_cast<size_t>(a.itemsize())) != 0) {
+          diff = absl::StrCat(where, "output ", i, " (", DtypeName(a.dtype), " ", ShapeToString(a.sizes), ") element ",
+                              k, " differs in its bytes: CPU ", ReadAt(p, a.dtype), ", device ", ReadAt(q, b.dtype));
+        }
+        ++k;
+      });
+      if (!diff.empty()) return diff;
+      continue;
+    }
     const double tol = Tolerance(a.dtype);
     const std::vector<double> x = Values(want.outputs[i]);
     const std::vector<double> y = Values(got.outputs[i]);
@@ -757,6 +772,7 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
   }
   if (out.empty()) out = MatmulSamples(op, seed);
   if (out.empty()) out = MoreReductionSamplesFor(op, seed);
+  if (out.empty()) out = ShapeSamplesFor(op, seed);
   return out;
 }
 

@@ -96,6 +96,10 @@ struct Sample {
   std::vector<Tensor> tensors;
   std::vector<SampleArg> positional;
   std::vector<std::pair<std::string, SampleArg>> kwargs;
+  // The outputs must have the CPU's bytes, element for element (ops that
+  // only move elements, or compute exactly as the CPU kernel does), not
+  // just values within the dtype's tolerance.
+  bool exact = false;
 
   int Add(Tensor t) {
     tensors.push_back(std::move(t));
@@ -114,8 +118,9 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
                        DeviceMemory& memory);
 
 // "" when `got` matches `want` (the same status code and message, or the
-// same output metadata and values within the output dtype's tolerance); a
-// description of the first difference otherwise.
+// same output metadata and values within the output dtype's tolerance, the
+// same bytes for an exact sample); a description of the first difference
+// otherwise.
 std::string CompareResults(const Sample& s, const SampleResult& want, const SampleResult& got);
 
 // Samples of `op` (a full name) over dtypes and layouts; empty for an op
@@ -139,6 +144,9 @@ std::vector<ScalarType> SampleDtypes();
 // Samples of nansum, prod, all/any, var/std, norm, logsumexp, cumsum and
 // cumprod (harness_reduce.cc), part of SamplesFor.
 std::vector<Sample> MoreReductionSamplesFor(const std::string& op, uint32_t seed);
+
+// The shape ops' samples (harness_shape.cc), part of SamplesFor.
+std::vector<Sample> ShapeSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per

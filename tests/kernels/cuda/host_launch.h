@@ -14,6 +14,7 @@
 #include "../../../kernels/cuda/gemm_call.h"
 #include "../../../kernels/cuda/index_call.h"
 #include "../../../kernels/cuda/reduce_call.h"
+#include "../../../kernels/cuda/shape_call.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -29,6 +30,8 @@ struct HostLaunch {
   static int Reduce(const cuda::ReduceCall& call, void* stream);  // host_launch_reduce.cc
   static int Scan(const cuda::ScanCall& call, void* stream);      // host_launch_reduce.cc
   static int Index(const cuda::IndexCall& call, void* stream);    // host_launch_index.cc
+  static int Remap(const cuda::RemapCall& call, void* stream);        // host_launch_shape.cc
+  static int Sequence(const cuda::SequenceCall& call, void* stream);  // host_launch_shape.cc
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);
