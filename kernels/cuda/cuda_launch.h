@@ -19,6 +19,7 @@
 #include "elementwise_call.h"
 #include "gemm_call.h"
 #include "index_call.h"
+#include "random_call.h"
 #include "reduce_call.h"
 
 namespace tensord::cuda {
@@ -43,6 +44,8 @@ struct CudaLaunch {
   static int Index(const IndexCall& call, void* stream);
   // LaunchScanCuda.
   static int Scan(const ScanCall& call, void* stream);
+  // LaunchRandomCuda.
+  static int Random(const RandomCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

@@ -17,6 +17,7 @@
 #include "../../../kernels/cuda/elementwise_ops.h"
 #include "../../../kernels/cuda/index_kernels.h"
 #include "../../../kernels/cuda/matmul_kernels.h"
+#include "../../../kernels/cuda/random_kernels.h"
 #include "../../../kernels/cuda/reduce_kernels.h"
 #include "gtest/gtest.h"
 #include "harness.h"
@@ -31,6 +32,7 @@ const KernelRegistry& EmulatedRegistry() {
     absl::Status s = cuda::ew::RegisterElementwiseKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterReduceKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::ew::RegisterRandomKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;

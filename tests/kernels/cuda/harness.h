@@ -19,6 +19,7 @@
 #define TENSORD_TESTS_KERNELS_CUDA_HARNESS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -96,6 +97,11 @@ struct Sample {
   std::vector<Tensor> tensors;
   std::vector<SampleArg> positional;
   std::vector<std::pair<std::string, SampleArg>> kwargs;
+  // For ops whose values depend on the device (the random ops: each device
+  // has its own generator): when set, CompareResults checks each device's
+  // outputs with it ("" when they pass, else why not) instead of comparing
+  // their values with each other.
+  std::function<std::string(const std::vector<Tensor>& outputs)> check_values;
 
   int Add(Tensor t) {
     tensors.push_back(std::move(t));
@@ -114,8 +120,9 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
                        DeviceMemory& memory);
 
 // "" when `got` matches `want` (the same status code and message, or the
-// same output metadata and values within the output dtype's tolerance); a
-// description of the first difference otherwise.
+// same output metadata and values within the output dtype's tolerance, or
+// values that pass s.check_values on both devices); a description of the
+// first difference otherwise.
 std::string CompareResults(const Sample& s, const SampleResult& want, const SampleResult& got);
 
 // Samples of `op` (a full name) over dtypes and layouts; empty for an op
@@ -139,6 +146,9 @@ std::vector<ScalarType> SampleDtypes();
 // Samples of nansum, prod, all/any, var/std, norm, logsumexp, cumsum and
 // cumprod (harness_reduce.cc), part of SamplesFor.
 std::vector<Sample> MoreReductionSamplesFor(const std::string& op, uint32_t seed);
+
+// The random ops' samples (harness_random.cc), part of SamplesFor.
+std::vector<Sample> RandomSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per
