@@ -31,6 +31,8 @@ int CudaLaunch::Scan(const ScanCall& call, void* stream) { return LaunchScanCuda
 
 int CudaLaunch::Index(const IndexCall& call, void* stream) { return LaunchIndexCuda(call, stream); }
 
+int CudaLaunch::Random(const RandomCall& call, void* stream) { return LaunchRandomCuda(call, stream); }
+
 std::string CudaLaunch::ErrorString(int code) {
   return cudaGetErrorString(static_cast<cudaError_t>(code));
 }

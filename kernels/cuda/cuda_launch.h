@@ -19,6 +19,7 @@
 #include "elementwise_call.h"
 #include "gemm_call.h"
 #include "index_call.h"
+#include "random_call.h"
 #include "reduce_call.h"
 #include "shape_call.h"
 
@@ -47,6 +48,8 @@ struct CudaLaunch {
   // LaunchRemapCuda / LaunchSequenceCuda (defined in shape_kernels.cc).
   static int Remap(const RemapCall& call, void* stream);
   static int Sequence(const SequenceCall& call, void* stream);
+  // LaunchRandomCuda.
+  static int Random(const RandomCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

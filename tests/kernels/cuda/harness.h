@@ -19,6 +19,7 @@
 #define TENSORD_TESTS_KERNELS_CUDA_HARNESS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -100,6 +101,11 @@ struct Sample {
   // only move elements, or compute exactly as the CPU kernel does), not
   // just values within the dtype's tolerance.
   bool exact = false;
+  // For ops whose values depend on the device (the random ops: each device
+  // has its own generator): when set, CompareResults checks each device's
+  // outputs with it ("" when they pass, else why not) instead of comparing
+  // their values with each other.
+  std::function<std::string(const std::vector<Tensor>& outputs)> check_values;
 
   int Add(Tensor t) {
     tensors.push_back(std::move(t));
@@ -147,6 +153,8 @@ std::vector<Sample> MoreReductionSamplesFor(const std::string& op, uint32_t seed
 
 // The shape ops' samples (harness_shape.cc), part of SamplesFor.
 std::vector<Sample> ShapeSamplesFor(const std::string& op, uint32_t seed);
+// The random ops' samples (harness_random.cc), part of SamplesFor.
+std::vector<Sample> RandomSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per

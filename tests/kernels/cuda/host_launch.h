@@ -13,6 +13,7 @@
 #include "../../../kernels/cuda/elementwise_call.h"
 #include "../../../kernels/cuda/gemm_call.h"
 #include "../../../kernels/cuda/index_call.h"
+#include "../../../kernels/cuda/random_call.h"
 #include "../../../kernels/cuda/reduce_call.h"
 #include "../../../kernels/cuda/shape_call.h"
 #include "absl/status/status.h"
@@ -32,6 +33,7 @@ struct HostLaunch {
   static int Index(const cuda::IndexCall& call, void* stream);    // host_launch_index.cc
   static int Remap(const cuda::RemapCall& call, void* stream);        // host_launch_shape.cc
   static int Sequence(const cuda::SequenceCall& call, void* stream);  // host_launch_shape.cc
+  static int Random(const cuda::RandomCall& call, void* stream);  // host_launch_random.cc
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);
