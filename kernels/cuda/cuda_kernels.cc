@@ -1,5 +1,6 @@
-// RegisterCudaKernels: the elementwise, indexing, reduction and matmul kernels
-// (elementwise_kernels.h, index_kernels.h, reduce_kernels.h, matmul_kernels.h) with the CUDA device behind them
+// RegisterCudaKernels: the elementwise, indexing, reduction, matmul and nn
+// kernels (elementwise_kernels.h, index_kernels.h, reduce_kernels.h,
+// matmul_kernels.h, nn_kernels.h) with the CUDA device behind them
 // (cuda_launch.h).
 #include "tensord/kernels/cuda/cuda_kernels.h"
 
@@ -7,6 +8,7 @@
 #include "elementwise_kernels.h"
 #include "index_kernels.h"
 #include "matmul_kernels.h"
+#include "nn_kernels.h"
 #include "reduce_kernels.h"
 
 namespace tensord {
@@ -15,6 +17,7 @@ absl::Status RegisterCudaKernels(KernelRegistry& registry) {
   TD_RETURN_IF_ERROR(cuda::ew::RegisterElementwiseKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
   TD_RETURN_IF_ERROR(cuda::ew::RegisterIndexKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
   TD_RETURN_IF_ERROR(cuda::ew::RegisterReduceKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
+  TD_RETURN_IF_ERROR(cuda::nn::RegisterNnKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
   return cuda::mm::RegisterMatmulKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA);
 }
 

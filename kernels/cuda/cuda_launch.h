@@ -19,6 +19,7 @@
 #include "elementwise_call.h"
 #include "gemm_call.h"
 #include "index_call.h"
+#include "nn_call.h"
 #include "reduce_call.h"
 
 namespace tensord::cuda {
@@ -43,6 +44,12 @@ struct CudaLaunch {
   static int Index(const IndexCall& call, void* stream);
   // LaunchScanCuda.
   static int Scan(const ScanCall& call, void* stream);
+  // The nn kernels (nn.cu; defined in nn_kernels.cc): softmax rows, a fused
+  // Adam step, pooling, im2col / col2im.
+  static int Nn(const SoftmaxCall& call, void* stream);
+  static int Nn(const AdamCall& call, void* stream);
+  static int Nn(const PoolCall& call, void* stream);
+  static int Nn(const ColCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

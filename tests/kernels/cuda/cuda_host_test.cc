@@ -17,6 +17,7 @@
 #include "../../../kernels/cuda/elementwise_ops.h"
 #include "../../../kernels/cuda/index_kernels.h"
 #include "../../../kernels/cuda/matmul_kernels.h"
+#include "../../../kernels/cuda/nn_kernels.h"
 #include "../../../kernels/cuda/reduce_kernels.h"
 #include "gtest/gtest.h"
 #include "harness.h"
@@ -32,6 +33,7 @@ const KernelRegistry& EmulatedRegistry() {
     if (s.ok()) s = cuda::ew::RegisterReduceKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::nn::RegisterNnKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;
   }();

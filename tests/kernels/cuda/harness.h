@@ -140,6 +140,9 @@ std::vector<ScalarType> SampleDtypes();
 // cumprod (harness_reduce.cc), part of SamplesFor.
 std::vector<Sample> MoreReductionSamplesFor(const std::string& op, uint32_t seed);
 
+// The nn ops' samples (harness_nn.cc), part of SamplesFor.
+std::vector<Sample> NnSamplesFor(const std::string& op, uint32_t seed);
+
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per
 // thread or have more outputs than a grid has blocks.

@@ -13,6 +13,7 @@
 #include "../../../kernels/cuda/elementwise_call.h"
 #include "../../../kernels/cuda/gemm_call.h"
 #include "../../../kernels/cuda/index_call.h"
+#include "../../../kernels/cuda/nn_call.h"
 #include "../../../kernels/cuda/reduce_call.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +30,10 @@ struct HostLaunch {
   static int Reduce(const cuda::ReduceCall& call, void* stream);  // host_launch_reduce.cc
   static int Scan(const cuda::ScanCall& call, void* stream);      // host_launch_reduce.cc
   static int Index(const cuda::IndexCall& call, void* stream);    // host_launch_index.cc
+  static int Nn(const cuda::SoftmaxCall& call, void* stream);     // host_launch_nn.cc
+  static int Nn(const cuda::AdamCall& call, void* stream);
+  static int Nn(const cuda::PoolCall& call, void* stream);
+  static int Nn(const cuda::ColCall& call, void* stream);
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);
