@@ -1,9 +1,10 @@
-// RegisterCudaKernels: the elementwise, indexing, reduction, matmul and nn
-// kernels (elementwise_kernels.h, index_kernels.h, reduce_kernels.h,
-// matmul_kernels.h, nn_kernels.h) with the CUDA device behind them
+// RegisterCudaKernels: the elementwise, indexing, reduction, matmul, nn and
+// convolution kernels (elementwise_kernels.h, index_kernels.h, reduce_kernels.h,
+// matmul_kernels.h, nn_kernels.h, conv_kernels.h) with the CUDA device behind them
 // (cuda_launch.h).
 #include "tensord/kernels/cuda/cuda_kernels.h"
 
+#include "conv_kernels.h"
 #include "cuda_launch.h"
 #include "elementwise_kernels.h"
 #include "index_kernels.h"
@@ -18,6 +19,7 @@ absl::Status RegisterCudaKernels(KernelRegistry& registry) {
   TD_RETURN_IF_ERROR(cuda::ew::RegisterIndexKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
   TD_RETURN_IF_ERROR(cuda::ew::RegisterReduceKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
   TD_RETURN_IF_ERROR(cuda::nn::RegisterNnKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
+  TD_RETURN_IF_ERROR(cuda::nn::RegisterConvKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA));
   return cuda::mm::RegisterMatmulKernels<cuda::CudaLaunch>(registry, DeviceType::kCUDA);
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../kernels/cuda/conv_kernels.h"
 #include "../../../kernels/cuda/elementwise.cuh"
 #include "../../../kernels/cuda/elementwise_kernels.h"
 #include "../../../kernels/cuda/elementwise_ops.h"
@@ -34,6 +35,7 @@ const KernelRegistry& EmulatedRegistry() {
     if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::nn::RegisterNnKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::nn::RegisterConvKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;
   }();

@@ -5,8 +5,10 @@
 // AdamW, maximize, dense permuted layouts, 0-dim, empty), the 2-D poolings
 // and their backwards (3-D and 4-D, channels-last and strided inputs,
 // stride, padding, dilation, ceil_mode, count_include_pad,
-// divisor_override, empty batch, NaN, bad saved indices), and every error
-// the CPU raises for them.
+// divisor_override, empty batch, NaN, bad saved indices), conv2d and
+// convolution_backward (stride, padding, dilation, groups, depthwise, 1x1,
+// bias or none, unbatched, empty batch, channels-last and strided inputs
+// and weights), and every error the CPU (or the meta function) raises.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -356,6 +358,115 @@ void AvgPoolSamples(const std::string& op, std::vector<Sample>& out, std::mt1993
   }
 }
 
+// ---- convolution -------------------------------------------------------------------
+
+// Values in [-1, 1]: the CPU's float32 GEMMs (OpenBLAS) and the host
+// GEMM (double) then agree within float32's tolerance over these sums.
+struct ConvParams {
+  const char* name;
+  Shape input, weight;
+  bool bias;
+  Shape s, p, d;
+  int64_t groups;
+};
+const ConvParams kConvs[] = {
+    {"3x2 bias", {2, 4, 7, 6}, {6, 4, 3, 2}, true, {1}, {0}, {1}, 1},
+    {"s2 p1 groups 2", {2, 4, 7, 6}, {6, 2, 3, 3}, false, {2}, {1}, {1}, 2},
+    {"s(2,1) p(2,1) d(2,1) bias", {3, 3, 8, 7}, {5, 3, 3, 2}, true, {2, 1}, {2, 1}, {2, 1}, 1},
+    {"1x1 bias", {2, 4, 5, 3}, {3, 4, 1, 1}, true, {1}, {0}, {1}, 1},
+    {"1x1 groups 2", {2, 4, 5, 3}, {4, 2, 1, 1}, false, {1}, {0}, {1}, 2},
+    {"1x1 s2", {2, 4, 5, 3}, {3, 4, 1, 1}, true, {2}, {0}, {1}, 1},
+    {"depthwise 3x3 p1 bias", {2, 4, 6, 6}, {8, 1, 3, 3}, true, {1}, {1}, {1}, 4},
+    {"unbatched", {4, 6, 5}, {2, 4, 2, 3}, true, {1, 2}, {1, 0}, {1}, 1},
+    {"empty batch", {0, 4, 5, 5}, {2, 4, 3, 3}, true, {1}, {0}, {1}, 1},
+    {"kernel as large as the padded input", {1, 2, 3, 3}, {2, 2, 5, 5}, true, {1}, {1}, {1}, 1},
+};
+
+// conv2d's arguments after input and weight.
+void AddConvArgs(Sample& s, const ConvParams& q, ScalarType dt, std::mt19937& rng, int bias_layout) {
+  s.positional.push_back(q.bias ? SampleArg::T(s.Add(Lay(Random(dt, {q.weight[0]}, rng), bias_layout)))
+                                : SampleArg::V(Value()));
+  for (const Shape& v : {q.s, q.p, q.d}) s.positional.push_back(SampleArg::V(Value(v)));
+  s.positional.push_back(SampleArg::V(Value(q.groups)));
+}
+
+void ConvSamples(const std::string& op, std::vector<Sample>& out, std::mt19937& rng) {
+  const bool backward = op == "convolution_backward";
+  for (ScalarType dt : kStdFloats) {
+    for (const ConvParams& q : kConvs) {
+      for (int layout = 0; layout < 4; ++layout) {
+        if (layout == 3 && q.input.size() != 4) continue;
+        if (backward && q.input.size() != 4) continue;  // the backward takes 4-D inputs
+        const std::string label = absl::StrCat(Name(dt), " ", q.name, " layout ", layout);
+        Sample f = NewNnSample("conv2d", label);
+        const Tensor x = Lay(Random(dt, q.input, rng, -1, 1), layout);
+        const Tensor w = Lay(Random(dt, q.weight, rng, -1, 1), layout == 0 ? 0 : 4 - layout);
+        f.positional = {SampleArg::T(f.Add(x)), SampleArg::T(f.Add(w))};
+        AddConvArgs(f, q, dt, rng, layout == 2 ? 2 : 0);
+        if (!backward) {
+          out.push_back(std::move(f));
+          continue;
+        }
+        const std::vector<Tensor> fo = CpuForward(f);
+        if (fo.size() != 1) continue;
+        Sample b = NewNnSample(op, label);
+        b.positional = {SampleArg::T(b.Add(Lay(Random(dt, fo[0].meta.sizes, rng, -1, 1), (layout + 1) % 4))),
+                        SampleArg::T(b.Add(x)), SampleArg::T(b.Add(w)),
+                        SampleArg::V(q.bias ? Value(Shape{q.weight[0]}) : Value())};
+        for (const Shape& v : {q.s, q.p, q.d}) b.positional.push_back(SampleArg::V(Value(v)));
+        b.positional.push_back(SampleArg::V(Value(false)));
+        b.positional.push_back(SampleArg::V(Value(Shape{0, 0})));
+        b.positional.push_back(SampleArg::V(Value(q.groups)));
+        out.push_back(std::move(b));
+      }
+    }
+  }
+  // Errors (the meta function's): a float16 input, groups that do not
+  // divide the channels, a kernel larger than the padded input, a 2-D
+  // input, mixed dtypes; the backward's transposed and output_padding.
+  struct Bad {
+    const char* name;
+    ScalarType dt, wdt;
+    Shape input, weight;
+    Shape p;
+    int64_t groups;
+  };
+  const Bad bad[] = {
+      {"float16 refused", ScalarType::kFloat16, ScalarType::kFloat16, {1, 2, 5, 5}, {2, 2, 3, 3}, {0}, 1},
+      {"groups 3", ScalarType::kFloat32, ScalarType::kFloat32, {1, 4, 5, 5}, {4, 2, 3, 3}, {0}, 3},
+      {"kernel larger than the padded input", ScalarType::kFloat32, ScalarType::kFloat32, {1, 2, 3, 3},
+       {2, 2, 6, 6}, {1}, 1},
+      {"mixed dtypes", ScalarType::kFloat32, ScalarType::kFloat64, {1, 2, 5, 5}, {2, 2, 3, 3}, {0}, 1},
+      {"2-D input", ScalarType::kFloat32, ScalarType::kFloat32, {5, 5}, {2, 2, 3, 3}, {0}, 1},
+  };
+  for (const Bad& e : bad) {
+    Sample s = NewNnSample(op, e.name);
+    const int x = s.Add(Random(e.dt, e.input, rng)), w = s.Add(Random(e.wdt, e.weight, rng));
+    if (backward) {
+      s.positional = {SampleArg::T(s.Add(Random(e.dt, {1, 2, 3, 3}, rng))), SampleArg::T(x), SampleArg::T(w),
+                      SampleArg::V(Value()), SampleArg::V(Value(Shape{1})), SampleArg::V(Value(e.p)),
+                      SampleArg::V(Value(Shape{1})), SampleArg::V(Value(false)), SampleArg::V(Value(Shape{0, 0})),
+                      SampleArg::V(Value(e.groups))};
+    } else {
+      s.positional = {SampleArg::T(x), SampleArg::T(w), SampleArg::V(Value()), SampleArg::V(Value(Shape{1})),
+                      SampleArg::V(Value(e.p)), SampleArg::V(Value(Shape{1})), SampleArg::V(Value(e.groups))};
+    }
+    out.push_back(std::move(s));
+  }
+  if (backward) {
+    for (int variant = 0; variant < 3; ++variant) {
+      Sample s = NewNnSample(op, variant == 0 ? "transposed" : variant == 1 ? "output_padding" : "grad of the wrong size");
+      s.positional = {SampleArg::T(s.Add(Random(ScalarType::kFloat32, {1, 2, variant == 2 ? 4 : 3, 3}, rng))),
+                      SampleArg::T(s.Add(Random(ScalarType::kFloat32, {1, 2, 5, 5}, rng))),
+                      SampleArg::T(s.Add(Random(ScalarType::kFloat32, {2, 2, 3, 3}, rng))),
+                      SampleArg::V(Value(Shape{2})), SampleArg::V(Value(Shape{1})), SampleArg::V(Value(Shape{0})),
+                      SampleArg::V(Value(Shape{1})), SampleArg::V(Value(variant == 0)),
+                      SampleArg::V(Value(variant == 1 ? Shape{1, 0} : Shape{0, 0})), SampleArg::V(Value(int64_t{1}))};
+      out.push_back(std::move(s));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Sample> NnSamplesFor(const std::string& op, uint32_t seed) {
@@ -365,6 +476,7 @@ std::vector<Sample> NnSamplesFor(const std::string& op, uint32_t seed) {
   if (op == "_fused_adam_") AdamSamples(out, rng);
   if (op == "max_pool2d_with_indices" || op == "max_pool2d_with_indices_backward") MaxPoolSamples(op, out, rng);
   if (op == "avg_pool2d" || op == "avg_pool2d_backward") AvgPoolSamples(op, out, rng);
+  if (op == "conv2d" || op == "convolution_backward") ConvSamples(op, out, rng);
   return out;
 }
 
