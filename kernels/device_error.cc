@@ -39,6 +39,9 @@ absl::Status DeviceErrorToStatus(const DeviceErrorWord& word) {
     }
     case kTargetOutOfBounds:
       return IndexErr(absl::StrCat("Target ", word.value, " is out of bounds."));
+    case kPoolIndexOutOfBounds:
+      return IndexErr(absl::StrCat(OpName(word.op_id), ": index ", word.value, " out of range for an input plane of ",
+                                   word.dim, "x", word.size));
     default:
       return InternalErr(absl::StrCat(OpName(word.op_id), ": its kernel recorded the unknown device error code ",
                                       word.code, " (value ", word.value, ", dim ", word.dim, ", size ", word.size,

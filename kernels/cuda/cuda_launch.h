@@ -20,6 +20,7 @@
 #include "gemm_call.h"
 #include "index_call.h"
 #include "random_call.h"
+#include "nn_call.h"
 #include "reduce_call.h"
 #include "shape_call.h"
 
@@ -50,6 +51,12 @@ struct CudaLaunch {
   static int Sequence(const SequenceCall& call, void* stream);
   // LaunchRandomCuda.
   static int Random(const RandomCall& call, void* stream);
+  // The nn kernels (nn.cu; defined in nn_kernels.cc): softmax rows, a fused
+  // Adam step, pooling, im2col / col2im.
+  static int Nn(const SoftmaxCall& call, void* stream);
+  static int Nn(const AdamCall& call, void* stream);
+  static int Nn(const PoolCall& call, void* stream);
+  static int Nn(const ColCall& call, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

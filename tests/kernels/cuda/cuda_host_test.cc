@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "../../../kernels/cuda/conv_kernels.h"
 #include "../../../kernels/cuda/elementwise.cuh"
 #include "../../../kernels/cuda/elementwise_kernels.h"
 #include "../../../kernels/cuda/elementwise_ops.h"
 #include "../../../kernels/cuda/index_kernels.h"
 #include "../../../kernels/cuda/matmul_kernels.h"
 #include "../../../kernels/cuda/random_kernels.h"
+#include "../../../kernels/cuda/nn_kernels.h"
 #include "../../../kernels/cuda/reduce_kernels.h"
 #include "../../../kernels/cuda/shape_kernels.h"
 #include "gtest/gtest.h"
@@ -36,6 +38,8 @@ const KernelRegistry& EmulatedRegistry() {
     if (s.ok()) s = cuda::ew::RegisterShapeKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterRandomKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::nn::RegisterNnKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::nn::RegisterConvKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;
   }();

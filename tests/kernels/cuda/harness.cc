@@ -779,6 +779,7 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
   if (out.empty()) out = MatmulSamples(op, seed);
   if (out.empty()) out = MoreReductionSamplesFor(op, seed);
   if (out.empty()) out = ShapeSamplesFor(op, seed);
+  if (out.empty()) out = NnSamplesFor(op, seed);
   return out;
 }
 

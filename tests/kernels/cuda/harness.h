@@ -155,6 +155,8 @@ std::vector<Sample> MoreReductionSamplesFor(const std::string& op, uint32_t seed
 std::vector<Sample> ShapeSamplesFor(const std::string& op, uint32_t seed);
 // The random ops' samples (harness_random.cc), part of SamplesFor.
 std::vector<Sample> RandomSamplesFor(const std::string& op, uint32_t seed);
+// The nn ops' samples (harness_nn.cc), part of SamplesFor.
+std::vector<Sample> NnSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per

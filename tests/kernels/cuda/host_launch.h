@@ -14,6 +14,7 @@
 #include "../../../kernels/cuda/gemm_call.h"
 #include "../../../kernels/cuda/index_call.h"
 #include "../../../kernels/cuda/random_call.h"
+#include "../../../kernels/cuda/nn_call.h"
 #include "../../../kernels/cuda/reduce_call.h"
 #include "../../../kernels/cuda/shape_call.h"
 #include "absl/status/status.h"
@@ -34,6 +35,10 @@ struct HostLaunch {
   static int Remap(const cuda::RemapCall& call, void* stream);        // host_launch_shape.cc
   static int Sequence(const cuda::SequenceCall& call, void* stream);  // host_launch_shape.cc
   static int Random(const cuda::RandomCall& call, void* stream);  // host_launch_random.cc
+  static int Nn(const cuda::SoftmaxCall& call, void* stream);     // host_launch_nn.cc
+  static int Nn(const cuda::AdamCall& call, void* stream);
+  static int Nn(const cuda::PoolCall& call, void* stream);
+  static int Nn(const cuda::ColCall& call, void* stream);
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);

@@ -27,6 +27,10 @@ enum DeviceErrorCode : int32_t {
   // A class index of a loss (cross_entropy, nll_loss): "Target 7 is out of
   // bounds." (`size` is the number of classes).
   kTargetOutOfBounds = 2,
+  // max_pool2d_with_indices_backward: a saved index `value` outside its
+  // input plane of `dim` rows and `size` columns ("index 9 out of range for
+  // an input plane of 2x4").
+  kPoolIndexOutOfBounds = 3,
 };
 
 // The error word: 32 bytes in device memory per stream, zeroed by the
