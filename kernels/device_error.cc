@@ -39,6 +39,9 @@ absl::Status DeviceErrorToStatus(const DeviceErrorWord& word) {
     }
     case kTargetOutOfBounds:
       return IndexErr(absl::StrCat("Target ", word.value, " is out of bounds."));
+    case kSourceTooShort:
+      return RuntimeErr(absl::StrCat(OpName(word.op_id), ": Number of elements of source < number of ones in mask (",
+                                     word.size, " < ", word.value, ")"));
     default:
       return InternalErr(absl::StrCat(OpName(word.op_id), ": its kernel recorded the unknown device error code ",
                                       word.code, " (value ", word.value, ", dim ", word.dim, ", size ", word.size,

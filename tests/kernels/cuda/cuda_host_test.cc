@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../kernels/cuda/advindex_kernels.h"
 #include "../../../kernels/cuda/elementwise.cuh"
 #include "../../../kernels/cuda/elementwise_kernels.h"
 #include "../../../kernels/cuda/elementwise_ops.h"
@@ -31,6 +32,7 @@ const KernelRegistry& EmulatedRegistry() {
     absl::Status s = cuda::ew::RegisterElementwiseKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterReduceKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::ew::RegisterAdvIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << "registering the emulated CUDA kernels: " << s;
     return reg;

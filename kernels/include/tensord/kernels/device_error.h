@@ -27,6 +27,10 @@ enum DeviceErrorCode : int32_t {
   // A class index of a loss (cross_entropy, nll_loss): "Target 7 is out of
   // bounds." (`size` is the number of classes).
   kTargetOutOfBounds = 2,
+  // masked_scatter's mask has `value` true elements and its source only
+  // `size` elements ("masked_scatter: Number of elements of source < number
+  // of ones in mask (6 < 7)"; `dim` is -1).
+  kSourceTooShort = 3,
 };
 
 // The error word: 32 bytes in device memory per stream, zeroed by the

@@ -18,7 +18,9 @@ namespace tensord {
 // RuntimeError "index 7 is out of bounds for dimension 0 with size 5";
 // scatter_add / scatter: RuntimeError "scatter_add(): index 7 is ...";
 // other ops: IndexError "<op>(): index 7 is ...". kTargetOutOfBounds:
-// IndexError "Target 7 is out of bounds.". An unknown code or op id (a
+// IndexError "Target 7 is out of bounds.". kSourceTooShort: RuntimeError
+// "masked_scatter: Number of elements of source < number of ones in mask
+// (6 < 7)". An unknown code or op id (a
 // kernel's bug): InternalError naming both.
 absl::Status DeviceErrorToStatus(const DeviceErrorWord& word);
 
