@@ -42,6 +42,9 @@ absl::Status DeviceErrorToStatus(const DeviceErrorWord& word) {
     case kPoolIndexOutOfBounds:
       return IndexErr(absl::StrCat(OpName(word.op_id), ": index ", word.value, " out of range for an input plane of ",
                                    word.dim, "x", word.size));
+    case kSourceTooShort:
+      return RuntimeErr(absl::StrCat(OpName(word.op_id), ": Number of elements of source < number of ones in mask (",
+                                     word.size, " < ", word.value, ")"));
     default:
       return InternalErr(absl::StrCat(OpName(word.op_id), ": its kernel recorded the unknown device error code ",
                                       word.code, " (value ", word.value, ", dim ", word.dim, ", size ", word.size,

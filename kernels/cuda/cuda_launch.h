@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/status/status.h"
+#include "advindex_call.h"
 #include "elementwise_call.h"
 #include "gemm_call.h"
 #include "index_call.h"
@@ -57,6 +58,21 @@ struct CudaLaunch {
   static int Nn(const AdamCall& call, void* stream);
   static int Nn(const PoolCall& call, void* stream);
   static int Nn(const ColCall& call, void* stream);
+  // LaunchAdvIndexCuda.
+  static int AdvIndex(const AdvIndexCall& call, void* stream);
+  // The following three are in advindex_launch.cc; each returns an
+  // internal error naming `op` when CUDA fails, OutOfMemory when its
+  // temporaries do not fit.
+  // out[i] = in[0] + ... + in[i] for the n int64s at `in` (device memory).
+  static absl::Status InclusiveSum(absl::string_view op, const int64_t* in, int64_t* out, int64_t n, void* stream);
+  // keys_out: the n int64 keys ascending; vals_out: their values, in their
+  // input order among equal keys (stable).
+  static absl::Status SortPairs(absl::string_view op, const int64_t* keys_in, int64_t* keys_out,
+                                const int64_t* vals_in, int64_t* vals_out, int64_t n, void* stream);
+  // Copies `bytes` of device memory at `src` to the host's `dst` once the
+  // work before it on `stream` is done, and waits for it: what a kernel
+  // whose output size depends on the data (nonzero) reads back.
+  static absl::Status CopyToHost(absl::string_view op, void* dst, const void* src, int64_t bytes, void* stream);
   // cudaGetErrorString of a cudaError_t.
   static std::string ErrorString(int code);
   // `bytes` of device memory for a kernel's temporaries, usable by work

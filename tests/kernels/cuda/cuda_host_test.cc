@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../../../kernels/cuda/conv_kernels.h"
+#include "../../../kernels/cuda/advindex_kernels.h"
 #include "../../../kernels/cuda/elementwise.cuh"
 #include "../../../kernels/cuda/elementwise_kernels.h"
 #include "../../../kernels/cuda/elementwise_ops.h"
@@ -37,6 +38,7 @@ const KernelRegistry& EmulatedRegistry() {
     if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterShapeKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterRandomKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::ew::RegisterAdvIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::nn::RegisterNnKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::nn::RegisterConvKernels<HostLaunch>(*reg, DeviceType::kCUDA);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -95,7 +96,7 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
       case SampleArg::Kind::kTensor: return Value(&metas[static_cast<size_t>(a.tensors[0])]);
       case SampleArg::Kind::kTensorList: {
         TensorList l;
-        for (int i : a.tensors) l.push_back(&metas[static_cast<size_t>(i)]);
+        for (int i : a.tensors) l.push_back(i < 0 ? nullptr : &metas[static_cast<size_t>(i)]);  // -1: None
         return Value(std::move(l));
       }
       case SampleArg::Kind::kDevice: return Value(device);
@@ -112,7 +113,9 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
     result.status = args.status();
     return result;
   }
-  absl::StatusOr<MetaResult> meta = OpTable::Get().RunMeta(*op, *args);
+  // A data-dependent op has no meta: its kernel allocates its outputs.
+  const bool data_dependent = op->has(kDataDependent);
+  absl::StatusOr<MetaResult> meta = data_dependent ? MetaResult{} : OpTable::Get().RunMeta(*op, *args);
   if (!meta.ok()) {
     result.status = meta.status();
     return result;
@@ -146,7 +149,22 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
     out_buffers.push_back(buffer);
     ctx.outputs.push_back(TensorRef{buffer.first, &meta->outputs[i]});
   }
-  if (any_fresh || op->is_inplace()) {
+  std::deque<TensorMeta> allocated;  // the data-dependent outputs' metas (stable addresses)
+  if (data_dependent) {
+    ctx.allocate_output = [&](const TensorMeta& asked) -> absl::StatusOr<TensorRef> {
+      TensorMeta& m = allocated.emplace_back(asked);
+      m.device = device;
+      TD_ASSIGN_OR_RETURN(const int64_t bytes, m.StorageBytesNeeded());
+      std::shared_ptr<std::vector<uint64_t>> garbage = NewStorage(bytes);  // kGarbage bytes
+      const int64_t size = static_cast<int64_t>(garbage->size() * 8);
+      char* p = memory.Allocate(size);
+      memory.CopyToDevice(p, garbage->data(), size);
+      out_buffers.emplace_back(p, size);
+      ctx.outputs.push_back(TensorRef{p, &m});
+      return ctx.outputs.back();
+    };
+  }
+  if (any_fresh || op->is_inplace() || data_dependent) {
     KernelFn fn = registry.Find(kernel_device, op->id);
     if (fn == nullptr) {
       result.no_kernel = true;
@@ -158,6 +176,7 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
     if (result.status.ok() && !sync.ok()) result.status = sync;
     if (!result.status.ok()) return result;
   }
+  for (const TensorMeta& m : allocated) meta->outputs.push_back(m);
   for (size_t i = 0; i < meta->outputs.size(); ++i) {
     Tensor t;
     t.meta = meta->outputs[i];
@@ -780,6 +799,7 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
   if (out.empty()) out = MoreReductionSamplesFor(op, seed);
   if (out.empty()) out = ShapeSamplesFor(op, seed);
   if (out.empty()) out = NnSamplesFor(op, seed);
+  if (out.empty()) out = AdvIndexSamplesFor(op, seed);
   return out;
 }
 

@@ -75,7 +75,7 @@ class HostMemory final : public DeviceMemory {
 };
 
 // One argument of a sample: a tensor (an index into Sample::tensors), a
-// list of them, a plain value, or the device the sample runs on (for
+// list of them (-1 for None, as in index.Tensor's Tensor?[]), a plain value, or the device the sample runs on (for
 // factories' device= and to.device).
 struct SampleArg {
   enum class Kind { kTensor, kTensorList, kValue, kDevice };
@@ -157,6 +157,9 @@ std::vector<Sample> ShapeSamplesFor(const std::string& op, uint32_t seed);
 std::vector<Sample> RandomSamplesFor(const std::string& op, uint32_t seed);
 // The nn ops' samples (harness_nn.cc), part of SamplesFor.
 std::vector<Sample> NnSamplesFor(const std::string& op, uint32_t seed);
+// Advanced indexing and the mask ops' samples (harness_advindex.cc), part
+// of SamplesFor.
+std::vector<Sample> AdvIndexSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "../../../kernels/cuda/advindex_call.h"
 #include "../../../kernels/cuda/elementwise_call.h"
 #include "../../../kernels/cuda/gemm_call.h"
 #include "../../../kernels/cuda/index_call.h"
@@ -39,6 +40,12 @@ struct HostLaunch {
   static int Nn(const cuda::AdamCall& call, void* stream);
   static int Nn(const cuda::PoolCall& call, void* stream);
   static int Nn(const cuda::ColCall& call, void* stream);
+  // host_launch_advindex.cc: the kernels, std::inclusive_scan, std::stable_sort, memcpy.
+  static int AdvIndex(const cuda::AdvIndexCall& call, void* stream);
+  static absl::Status InclusiveSum(absl::string_view op, const int64_t* in, int64_t* out, int64_t n, void* stream);
+  static absl::Status SortPairs(absl::string_view op, const int64_t* keys_in, int64_t* keys_out,
+                                const int64_t* vals_in, int64_t* vals_out, int64_t n, void* stream);
+  static absl::Status CopyToHost(absl::string_view op, void* dst, const void* src, int64_t bytes, void* stream);
   static std::string ErrorString(int code);
   static absl::StatusOr<std::shared_ptr<char>> Allocate(absl::string_view op, int64_t bytes, void* stream);
   static int Memset(char* p, int64_t bytes, void* stream);

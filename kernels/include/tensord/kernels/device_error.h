@@ -31,6 +31,10 @@ enum DeviceErrorCode : int32_t {
   // input plane of `dim` rows and `size` columns ("index 9 out of range for
   // an input plane of 2x4").
   kPoolIndexOutOfBounds = 3,
+  // masked_scatter's mask has `value` true elements and its source only
+  // `size` elements ("masked_scatter: Number of elements of source < number
+  // of ones in mask (6 < 7)"; `dim` is -1).
+  kSourceTooShort = 4,
 };
 
 // The error word: 32 bytes in device memory per stream, zeroed by the

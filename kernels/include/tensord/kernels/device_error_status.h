@@ -19,7 +19,9 @@ namespace tensord {
 // scatter_add / scatter: RuntimeError "scatter_add(): index 7 is ...";
 // other ops: IndexError "<op>(): index 7 is ...". kTargetOutOfBounds:
 // IndexError "Target 7 is out of bounds.". kPoolIndexOutOfBounds: IndexError
-// "<op>: index 9 out of range for an input plane of 2x4". An unknown code or op id (a
+// "<op>: index 9 out of range for an input plane of 2x4". kSourceTooShort:
+// RuntimeError "masked_scatter: Number of elements of source < number of
+// ones in mask (6 < 7)". An unknown code or op id (a
 // kernel's bug): InternalError naming both.
 absl::Status DeviceErrorToStatus(const DeviceErrorWord& word);
 
