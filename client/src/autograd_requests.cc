@@ -115,6 +115,16 @@ absl::Status Session::SendManualSeed(uint64_t seed) {
   return im.MaybeFlushLocked();
 }
 
+absl::Status Session::SendMathMode(const MathMode& mode) {
+  Impl& im = *impl_;
+  absl::MutexLock l(&im.mu);
+  TD_RETURN_IF_ERROR(im.Usable());
+  v1::SetMathMode* r = im.pending->add_requests()->mutable_set_math_mode();
+  r->set_matmul_allow_tf32(mode.matmul_allow_tf32);
+  r->set_conv_allow_tf32(mode.conv_allow_tf32);
+  return im.MaybeFlushLocked();
+}
+
 absl::Status Session::SendRecordFunction(uint64_t function_id, const std::string& name,
                                          const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
                                          const std::vector<bool>& non_differentiable,

@@ -340,6 +340,7 @@ absl::Status Session::StartStreaming() {
   Impl& im = *impl_;
   const std::optional<uint64_t> seed = internal::LastManualSeed();
   if (seed.has_value()) TD_RETURN_IF_ERROR(SendManualSeed(*seed));
+  if (const MathMode math = internal::LastMathMode(); math != MathMode()) TD_RETURN_IF_ERROR(SendMathMode(math));
   int flush_us = options_.flush_interval_us;
   if (flush_us < 0) {  // not chosen by the caller: the environment's, else 2 ms
     const char* env = std::getenv("TENSORD_FLUSH_US");

@@ -47,6 +47,16 @@ SeedSlot& Seed() {
   return *s;
 }
 
+// The switches of the last SetMathMode, for sessions opened later.
+struct MathModeSlot {
+  absl::Mutex mu;
+  MathMode mode ABSL_GUARDED_BY(mu);
+};
+MathModeSlot& Math() {
+  static MathModeSlot* s = new MathModeSlot();
+  return *s;
+}
+
 struct Globals {
   absl::Mutex mu;
   std::shared_ptr<Session> default_session ABSL_GUARDED_BY(mu);
@@ -82,6 +92,12 @@ std::optional<uint64_t> LastManualSeed() {
   SeedSlot& ss = Seed();
   absl::MutexLock l(&ss.mu);
   return ss.seed;
+}
+
+MathMode LastMathMode() {
+  MathModeSlot& ms = Math();
+  absl::MutexLock l(&ms.mu);
+  return ms.mode;
 }
 
 }  // namespace internal
@@ -156,6 +172,19 @@ absl::Status ManualSeed(uint64_t seed) {
   if (s == nullptr) return absl::OkStatus();
   return s->SendManualSeed(seed);
 }
+
+absl::Status SetMathMode(const MathMode& mode) {
+  {
+    MathModeSlot& ms = Math();
+    absl::MutexLock l(&ms.mu);
+    ms.mode = mode;
+  }
+  std::shared_ptr<Session> s = CurrentSessionIfAny();
+  if (s == nullptr) return absl::OkStatus();
+  return s->SendMathMode(mode);
+}
+
+MathMode GetMathMode() { return internal::LastMathMode(); }
 
 // ---------------------------------------------------------------- Session
 

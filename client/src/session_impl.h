@@ -66,6 +66,8 @@ void RegisterSession(const std::shared_ptr<Session>& s);
 // The seed of the last ManualSeed (nullopt: none yet), for sessions opened
 // later. session.cc.
 std::optional<uint64_t> LastManualSeed();
+// The switches of the last SetMathMode (the defaults before one). session.cc.
+MathMode LastMathMode();
 // Function ids whose daemon node is gone (an Ack's released_functions), kept
 // until TakeReleasedFunctions. autograd_requests.cc.
 void NoteReleasedFunctions(const google::protobuf::RepeatedField<uint64_t>& ids);

@@ -1,12 +1,11 @@
 // CudaLaunch::Gemm (cuda_launch.h): floating GEMMs through cuBLAS, loaded
 // with dlopen at the first product, so that the daemon starts (and runs
 // everything but matmul) where libcublas is missing; integer GEMMs through
-// gemm_int.cu. Also the TF32 switch of cuda_kernels.h.
+// gemm_int.cu.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
-#include <atomic>
 #include <climits>
 #include <mutex>
 #include <string>
@@ -21,15 +20,6 @@
 #include "tensord/meta/errors.h"
 
 namespace tensord {
-namespace {
-
-std::atomic<bool> g_allow_tf32{false};
-
-}  // namespace
-
-void SetCudaMatmulAllowTf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
-bool CudaMatmulAllowTf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
-
 namespace cuda {
 namespace {
 

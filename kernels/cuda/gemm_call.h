@@ -43,7 +43,7 @@ struct GemmCall {
   double alpha = 1, beta = 0;
   int64_t alpha_int = 1, beta_int = 0;
   // float32 only: whether cuBLAS may use TF32 tensor cores
-  // (SetCudaMatmulAllowTf32; off by default, as PyTorch).
+  // (the session's MathMode::matmul_allow_tf32; off by default, as PyTorch).
   bool allow_tf32 = false;
 };
 

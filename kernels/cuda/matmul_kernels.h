@@ -102,7 +102,7 @@ absl::Status Product(const KernelContext& ctx, const char* name, TensorRef a, Te
   const bool use_self = self != nullptr && beta.to_double() != 0.0;
   GemmCall call;
   call.dtype = t;
-  call.allow_tf32 = t == ScalarType::kFloat32 && CudaMatmulAllowTf32();
+  call.allow_tf32 = t == ScalarType::kFloat32 && ctx.math.matmul_allow_tf32;
   GemmScalars(t, alpha, use_self ? beta : Scalar::Int(0), &call);
   if (out.meta->numel() == 0) return absl::OkStatus();
 

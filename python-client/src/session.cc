@@ -172,6 +172,29 @@ void BindSession(py::module_& m) {
   });
   m.def("meta_ops_run", &tc::MetaOpsRun);
   m.def(
+      "_set_math_mode",
+      [](bool matmul_allow_tf32, bool conv_allow_tf32) {
+        tensord::MathMode mode;
+        mode.matmul_allow_tf32 = matmul_allow_tf32;
+        mode.conv_allow_tf32 = conv_allow_tf32;
+        absl::Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = tc::SetMathMode(mode);
+        }
+        Check(st);
+      },
+      py::arg("matmul_allow_tf32"), py::arg("conv_allow_tf32"),
+      "Sets the process's numerics switches (tensord.backends flags): sent to the current session, if one is open, "
+      "and to every session opened later.");
+  m.def(
+      "_get_math_mode",
+      []() {
+        const tensord::MathMode mode = tc::GetMathMode();
+        return py::make_tuple(mode.matmul_allow_tf32, mode.conv_allow_tf32);
+      },
+      "The numerics switches last set: (matmul_allow_tf32, conv_allow_tf32).");
+  m.def(
       "_meta_cache_info",
       []() {
         const tc::MetaCacheInfo i = tc::GetMetaCacheInfo();

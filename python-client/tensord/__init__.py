@@ -70,6 +70,8 @@ globals().update(_ALIASES)
 
 from . import nn, optim  # noqa: E402  (tensord.nn, tensord.optim)
 from . import cuda  # noqa: E402  (tensord.cuda: torch.cuda's device queries and memory functions)
+from . import backends  # noqa: E402  (tensord.backends: torch.backends' switches)
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402
 from .serialization import load, save  # noqa: E402  (safetensors files)
 _atexit.register(_C.shutdown)
 
@@ -87,6 +89,7 @@ __all__ = (["Tensor", "Size", "device", "dtype", "tensor", "from_numpy", "as_ten
             "set_grad_enabled", "is_grad_enabled", "inference_mode", "is_inference_mode_enabled",
             "manual_seed", "is_tensor", "OutOfMemoryError", "TensorMeta", "DLDeviceType", "einsum", "isclose",
             "allclose", "randperm", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
-            "reset_peak_memory_stats", "empty_cache"]
+            "reset_peak_memory_stats", "empty_cache", "backends", "set_float32_matmul_precision",
+            "get_float32_matmul_precision"]
            + sorted(_functions) + sorted(_BY_NAME) + sorted(_ALIASES))
 __version__ = "0.1.0"

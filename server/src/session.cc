@@ -262,6 +262,13 @@ bool Session::ExecuteLocked(const v1::Request& request) {
     case v1::Request::kManualSeed:
       dispatcher_.ManualSeed(request.manual_seed().seed());
       return true;
+    case v1::Request::kSetMathMode: {
+      MathMode mode;
+      mode.matmul_allow_tf32 = request.set_math_mode().matmul_allow_tf32();
+      mode.conv_allow_tf32 = request.set_math_mode().conv_allow_tf32();
+      dispatcher_.SetMathMode(mode);
+      return true;
+    }
     case v1::Request::kDefineOps:
       ExecuteDefineOps(request.define_ops());
       return true;

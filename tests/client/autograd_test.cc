@@ -328,4 +328,60 @@ TEST(AutogradWire, InPlaceCallsSendHandleZeroAndRecordGrad) {
   EXPECT_TRUE(saw_seed);
 }
 
+// SetMathMode goes to the current session at once, and to a session opened
+// later as that session's first requests, while the switches differ from
+// PyTorch's defaults; back at the defaults, a new session gets nothing.
+TEST(AutogradWire, MathModeIsSentNowAndToSessionsOpenedLater) {
+  FakeEngine engine;
+  const std::string path = "/tmp/tensord-autograd-test3-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  grpc::ServerBuilder b;
+  b.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  b.RegisterService(&engine);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto math_requests = [&engine] {
+    std::vector<v1::SetMathMode> out;
+    absl::MutexLock l(&engine.mu);
+    for (const v1::Request& r : engine.requests) {
+      if (r.has_set_math_mode()) out.push_back(r.set_math_mode());
+    }
+    return out;
+  };
+  EXPECT_TRUE(tc::GetMathMode() == tensord::MathMode());
+  {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect("unix:" + path));
+    tc::SessionGuard use(s);
+    ASSERT_TRUE(s->Synchronize().ok());
+    EXPECT_TRUE(math_requests().empty());  // defaults: nothing to say
+    tensord::MathMode tf32;
+    tf32.matmul_allow_tf32 = true;
+    ASSERT_TRUE(tc::SetMathMode(tf32).ok());
+    ASSERT_TRUE(s->Synchronize().ok());
+    const std::vector<v1::SetMathMode> sent = math_requests();
+    ASSERT_EQ(sent.size(), 1u);
+    EXPECT_TRUE(sent[0].matmul_allow_tf32());
+    EXPECT_TRUE(sent[0].conv_allow_tf32());
+    s->Close().IgnoreError();
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect("unix:" + path));
+    ASSERT_TRUE(s->Synchronize().ok());
+    const std::vector<v1::SetMathMode> sent = math_requests();
+    ASSERT_EQ(sent.size(), 2u);  // the later session got the switches on opening
+    EXPECT_TRUE(sent[1].matmul_allow_tf32());
+    s->Close().IgnoreError();
+  }
+  ASSERT_TRUE(tc::SetMathMode(tensord::MathMode()).ok());  // no current session: kept for later ones
+  EXPECT_TRUE(tc::GetMathMode() == tensord::MathMode());
+  {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<tc::Session> s, tc::Session::Connect("unix:" + path));
+    ASSERT_TRUE(s->Synchronize().ok());
+    EXPECT_EQ(math_requests().size(), 2u);
+    s->Close().IgnoreError();
+  }
+  server->Shutdown();
+  ::unlink(path.c_str());
+}
+
 }  // namespace

@@ -550,6 +550,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
     // Only random ops draw (their kernels refuse a null generator): others
     // make no generator, nor look one up.
     ctx.generator = op->has(kRandom) ? &generator(where) : nullptr;
+    ctx.math = math_mode_;
     if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get(), backend, *stream); !s.ok()) {
       for (Tensor* w : written) {
         if (w != nullptr && w->storage != nullptr) w->storage->bump_version();

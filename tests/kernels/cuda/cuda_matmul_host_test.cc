@@ -30,7 +30,8 @@ const KernelRegistry& MatmulRegistry() {
 // Runs `op`'s kernel for `device` (the CPU's, or the emulated CUDA one)
 // into `out`, whose layout the test chooses.
 absl::Status RunInto(DeviceType device, const std::string& op_name, std::vector<Value> positional,
-                     std::vector<std::pair<std::string, Value>> kwargs, Tensor& out) {
+                     std::vector<std::pair<std::string, Value>> kwargs, Tensor& out,
+                     const MathMode& math = MathMode()) {
   const OpEntry* op = OpTable::Get().Find(op_name);
   if (op == nullptr) return absl::NotFoundError(op_name);
   absl::StatusOr<std::vector<Value>> args = BindArgs(op->schema, std::move(positional), std::move(kwargs));
@@ -44,6 +45,7 @@ absl::Status RunInto(DeviceType device, const std::string& op_name, std::vector<
     return it == InputBases().end() ? nullptr : reinterpret_cast<char*>(it->second->data());
   };
   ctx.outputs = {TensorRef{out.base(), &out.meta}};
+  ctx.math = math;
   const KernelRegistry& reg = device == DeviceType::kCPU ? Registry() : MatmulRegistry();
   KernelFn fn = reg.Find(device, op->id);
   if (fn == nullptr) return absl::NotFoundError("no kernel");
@@ -136,17 +138,19 @@ TEST(EmulatedCudaMatmulTest, BatchesMergeIntoOneStridedBatchedGemm) {
   EXPECT_EQ(HostLaunch::last_gemm.batch, 3);
 }
 
+// The session's MathMode decides, per call: off by default, and never for
+// another dtype than float32.
 TEST(EmulatedCudaMatmulTest, Tf32OnlyForFloat32WhenAllowed) {
   std::mt19937 rng(6);
+  EXPECT_FALSE(MathMode().matmul_allow_tf32);
   for (ScalarType dt : {ScalarType::kFloat32, ScalarType::kFloat16}) {
     const Tensor a = Random(dt, {3, 4}, rng), b = Random(dt, {4, 2}, rng);
     Tensor out = Output(dt, {3, 2}, {2, 1});
-    ASSERT_FALSE(CudaMatmulAllowTf32());
     ASSERT_TRUE(RunInto(DeviceType::kCUDA, "mm", {In(a), In(b)}, {}, out).ok());
     EXPECT_FALSE(HostLaunch::last_gemm.allow_tf32);
-    SetCudaMatmulAllowTf32(true);
-    ASSERT_TRUE(RunInto(DeviceType::kCUDA, "mm", {In(a), In(b)}, {}, out).ok());
-    SetCudaMatmulAllowTf32(false);
+    MathMode tf32;
+    tf32.matmul_allow_tf32 = true;
+    ASSERT_TRUE(RunInto(DeviceType::kCUDA, "mm", {In(a), In(b)}, {}, out, tf32).ok());
     EXPECT_EQ(HostLaunch::last_gemm.allow_tf32, dt == ScalarType::kFloat32);
   }
 }

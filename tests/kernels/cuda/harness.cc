@@ -66,7 +66,7 @@ int64_t StorageBytes(const Tensor& t) { return static_cast<int64_t>(t.storage->s
 }  // namespace
 
 SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceType kernel_device,
-                       DeviceMemory& memory) {
+                       DeviceMemory& memory, const MathMode& math) {
   SampleResult result;
   const OpEntry* op = OpTable::Get().Find(s.op);
   if (op == nullptr) {
@@ -132,6 +132,7 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
   };
   Generator generator;
   ctx.generator = &generator;
+  ctx.math = math;
   std::vector<std::pair<char*, int64_t>> out_buffers;
   bool any_fresh = false;
   for (size_t i = 0; i < meta->outputs.size(); ++i) {

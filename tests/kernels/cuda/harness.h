@@ -119,9 +119,10 @@ struct SampleResult {
   std::vector<Tensor> outputs;   // copied back to the host (metas say cpu)
 };
 
-// Runs `s` with the kernel `registry` has for `kernel_device`, on `memory`.
+// Runs `s` with the kernel `registry` has for `kernel_device`, on `memory`,
+// under the session numerics switches `math`.
 SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceType kernel_device,
-                       DeviceMemory& memory);
+                       DeviceMemory& memory, const MathMode& math = MathMode());
 
 // "" when `got` matches `want` (the same status code and message, or the
 // same output metadata and values within the output dtype's tolerance, the

@@ -24,6 +24,7 @@
 #include "tensord/client/tensor.h"
 #include "tensord/client/transport_options.h"
 #include "tensord/meta/device.h"
+#include "tensord/meta/math_mode.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
@@ -219,6 +220,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // GetGrad: a new tensor of `meta` bound to the current .grad of `handle`.
   absl::StatusOr<Tensor> BindGrad(uint64_t handle, const TensorMeta& meta);
   absl::Status SendManualSeed(uint64_t seed);
+  // SetMathMode: the session's numerics switches for the ops issued after it.
+  absl::Status SendMathMode(const MathMode& mode);
   absl::Status SendRecordFunction(uint64_t function_id, const std::string& name,
                                   const std::vector<uint64_t>& inputs, const std::vector<uint64_t>& outputs,
                                   const std::vector<bool>& non_differentiable, const std::vector<uint64_t>& dirty,
@@ -308,6 +311,16 @@ class Session : public std::enable_shared_from_this<Session> {
   DaemonInfo daemon_info_;
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- numerics switches ---------------------------------------------------
+// tensord.backends.cuda.matmul.allow_tf32 and friends (tensord/meta/
+// math_mode.h): the process's switches, sent to the current session (the
+// thread's or the default one, if any) and to every session opened later
+// while they differ from the defaults. Errors: the current session's, when
+// it is unusable.
+absl::Status SetMathMode(const MathMode& mode);
+// The switches last set (the defaults before any SetMathMode).
+MathMode GetMathMode();
 
 // ---- the current session -----------------------------------------------
 // Factories use, in order: the innermost SessionGuard on this thread, the

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "tensord/meta/math_mode.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
@@ -66,6 +67,8 @@ struct KernelContext {
   // `meta` names) and appends it to `outputs`. ResourceExhausted when over the session's limit.
   std::function<absl::StatusOr<TensorRef>(const TensorMeta&)> allocate_output;
   Generator* generator = nullptr;
+  // The session's numerics switches (tensord/meta/math_mode.h).
+  MathMode math;
 
   TensorRef input(size_t arg_index) const {
     const TensorMeta* m = args[arg_index].tensor_ptr();

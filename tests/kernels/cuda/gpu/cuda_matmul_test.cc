@@ -141,7 +141,6 @@ TEST(CudaMatmulTest, LargeProductsMatchTheCpu) {
 // products match the CPU to float32's precision; on, only to about 1e-3.
 TEST(CudaMatmulTest, Tf32OnlyWhenAllowed) {
   SKIP_WITHOUT_GPU();
-  ASSERT_FALSE(CudaMatmulAllowTf32());
   std::mt19937 rng(6);
   HostMemory cpu(kCPU);
   GpuMemory gpu;
@@ -149,9 +148,9 @@ TEST(CudaMatmulTest, Tf32OnlyWhenAllowed) {
   const Sample s = Product("mm", ScalarType::kFloat32, {512, 512}, {512, 512}, rng);
   const SampleResult want = RunSample(s, CpuRegistry(), DeviceType::kCPU, cpu);
   const SampleResult strict = RunSample(s, Registry(), DeviceType::kCUDA, gpu);
-  SetCudaMatmulAllowTf32(true);
-  const SampleResult fast = RunSample(s, Registry(), DeviceType::kCUDA, gpu);
-  SetCudaMatmulAllowTf32(false);
+  MathMode tf32;
+  tf32.matmul_allow_tf32 = true;
+  const SampleResult fast = RunSample(s, Registry(), DeviceType::kCUDA, gpu, tf32);
   ASSERT_TRUE(want.status.ok() && strict.status.ok() && fast.status.ok()) << strict.status << " / " << fast.status;
   EXPECT_LE(MaxRelDiff(want, strict), 1e-5);
   EXPECT_LE(MaxRelDiff(want, fast), 1e-2);

@@ -106,6 +106,10 @@ class Dispatcher {
   // tensord.manual_seed: seeds every device's generator with `seed`, and
   // those made later too.
   void ManualSeed(uint64_t seed);
+  // The session's numerics switches (tensord.backends flags), handed to
+  // every kernel from the next call on.
+  void SetMathMode(const MathMode& mode) { math_mode_ = mode; }
+  const MathMode& math_mode() const { return math_mode_; }
   // Ops run so far; may be read from any thread while an op runs.
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
 
@@ -120,6 +124,7 @@ class Dispatcher {
   MetaCache meta_cache_;  // results of the meta functions, by call metadata
   std::vector<std::pair<Device, std::unique_ptr<Generator>>> generators_;  // a few devices: a list
   std::optional<uint64_t> manual_seed_;
+  MathMode math_mode_;
   std::atomic<uint64_t> ops_executed_{0};  // written by the one caller, read by anyone
   uint64_t next_seq_ = 0;
   std::function<absl::Status(const std::shared_ptr<OpError>&)> failed_input_;

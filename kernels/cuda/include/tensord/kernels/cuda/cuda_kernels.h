@@ -31,14 +31,6 @@ namespace tensord {
 // registered twice). Calls no CUDA API: it works on a machine without a GPU.
 absl::Status RegisterCudaKernels(KernelRegistry& registry);
 
-// Whether float32 matrix products on CUDA (matmul, mm, bmm, addmm,
-// baddbmm, dot, linear) may use TF32 tensor cores (cuBLAS's
-// CUBLAS_COMPUTE_32F_FAST_TF32: 10-bit mantissas in the products, faster).
-// Off by default, as PyTorch's torch.backends.cuda.matmul.allow_tf32.
-// Process-wide; a kernel reads it when it issues its product.
-void SetCudaMatmulAllowTf32(bool allow);
-bool CudaMatmulAllowTf32();
-
 // OK when cuBLAS (libcublas.so.13, loaded with dlopen at the first call of
 // this or of a floating matrix product) is usable; else a RuntimeError
 // saying why (the dlopen error), for the daemon to report at start-up. The
