@@ -160,7 +160,9 @@ TEST_F(MemoryStatsTest, ADeviceTheDaemonDoesNotServeIsARuntimeErrorNamingWhatItS
     EXPECT_THAT(std::string(st.status().message()),
                 StartsWith("memory_stats: device " + d.ToString() +
                            " is not available: this daemon serves cpu, privateuseone:0"));
-    if (d.is_cuda()) EXPECT_THAT(st.status().message(), HasSubstr("; it has no CUDA device: "));
+    if (d.is_cuda()) {
+      EXPECT_THAT(st.status().message(), HasSubstr("; it has no CUDA device: "));
+    }
   }
   absl::StatusOr<tc::MemoryStats> meta = session_->GetMemoryStats(tensord::kMetaDevice);
   ASSERT_FALSE(meta.ok());
