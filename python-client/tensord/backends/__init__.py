@@ -55,6 +55,10 @@ class _Flags(_types.ModuleType):
             raise AssertionError(f"Unknown attribute {name}")
 
     def __getattr__(self, name):
+        if name.startswith("__"):
+            # What the import system and introspection probe for (__path__,
+            # __wrapped__) must stay an AttributeError: hasattr() answers False.
+            raise AttributeError(name)
         raise AssertionError(f"Unknown attribute {name}")
 
 
@@ -86,6 +90,8 @@ class _Matmul(_Flags):
 
 class _Cuda(_Flags):
     """``tensord.backends.cuda``."""
+
+    _names = ("matmul",)
 
     def __init__(self):
         super().__init__("tensord.backends.cuda")
@@ -128,6 +134,9 @@ class _Cudnn(_Flags):
 
 class _Mps(_Flags):
     """``tensord.backends.mps``."""
+
+    def __init__(self):
+        super().__init__("tensord.backends.mps")
 
     @staticmethod
     def is_available():
