@@ -28,6 +28,7 @@ int CudaLaunch::Elementwise(const ElementwiseCall& call, void* stream) { return 
 
 int CudaLaunch::Reduce(const ReduceCall& call, void* stream) { return LaunchReduceCuda(call, stream); }
 int CudaLaunch::Scan(const ScanCall& call, void* stream) { return LaunchScanCuda(call, stream); }
+int CudaLaunch::Topk(const TopkCall& call, void* stream) { return LaunchTopkCuda(call, stream); }
 
 int CudaLaunch::Index(const IndexCall& call, void* stream) { return LaunchIndexCuda(call, stream); }
 

@@ -24,6 +24,7 @@
 #include "nn_call.h"
 #include "reduce_call.h"
 #include "shape_call.h"
+#include "topk_call.h"
 
 namespace tensord::cuda {
 
@@ -50,6 +51,8 @@ struct CudaLaunch {
   // LaunchRemapCuda / LaunchSequenceCuda (defined in shape_kernels.cc).
   static int Remap(const RemapCall& call, void* stream);
   static int Sequence(const SequenceCall& call, void* stream);
+  // LaunchTopkCuda.
+  static int Topk(const TopkCall& call, void* stream);
   // LaunchRandomCuda.
   static int Random(const RandomCall& call, void* stream);
   // The nn kernels (nn.cu; defined in nn_kernels.cc): softmax rows, a fused

@@ -23,6 +23,7 @@
 #include "../../../kernels/cuda/nn_kernels.h"
 #include "../../../kernels/cuda/reduce_kernels.h"
 #include "../../../kernels/cuda/shape_kernels.h"
+#include "../../../kernels/cuda/topk_kernels.h"
 #include "gtest/gtest.h"
 #include "harness.h"
 #include "host_launch.h"
@@ -36,6 +37,7 @@ const KernelRegistry& EmulatedRegistry() {
     absl::Status s = cuda::ew::RegisterElementwiseKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterReduceKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::ew::RegisterTopkKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterShapeKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterRandomKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (s.ok()) s = cuda::ew::RegisterAdvIndexKernels<HostLaunch>(*reg, DeviceType::kCUDA);

@@ -801,6 +801,7 @@ std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed) {
   if (out.empty()) out = ShapeSamplesFor(op, seed);
   if (out.empty()) out = NnSamplesFor(op, seed);
   if (out.empty()) out = AdvIndexSamplesFor(op, seed);
+  if (out.empty()) out = TopkSamplesFor(op, seed);
   return out;
 }
 

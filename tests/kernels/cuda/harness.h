@@ -161,6 +161,8 @@ std::vector<Sample> NnSamplesFor(const std::string& op, uint32_t seed);
 // Advanced indexing and the mask ops' samples (harness_advindex.cc), part
 // of SamplesFor.
 std::vector<Sample> AdvIndexSamplesFor(const std::string& op, uint32_t seed);
+// topk's samples (harness_topk.cc), part of SamplesFor.
+std::vector<Sample> TopkSamplesFor(const std::string& op, uint32_t seed);
 
 // Launches large enough for grid-stride loops on both elementwise paths
 // (2^25 elements and more) and reductions that fold many elements per

@@ -18,6 +18,7 @@
 #include "../../../kernels/cuda/nn_call.h"
 #include "../../../kernels/cuda/reduce_call.h"
 #include "../../../kernels/cuda/shape_call.h"
+#include "../../../kernels/cuda/topk_call.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +34,7 @@ struct HostLaunch {
   static int Reduce(const cuda::ReduceCall& call, void* stream);  // host_launch_reduce.cc
   static int Scan(const cuda::ScanCall& call, void* stream);      // host_launch_reduce.cc
   static int Index(const cuda::IndexCall& call, void* stream);    // host_launch_index.cc
+  static int Topk(const cuda::TopkCall& call, void* stream);      // host_launch_index.cc
   static int Remap(const cuda::RemapCall& call, void* stream);        // host_launch_shape.cc
   static int Sequence(const cuda::SequenceCall& call, void* stream);  // host_launch_shape.cc
   static int Random(const cuda::RandomCall& call, void* stream);  // host_launch_random.cc
