@@ -88,15 +88,18 @@ absl::StatusOr<TensorRef> DenseOnDevice(const KernelContext& ctx, const TensorRe
   return hold->ref();
 }
 
-inline GemmCall ConvGemm(ScalarType dt, int64_t m, int64_t n, int64_t k) {
+// One of a convolution's GEMMs (m x k times k x n). A float32 GEMM may use
+// TF32 when the session allows it for convolutions (MathMode::conv_allow_tf32,
+// torch.backends.cudnn.allow_tf32: on by default, as PyTorch's cuDNN
+// convolutions), so a CUDA model's convolutions trade precision for speed as
+// they do under PyTorch, and its matmuls do not unless asked.
+inline GemmCall ConvGemm(ScalarType dt, int64_t m, int64_t n, int64_t k, const MathMode& math) {
   GemmCall c;
   c.dtype = dt;
   c.m = m;
   c.n = n;
   c.k = k;
-  // cuDNN's convolutions may use TF32 by default (torch.backends.cudnn.allow_tf32);
-  // these GEMMs keep float32's precision, as the CPU does.
-  c.allow_tf32 = false;
+  c.allow_tf32 = dt == ScalarType::kFloat32 && math.conv_allow_tf32;
   return c;
 }
 
@@ -200,7 +203,7 @@ absl::Status Conv2d(KernelContext& ctx) {
       b_image = g.ohw();
       b_group = g.kk() * nb * g.ohw();
     }
-    GemmCall call = ConvGemm(dt, g.og(), g.ohw(), g.kk());
+    GemmCall call = ConvGemm(dt, g.og(), g.ohw(), g.kk(), ctx.math);
     call.lda = std::max<int64_t>(1, g.kk());
     call.ldb = std::max<int64_t>(1, ldb);
     call.ldc = g.ohw();
@@ -290,7 +293,7 @@ absl::Status ConvBackward(KernelContext& ctx) {
         ctx, MakeColCall(ColOp::kIm2Col, g, dt, input.base + (input.meta->storage_offset + n0 * xs[0]) * item, xs,
                          col.get(), nb)));
     // grad_weight[g] (og x kk) (+)= gy[g] (og x cols) @ col[g]^T (cols x kk).
-    GemmCall wg = ConvGemm(dt, og, kk, cols);
+    GemmCall wg = ConvGemm(dt, og, kk, cols, ctx.math);
     wg.a = gy0;
     wg.lda = cols;
     wg.stride_a = og * cols;
@@ -306,7 +309,7 @@ absl::Status ConvBackward(KernelContext& ctx) {
     TD_RETURN_IF_ERROR(L::Gemm(ctx.op->full_name(), wg, ctx.stream, ctx.device.index));
     // col[g, n] (kk x ohw) = W_g^T (kk x og) @ gy[g, n] (og x ohw), over
     // the columns just read (the stream orders the two).
-    GemmCall cg = ConvGemm(dt, kk, ohw, og);
+    GemmCall cg = ConvGemm(dt, kk, ohw, og, ctx.math);
     cg.trans_a = true;
     cg.lda = kk;
     cg.ldb = cols;

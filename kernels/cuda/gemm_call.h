@@ -43,7 +43,8 @@ struct GemmCall {
   double alpha = 1, beta = 0;
   int64_t alpha_int = 1, beta_int = 0;
   // float32 only: whether cuBLAS may use TF32 tensor cores
-  // (the session's MathMode::matmul_allow_tf32; off by default, as PyTorch).
+  // (the session's MathMode::matmul_allow_tf32 for the matmul family, off by
+  // default; conv_allow_tf32 for convolutions, on by default; as PyTorch).
   bool allow_tf32 = false;
 };
 

@@ -260,5 +260,13 @@ def on_device(request):
             pytest.skip(f"no CUDA device: {s.cuda_unavailable_reason}")
         # `tensord devices` found none at collection, so only a placeholder was collected.
         assert MACHINE_HAS_CUDA, "the daemon serves CUDA but `tensord devices` listed no CUDA device at collection"
+    # float32 convolutions may use TF32 by default (tensord.backends.cudnn.allow_tf32,
+    # as PyTorch); the comparisons with the CPU are at float32's tolerances, so
+    # the device tests run without it, as PyTorch's own test suite does.
+    conv_tf32 = tensord.backends.cudnn.allow_tf32
     with s:
-        yield OnDevice(request.param, s)
+        tensord.backends.cudnn.allow_tf32 = False
+        try:
+            yield OnDevice(request.param, s)
+        finally:
+            tensord.backends.cudnn.allow_tf32 = conv_tf32

@@ -8,7 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "../../../kernels/cuda/conv_kernels.h"
 #include "../../../kernels/cuda/matmul_kernels.h"
+#include "../../../kernels/cuda/nn_kernels.h"
 #include "../kernel_test_util.h"
 #include "gtest/gtest.h"
 #include "host_launch.h"
@@ -20,7 +22,9 @@ namespace {
 const KernelRegistry& MatmulRegistry() {
   static const KernelRegistry* r = [] {
     auto* reg = new KernelRegistry();
-    const absl::Status s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    absl::Status s = cuda::mm::RegisterMatmulKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::nn::RegisterNnKernels<HostLaunch>(*reg, DeviceType::kCUDA);
+    if (s.ok()) s = cuda::nn::RegisterConvKernels<HostLaunch>(*reg, DeviceType::kCUDA);
     if (!s.ok()) ADD_FAILURE() << s;
     return reg;
   }();
@@ -152,6 +156,33 @@ TEST(EmulatedCudaMatmulTest, Tf32OnlyForFloat32WhenAllowed) {
     tf32.matmul_allow_tf32 = true;
     ASSERT_TRUE(RunInto(DeviceType::kCUDA, "mm", {In(a), In(b)}, {}, out, tf32).ok());
     EXPECT_EQ(HostLaunch::last_gemm.allow_tf32, dt == ScalarType::kFloat32);
+  }
+}
+
+// Convolutions follow the session's other switch, on by default as
+// PyTorch's cuDNN convolutions, and only for float32.
+TEST(EmulatedCudaMatmulTest, ConvolutionTf32FollowsItsOwnSwitch) {
+  std::mt19937 rng(7);
+  EXPECT_TRUE(MathMode().conv_allow_tf32);
+  for (ScalarType dt : {ScalarType::kFloat32, ScalarType::kFloat64}) {
+    const Tensor x = Random(dt, {1, 2, 5, 5}, rng), w = Random(dt, {3, 2, 3, 3}, rng);
+    Tensor out = MakeStrided(dt, {1, 3, 3, 3}, {27, 9, 3, 1}, 0, std::vector<double>(27, 0.0));
+    const std::vector<Value> args = {In(x), In(w), Value(), Value(std::vector<int64_t>{1, 1}),
+                                     Value(std::vector<int64_t>{0, 0}), Value(std::vector<int64_t>{1, 1}),
+                                     Value(int64_t{1})};
+    const int64_t gemms = HostLaunch::gemms;
+    ASSERT_TRUE(RunInto(DeviceType::kCUDA, "conv2d", args, {}, out).ok());
+    ASSERT_GT(HostLaunch::gemms, gemms);
+    EXPECT_EQ(HostLaunch::last_gemm.allow_tf32, dt == ScalarType::kFloat32);
+    MathMode exact;
+    exact.conv_allow_tf32 = false;
+    ASSERT_TRUE(RunInto(DeviceType::kCUDA, "conv2d", args, {}, out, exact).ok());
+    EXPECT_FALSE(HostLaunch::last_gemm.allow_tf32);
+    // The matmul switch alone does not reach convolutions.
+    MathMode matmul_only = exact;
+    matmul_only.matmul_allow_tf32 = true;
+    ASSERT_TRUE(RunInto(DeviceType::kCUDA, "conv2d", args, {}, out, matmul_only).ok());
+    EXPECT_FALSE(HostLaunch::last_gemm.allow_tf32);
   }
 }
 
