@@ -51,16 +51,10 @@
 // or a client call fails. --quick: fewer repeats and no 256 MiB case (a smoke
 // run, seconds).
 #include <arpa/inet.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +76,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "bench_util.h"
 #include "grpcpp/grpcpp.h"
 #include "tensord/client/client.h"
 #include "tensord/wire/copy.h"
@@ -94,214 +89,22 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// ---------------------------------------------------------------- helpers
+// ---------------------------------------------------------------- helpers (bench_util.h)
 
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "wire_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T Check(absl::StatusOr<T> s, const char* what) {
-  if (!s.ok()) Die(absl::StrCat(what, ": ", s.status().ToString()));
-  return *std::move(s);
-}
-
-void Check(const absl::Status& s, const char* what) {
-  if (!s.ok()) Die(absl::StrCat(what, ": ", s.ToString()));
-}
-
-double Seconds(Clock::time_point t0, Clock::time_point t1) { return std::chrono::duration<double>(t1 - t0).count(); }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Keeps the compiler from treating a buffer's contents as dead.
-void Clobber(void* p) { asm volatile("" : : "g"(p) : "memory"); }
-
-// CPU seconds (user + system) used so far by this process, all threads.
-double SelfCpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-// CPU seconds used so far by process `pid`, all threads: the sum of
-// /proc/PID/task/*/schedstat (nanoseconds on the CPU), else /proc/PID/stat
-// fields 14 and 15 (user + system, in clock ticks, 10 ms here: too coarse for
-// a few hundred round trips); 0 when unreadable.
-double ProcCpuSeconds(pid_t pid) {
-  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
-  if (DIR* d = opendir(task_dir.c_str()); d != nullptr) {
-    double ns = 0;
-    bool any = false;
-    while (const dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      FILE* f = std::fopen(absl::StrCat(task_dir, "/", e->d_name, "/schedstat").c_str(), "r");
-      if (f == nullptr) continue;  // the thread ended meanwhile
-      unsigned long long on_cpu = 0;
-      if (std::fscanf(f, "%llu", &on_cpu) == 1) {
-        ns += static_cast<double>(on_cpu);
-        any = true;
-      }
-      std::fclose(f);
-    }
-    closedir(d);
-    if (any) return ns * 1e-9;
-  }
-  FILE* f = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
-  if (f == nullptr) return 0.0;
-  char buf[1024];
-  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  const char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return 0.0;
-  std::vector<std::string> fields = absl::StrSplit(p + 2, ' ');  // fields[0] is field 3, the state
-  double utime = 0, stime = 0;
-  if (fields.size() < 13 || !absl::SimpleAtod(fields[11], &utime) || !absl::SimpleAtod(fields[12], &stime)) return 0.0;
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-// Voluntary context switches (a thread blocked and later woke) so far of
-// process `pid`, all threads alive now (/proc/PID/task/*/status); 0 when
-// unreadable.
-double ProcSwitches(pid_t pid) {
-  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
-  DIR* d = opendir(task_dir.c_str());
-  if (d == nullptr) return 0.0;
-  double n = 0;
-  while (const dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    FILE* f = std::fopen(absl::StrCat(task_dir, "/", e->d_name, "/status").c_str(), "r");
-    if (f == nullptr) continue;
-    char line[256];
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      unsigned long long v = 0;
-      if (std::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) n += static_cast<double>(v);
-    }
-    std::fclose(f);
-  }
-  closedir(d);
-  return n;
-}
-
-// CPU seconds and voluntary context switches of this process and of a
-// server process, sampled together.
-struct CpuMark {
-  double client, server, client_switches, server_switches;
-  static CpuMark Now(pid_t server) {
-    return {SelfCpuSeconds(), ProcCpuSeconds(server), ProcSwitches(getpid()), ProcSwitches(server)};
-  }
-};
-
-// A child process whose stdout is a pipe we read its ready line from. The
-// destructor stops it (SIGTERM, then SIGKILL after 10 s) and reaps it.
-class Child {
- public:
-  // Starts argv[0] with `argv`; stderr goes to `stderr_path`, stdin is a pipe
-  // the child may watch for EOF (our exit).
-  Child(const std::vector<std::string>& argv, const std::string& stderr_path) {
-    int out[2], in[2];
-    if (pipe(out) != 0 || pipe(in) != 0) Die("pipe failed");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addclose(&fa, out[0]);
-    posix_spawn_file_actions_addclose(&fa, in[1]);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(out[1]);
-    close(in[0]);
-    out_ = out[0];
-    in_ = in[1];
-    fcntl(out_, F_SETFD, FD_CLOEXEC);
-    fcntl(in_, F_SETFD, FD_CLOEXEC);
-    if (rc != 0) {
-      pid_ = 0;
-      Die(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(rc)));
-    }
-  }
-  ~Child() { Stop(); }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  // The first line on the child's stdout that starts with `prefix`, without
-  // the prefix; "" when the child exits or `timeout_ms` passes first.
-  std::string WaitForLine(const std::string& prefix, int timeout_ms) {
-    std::string buf;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (Clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      if (poll(&p, 1, std::max(left, 1)) <= 0) continue;
-      char c[256];
-      const ssize_t n = read(out_, c, sizeof c);
-      if (n <= 0) return "";
-      buf.append(c, static_cast<size_t>(n));
-      size_t nl;
-      while ((nl = buf.find('\n')) != std::string::npos) {
-        std::string line = buf.substr(0, nl);
-        buf.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return line.substr(prefix.size());
-      }
-    }
-    return "";
-  }
-
-  pid_t pid() const { return pid_; }
-
-  void Stop() {
-    if (pid_ <= 0) return;
-    if (in_ >= 0) close(in_);
-    in_ = -1;
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 1000; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = 0;
-        break;
-      }
-      usleep(10000);
-    }
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = 0;
-    }
-    if (out_ >= 0) close(out_);
-    out_ = -1;
-  }
-
- private:
-  pid_t pid_ = 0;
-  int out_ = -1;
-  int in_ = -1;
-};
-
-// "unix:/a, 127.0.0.1:123" -> {unix address, tcp address}; text after a
-// ';' is left out.
-std::pair<std::string, std::string> SplitAddresses(const std::string& line) {
-  std::string unix_addr, tcp_addr;
-  for (absl::string_view a : absl::StrSplit(line.substr(0, line.find(';')), ',', absl::SkipWhitespace())) {
-    std::string s(absl::StripAsciiWhitespace(a));
-    if (s.rfind("unix:", 0) == 0) {
-      unix_addr = s;
-    } else {
-      tcp_addr = s;
-    }
-  }
-  return {unix_addr, tcp_addr};
-}
+using tensord::bench::Check;
+using tensord::bench::Child;
+using tensord::bench::Clobber;
+using tensord::bench::CpuMark;
+using tensord::bench::Die;
+using tensord::bench::Median;
+using tensord::bench::PrintTable;
+using tensord::bench::ProcCpuSeconds;
+using tensord::bench::Row;
+using tensord::bench::Seconds;
+using tensord::bench::SelfCpuSeconds;
+using tensord::bench::SelfDir;
+using tensord::bench::SplitAddresses;
+using tensord::bench::WriteJson;
 
 // ---------------------------------------------------------------- echo server
 
@@ -517,61 +320,6 @@ int ServeEcho(const std::string& socket_path) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
   unlink(socket_path.c_str());
   return 0;
-}
-
-// ---------------------------------------------------------------- rows
-
-struct Row {
-  int figure;
-  std::string name, unit;
-  double ours, peer;
-  std::string peer_name, target, transport;
-  int repeats;
-  // Further facts for the JSON row (CPU time per iteration or CPU share).
-  std::vector<std::pair<std::string, double>> extra = {};
-};
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string JsonNumber(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
-void WriteJson(const std::string& path, const std::vector<Row>& rows) {
-  std::string out = "[\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    absl::StrAppend(&out, " {\"figure\": ", r.figure, ", \"name\": ", JsonString(r.name),
-                    ", \"unit\": ", JsonString(r.unit), ", \"ours\": ", JsonNumber(r.ours),
-                    ", \"peer\": ", JsonNumber(r.peer), ", \"peer_name\": ", JsonString(r.peer_name),
-                    ", \"ratio\": ", r.peer > 0 ? JsonNumber(r.ours / r.peer) : "null",
-                    ", \"target\": ", JsonString(r.target), ", \"transport\": ", JsonString(r.transport),
-                    ", \"repeats\": ", r.repeats);
-    for (const auto& [k, v] : r.extra) absl::StrAppend(&out, ", ", JsonString(k), ": ", JsonNumber(v));
-    absl::StrAppend(&out, "}", i + 1 < rows.size() ? ",\n" : "\n");
-  }
-  out += "]\n";
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) Die(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
-  std::fwrite(out.data(), 1, out.size(), f);
-  std::fclose(f);
 }
 
 // ---------------------------------------------------------------- figure 2
@@ -891,14 +639,6 @@ std::vector<Row> Figure3(const std::string& transport, const std::string& daemon
 
 // ---------------------------------------------------------------- main
 
-std::string SelfDir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
 void Usage() {
   std::fprintf(stderr,
                "usage: wire_bench [--json FILE] [--quick] [--only 2,3] [--tensord BIN]\n"
@@ -1013,14 +753,7 @@ int main(int argc, char** argv) {
   for (const char* f : {"/tensord.log", "/echo.log", "/echo.sock", "/tensord.sock"}) unlink((dir + f).c_str());
   rmdir(dir.c_str());
 
-  std::printf("%-3s %-48s %12s %12s %-6s %8s  %-8s %s\n", "fig", "name", "tensord", "peer", "unit", "ratio", "target",
-              "peer");
-  for (const Row& r : rows) {
-    std::string extra;
-    for (const auto& [k, v] : r.extra) absl::StrAppend(&extra, extra.empty() ? "  " : ", ", k, " ", absl::StrFormat("%.2f", v));
-    std::printf("%-3d %-48s %12.2f %12.2f %-6s %8.3f  %-8s %s%s\n", r.figure, r.name.c_str(), r.ours, r.peer,
-                r.unit.c_str(), r.ours / r.peer, r.target.c_str(), r.peer_name.c_str(), extra.c_str());
-  }
+  PrintTable(rows);
   if (!json_path.empty()) WriteJson(json_path, rows);
   return 0;
 }
