@@ -12,7 +12,12 @@ Runs, each as a subprocess writing JSON rows:
                          path, or memcpy through shared memory), C++;
   bench/py_bench.py      figures 1 (pipelined small ops), 4 (CPU kernels),
                          6 (digits MLP epoch), 7 (many clients), Python;
-  bench/meta_bench.py    figure 5 (meta cost per op beside torch's meta device).
+  bench/meta_bench.py    figure 5 (meta cost per op beside torch's meta device);
+  build/bin/cuda_bench   figures 8 (elementwise GB/s beside cudaMemcpy device to
+                         device), 9 (mm TFLOP/s beside cuBLAS called directly)
+                         and 10 (upload and fetch beside cudaMemcpy from pinned
+                         memory) on cuda:0, C++; in builds with CUDA only, and
+                         they give no rows (a SKIP line saying why) without a GPU.
 Then prints one table: figure, name, tensord's value, the peer's value, the
 unit, the ratio (tensord / peer), the issue's target for the ratio, whether it
 is met, and the peer. Header lines state the machine (cores, CPU model,
@@ -45,7 +50,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ALL_FIGURES = (1, 2, 3, 4, 5, 6, 7)
+ALL_FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 TRANSPORTS = "Unix socket (temporary path) and loopback TCP (127.0.0.1, port 0); daemon and clients on this host"
 
 
@@ -152,6 +157,9 @@ FIGURES = {
     5: dict(title="Meta cost per op from Python (us per op, lower is better)"),
     6: dict(title="Digits MLP, one training epoch (s, lower is better)"),
     7: dict(title="Many clients: 16 Python processes on one daemon (ops/s, higher is better)"),
+    8: dict(title="CUDA elementwise ops on 256 MiB (GB/s moved, higher is better)"),
+    9: dict(title="CUDA matrix products (TFLOP/s, higher is better)"),
+    10: dict(title="Upload and fetch of a CUDA tensor (GB/s, higher is better)"),
 }
 
 # What bounds each figure, one line per row: figure -> [(substring of the row
@@ -375,6 +383,12 @@ def main(argv=None):
     if py:
         subs.append(("py_bench", [sys.executable, os.path.join(ROOT, "bench", "py_bench.py"),
                                   "--only", ",".join(map(str, py))] + quick))
+    cuda = sorted(only & {8, 9, 10})
+    cuda_bench = os.path.join(build, "bin", "cuda_bench")
+    if cuda and os.path.exists(cuda_bench):
+        subs.append(("cuda_bench", [cuda_bench, "--only", ",".join(map(str, cuda))] + quick))
+    elif cuda:
+        print(f"[cuda_bench] SKIP: figures {cuda}: {cuda_bench} is not built (a build without CUDA)", flush=True)
     if 5 in only:
         subs.append(("meta_bench", [sys.executable, os.path.join(ROOT, "bench", "meta_bench.py"), "--no-cpp",
                                     "--build", build] + (["--repeat", "200"] if args.quick else [])))
