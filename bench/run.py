@@ -17,7 +17,12 @@ Runs, each as a subprocess writing JSON rows:
                          device), 9 (mm TFLOP/s beside cuBLAS called directly)
                          and 10 (upload and fetch beside cudaMemcpy from pinned
                          memory) on cuda:0, C++; in builds with CUDA only, and
-                         they give no rows (a SKIP line saying why) without a GPU.
+                         they give no rows (a SKIP line saying why) without a GPU;
+  bench/gpu_py_bench.py  figures 11 (pipelined small ops on cuda) and 12 (MLP and
+                         transformer block training steps on cuda) beside PyTorch
+                         on the same GPU, run by $TORCH_PYTHON (default this
+                         Python) through bench/torch_peer.py; no rows (SKIP)
+                         without a GPU or without PyTorch's CUDA.
 Then prints one table: figure, name, tensord's value, the peer's value, the
 unit, the ratio (tensord / peer), the issue's target for the ratio, whether it
 is met, and the peer. Header lines state the machine (cores, CPU model,
@@ -50,7 +55,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ALL_FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
+ALL_FIGURES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 TRANSPORTS = "Unix socket (temporary path) and loopback TCP (127.0.0.1, port 0); daemon and clients on this host"
 
 
@@ -160,6 +165,8 @@ FIGURES = {
     8: dict(title="CUDA elementwise ops on 256 MiB (GB/s moved, higher is better)"),
     9: dict(title="CUDA matrix products (TFLOP/s, higher is better)"),
     10: dict(title="Upload and fetch of a CUDA tensor (GB/s, higher is better)"),
+    11: dict(title="Pipelined small ops from Python on CUDA (us, lower is better)"),
+    12: dict(title="Training steps on CUDA (ms, lower is better)"),
 }
 
 # What bounds each figure, one line per row: figure -> [(substring of the row
@@ -389,6 +396,8 @@ def main(argv=None):
         subs.append(("cuda_bench", [cuda_bench, "--only", ",".join(map(str, cuda))] + quick))
     elif cuda:
         print(f"[cuda_bench] SKIP: figures {cuda}: {cuda_bench} is not built (a build without CUDA)", flush=True)
+    if only & {11, 12}:
+        subs.append(("gpu_py_bench", [sys.executable, os.path.join(ROOT, "bench", "gpu_py_bench.py")] + quick))
     if 5 in only:
         subs.append(("meta_bench", [sys.executable, os.path.join(ROOT, "bench", "meta_bench.py"), "--no-cpp",
                                     "--build", build] + (["--repeat", "200"] if args.quick else [])))
