@@ -14,10 +14,16 @@ function (and its errors, which then name the new op) is the new op's. An op
 defined here has no kernel, so on a daemon's tensors it raises
 NotImplementedError, and no derivative, so a backward through it raises
 NotImplementedError too.
+
+``custom_op("mylib::f", mutates_args=())`` makes a Python function an op,
+with ``register_fake``, ``register_autograd`` and ``register_kernel``, as
+``torch.library.custom_op`` (tensord/_custom_op.py): its body, written in
+tensord ops, runs in the client; its derivative is the registered one.
 """
 from . import _C
+from ._custom_op import CustomOpDef, custom_op, register_autograd, register_fake, register_kernel
 
-__all__ = ["define"]
+__all__ = ["define", "custom_op", "CustomOpDef", "register_fake", "register_autograd", "register_kernel"]
 
 
 def define(qualname, schema, *, like):

@@ -6,7 +6,7 @@ overloads picks one by its arguments; ``tensord.ops.mylib.name.<overload>``
 import sys as _sys
 import types as _types
 
-from . import _C
+from . import _C, _custom_op
 
 # Internal state lives under names that are not identifiers, so no op or
 # namespace name (always an identifier) can collide with it.
@@ -35,6 +35,9 @@ class _OpNamespace:
             raise AttributeError(name)
         ns, cache = object.__getattribute__(self, _STATE)
         full = f"{ns}::{name}"
+        custom = _custom_op.custom_op_named(full)
+        if custom is not None:
+            return custom
         entries = _C.defined_ops(full)
         if not entries:
             if ns in ("aten", "tensord", "prim"):  # reserved: tensord.library.define refuses them
@@ -42,7 +45,8 @@ class _OpNamespace:
                                      f"and Tensor.<name> (tensord.{name}, if it exists); the namespace {ns!r} is "
                                      f"reserved, so ops defined at run time go in a namespace of your own")
             raise AttributeError(f"'tensord.ops.{ns}' has no op '{name}': define it with "
-                                 f"tensord.library.define('{full}', schema, like=...)")
+                                 f"tensord.library.define('{full}', schema, like=...) or "
+                                 f"tensord.library.custom_op('{full}', mutates_args=())")
         cached = cache.get(name)
         if cached is not None and cached[0] == len(entries):
             return cached[1]
@@ -55,7 +59,8 @@ class _OpNamespace:
     def __dir__(self):
         ns = object.__getattribute__(self, _STATE)[0]
         prefix = ns + "::"
-        return sorted(n[len(prefix):] for n in _C.defined_op_names() if n.startswith(prefix))
+        names = list(_C.defined_op_names()) + list(_custom_op._custom_ops)
+        return sorted({n[len(prefix):] for n in names if n.startswith(prefix)})
 
     def __repr__(self):
         return f"<tensord.ops.{object.__getattribute__(self, _STATE)[0]}>"
@@ -65,7 +70,7 @@ class _Ops(_types.ModuleType):
     """``tensord.ops``: one namespace object per namespace, made on first use."""
 
     def __dir__(self):
-        return sorted({n.partition("::")[0] for n in _C.defined_op_names()})
+        return sorted({n.partition("::")[0] for n in list(_C.defined_op_names()) + list(_custom_op._custom_ops)})
 
     def __getattr__(self, ns):
         if ns.startswith("__"):
