@@ -395,3 +395,145 @@ def custom_op_named(qualname):
     """The CustomOpDef named `qualname`, or None (tensord.ops' lookup)."""
     return _custom_ops.get(qualname)
 
+
+
+DEFAULT_TEST_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor")
+
+
+def _meta_copy(v):
+    """A meta tensor with `v`'s sizes, strides and dtype (lists element-wise)."""
+    import tensord
+
+    if isinstance(v, Tensor):
+        return tensord.empty_strided(tuple(v.shape), v.stride(), dtype=v.dtype, device="meta")
+    if isinstance(v, (list, tuple)):
+        return type(v)(_meta_copy(x) for x in v)
+    return v
+
+
+def _clone_args(args, kwargs, fn=lambda t: t.detach().clone()):
+    def c(v):
+        if isinstance(v, Tensor):
+            return fn(v)
+        if isinstance(v, (list, tuple)):
+            return type(v)(c(x) for x in v)
+        return v
+    return [c(a) for a in args], {k: c(v) for k, v in kwargs.items()}
+
+
+def _same_values(a, b):
+    """Equal sizes and values, NaN equal to NaN (a tensor's values before and after a call)."""
+    import numpy as np
+
+    x, y = a.detach().cpu().numpy(), b.detach().cpu().numpy()
+    if x.shape != y.shape:
+        return False
+    return bool(np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"))
+
+
+def _outputs(out):
+    return [] if out is None else list(out) if isinstance(out, tuple) else [out]
+
+
+def _test_schema(op, args, kwargs):
+    """The schema's claims: arguments not in mutates_args keep their values,
+    and no output is an input."""
+    a, k = _clone_args(args, kwargs)
+    bound = op._bind(a, k)
+    before = {n: v.detach().clone() for n, v in bound.arguments.items() if isinstance(v, Tensor)}
+    with no_grad():
+        out = op(*a, **k)
+    declared = () if op._mutates == "unknown" else op._mutates
+    for name, old in before.items():
+        if op._mutates != "unknown" and name not in declared and not _same_values(old, bound.arguments[name]):
+            raise RuntimeError(f"opcheck({op._name}): test_schema: argument {name} was written to, but its schema "
+                               f"{op._schema} does not say so (add it to mutates_args)")
+    for o in _outputs(out):
+        if any(_same(o, t) for t in before.values()):
+            raise RuntimeError(f"opcheck({op._name}): test_schema: an output is one of the inputs")
+    return out
+
+
+def _test_faketensor(op, args, kwargs):
+    """The fake (or the body on meta) against the real outputs: sizes,
+    strides and dtypes."""
+    a, k = _clone_args(args, kwargs)
+    with no_grad():
+        real = _outputs(op(*a, **k))
+    ma, mk = _clone_args(args, kwargs, _meta_copy)
+    with no_grad():
+        fake = _outputs(op(*ma, **mk))
+    if len(real) != len(fake):
+        raise RuntimeError(f"opcheck({op._name}): test_faketensor: the fake returned {len(fake)} outputs, the op "
+                           f"{len(real)}")
+    for i, (r, f) in enumerate(zip(real, fake)):
+        for what, rv, fv in (("sizes", tuple(r.shape), tuple(f.shape)), ("dtype", r.dtype, f.dtype),
+                             ("strides", tuple(r.stride()), tuple(f.stride()))):
+            if rv != fv and not (what == "strides" and r.numel() <= 1):
+                raise RuntimeError(f"opcheck({op._name}): test_faketensor: output {i}'s {what} on meta are {fv}, "
+                                   f"the real output's are {rv}")
+
+
+def _test_autograd_registration(op, args, kwargs, atol, rtol):
+    """Inputs that require grad need a registered derivative, and it must
+    match finite differences (gradcheck, in float64)."""
+    from .autograd.gradcheck import gradcheck
+
+    bound = op._bind(list(args), dict(kwargs))
+    names = [n for n, v in bound.arguments.items()
+             if isinstance(v, Tensor) and v.requires_grad and v.dtype.is_floating_point]
+    if not names:
+        return
+    if op._backward is None:
+        raise RuntimeError(f"opcheck({op._name}): test_autograd_registration: inputs {names} require grad but no "
+                           "derivative is registered (register_autograd)")
+    import tensord
+
+    values = dict(bound.arguments)
+    for n in names:
+        values[n] = values[n].detach().to(tensord.float64).requires_grad_()
+    order = list(values)
+
+    def call(*diff):
+        v = dict(values)
+        v.update(zip(names, diff))
+        out = op(*[v[n] for n in order])
+        outs = _outputs(out)
+        return tuple(outs) if len(outs) > 1 else outs[0]
+
+    gradcheck(call, tuple(values[n] for n in names), atol=atol if atol is not None else 1e-5,
+              rtol=rtol if rtol is not None else 1e-3)
+
+
+def opcheck(op, args, kwargs=None, *, test_utils=DEFAULT_TEST_UTILS, raise_exception=True, atol=None, rtol=None):
+    """Checks a custom op on one sample (`args`, `kwargs`), as
+    torch.library.opcheck: "test_schema" (arguments outside mutates_args
+    keep their values; no output is an input), "test_faketensor" (the fake,
+    or the body on meta, gives the real outputs' sizes, strides and dtypes),
+    "test_autograd_registration" (inputs that require grad have a registered
+    derivative, and it passes gradcheck in float64 with `atol`/`rtol`).
+    Returns {test: "SUCCESS" or the exception}; with `raise_exception` the
+    first failure is raised (RuntimeError, or gradcheck's GradcheckError).
+    ValueError for an unknown test name or an op that is not a custom op."""
+    op = _lookup(op, "opcheck")
+    kwargs = dict(kwargs or {})
+    if isinstance(test_utils, str):
+        test_utils = (test_utils,)
+    unknown = [t for t in test_utils if t not in DEFAULT_TEST_UTILS]
+    if unknown:
+        raise ValueError(f"opcheck: unknown test_utils {unknown}; the tests are {list(DEFAULT_TEST_UTILS)}")
+    results = {}
+    for test in test_utils:
+        try:
+            if test == "test_schema":
+                _test_schema(op, args, kwargs)
+            elif test == "test_faketensor":
+                _test_faketensor(op, args, kwargs)
+            else:
+                _test_autograd_registration(op, args, kwargs, atol, rtol)
+            results[test] = "SUCCESS"
+        except Exception as e:
+            if raise_exception:
+                raise
+            results[test] = e
+    return results

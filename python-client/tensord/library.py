@@ -21,9 +21,9 @@ with ``register_fake``, ``register_autograd`` and ``register_kernel``, as
 tensord ops, runs in the client; its derivative is the registered one.
 """
 from . import _C
-from ._custom_op import CustomOpDef, custom_op, register_autograd, register_fake, register_kernel
+from ._custom_op import CustomOpDef, custom_op, opcheck, register_autograd, register_fake, register_kernel
 
-__all__ = ["define", "custom_op", "CustomOpDef", "register_fake", "register_autograd", "register_kernel"]
+__all__ = ["define", "custom_op", "CustomOpDef", "opcheck", "register_fake", "register_autograd", "register_kernel"]
 
 
 def define(qualname, schema, *, like):

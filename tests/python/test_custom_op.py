@@ -12,6 +12,7 @@ import pytest
 import tensord
 import tensord.nn.functional as F
 from tensord import Tensor
+from tensord.autograd.gradcheck import GradcheckError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -236,3 +237,44 @@ def test_tensord_check_validates_a_program_using_a_custom_op(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "shape (8, 4)" in proc.stdout
     assert f"{script}:8:" in proc.stderr and "size mismatch" in proc.stderr, proc.stderr
+
+
+def test_opcheck_passes_a_correct_op_and_names_what_is_wrong(session):
+    @tensord.library.custom_op("co_opcheck::bias_gelu", mutates_args=())
+    def bias_gelu(x: Tensor, bias: Tensor, scale: float) -> Tensor:
+        return F.gelu(x + bias) * scale
+
+    bias_gelu.register_autograd(_gelu_backward, setup_context=_gelu_setup)
+    x = tensord.randn(4, 3, requires_grad=True)
+    b = tensord.randn(3, requires_grad=True)
+    assert tensord.library.opcheck(bias_gelu, (x, b, 2.0)) == {
+        "test_schema": "SUCCESS", "test_autograd_registration": "SUCCESS", "test_faketensor": "SUCCESS"}
+    # The same op on a permuted input: the body keeps the layout, a fake that does not is caught.
+    xt = tensord.randn(3, 4).t()
+    bias_gelu.register_fake(lambda x, bias, scale: tensord.empty(x.shape, device=x.device))
+    r = tensord.library.opcheck(bias_gelu, (xt, b.detach(), 1.0), raise_exception=False)
+    assert r["test_schema"] == "SUCCESS" and r["test_autograd_registration"] == "SUCCESS"
+    assert isinstance(r["test_faketensor"], RuntimeError)
+    assert "output 0's strides on meta are (3, 1), the real output's are (1, 4)" in str(r["test_faketensor"])
+
+    # A wrong derivative fails gradcheck.
+    @tensord.library.custom_op("co_opcheck::square", mutates_args=())
+    def square(x: Tensor) -> Tensor:
+        return x * x
+
+    square.register_autograd(lambda ctx, g: g * ctx.saved_tensors[0],
+                             setup_context=lambda ctx, inputs, output: ctx.save_for_backward(inputs[0]))
+    with pytest.raises(GradcheckError):
+        tensord.library.opcheck(square, (tensord.randn(3, requires_grad=True),), test_utils="test_autograd_registration")
+
+    # A derivative missing, and an undeclared write.
+    @tensord.library.custom_op("co_opcheck::sneaky", mutates_args=())
+    def sneaky(x: Tensor) -> Tensor:
+        x.add_(1)
+        return x * 2
+
+    r = tensord.library.opcheck(sneaky, (tensord.randn(3, requires_grad=True),), raise_exception=False)
+    assert "argument x was written to" in str(r["test_schema"])
+    assert "no derivative is registered" in str(r["test_autograd_registration"])
+    with pytest.raises(ValueError, match="unknown test_utils"):
+        tensord.library.opcheck(sneaky, (tensord.ones(1),), test_utils=("test_aot_dispatch_dynamic",))
