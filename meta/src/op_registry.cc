@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "tensord/meta/declared_rule.h"
 #include "tensord/meta/errors.h"
 
 namespace tensord {
@@ -84,35 +85,49 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
     }
   }
 
-  // The shape rule.
+  // The shape rule: a built-in op's, or a declared one.
   constexpr absl::string_view kLike = "like:";
-  if (!absl::StartsWith(shape_rule, kLike)) {
-    return fail(absl::StrCat("unknown shape rule '", shape_rule, "' (the rule this daemon knows is "
-                             "'like:<built-in op>', e.g. 'like:gelu')"));
-  }
-  const absl::string_view like_name = shape_rule.substr(kLike.size());
-  const OpEntry* like = OpTable::Get().Find(like_name);
-  if (like == nullptr) {
-    const std::vector<const OpEntry*>& overloads = OpTable::Get().Overloads(like_name);
-    if (overloads.size() == 1) like = overloads[0];
-    if (overloads.size() > 1) {
-      return fail(absl::StrCat("'", like_name, "' has ", overloads.size(), " overloads; name one, as in '",
-                               overloads[0]->full_name(), "'"));
+  constexpr absl::string_view kRule = "rule:";
+  const OpEntry* like = nullptr;
+  std::shared_ptr<const DeclaredShapeRule> declared;
+  if (absl::StartsWith(shape_rule, kRule)) {
+    bool any_tensor = false;
+    for (const Argument& a : schema.arguments) any_tensor |= a.type == ArgType::kTensor;
+    if (!any_tensor) {
+      return fail("a declared shape rule needs a Tensor argument (a factory takes the rule of one, like='zeros')");
     }
-  }
-  if (like == nullptr) return fail(absl::StrCat("the shape rule names '", like_name, "', which is no built-in op"));
-  if (like->is_view() || like->is_inplace() || like->has(kDataDependent) || like->meta == nullptr) {
-    return fail(absl::StrCat("'", like->full_name(), "' cannot lend its shape rule: it ",
-                             like->has(kDataDependent) ? "has none (its output shape depends on values)"
-                                                       : "returns a view or writes in place"));
-  }
-  const FunctionSchema& ls = like->schema;
-  bool same = ls.arguments.size() == schema.arguments.size() && ls.returns.size() == schema.returns.size();
-  for (size_t i = 0; same && i < ls.arguments.size(); ++i) same = SameType(ls.arguments[i], schema.arguments[i]);
-  for (size_t i = 0; same && i < ls.returns.size(); ++i) same = ls.returns[i].type == schema.returns[i].type;
-  if (!same) {
-    return fail(absl::StrCat("its arguments and returns must have the types of the rule's op, in order: ",
-                             like->schema_text));
+    absl::StatusOr<std::shared_ptr<const DeclaredShapeRule>> compiled =
+        DeclaredShapeRule::Compile(schema, shape_rule.substr(kRule.size()));
+    if (!compiled.ok()) return fail(compiled.status().message());
+    declared = *std::move(compiled);
+  } else if (absl::StartsWith(shape_rule, kLike)) {
+    const absl::string_view like_name = shape_rule.substr(kLike.size());
+    like = OpTable::Get().Find(like_name);
+    if (like == nullptr) {
+      const std::vector<const OpEntry*>& overloads = OpTable::Get().Overloads(like_name);
+      if (overloads.size() == 1) like = overloads[0];
+      if (overloads.size() > 1) {
+        return fail(absl::StrCat("'", like_name, "' has ", overloads.size(), " overloads; name one, as in '",
+                                 overloads[0]->full_name(), "'"));
+      }
+    }
+    if (like == nullptr) return fail(absl::StrCat("the shape rule names '", like_name, "', which is no built-in op"));
+    if (like->is_view() || like->is_inplace() || like->has(kDataDependent) || like->meta == nullptr) {
+      return fail(absl::StrCat("'", like->full_name(), "' cannot lend its shape rule: it ",
+                               like->has(kDataDependent) ? "has none (its output shape depends on values)"
+                                                         : "returns a view or writes in place"));
+    }
+    const FunctionSchema& ls = like->schema;
+    bool same = ls.arguments.size() == schema.arguments.size() && ls.returns.size() == schema.returns.size();
+    for (size_t i = 0; same && i < ls.arguments.size(); ++i) same = SameType(ls.arguments[i], schema.arguments[i]);
+    for (size_t i = 0; same && i < ls.returns.size(); ++i) same = ls.returns[i].type == schema.returns[i].type;
+    if (!same) {
+      return fail(absl::StrCat("its arguments and returns must have the types of the rule's op, in order: ",
+                               like->schema_text));
+    }
+  } else {
+    return fail(absl::StrCat("unknown shape rule '", shape_rule.substr(0, 64), "' (the rules this daemon knows are "
+                             "'like:<built-in op>', e.g. 'like:gelu', and 'rule:<a declared shape rule>')"));
   }
 
   absl::MutexLock lock(&mu_);
@@ -120,7 +135,9 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   if (entries_.size() >= kMaxExtensionOps) {
     return fail(absl::StrCat("an extension set holds at most ", kMaxExtensionOps, " ops"));
   }
-  const size_t text = canonical.size() + like->full_name().size();
+  const std::string rule_text =
+      like != nullptr ? absl::StrCat(kLike, like->full_name()) : absl::StrCat(kRule, declared->text());
+  const size_t text = canonical.size() + rule_text.size();
   if (text_bytes_ + text > kMaxExtensionSetBytes) {
     return fail(absl::StrCat("the ops defined so far hold ", text_bytes_, " bytes of schemas, and at most ",
                              kMaxExtensionSetBytes, " fit"));
@@ -129,11 +146,12 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   e.id = kFirstExtensionOpId + static_cast<uint32_t>(entries_.size());
   e.schema = std::move(schema);
   e.schema_text = canonical;
-  e.meta = nullptr;  // RunMeta runs the rule's (shape_rule_of)
+  e.meta = nullptr;  // RunMeta runs the rule's op's (shape_rule_of) or the declared rule
   e.shape_rule_of = like;
-  e.flags = kFunction | (like->flags & (kFactory | kRandom));
+  e.declared_rule = declared;
+  e.flags = kFunction | (like != nullptr ? like->flags & (kFactory | kRandom) : 0);
   e.return_aliases = e.schema.ReturnAliases();
-  ExtensionOpDef def{e.schema_text, absl::StrCat(kLike, like->full_name())};
+  ExtensionOpDef def{e.schema_text, rule_text};
   for (absl::string_view part : {absl::string_view(def.schema), absl::string_view("\t"),
                                  absl::string_view(def.shape_rule), absl::string_view("\n")}) {
     for (char c : part) {

@@ -2,6 +2,8 @@
 // the handshake compares.
 #include "tensord/meta/op_table.h"
 
+#include "tensord/meta/declared_rule.h"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -85,6 +87,7 @@ std::vector<std::string> OpTable::Describe() const {
 
 absl::StatusOr<MetaResult> OpTable::RunMeta(const OpEntry& op, absl::Span<const Value> args) const {
   TD_RETURN_IF_ERROR(ValidateArgs(op.schema, args));
+  if (op.declared_rule != nullptr) return op.declared_rule->Run(op.schema.name, args);
   const OpEntry& rule = op.shape_rule_of != nullptr ? *op.shape_rule_of : op;
   absl::StatusOr<MetaResult> computed = rule.meta(rule.schema.name, args);
   if (!computed.ok() && &rule != &op) {

@@ -8,10 +8,18 @@ tensors it needs no daemon, so ``tensord check`` validates programs that use
 it. A daemon session is sent the definitions before the first call that
 needs them; the daemon checks them again and the two agree by digest.
 
-The shape rule is, for now, ``like=``: the name of a built-in op whose
-arguments and returns have the new op's types in the same order; its shape
-function (and its errors, which then name the new op) is the new op's. An op
-defined here has no kernel, so on a daemon's tensors it raises
+The shape rule is ``like=``, the name of a built-in op whose arguments and
+returns have the new op's types in the same order (its shape function, and
+its errors, which then name the new op, are the new op's), or ``rule=``, a
+declarative shape rule (docs/custom-ops.md): a few lines that check the
+arguments and give each output's shape, dtype and layout::
+
+    define("mylib::bias_gelu", "(Tensor x, Tensor bias) -> Tensor", rule='''
+        check bias.dim() == 1 and bias.size(0) == x.size(-1), "bias must be [{x.size(-1)}], got {bias.shape}"
+        return empty(broadcast(x, bias), dtype=promote(x, bias), layout=like(x))
+    ''')
+
+An op defined here has no kernel, so on a daemon's tensors it raises
 NotImplementedError, and no derivative, so a backward through it raises
 NotImplementedError too.
 
@@ -26,12 +34,14 @@ from ._custom_op import CustomOpDef, custom_op, opcheck, register_autograd, regi
 __all__ = ["define", "custom_op", "CustomOpDef", "opcheck", "register_fake", "register_autograd", "register_kernel"]
 
 
-def define(qualname, schema, *, like):
+def define(qualname, schema, *, like=None, rule=None):
     """Defines op ``qualname`` ("namespace::name", or "namespace::name.overload")
     with ``schema``, its arguments and returns in PyTorch's schema syntax
-    ("(Tensor x, Scalar s=1) -> Tensor"), and the shape rule of built-in op
-    ``like`` ("mul.Scalar"; a base name when it has one overload). Returns the
-    op, also reachable as ``tensord.ops.<namespace>.<name>`` (an overload as
+    ("(Tensor x, Scalar s=1) -> Tensor"), and one shape rule: ``like``, the
+    rule of a built-in op ("mul.Scalar"; a base name when it has one
+    overload), or ``rule``, the text of a declarative shape rule (see the
+    module docstring; at most 16 KiB). Returns the op, also reachable as
+    ``tensord.ops.<namespace>.<name>`` (an overload as
     ``tensord.ops.<namespace>.<name>.<overload>``). Factory-like ops (``like=
     "zeros"``) follow ``tensord.device`` as built-in factories do.
 
@@ -39,21 +49,33 @@ def define(qualname, schema, *, like):
     "aten", "tensord" or "prim", or starts with "__", or the overload is
     "default"), is already defined, the schema does not parse, repeats an
     argument name, has alias annotations or non-Tensor returns, is over
-    16 KiB (or the process's definitions over 4 MiB), or ``like`` names no
+    16 KiB (or the process's definitions over 4 MiB), ``like`` names no
     built-in op, a view or in-place op, one whose output shape depends on
-    values, or one whose argument or return types differ from ``schema``'s.
-    TypeError when an argument is not a str.
+    values, or one whose argument or return types differ from ``schema``'s,
+    or ``rule`` does not compile (the message names its line and column: a
+    syntax error, a name that is not an argument, a wrong number of outputs)
+    or the op has no Tensor argument for it. TypeError when an argument is
+    not a str, ValueError unless exactly one of ``like`` and ``rule`` is given.
     """
-    for what, v in (("qualname", qualname), ("schema", schema), ("like", like)):
+    if (like is None) == (rule is None):
+        raise ValueError("library.define: give exactly one shape rule: like='<built-in op>' or rule='<text>'")
+    for what, v in (("qualname", qualname), ("schema", schema), ("like" if like is not None else "rule",
+                                                                  like if like is not None else rule)):
         if not isinstance(v, str):
             raise TypeError(f"library.define: {what} must be a str, got {type(v).__name__}")
     schema = schema.strip()
     if not schema.startswith("("):
         raise RuntimeError(f"library.define: schema must start with its arguments, as in '(Tensor x) -> Tensor', "
                            f"got {schema!r}")
-    entry = _C.define_op(qualname + schema, "like:" + like)
+    entry = _C.define_op(qualname + schema, "like:" + like if like is not None else "rule:" + _dedent(rule))
     import sys
     ops = sys.modules["tensord.ops"]
     ns, _, name = entry["name"].partition("::")
     op = getattr(getattr(ops, ns), name)
     return getattr(op, entry["overload"]) if entry["overload"] else op
+
+
+def _dedent(text):
+    """The rule's text without the indentation a triple-quoted string gives it."""
+    import textwrap
+    return textwrap.dedent(text).strip("\n")

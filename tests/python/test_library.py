@@ -174,3 +174,47 @@ def test_oversized_definitions_are_refused_at_define():
     pad = "x" * (20 << 10)
     with pytest.raises(RuntimeError, match="a schema of 2"):
         tensord.library.define("lib_big::g", f"(Tensor self, *, str approximate='{pad}') -> Tensor", like="gelu")
+
+
+def test_a_declared_shape_rule_checks_and_shapes_on_meta():
+    fused = tensord.library.define("lib_rule_text::fused_bias_gelu", "(Tensor x, Tensor bias) -> Tensor", rule="""
+        # the bias is one row of x
+        check bias.dim() == 1 and bias.size(0) == x.size(-1), "bias must be [{x.size(-1)}], got {bias.shape}"
+        return empty(broadcast(x, bias), dtype=promote(x, bias), layout=like(x))
+    """)
+    assert tensord.ops.lib_rule_text.fused_bias_gelu is fused
+    x = tensord.empty(16, 8, device="meta").t()
+    y = fused(x, tensord.empty(16, device="meta", dtype=tensord.float64))
+    assert y.shape == (8, 16) and y.stride() == (1, 8) and y.dtype == tensord.float64 and y.device.type == "meta"
+    with pytest.raises(RuntimeError, match=r"lib_rule_text::fused_bias_gelu: bias must be \[16\], got \[15\]"):
+        fused(x, tensord.empty(15, device="meta"))
+    with pytest.raises(IndexError, match=r"Dimension out of range"):
+        tensord.library.define("lib_rule_text::first", "(Tensor x, int d) -> Tensor",
+                               rule="return empty([x.size(d)])")(x, 7)
+    # A rule that does not compile names its line and column; exactly one rule.
+    with pytest.raises(RuntimeError, match=r"library.define\(lib_rule_text::bad\): shape rule line 2, column 14: "
+                                           r"'y' is not an argument"):
+        tensord.library.define("lib_rule_text::bad", "(Tensor x) -> Tensor", rule="n = 1\nreturn empty(y.shape)")
+    with pytest.raises(ValueError, match="exactly one shape rule"):
+        tensord.library.define("lib_rule_text::none", "(Tensor x) -> Tensor")
+    with pytest.raises(ValueError, match="exactly one shape rule"):
+        tensord.library.define("lib_rule_text::both", "(Tensor x) -> Tensor", like="neg", rule="return empty(x.shape)")
+    with pytest.raises(TypeError, match="rule must be a str"):
+        tensord.library.define("lib_rule_text::typed", "(Tensor x) -> Tensor", rule=3)
+
+
+@pytest.mark.skipif(not DAEMON_BIN, reason="no tensord daemon binary")
+def test_a_declared_rule_travels_to_the_daemon(session):
+    op = tensord.library.define("lib_rule_daemon::rows", "(Tensor x, int n) -> (Tensor, Tensor)", rule="""
+        check x.numel() % n == 0, "{x.numel()} elements do not make rows of {n}"
+        return empty([x.numel() // n, n]), empty([x.numel() // n], dtype=int64)
+    """)
+    x = tensord.ones(4, 3)
+    a, b = op(x, 6)
+    assert a.shape == (2, 6) and b.shape == (2,) and b.dtype == tensord.int64
+    # The daemon compiled the same rule (the digests agree) and has no kernel for it.
+    with pytest.raises(NotImplementedError, match="lib_rule_daemon::rows .*no kernel for device cpu"):
+        a.numpy()
+    with pytest.raises(RuntimeError, match="12 elements do not make rows of 5"):
+        op(x, 5)
+    np.testing.assert_array_equal((x + 1).numpy(), np.full((4, 3), 2.0, np.float32))

@@ -111,7 +111,8 @@ absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwar
 
 // ---- ops defined at run time ----------------------------------------------
 // Defines op `schema` ("mylib::scale(Tensor x, Scalar s) -> Tensor") with
-// `shape_rule` ("like:mul.Scalar": that built-in op's meta function) for
+// `shape_rule` ("like:mul.Scalar": that built-in op's meta function; or
+// "rule:<text>": a declarative shape rule, tensord/meta/declared_rule.h) for
 // this process (tensord.library.define): Call finds it by its full name,
 // on meta tensors with no daemon, and each session is sent the process's
 // definitions before its first call to one. Errors: ExtensionOps::Define's

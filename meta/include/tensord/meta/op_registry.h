@@ -7,9 +7,10 @@
 // built-in set (kernels, formulas, saved-reads rules, all bounds-checked)
 // mistakes one for a built-in op.
 //
-// Shape rules, for now: "like:<built-in op>" runs that op's meta function
-// (its errors then name the extension op), for an op whose arguments and
-// returns have the built-in op's types in the same order.
+// Shape rules: "like:<built-in op>" runs that op's meta function (its
+// errors then name the extension op), for an op whose arguments and returns
+// have the built-in op's types in the same order; "rule:<text>" evaluates a
+// declarative shape rule (tensord/meta/declared_rule.h).
 //
 //   ExtensionOps ext;
 //   absl::StatusOr<const OpEntry*> op =
@@ -44,7 +45,7 @@ inline constexpr size_t kMaxExtensionSetBytes = 4 << 20;
 // One op of an extension set, as defined and as sent over the wire.
 struct ExtensionOpDef {
   std::string schema;      // canonical schema text
-  std::string shape_rule;  // "like:<full name of a built-in op>"
+  std::string shape_rule;  // "like:<full name of a built-in op>" or "rule:<declared rule>"
 };
 
 // Thread-safe: one thread may define while others look up. Entries never

@@ -18,6 +18,7 @@
 #define TENSORD_META_OP_TABLE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <vector>
@@ -68,6 +69,8 @@ struct OpDef {
   const char* saved_reads = nullptr;
 };
 
+class DeclaredShapeRule;
+
 struct OpEntry {
   uint32_t id;               // position in the table; the wire's op id
   FunctionSchema schema;
@@ -80,6 +83,9 @@ struct OpEntry {
   // (ExtensionOps, op_registry.h; its own `meta` is null): RunMeta runs
   // that op's meta function under that op's name (meta functions branch on it).
   const OpEntry* shape_rule_of = nullptr;
+  // An op defined at run time with a declarative shape rule
+  // (declared_rule.h; its own `meta` is null): RunMeta evaluates it.
+  std::shared_ptr<const DeclaredShapeRule> declared_rule;
 
   const std::string& name() const { return schema.name; }
   std::string full_name() const { return schema.full_name(); }
