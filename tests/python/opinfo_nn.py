@@ -135,15 +135,45 @@ def _avg_pool_samples(r):
     ]
 
 
+def _pool_out_size(size, kernel, stride, padding, dilation, ceil_mode):
+    """PyTorch's pooling output length along one dimension."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:   # the last window must start inside
+        out -= 1
+    return out
+
+
+def _max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode):
+    """max_pool2d_with_indices' indices (flat in each H x W plane) of x
+    [..., H, W], in NumPy: what the backward samples need, made where
+    PyTorch may be absent (the device suites on a GPU machine). Windows skip
+    the padding; the first maximum wins (the samples have no ties)."""
+    h, w = x.shape[-2:]
+    oh, ow = (_pool_out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in
+              zip((h, w), kernel, stride, padding, dilation))
+    idx = np.empty(x.shape[:-2] + (oh, ow), dtype=np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            rows = [a for a in range(i * stride[0] - padding[0], i * stride[0] - padding[0] + kernel[0] * dilation[0],
+                                     dilation[0]) if 0 <= a < h]
+            cols = [b for b in range(j * stride[1] - padding[1], j * stride[1] - padding[1] + kernel[1] * dilation[1],
+                                     dilation[1]) if 0 <= b < w]
+            flat = np.array([a * w + b for a in rows for b in cols])
+            window = x.reshape(x.shape[:-2] + (h * w,))[..., flat]
+            idx[..., i, j] = flat[np.argmax(window, axis=-1)]
+    return idx
+
+
 def _max_pool_backward_samples(r):
     out = []
     for x, args in [(f32(r, 2, 3, 6, 7), ([2, 2], [2, 2], [0, 0], [1, 1], False)),
                     (f64(r, 2, 3, 6, 7), ([3, 3], [2, 2], [1, 1], [1, 1], True)),
                     (f32(r, 3, 5, 5), ([2, 2], [1, 1], [0, 0], [1, 1], False)),     # overlapping windows
                     (f64(r, 1, 2, 7, 8), ([3, 2], [2, 1], [1, 0], [2, 1], False))]:
-        _, idx = _aten.max_pool2d_with_indices(torch.from_numpy(x), *args)
-        g = r.standard_normal(tuple(idx.shape)).astype(x.dtype)
-        out.append(Sample(g, x, *args, idx.numpy()))
+        idx = _max_pool_indices(x, *args)
+        g = r.standard_normal(idx.shape).astype(x.dtype)
+        out.append(Sample(g, x, *args, idx))
     return out
 
 
@@ -162,8 +192,10 @@ def _avg_pool_backward_samples(r):
     for x, args in [(f32(r, 2, 3, 6, 7), ([2, 2], [2, 2], [0, 0], False, True, None)),
                     (f64(r, 2, 3, 6, 7), ([3, 3], [2, 2], [1, 1], True, False, None)),
                     (f64(r, 3, 5, 5), ([2, 2], [1, 1], [1, 1], False, True, 3))]:
-        y = _aten.avg_pool2d(torch.from_numpy(x), *args)
-        out.append(Sample(r.standard_normal(tuple(y.shape)).astype(x.dtype), x, *args))
+        kernel, stride, padding, ceil_mode = args[:4]
+        shape = x.shape[:-2] + tuple(_pool_out_size(n, k, s, p, 1, ceil_mode) for n, k, s, p in
+                                     zip(x.shape[-2:], kernel, stride, padding))
+        out.append(Sample(r.standard_normal(shape).astype(x.dtype), x, *args))
     return out
 
 
