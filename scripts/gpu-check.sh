@@ -15,7 +15,17 @@
 #   3. every packed test binary with --gtest_filter='*Cuda*': on a GPU no
 #      CUDA test may skip ("no CUDA device: ..." fails the check);
 #   4. the daemon: started on a Unix socket, its log must list cuda:0 (no
-#      GPU: say why not), then stopped with SIGTERM: it must exit 0.
+#      GPU: say why not), then stopped with SIGTERM: it must exit 0;
+#   5. the pack's Python (PACK/bin/python3.11, nothing of the machine's
+#      Python; the pack's glibc too when step 2 chose it): the Python
+#      client's device suites of tests/python (device_opinfo,
+#      device_gradcheck, device_hostile, cuda_api, backends) against the
+#      pack's client and daemon; on a GPU no test may skip for want of a
+#      CUDA device (-rs lists the reasons); counts passed, skipped, failed;
+#   6. examples/digits_mlp.py --data PACK/digits.npz --no-torch: on the GPU
+#      (--device cuda, the example's accuracy floor of 0.95), else on the
+#      CPU for two epochs with no floor (a check of the pack).
+# A benchmarks step goes after 6, with its own share of the budget (KEEP_*).
 # Writes everything to one log, $OUT/gpu-check.log when $OUT is set (the
 # device machine's output folder), else ./gpu-check.log; exits 0 when every
 # step passed, 1 otherwise.
@@ -95,6 +105,7 @@ else
   EXCLUDE=":-*AFaultIsReportedAsTheDeviceFailing*"
   say "SKIP: CudaGpuTest.AFaultIsReportedAsTheDeviceFailing (its child process would need the machine's glibc)"
 fi
+DIR=$(mktemp -d /tmp/tensord-gpu-check-XXXXXX)
 # run BIN ARGS...: a packed binary with the packed libraries and nothing of
 # this shell's environment but what the checks set, in place of the calling
 # (sub)shell: `run tensord ... &` makes $! the daemon's own process. run_for
@@ -113,8 +124,11 @@ run_for() {
     TENSORD_BIN="$PACK/bin/tensord" ${CUDA_VISIBLE_DEVICES:+CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES} \
     "${LOADER[@]}" "$PACK/bin/$bin" "$@"
 }
-# The whole check stays under 8 minutes: 7.5 for the tests and the daemon.
+# The whole check stays under 8 minutes: 7.5 for the steps after the pack.
+# Each step after the C++ tests keeps its share of BUDGET (seconds): the C++
+# tests get the rest; a step that ends early leaves its time to the next.
 BUDGET=450
+KEEP_DAEMON=45 KEEP_PYTHON=120 KEEP_DIGITS=45
 if ! run_for 30 tensord --version; then
   fail "pack: tensord --version does not run with the packed libraries"
 fi
@@ -123,7 +137,7 @@ fi
 TESTS=$(sed -n 's/^tests=//p' "$PACK/MANIFEST")
 for t in $TESTS; do
   out=$(mktemp)
-  left=$((BUDGET - 60 - $(elapsed)))  # a minute kept for the daemon
+  left=$((BUDGET - KEEP_DAEMON - KEEP_PYTHON - KEEP_DIGITS - $(elapsed)))
   [ "$left" -gt 240 ] && left=240
   if [ "$left" -lt 10 ]; then
     fail "$t: no time left"
@@ -151,7 +165,6 @@ for t in $TESTS; do
 done
 
 # ---- 4. the daemon on the GPU ----------------------------------------------------------
-DIR=$(mktemp -d /tmp/tensord-gpu-check-XXXXXX)
 SOCK="$DIR/td.sock"
 say "tensord serve --listen unix:$SOCK ($(elapsed) s so far)"
 run tensord serve --listen "unix:$SOCK" > "$DIR/stdout" 2> "$DIR/stderr" &
@@ -187,6 +200,110 @@ else
     fail "tensord: no GPU here, and its log does not say why"
   fi
 fi
+
+# ---- 5. the Python client's device suites, with the pack's Python -------------------
+# Everything from the pack: the interpreter with its standard library and
+# packages only, the client (TENSORD_PYTHON_CLIENT: conftest.py would take
+# the working tree's, which has no _C), the daemon the suites start, and
+# PyTorch's stand-in (the suites import the OpInfo database). With the
+# pack's glibc, the wrapper PACK/bin/python3.11 goes through its loader
+# (TENSORD_PACKED_GLIBC=1), and so does the daemon, through a wrapper here:
+# LD_LIBRARY_PATH cannot hold the pack's libc, which the machine's own
+# programs (bash) would then load.
+PYTHON="$PACK/bin/python3.11"
+PYDAEMON="$PACK/bin/tensord"
+PYGLIBC=""
+if [ ${#LOADER[@]} -gt 0 ]; then
+  PYGLIBC=1
+  PYDAEMON="$DIR/tensord"
+  printf '#!/bin/bash\nexec %q --library-path %q %q "$@"\n' "${LOADER[0]}" "$LIBPATH" "$PACK/bin/tensord" > "$PYDAEMON"
+  chmod +x "$PYDAEMON"
+fi
+# run_py SECONDS [NAME=VALUE...] PROGRAM ARGS...: as run_for, with the pack's Python set up.
+run_py() {
+  local seconds=$1
+  shift
+  timeout --kill-after=5 "$seconds" env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" LD_LIBRARY_PATH="$PACK/lib" \
+    TENSORD_BIN="$PYDAEMON" TENSORD_PYTHON="$PYTHON" TENSORD_PYTHON_CLIENT="$PACK/python-client" \
+    PYTHONPATH="$PACK/python-client" PYTHONPYCACHEPREFIX="$DIR/pycache" ${PYGLIBC:+TENSORD_PACKED_GLIBC=1} \
+    ${CUDA_VISIBLE_DEVICES:+CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES} "$@"
+}
+PYOK=1
+if [ ! -x "$PYTHON" ]; then
+  fail "python: $PYTHON missing: a pack made before gpu-pack.sh packed Python"
+  PYOK=0
+else
+  say "python: $PYTHON${PYGLIBC:+ (with the glibc of the pack, through its loader)} ($(elapsed) s so far)"
+  # Every module from the pack, and nothing of the machine's Python on the path.
+  if ! run_py 30 "$PYTHON" -c '
+import os, sys
+pack = os.path.realpath(sys.argv[1]) + os.sep
+import numpy, pytest, tensord
+print(f"Python {sys.version.split()[0]} from {sys.prefix}; numpy {numpy.__version__}, pytest {pytest.__version__}, "
+      f"tensord from {os.path.dirname(tensord.__file__)}")
+stray = [m.__name__ + ": " + m.__file__ for m in (numpy, pytest, tensord) if not os.path.realpath(m.__file__).startswith(pack)]
+stray += [p for p in sys.path if p and not os.path.realpath(p).startswith(pack)]
+if stray:
+    sys.exit(f"outside the pack: {stray}")' "$PACK" 2>&1 | sed 's/^/  python: /'; then
+    fail "python: the pack's Python does not start or sees more than the pack${PYGLIBC:+ (through the glibc and loader of the pack)}"
+    PYOK=0
+  fi
+fi
+if [ "$PYOK" = 1 ]; then
+  SUITES=(tests/python/test_device_opinfo.py tests/python/test_device_gradcheck.py tests/python/test_device_hostile.py
+          tests/python/test_cuda_api.py tests/python/test_backends.py)
+  left=$((BUDGET - KEEP_DIGITS - $(elapsed)))
+  [ "$left" -gt 300 ] && left=300
+  out="$DIR/pytest.out"
+  # The files, not tests/python with -k: collecting the others would import PyTorch for real.
+  say "pytest ${SUITES[*]##*/} (at most $left s; $(elapsed) s so far)"
+  run_py "$left" PYTHONPATH="$PACK/python-client:$PACK/torch-stub" "$PYTHON" -m pytest "${SUITES[@]}" \
+    -q -p no:cacheprovider -rs --color=no 2>&1 | tee "$out"
+  rc=${PIPESTATUS[0]}
+  summary=$(grep -E '^[0-9]+ [a-z]+.* in [0-9.]+s' "$out" | tail -1)
+  count() { grep -oE "(^| )[0-9]+ $1" <<< "$summary" | tr -dc '0-9'; }
+  passed=$(count passed) skipped=$(count skipped) failed=$(count failed) errors=$(count 'errors?')
+  say "python suites: exit $rc; ${passed:-0} passed, ${skipped:-0} skipped, ${failed:-0} failed${errors:+, $errors errors}" \
+    "(${summary:-no summary line})"
+  nocuda=$(grep -c '^SKIPPED .*no CUDA device' "$out" || true)
+  if [ "$rc" -ne 0 ]; then
+    [ "$rc" -eq 124 ] && say "python suites: timed out"
+    fail "python: the device suites failed (exit $rc)"
+  elif [ "${passed:-0}" -eq 0 ]; then
+    fail "python: no test passed"
+  elif [ "$nocuda" -gt 0 ]; then
+    if [ "$GPU" = 1 ]; then
+      fail "python: CUDA tests skipped on a machine with a GPU: $(grep -m1 -o 'no CUDA device.*' "$out")"
+    else
+      say "SKIP: the suites' CUDA half ($nocuda skip lines): $(grep -m1 -o 'no CUDA device.*' "$out")"
+    fi
+  fi
+fi
+
+# ---- 6. the digits MLP, with the pack's Python ------------------------------------------
+if [ "$PYOK" = 1 ]; then
+  if [ "$GPU" = 1 ]; then DIGITS=(--device cuda); else DIGITS=(--device cpu --epochs 2 --min-accuracy 0); fi
+  left=$((BUDGET - $(elapsed)))
+  [ "$left" -gt 120 ] && left=120
+  if [ "$left" -lt 10 ]; then
+    fail "digits: no time left"
+  else
+    say "examples/digits_mlp.py --no-torch --data PACK/digits.npz ${DIGITS[*]} (at most $left s; $(elapsed) s so far)"
+    # The progress bar redraws with \r: each line as it ended.
+    run_py "$left" "$PYTHON" examples/digits_mlp.py --no-torch --data "$PACK/digits.npz" "${DIGITS[@]}" 2>&1 |
+      sed 's/.*\r//' | tee "$DIR/digits.out"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -ne 0 ]; then
+      [ "$rc" -eq 124 ] && say "digits: timed out"
+      fail "digits: exit $rc"
+    else
+      say "digits: $(grep -m1 -o 'test accuracy: .*' "$DIR/digits.out") on ${DIGITS[1]}"
+    fi
+    [ "$GPU" = 1 ] || say "SKIP: the digits MLP on a GPU (it ran on the CPU, as a check of the pack)"
+  fi
+fi
+
+# ---- 7. (to come) benchmarks: its share in KEEP_*, its block here --------------------
 
 # ---- summary -------------------------------------------------------------------------
 if [ ${#FAILED[@]} -eq 0 ]; then
