@@ -204,8 +204,9 @@ fi
 # ---- 5. the Python client's device suites, with the pack's Python -------------------
 # Everything from the pack: the interpreter with its standard library and
 # packages only, the client (TENSORD_PYTHON_CLIENT: conftest.py would take
-# the working tree's, which has no _C), the daemon the suites start, and
-# PyTorch's stand-in (the suites import the OpInfo database). With the
+# the working tree's, which has no _C) and the daemon the suites start; no
+# PyTorch (the OpInfo database then holds None for it, and the device suites
+# compare with tensord's own CPU). With the
 # pack's glibc, the wrapper PACK/bin/python3.11 goes through its loader
 # (TENSORD_PACKED_GLIBC=1), and so does the daemon, through a wrapper here:
 # LD_LIBRARY_PATH cannot hold the pack's libc, which the machine's own
@@ -257,7 +258,7 @@ if [ "$PYOK" = 1 ]; then
   out="$DIR/pytest.out"
   # The files, not tests/python with -k: collecting the others would import PyTorch for real.
   say "pytest ${SUITES[*]##*/} (at most $left s; $(elapsed) s so far)"
-  run_py "$left" PYTHONPATH="$PACK/python-client:$PACK/torch-stub" "$PYTHON" -m pytest "${SUITES[@]}" \
+  run_py "$left" PYTHONPATH="$PACK/python-client" "$PYTHON" -m pytest "${SUITES[@]}" \
     -q -p no:cacheprovider -rs --color=no 2>&1 | tee "$out"
   rc=${PIPESTATUS[0]}
   summary=$(grep -E '^[0-9]+ [a-z]+.* in [0-9.]+s' "$out" | tail -1)

@@ -16,8 +16,7 @@
 # library less tests, GUIs and installers (PACK/python/lib/python3.11),
 # Debian's numpy less its tests, pytest and what it imports
 # (PACK/python/lib/python3/dist-packages), the client package of BUILD's
-# source tree with its _C (PACK/python-client/tensord), a stand-in for
-# PyTorch (PACK/torch-stub, from scripts/torch-stub) and scikit-learn's
+# source tree with its _C (PACK/python-client/tensord) and scikit-learn's
 # digits (PACK/digits.npz, for the examples' --data); their libraries join
 # PACK/lib. PACK/bin/python3.11 runs that Python from wherever the pack
 # lies, with nothing of the machine's Python (the tests and examples come
@@ -123,8 +122,6 @@ for m in _pytest pytest pluggy iniconfig packaging attr py.py; do
   cp -a "/usr/lib/python3/dist-packages/$m" "$SITE/"
 done
 cp -a "$CLIENT" "$PACK/python-client/"
-# PyTorch's stand-in for the device suites (see its docstring).
-cp -a scripts/torch-stub "$PACK/torch-stub"
 rm -f "$PACK"/python-client/tensord/_C.*.so
 strip --strip-debug -o "$PACK/python-client/tensord/$(basename "$CMOD")" "$CMOD"
 find "$PYP" "$PACK/python-client" -depth -name __pycache__ -type d -exec rm -rf {} +

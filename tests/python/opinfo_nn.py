@@ -5,14 +5,13 @@ NumPy has no convolution or pooling. Backward ops are checked against aten's
 backward ops on the same arguments.
 """
 import numpy as np
-import torch
 
 from opinfo_base import *  # noqa: F401,F403
+from opinfo_base import torch  # None without PyTorch (the GPU pack)
 
 # Pooling samples hold distinct random values (no ties, no NaN): gradcheck runs
 # on them. Ties and NaN are checked against torch in test_nn_ops.py.
 
-_aten = torch.ops.aten
 
 
 def _conv_samples(r):
@@ -51,7 +50,7 @@ def _conv_errors(r):
 
 def _conv_backward_torch(grad, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
                          groups):
-    return _aten.convolution_backward(grad, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    return torch.ops.aten.convolution_backward(grad, input, weight, bias_sizes, stride, padding, dilation, transposed,
                                       output_padding, groups, [True, True, True])
 
 
@@ -115,12 +114,12 @@ def _pool_errors(op):
 
 
 def _max_pool_torch(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    return _aten.max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
+    return torch.ops.aten.max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def _avg_pool_torch(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                     divisor_override=None):
-    return _aten.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return torch.ops.aten.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
 def _avg_pool_samples(r):
@@ -211,8 +210,8 @@ OPINFOS = [
            rtol=1e-4, atol=1e-4),
     OpInfo("max_pool2d_with_indices", _max_pool_samples, torch_ref=_max_pool_torch, errors=_pool_errors("max")),
     OpInfo("max_pool2d_with_indices_backward", _max_pool_backward_samples,
-           torch_ref=_aten.max_pool2d_with_indices_backward, errors=_max_pool_backward_errors),
+           torch_ref=lambda *a: torch.ops.aten.max_pool2d_with_indices_backward(*a), errors=_max_pool_backward_errors),
     OpInfo("avg_pool2d", _avg_pool_samples, torch_ref=_avg_pool_torch, errors=_pool_errors("avg")),
-    OpInfo("avg_pool2d_backward", _avg_pool_backward_samples, torch_ref=_aten.avg_pool2d_backward,
+    OpInfo("avg_pool2d_backward", _avg_pool_backward_samples, torch_ref=lambda *a: torch.ops.aten.avg_pool2d_backward(*a),
            errors=_avg_pool_backward_errors),
 ]
