@@ -24,8 +24,17 @@
 #      CUDA device (-rs lists the reasons); counts passed, skipped, failed;
 #   6. examples/digits_mlp.py --data PACK/digits.npz --no-torch: on the GPU
 #      (--device cuda, the example's accuracy floor of 0.95), else on the
-#      CPU for two epochs with no floor (a check of the pack).
-# A benchmarks step goes after 6, with its own share of the budget (KEEP_*).
+#      CPU for two epochs with no floor (a check of the pack);
+#   7. the CUDA benchmarks: bin/cuda_bench (figures 8-10, beside cudaMemcpy
+#      and cuBLAS on the same card) and bench/gpu_py_bench.py (11-12, beside
+#      the machine's own PyTorch, found as the first python3 on PATH that
+#      imports torch, or $TORCH_PYTHON), each writing its rows as JSON next
+#      to the log (cuda_bench.json, gpu_py_bench.json); without a GPU they
+#      must say SKIP. Nothing fails on speed.
+# cuBLAS is the machine's (libcublas.so.13 of its CUDA toolkit, too large to
+# pack): the daemon loads it at its first matrix product, cuda_bench links
+# it; its folder joins the library path when the loader's own search does
+# not find it.
 # Writes everything to one log, $OUT/gpu-check.log when $OUT is set (the
 # device machine's output folder), else ./gpu-check.log; exits 0 when every
 # step passed, 1 otherwise.
@@ -105,6 +114,22 @@ else
   EXCLUDE=":-*AFaultIsReportedAsTheDeviceFailing*"
   say "SKIP: CudaGpuTest.AFaultIsReportedAsTheDeviceFailing (its child process would need the machine's glibc)"
 fi
+# The machine's cuBLAS: found by the loader's own search (ld.so.cache), else
+# in the CUDA toolkit's folders or PyTorch's nvidia wheels.
+if [ "$GPU" = 1 ] && ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so\.13 '; then
+  cublas=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-13*/lib64 \
+           $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas")))' 2>/dev/null); do
+    if [ -e "$d/libcublas.so.13" ]; then cublas=$d; break; fi
+  done
+  if [ -n "$cublas" ]; then
+    say "cuBLAS: $cublas/libcublas.so.13 (joins the library path)"
+    LIBPATH="$LIBPATH:$cublas"
+    [ ${#LOADER[@]} -gt 0 ] && LOADER=("$PACK/glibc/ld-linux-x86-64.so.2" --library-path "$LIBPATH")
+  else
+    say "cuBLAS: libcublas.so.13 not found on this machine: matrix products on cuda will fail and say so"
+  fi
+fi
 DIR=$(mktemp -d /tmp/tensord-gpu-check-XXXXXX)
 # run BIN ARGS...: a packed binary with the packed libraries and nothing of
 # this shell's environment but what the checks set, in place of the calling
@@ -127,8 +152,8 @@ run_for() {
 # The whole check stays under 8 minutes: 7.5 for the steps after the pack.
 # Each step after the C++ tests keeps its share of BUDGET (seconds): the C++
 # tests get the rest; a step that ends early leaves its time to the next.
-BUDGET=450
-KEEP_DAEMON=45 KEEP_PYTHON=120 KEEP_DIGITS=45
+BUDGET=460
+KEEP_DAEMON=40 KEEP_PYTHON=110 KEEP_DIGITS=40 KEEP_BENCH=90
 if ! run_for 30 tensord --version; then
   fail "pack: tensord --version does not run with the packed libraries"
 fi
@@ -137,7 +162,7 @@ fi
 TESTS=$(sed -n 's/^tests=//p' "$PACK/MANIFEST")
 for t in $TESTS; do
   out=$(mktemp)
-  left=$((BUDGET - KEEP_DAEMON - KEEP_PYTHON - KEEP_DIGITS - $(elapsed)))
+  left=$((BUDGET - KEEP_DAEMON - KEEP_PYTHON - KEEP_DIGITS - KEEP_BENCH - $(elapsed)))
   [ "$left" -gt 240 ] && left=240
   if [ "$left" -lt 10 ]; then
     fail "$t: no time left"
@@ -224,7 +249,7 @@ fi
 run_py() {
   local seconds=$1
   shift
-  timeout --kill-after=5 "$seconds" env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" LD_LIBRARY_PATH="$PACK/lib" \
+  timeout --kill-after=5 "$seconds" env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" LD_LIBRARY_PATH="${LIBPATH#"$PACK/glibc:"}" \
     TENSORD_BIN="$PYDAEMON" TENSORD_PYTHON="$PYTHON" TENSORD_PYTHON_CLIENT="$PACK/python-client" \
     PYTHONPATH="$PACK/python-client" PYTHONPYCACHEPREFIX="$DIR/pycache" ${PYGLIBC:+TENSORD_PACKED_GLIBC=1} \
     ${CUDA_VISIBLE_DEVICES:+CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES} "$@"
@@ -253,7 +278,7 @@ fi
 if [ "$PYOK" = 1 ]; then
   SUITES=(tests/python/test_device_opinfo.py tests/python/test_device_gradcheck.py tests/python/test_device_hostile.py
           tests/python/test_cuda_api.py tests/python/test_backends.py)
-  left=$((BUDGET - KEEP_DIGITS - $(elapsed)))
+  left=$((BUDGET - KEEP_DIGITS - KEEP_BENCH - $(elapsed)))
   [ "$left" -gt 300 ] && left=300
   out="$DIR/pytest.out"
   # The files, not tests/python with -k: collecting the others would import PyTorch for real.
@@ -284,7 +309,7 @@ fi
 # ---- 6. the digits MLP, with the pack's Python ------------------------------------------
 if [ "$PYOK" = 1 ]; then
   if [ "$GPU" = 1 ]; then DIGITS=(--device cuda); else DIGITS=(--device cpu --epochs 2 --min-accuracy 0); fi
-  left=$((BUDGET - $(elapsed)))
+  left=$((BUDGET - KEEP_BENCH - $(elapsed)))
   [ "$left" -gt 120 ] && left=120
   if [ "$left" -lt 10 ]; then
     fail "digits: no time left"
@@ -304,7 +329,69 @@ if [ "$PYOK" = 1 ]; then
   fi
 fi
 
-# ---- 7. (to come) benchmarks: its share in KEEP_*, its block here --------------------
+# ---- 7. the CUDA benchmarks ---------------------------------------------------------------
+# Figures 8-10 (C++, peers in the same process) and 11-12 (Python beside the
+# machine's PyTorch); rows as JSON beside the log. On a GPU a SKIP fails the
+# step; without one a SKIP is what each must say.
+BENCH_DIR=$(dirname "$LOG")
+bench_skip() {  # NAME OUTPUT: a SKIP is right only without a GPU
+  if grep -q 'SKIP:' "$2"; then
+    if [ "$GPU" = 1 ]; then fail "$1: skipped on a machine with a GPU: $(grep -m1 -o 'SKIP:.*' "$2")"; return 0; fi
+    say "SKIP: $1 ($(grep -m1 -o 'SKIP:.*' "$2"))"
+  elif [ "$GPU" != 1 ]; then
+    fail "$1: no GPU here, and it did not say SKIP"
+  fi
+}
+if [ -x "$PACK/bin/cuda_bench" ]; then
+  left=$((BUDGET - KEEP_BENCH / 2 - $(elapsed)))
+  [ "$left" -gt 120 ] && left=120
+  if [ "$left" -lt 15 ]; then
+    fail "cuda_bench: no time left"
+  else
+    say "cuda_bench --json $BENCH_DIR/cuda_bench.json (at most $left s; $(elapsed) s so far)"
+    run_for "$left" cuda_bench --tensord "$PACK/bin/tensord" --json "$BENCH_DIR/cuda_bench.json" 2>&1 | tee "$DIR/cuda_bench.out"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -ne 0 ]; then
+      [ "$rc" -eq 124 ] && say "cuda_bench: timed out"
+      fail "cuda_bench: exit $rc"
+    else
+      bench_skip cuda_bench "$DIR/cuda_bench.out"
+    fi
+  fi
+else
+  fail "cuda_bench: not in the pack (a build without CUDA, or a pack made before it was packed)"
+fi
+if [ "$PYOK" = 1 ]; then
+  # The peer's Python: the machine's, with none of the pack's environment.
+  TORCH_PY=${TORCH_PYTHON:-}
+  if [ -z "$TORCH_PY" ]; then
+    for p in $(type -ap python3) /opt/torch/.venv/bin/python3; do
+      if [ -x "$p" ] && "$p" -c 'import torch' 2> /dev/null; then TORCH_PY=$p; break; fi
+    done
+  fi
+  left=$((BUDGET - $(elapsed)))
+  [ "$left" -gt 150 ] && left=150
+  if [ -z "$TORCH_PY" ]; then
+    if [ "$GPU" = 1 ]; then fail "gpu_py_bench: no python3 with PyTorch on this machine (set TORCH_PYTHON)"; else
+      say "SKIP: gpu_py_bench: no python3 with PyTorch here"; fi
+  elif [ "$left" -lt 15 ]; then
+    fail "gpu_py_bench: no time left"
+  else
+    printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH -u PYTHONHOME -u PYTHONPATH -u PYTHONNOUSERSITE -u PYTHONPYCACHEPREFIX %q "$@"\n' \
+      "$TORCH_PY" > "$DIR/torch-python"
+    chmod +x "$DIR/torch-python"
+    say "bench/gpu_py_bench.py --torch-python $TORCH_PY (at most $left s; $(elapsed) s so far)"
+    run_py "$left" PYTHONUNBUFFERED=1 "$PYTHON" bench/gpu_py_bench.py --device cuda --torch-python "$DIR/torch-python" \
+      --json "$BENCH_DIR/gpu_py_bench.json" 2>&1 | tee "$DIR/gpu_py_bench.out"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -ne 0 ]; then
+      [ "$rc" -eq 124 ] && say "gpu_py_bench: timed out"
+      fail "gpu_py_bench: exit $rc"
+    else
+      bench_skip gpu_py_bench "$DIR/gpu_py_bench.out"
+    fi
+  fi
+fi
 
 # ---- summary -------------------------------------------------------------------------
 if [ ${#FAILED[@]} -eq 0 ]; then

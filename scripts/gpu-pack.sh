@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what scripts/gpu-check.sh runs on a GPU machine, from a build made
 # here (Debian): the test binaries that have CUDA tests (names containing
-# "Cuda"), the tensord daemon, and every shared library they load that a
+# "Cuda"), the tensord daemon, bin/cuda_bench (the CUDA benchmarks), and every shared library they load that a
 # GPU machine may lack (gRPC, protobuf, abseil, OpenBLAS, libstdc++, ...),
 # into PACK (default gpu-pack/, git-ignored), binaries stripped of debug
 # information, and the same as PACK.tar.xz: what travels (OpenBLAS alone is
@@ -49,7 +49,7 @@ fi
 # host and run in every CI build; cuda_kernels_tests runs them on the GPU.
 CANDIDATES=(runtime_tests cuda_kernels_tests server_tests client_tests meta_tests transport_tests)
 if [ "${NO_BUILD:-0}" != 1 ]; then
-  targets=(tensord _C)
+  targets=(tensord _C cuda_bench)
   for t in "${CANDIDATES[@]}"; do
     grep -q "^build tests/$t:" "$BUILD/build.ninja" && targets+=("$t")
   done
@@ -68,6 +68,7 @@ for t in "${CANDIDATES[@]}"; do
 done
 [ ${#TESTS[@]} -gt 0 ] || die "no test binary in $BUILD/tests has tests named *Cuda*"
 [ -x "$BUILD/bin/tensord" ] || die "$BUILD/bin/tensord is missing"
+[ -x "$BUILD/bin/cuda_bench" ] || die "$BUILD/bin/cuda_bench is missing (bench/CMakeLists.txt builds it with CUDA)"
 
 # The Python client as this build made it: its _C module is written into the
 # source tree the build was configured from (python-client/CMakeLists.txt),
@@ -86,6 +87,9 @@ GLIBC_RE='^(ld-linux-x86-64\.so\.2|libc\.so\.6|libm\.so\.6|libmvec\.so\.1|libpth
 # The NVIDIA driver's: the machine's, never ours (cudart is linked statically
 # and loads libcuda.so.1 itself).
 DRIVER_RE='^(libcuda\.so.*|libnvidia-.*)$'
+# cuBLAS (cuda_bench links it; the daemon loads it): the machine's CUDA
+# toolkit's, as the driver is the machine's; hundreds of MiB otherwise.
+CUBLAS_RE='^libcublas(Lt)?\.so.*$'
 
 rm -rf "$PACK"
 mkdir -p "$PACK/bin" "$PACK/lib" "$PACK/glibc"
@@ -154,7 +158,7 @@ mapfile -t -O 1 PYFILES < <(find "$PYP" "$PACK/python-client" -name '*.so' | sor
 
 # Every library the binaries load (ldd: the whole closure), by soname.
 declare -A LIBS=()
-for f in "$BUILD/bin/tensord" "${TESTS[@]/#/$BUILD/tests/}" "${PYFILES[@]}"; do
+for f in "$BUILD/bin/tensord" "$BUILD/bin/cuda_bench" "${TESTS[@]/#/$BUILD/tests/}" "${PYFILES[@]}"; do
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     [ -f "$path" ] || die "ldd $f: $name not found"
@@ -164,7 +168,7 @@ done
 
 for name in "${!LIBS[@]}"; do
   path=${LIBS[$name]}
-  if [[ $name =~ $DRIVER_RE ]]; then continue; fi
+  if [[ $name =~ $DRIVER_RE || $name =~ $CUBLAS_RE ]]; then continue; fi
   if [[ $name =~ $GLIBC_RE ]]; then
     cp -L "$path" "$PACK/glibc/$name"
   else
@@ -174,7 +178,7 @@ done
 # The loader, for the fallback (ldd lists it by path).
 cp -L /lib64/ld-linux-x86-64.so.2 "$PACK/glibc/ld-linux-x86-64.so.2"
 
-for f in tensord; do strip --strip-debug -o "$PACK/bin/$f" "$BUILD/bin/$f"; done
+for f in tensord cuda_bench; do strip --strip-debug -o "$PACK/bin/$f" "$BUILD/bin/$f"; done
 for t in "${TESTS[@]}"; do strip --strip-debug -o "$PACK/bin/$t" "$BUILD/tests/$t"; done
 
 # The packed Python runs, on nothing but the pack: versions for the manifest
