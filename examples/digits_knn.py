@@ -8,8 +8,14 @@ broadcasting, topk, a gather of the neighbours' labels, a majority vote, a
 comparison and a mean. Only the final accuracy is read back (plus the
 predictions, to check them against NumPy).
 
+The digits come from scikit-learn's load_digits, or, with --data FILE.npz,
+from a NumPy archive holding the same arrays under the names X (1797 x 64
+pixels 0..16, float) and y (1797 labels, int): how machines without
+scikit-learn run it (scripts/gpu-pack.sh writes one as digits.npz).
+
     /usr/bin/python3 examples/digits_knn.py        # spawns a private daemon
     /usr/bin/python3 examples/digits_knn.py --device cuda   # on the daemon's GPU
+    /usr/bin/python3 examples/digits_knn.py --data digits.npz   # no scikit-learn needed
     TENSORD_ADDRESS=unix:/run/tensord.sock /usr/bin/python3 examples/digits_knn.py
 """
 import argparse
@@ -18,7 +24,6 @@ import time
 import _path  # noqa: F401  (in-tree fallback)
 
 import numpy as np
-from sklearn.datasets import load_digits
 
 import tensord
 
@@ -26,11 +31,29 @@ K = 3
 NUM_CLASSES = 10
 
 
-def split(seed=0, train_fraction=0.8):
-    """The digits as float32 images [n, 64] and int64 labels, split by a fixed permutation."""
-    digits = load_digits()
-    x = digits.data.astype(np.float32)
-    y = digits.target.astype(np.int64)
+def load(data=None):
+    """The digits as (images [1797, 64], labels [1797]): scikit-learn's
+    load_digits() when `data` is None, else the arrays X and y of the .npz
+    file `data` (what load_digits gives, saved with np.savez). Raises
+    ValueError when the file's arrays are not 64-pixel images with one
+    label each."""
+    if data is None:
+        from sklearn.datasets import load_digits  # only here: --data runs without scikit-learn
+
+        digits = load_digits()
+        return digits.data, digits.target
+    with np.load(data) as f:
+        x, y = f["X"], f["y"]
+    if x.ndim != 2 or x.shape[1] != 64 or y.shape != (x.shape[0],):
+        raise ValueError(f"{data}: X must be [n, 64] and y [n], got X {x.shape} and y {y.shape}")
+    return x, y
+
+
+def split(seed=0, train_fraction=0.8, data=None):
+    """The digits (see load) as float32 images [n, 64] and int64 labels, split by a fixed permutation."""
+    x, y = load(data)
+    x = x.astype(np.float32)
+    y = y.astype(np.int64)
     perm = np.random.RandomState(seed).permutation(len(x))
     n_train = int(train_fraction * len(x))
     tr, te = perm[:n_train], perm[n_train:]
@@ -60,8 +83,11 @@ def knn_numpy(train, train_labels, test):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", help="where the daemon computes: cpu (default), cuda, cuda:N")
+    ap.add_argument("--data", metavar="FILE.npz",
+                    help="read the digits from this NumPy archive (arrays X [1797, 64] and y [1797], as "
+                         "load_digits gives them) instead of scikit-learn")
     args = ap.parse_args()
-    x_train, y_train, x_test, y_test = split()
+    x_train, y_train, x_test, y_test = split(data=args.data)
     start = time.perf_counter()
     session = tensord.connect()          # $TENSORD_ADDRESS, else an embedded daemon
     connected = time.perf_counter()

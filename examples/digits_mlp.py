@@ -10,8 +10,12 @@ installed, the same network, starting from the same initial weights and fed
 the same mini-batches, is trained locally with PyTorch and the results are
 printed side by side.
 
+The digits come from scikit-learn's load_digits, or, with --data FILE.npz,
+from a NumPy archive of the same arrays (X, y; see examples/digits_knn.py).
+
     /usr/bin/python3 examples/digits_mlp.py                 # spawns a private daemon
     /usr/bin/python3 examples/digits_mlp.py --epochs 5 --no-torch
+    /usr/bin/python3 examples/digits_mlp.py --device cuda --no-torch --data digits.npz
     TENSORD_ADDRESS=unix:/run/tensord.sock /usr/bin/python3 examples/digits_mlp.py
 """
 import argparse
@@ -139,9 +143,12 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu",
                     help="where the daemon trains: cpu (default), cuda, cuda:N (PyTorch's comparison stays on the cpu)")
     ap.add_argument("--min-accuracy", type=float, default=0.95, help="exit with an error below this test accuracy")
+    ap.add_argument("--data", metavar="FILE.npz",
+                    help="read the digits from this NumPy archive (arrays X [1797, 64] and y [1797], as "
+                         "load_digits gives them) instead of scikit-learn")
     args = ap.parse_args(argv)
 
-    x_train, y_train, x_test, y_test = split()
+    x_train, y_train, x_test, y_test = split(data=args.data)
     data = (x_train / 16.0, y_train, x_test / 16.0, y_test)               # pixels 0..16 -> [0, 1]
     plan = batches(len(x_train), args.batch_size, args.epochs, args.seed)
 

@@ -1,6 +1,8 @@
 """pytest setup for the Python client's tests.
 
-- Makes the in-tree package (python-client/) importable.
+- Makes the in-tree package (python-client/) importable, or the copy in
+  the folder $TENSORD_PYTHON_CLIENT names (scripts/gpu-check.sh: the pack's,
+  whose _C module was built with it).
 - Finds the daemon binary ($TENSORD_BIN, else build*/bin/tensord, else PATH).
 - `daemon` (session-scoped): a `tensord serve` on a temporary Unix socket,
   waited for via its ready line and stopped at the end; it fills the storages
@@ -26,7 +28,7 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PYTHON_CLIENT = os.path.join(ROOT, "python-client")
+PYTHON_CLIENT = os.environ.get("TENSORD_PYTHON_CLIENT") or os.path.join(ROOT, "python-client")
 sys.path.insert(0, PYTHON_CLIENT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

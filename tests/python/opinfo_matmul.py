@@ -8,7 +8,7 @@ float16 GEMMs are accepted by tensord (computed in float32) where PyTorch's
 CPU kernels refuse Half, so no sample uses float16 with a torch reference.
 """
 import numpy as np
-import torch
+from opinfo_base import torch  # None without PyTorch (the GPU pack)
 
 from opinfo_base import *  # noqa: F401,F403
 

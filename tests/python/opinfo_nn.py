@@ -5,14 +5,13 @@ NumPy has no convolution or pooling. Backward ops are checked against aten's
 backward ops on the same arguments.
 """
 import numpy as np
-import torch
 
 from opinfo_base import *  # noqa: F401,F403
+from opinfo_base import torch  # None without PyTorch (the GPU pack)
 
 # Pooling samples hold distinct random values (no ties, no NaN): gradcheck runs
 # on them. Ties and NaN are checked against torch in test_nn_ops.py.
 
-_aten = torch.ops.aten
 
 
 def _conv_samples(r):
@@ -51,7 +50,7 @@ def _conv_errors(r):
 
 def _conv_backward_torch(grad, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
                          groups):
-    return _aten.convolution_backward(grad, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    return torch.ops.aten.convolution_backward(grad, input, weight, bias_sizes, stride, padding, dilation, transposed,
                                       output_padding, groups, [True, True, True])
 
 
@@ -115,12 +114,12 @@ def _pool_errors(op):
 
 
 def _max_pool_torch(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    return _aten.max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
+    return torch.ops.aten.max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def _avg_pool_torch(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                     divisor_override=None):
-    return _aten.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    return torch.ops.aten.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
 def _avg_pool_samples(r):
@@ -135,15 +134,45 @@ def _avg_pool_samples(r):
     ]
 
 
+def _pool_out_size(size, kernel, stride, padding, dilation, ceil_mode):
+    """PyTorch's pooling output length along one dimension."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:   # the last window must start inside
+        out -= 1
+    return out
+
+
+def _max_pool_indices(x, kernel, stride, padding, dilation, ceil_mode):
+    """max_pool2d_with_indices' indices (flat in each H x W plane) of x
+    [..., H, W], in NumPy: what the backward samples need, made where
+    PyTorch may be absent (the device suites on a GPU machine). Windows skip
+    the padding; the first maximum wins (the samples have no ties)."""
+    h, w = x.shape[-2:]
+    oh, ow = (_pool_out_size(n, k, s, p, d, ceil_mode) for n, k, s, p, d in
+              zip((h, w), kernel, stride, padding, dilation))
+    idx = np.empty(x.shape[:-2] + (oh, ow), dtype=np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            rows = [a for a in range(i * stride[0] - padding[0], i * stride[0] - padding[0] + kernel[0] * dilation[0],
+                                     dilation[0]) if 0 <= a < h]
+            cols = [b for b in range(j * stride[1] - padding[1], j * stride[1] - padding[1] + kernel[1] * dilation[1],
+                                     dilation[1]) if 0 <= b < w]
+            flat = np.array([a * w + b for a in rows for b in cols])
+            window = x.reshape(x.shape[:-2] + (h * w,))[..., flat]
+            idx[..., i, j] = flat[np.argmax(window, axis=-1)]
+    return idx
+
+
 def _max_pool_backward_samples(r):
     out = []
     for x, args in [(f32(r, 2, 3, 6, 7), ([2, 2], [2, 2], [0, 0], [1, 1], False)),
                     (f64(r, 2, 3, 6, 7), ([3, 3], [2, 2], [1, 1], [1, 1], True)),
                     (f32(r, 3, 5, 5), ([2, 2], [1, 1], [0, 0], [1, 1], False)),     # overlapping windows
                     (f64(r, 1, 2, 7, 8), ([3, 2], [2, 1], [1, 0], [2, 1], False))]:
-        _, idx = _aten.max_pool2d_with_indices(torch.from_numpy(x), *args)
-        g = r.standard_normal(tuple(idx.shape)).astype(x.dtype)
-        out.append(Sample(g, x, *args, idx.numpy()))
+        idx = _max_pool_indices(x, *args)
+        g = r.standard_normal(idx.shape).astype(x.dtype)
+        out.append(Sample(g, x, *args, idx))
     return out
 
 
@@ -162,8 +191,10 @@ def _avg_pool_backward_samples(r):
     for x, args in [(f32(r, 2, 3, 6, 7), ([2, 2], [2, 2], [0, 0], False, True, None)),
                     (f64(r, 2, 3, 6, 7), ([3, 3], [2, 2], [1, 1], True, False, None)),
                     (f64(r, 3, 5, 5), ([2, 2], [1, 1], [1, 1], False, True, 3))]:
-        y = _aten.avg_pool2d(torch.from_numpy(x), *args)
-        out.append(Sample(r.standard_normal(tuple(y.shape)).astype(x.dtype), x, *args))
+        kernel, stride, padding, ceil_mode = args[:4]
+        shape = x.shape[:-2] + tuple(_pool_out_size(n, k, s, p, 1, ceil_mode) for n, k, s, p in
+                                     zip(x.shape[-2:], kernel, stride, padding))
+        out.append(Sample(r.standard_normal(shape).astype(x.dtype), x, *args))
     return out
 
 
@@ -179,8 +210,8 @@ OPINFOS = [
            rtol=1e-4, atol=1e-4),
     OpInfo("max_pool2d_with_indices", _max_pool_samples, torch_ref=_max_pool_torch, errors=_pool_errors("max")),
     OpInfo("max_pool2d_with_indices_backward", _max_pool_backward_samples,
-           torch_ref=_aten.max_pool2d_with_indices_backward, errors=_max_pool_backward_errors),
+           torch_ref=lambda *a: torch.ops.aten.max_pool2d_with_indices_backward(*a), errors=_max_pool_backward_errors),
     OpInfo("avg_pool2d", _avg_pool_samples, torch_ref=_avg_pool_torch, errors=_pool_errors("avg")),
-    OpInfo("avg_pool2d_backward", _avg_pool_backward_samples, torch_ref=_aten.avg_pool2d_backward,
+    OpInfo("avg_pool2d_backward", _avg_pool_backward_samples, torch_ref=lambda *a: torch.ops.aten.avg_pool2d_backward(*a),
            errors=_avg_pool_backward_errors),
 ]

@@ -1,6 +1,6 @@
 """OpInfo entries of matmul-family, shape and indexing ops; see opinfo.py for how to add one."""
 import numpy as np
-import torch
+from opinfo_base import torch  # None without PyTorch (the GPU pack)
 
 from opinfo_base import *  # noqa: F401,F403
 
