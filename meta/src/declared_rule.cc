@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "meta_common.h"
 #include "meta_functions.h"
 #include "tensord/meta/device.h"
 #include "tensord/meta/dtype.h"
@@ -38,6 +39,7 @@ struct Node {
   std::vector<std::string> kw;  // kCall: the keyword of each argument (c[1..]), "" when positional
   bool has_lo = false, has_hi = false;  // kSlice: c[0] the sequence, then lo and hi when present
   int line = 1, col = 1;
+  int depth = 1;  // of the tree under it: the evaluator recurses this deep
 };
 using NodeP = std::unique_ptr<Node>;
 
@@ -176,6 +178,12 @@ absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view src) {
 
 // ---- parser -------------------------------------------------------------------
 
+// How deep expressions may nest, in the parser's recursion and in the tree
+// the evaluator walks (a long chain a + b + ... is as deep as it is long):
+// far beyond any real rule, far below what a thread's stack holds.
+constexpr int kMaxNesting = 64;
+constexpr int kMaxTreeDepth = 256;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : t_(std::move(tokens)) {}
@@ -212,6 +220,32 @@ class Parser {
     ++pos_;
     return absl::OkStatus();
   }
+  // Makes `child` the last child of `parent`, within kMaxTreeDepth.
+  static absl::Status Adopt(Node* parent, NodeP child) {
+    parent->depth = std::max(parent->depth, child->depth + 1);
+    if (parent->depth > kMaxTreeDepth) {
+      return SyntaxError(parent->line, parent->col, absl::StrCat("an expression more than ", kMaxTreeDepth,
+                                                                 " operations deep"));
+    }
+    parent->c.push_back(std::move(child));
+    return absl::OkStatus();
+  }
+  // Counts the parser's nesting while it recurses into a sub-expression.
+  class Nest {
+   public:
+    explicit Nest(Parser* p) : p_(p) { ++p_->nesting_; }
+    ~Nest() { --p_->nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    absl::Status Check() const {
+      if (p_->nesting_ <= kMaxNesting) return absl::OkStatus();
+      const Token& t = p_->Peek();
+      return SyntaxError(t.line, t.col, absl::StrCat("expressions nested more than ", kMaxNesting, " deep"));
+    }
+
+   private:
+    Parser* p_;
+  };
   NodeP Make(Node::K k, const Token& at) {
     auto n = std::make_unique<Node>();
     n->k = k;
@@ -299,6 +333,8 @@ class Parser {
 
  public:
   absl::StatusOr<NodeP> Expr() {
+    const Nest nest(this);
+    TD_RETURN_IF_ERROR(nest.Check());
     TD_ASSIGN_OR_RETURN(NodeP a, Or());
     if (!IsName("if")) return a;
     const Token at = Peek();
@@ -308,9 +344,9 @@ class Parser {
     ++pos_;
     TD_ASSIGN_OR_RETURN(NodeP b, Expr());
     NodeP n = Make(Node::K::kIf, at);
-    n->c.push_back(std::move(cond));
-    n->c.push_back(std::move(a));
-    n->c.push_back(std::move(b));
+    TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(cond)));
+    TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
+    TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(b)));
     return n;
   }
 
@@ -321,8 +357,8 @@ class Parser {
       NodeP n = Make(Node::K::kOr, Peek());
       ++pos_;
       TD_ASSIGN_OR_RETURN(NodeP b, And());
-      n->c.push_back(std::move(a));
-      n->c.push_back(std::move(b));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(b)));
       a = std::move(n);
     }
     return a;
@@ -333,18 +369,20 @@ class Parser {
       NodeP n = Make(Node::K::kAnd, Peek());
       ++pos_;
       TD_ASSIGN_OR_RETURN(NodeP b, Not());
-      n->c.push_back(std::move(a));
-      n->c.push_back(std::move(b));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(b)));
       a = std::move(n);
     }
     return a;
   }
   absl::StatusOr<NodeP> Not() {
     if (!IsName("not")) return Compare();
+    const Nest nest(this);
+    TD_RETURN_IF_ERROR(nest.Check());
     NodeP n = Make(Node::K::kNot, Peek());
     ++pos_;
     TD_ASSIGN_OR_RETURN(NodeP a, Not());
-    n->c.push_back(std::move(a));
+    TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
     return n;
   }
   absl::StatusOr<NodeP> Compare() {
@@ -360,8 +398,8 @@ class Parser {
     TD_ASSIGN_OR_RETURN(NodeP b, Sum());
     NodeP n = Make(Node::K::kCmp, at);
     n->s = op;
-    n->c.push_back(std::move(a));
-    n->c.push_back(std::move(b));
+    TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
+    TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(b)));
     return n;
   }
   absl::StatusOr<NodeP> Sum() {
@@ -371,8 +409,8 @@ class Parser {
       n->s = Peek().text;
       ++pos_;
       TD_ASSIGN_OR_RETURN(NodeP b, Term());
-      n->c.push_back(std::move(a));
-      n->c.push_back(std::move(b));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(b)));
       a = std::move(n);
     }
     return a;
@@ -384,18 +422,20 @@ class Parser {
       n->s = Peek().text;
       ++pos_;
       TD_ASSIGN_OR_RETURN(NodeP b, Unary());
-      n->c.push_back(std::move(a));
-      n->c.push_back(std::move(b));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
+      TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(b)));
       a = std::move(n);
     }
     return a;
   }
   absl::StatusOr<NodeP> Unary() {
     if (!IsOp("-")) return Postfix();
+    const Nest nest(this);
+    TD_RETURN_IF_ERROR(nest.Check());
     NodeP n = Make(Node::K::kNeg, Peek());
     ++pos_;
     TD_ASSIGN_OR_RETURN(NodeP a, Unary());
-    n->c.push_back(std::move(a));
+    TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
     return n;
   }
   absl::StatusOr<NodeP> Postfix() {
@@ -407,12 +447,12 @@ class Parser {
         NodeP n = Make(Node::K::kAttr, Peek());
         n->s = Peek().text;
         ++pos_;
-        n->c.push_back(std::move(a));
+        TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
         a = std::move(n);
       } else if (IsOp("(")) {
         NodeP n = Make(Node::K::kCall, Peek());
         ++pos_;
-        n->c.push_back(std::move(a));
+        TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
         while (!IsOp(")")) {
           std::string kw;
           if (Peek().k == Token::K::kName && IsOp("=", 1)) {
@@ -420,7 +460,7 @@ class Parser {
             pos_ += 2;
           }
           TD_ASSIGN_OR_RETURN(NodeP arg, Expr());
-          n->c.push_back(std::move(arg));
+          TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(arg)));
           n->kw.push_back(kw);
           if (!IsOp(",")) break;
           ++pos_;
@@ -440,17 +480,17 @@ class Parser {
             TD_ASSIGN_OR_RETURN(hi, Expr());
           }
           NodeP n = Make(Node::K::kSlice, at);
-          n->c.push_back(std::move(a));
+          TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
           n->has_lo = lo != nullptr;
           n->has_hi = hi != nullptr;
-          if (lo) n->c.push_back(std::move(lo));
-          if (hi) n->c.push_back(std::move(hi));
+          if (lo) TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(lo)));
+          if (hi) TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(hi)));
           a = std::move(n);
         } else {
           if (lo == nullptr) return Expected("an index");
           NodeP n = Make(Node::K::kIndex, at);
-          n->c.push_back(std::move(a));
-          n->c.push_back(std::move(lo));
+          TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(a)));
+          TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(lo)));
           a = std::move(n);
         }
         TD_RETURN_IF_ERROR(Eat("]"));
@@ -494,11 +534,11 @@ class Parser {
           NodeP splat = Make(Node::K::kSplat, Peek());
           ++pos_;
           TD_ASSIGN_OR_RETURN(NodeP e, Expr());
-          splat->c.push_back(std::move(e));
-          n->c.push_back(std::move(splat));
+          TD_RETURN_IF_ERROR(Adopt(splat.get(), std::move(e)));
+          TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(splat)));
         } else {
           TD_ASSIGN_OR_RETURN(NodeP e, Expr());
-          n->c.push_back(std::move(e));
+          TD_RETURN_IF_ERROR(Adopt(n.get(), std::move(e)));
         }
         if (!IsOp(",")) break;
         ++pos_;
@@ -511,6 +551,7 @@ class Parser {
 
   std::vector<Token> t_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 // ---- names --------------------------------------------------------------------
@@ -701,6 +742,7 @@ class Eval {
       case Node::K::kNeg: {
         TD_ASSIGN_OR_RETURN(Val a, E(*n.c[0]));
         TD_ASSIGN_OR_RETURN(int64_t v, AsInt(n, a, "the operand of '-'"));
+        if (v == std::numeric_limits<int64_t>::min()) return Err(n, absl::StrCat("integer overflow in -(", v, ")"));
         return Val::Int(-v);
       }
       case Node::K::kNot: {
@@ -941,6 +983,7 @@ class Eval {
       for (int k = 0; k < 2; ++k) {
         TD_ASSIGN_OR_RETURN(Shape s, AsShape(n, args[k], "matmul()'s argument"));
         const ScalarType dt = args[k].t == Val::T::kTensor ? args[k].tensor->dtype : ScalarType::kFloat32;
+        TD_RETURN_IF_ERROR(meta::CheckNewSizes(op_, s, dt));  // a list may hold anything
         ms[k] = TensorMeta::Contiguous(std::move(s), dt, kMetaDevice);
       }
       if (ms[0].dtype != ms[1].dtype) ms[1].dtype = ms[0].dtype;  // the rule's dtype is its own business
@@ -1086,6 +1129,7 @@ class Eval {
         if (all.empty()) return Err(*e, "empty() needs dtype= in an op without Tensor arguments");
         TD_ASSIGN_OR_RETURN(dt, ResultType(op_, all));
       }
+      TD_RETURN_IF_ERROR(meta::CheckNewSizes(op_, v.l, dt));  // the rank limit, and strides that fit
       TensorMeta out = TensorMeta::Contiguous(v.l, dt, *device);
       if (v.layout == 1 && v.like->sizes == v.l) {
         out.strides = PreserveFormatStrides(*v.like);

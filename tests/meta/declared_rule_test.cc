@@ -3,6 +3,7 @@
 // the line), and what Compile refuses.
 #include "tensord/meta/declared_rule.h"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,14 @@ TEST(DeclaredShapeRule, EvaluationErrorsNameTheOpAndTheLine) {
   ExpectErrorContains(run("return x"), ErrorKind::kRuntime, "return gives a Tensor; each output is empty(");
   ExpectErrorContains(run("return empty([n * 4611686018427387904])", {Value(int64_t{3})}), ErrorKind::kRuntime,
                       "integer overflow");
+  // Sizes whose strides or bytes would overflow (found by the fuzz target).
+  ExpectErrorContains(run("return empty([n, 3])", {Value(std::numeric_limits<int64_t>::max())}), ErrorKind::kRuntime,
+                      "mylib::f: Storage size calculation overflowed with sizes=[9223372036854775807, 3]");
+  ExpectErrorContains(run("return empty(matmul([n, 2], [2, n]))", {Value(std::numeric_limits<int64_t>::max())}),
+                      ErrorKind::kRuntime, "Storage size calculation overflowed");
+  ExpectErrorContains(run("return empty(matmul([-1, 2], [2, 3]))"), ErrorKind::kRuntime, "-1");
+  ExpectErrorContains(run("return empty([-(n - 1)])", {Value(std::numeric_limits<int64_t>::min() + 1)}),
+                      ErrorKind::kRuntime, "integer overflow in -(-9223372036854775808)");
   ExpectErrorContains(run("return empty(broadcast(x, [4]))"), ErrorKind::kRuntime,
                       "mylib::f: The size of tensor a (3) must match the size of tensor b (4)");
 }
@@ -191,6 +200,14 @@ TEST(DeclaredShapeRule, CompileRefusesWhatCannotRun) {
                       ErrorKind::kRuntime, "a '{' without '}'");
   ExpectErrorContains(CompileError(x, std::string(kMaxDeclaredRuleBytes + 1, ' ')), ErrorKind::kRuntime,
                       "at most 16384");
+  // Nesting and chains deep enough to exhaust a stack are refused (found by the fuzz target).
+  ExpectErrorContains(CompileError(x, "return empty([" + std::string(5000, '-') + "1])"), ErrorKind::kRuntime,
+                      "expressions nested more than 64 deep");
+  ExpectErrorContains(CompileError(x, "return empty([" + std::string(5000, '(') + "1" + std::string(5000, ')') + "])"),
+                      ErrorKind::kRuntime, "expressions nested more than 64 deep");
+  std::string chain = "return empty([1";
+  for (int i = 0; i < 3000; ++i) chain += " + 1";
+  ExpectErrorContains(CompileError(x, chain + "])"), ErrorKind::kRuntime, "an expression more than 256 operations deep");
   // Text that is not even close: the tokenizer and the parser never crash.
   for (absl::string_view junk : {"", "\n\n", "((((", "return", "return empty(", "]]]", "check", "= 3", "return [*]",
                                  "return empty(x.shape)[", "x = = 1", "return empty(x.shape if)"}) {
