@@ -265,7 +265,7 @@ def run_torch(info, sample, device="cpu"):
 
 def host(t):
     """Values of a tensord or torch tensor as NumPy (bfloat16 via float32)."""
-    if isinstance(t, torch.Tensor):
+    if torch is not None and isinstance(t, torch.Tensor):
         return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
     return t.float().numpy() if t.dtype in (tensord.bfloat16,) else t.numpy()
 
