@@ -18,6 +18,7 @@
 
 #include "kernel_util.h"
 #include "parallel.h"
+#include "reduce_args.h"
 #include "tensord/meta/shape_rules.h"
 
 namespace tensord::cpu {
@@ -309,39 +310,14 @@ __attribute__((noinline)) int64_t FindFirst(const char* x, int64_t n, ComputeT<T
 
 #undef TD_VEC
 
-struct ReductionSpec {
-  TensorRef in;
-  std::vector<bool> mask;
-  int64_t count = 1;  // elements folded into each output
-};
-
-// Reads (self, dim, keepdim) and checks the output's shape.
-absl::Status ReadReduction(const KernelContext& ctx, const char* name, const Value& dim,
-                           bool keepdim, ReductionSpec& spec) {
-  TD_ASSIGN_OR_RETURN(spec.in, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(spec.mask, ReductionMask(name, dim, spec.in.meta->dim()));
-  TD_INTERNAL_CHECK(static_cast<int64_t>(spec.mask.size()) == spec.in.meta->dim());
-  for (int64_t d = 0; d < spec.in.meta->dim(); ++d) {
-    if (spec.mask[d]) spec.count *= spec.in.meta->sizes[d];
-  }
-  return ExpectOutputSizes(name, ctx.outputs[0], ReducedShape(spec.in.meta->sizes, spec.mask, keepdim));
-}
-
 // sum / mean. The input is cast to the output dtype first (PyTorch's dtype=
 // semantics), except integer -> int64 which is exact per element.
 template <bool kMean>
 absl::Status SumMean(KernelContext& ctx) {
   const char* name = kMean ? "mean" : "sum";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, ctx.args[1], ctx.args[2].to_bool(), spec));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs spec, ReadSumMean(ctx, kMean));
   const TensorRef& out = ctx.outputs[0];
   const ScalarType out_t = out.meta->dtype;
-  if (kMean && !IsFloating(out_t)) {
-    return RuntimeErr(absl::StrCat(
-        "mean(): could not infer output dtype. Input dtype must be either a floating point or "
-        "complex dtype. Got: ", TorchTypeName(out_t)));
-  }
   std::unique_ptr<TempTensor> cast_holder;
   TensorRef in = spec.in;
   const bool int_to_long = out_t == ScalarType::kInt64 && IsIntegral(in.meta->dtype, true);
@@ -373,16 +349,9 @@ absl::Status SumMean(KernelContext& ctx) {
 
 // amax / amin and max() / min() over everything.
 template <bool kMax>
-absl::Status ExtremeReduce(KernelContext& ctx, const char* name, const ReductionSpec& spec) {
+absl::Status ExtremeReduce(KernelContext& ctx, const char* name, const ReductionArgs& spec) {
   const TensorRef& out = ctx.outputs[0];
-  if (spec.count == 0 && out.meta->numel() > 0) {
-    for (int64_t d = 0; d < spec.in.meta->dim(); ++d) {
-      if (spec.mask[d] && spec.in.meta->sizes[d] == 0) {
-        return IndexErr(absl::StrCat(name, "(): Expected reduction dim ", d,
-                                     " to have non-zero size."));
-      }
-    }
-  }
+  TD_RETURN_IF_ERROR(CheckNonEmptyReduction(name, spec, out));
   std::unique_ptr<TempTensor> cast_holder;
   TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, out.meta->dtype, cast_holder));
   return Dispatch<kSetAllButF8>(in.meta->dtype, name, [&](auto tag) -> absl::Status {
@@ -422,23 +391,14 @@ absl::Status ExtremeReduce(KernelContext& ctx, const char* name, const Reduction
 template <bool kMax>
 absl::Status AmaxAmin(KernelContext& ctx) {
   const char* name = kMax ? "amax" : "amin";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, ctx.args[1], ctx.args[2].to_bool(), spec));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs spec, ReadAmaxAmin(ctx, name));
   return ExtremeReduce<kMax>(ctx, name, spec);
 }
 
 template <bool kMax>
 absl::Status MaxMinAll(KernelContext& ctx) {
   const char* name = kMax ? "max" : "min";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, Value(), /*keepdim=*/false, spec));
-  if (spec.in.meta->numel() == 0) {
-    return RuntimeErr(absl::StrCat(
-        name, "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-              "reduction dim with the 'dim' argument."));
-  }
+  TD_ASSIGN_OR_RETURN(const ReductionArgs spec, ReadMaxMinAll(ctx, name));
   return ExtremeReduce<kMax>(ctx, name, spec);
 }
 
@@ -541,8 +501,9 @@ absl::Status ArgReduceDim(const TensorRef& in, int64_t d, ComputeT<T>* best, int
   return absl::OkStatus();
 }
 
-// Shared by argmax/argmin (values == nullptr) and max.dim/min.dim.
-// `dim` < 0 means "flattened" (argmax without dim).
+// Shared by argmax/argmin (values == nullptr) and max.dim/min.dim, whose
+// arguments ReadArgReduce has checked. `dim` < 0 means "flattened" (argmax
+// without dim).
 template <bool kMax, uint32_t kSet>
 absl::Status ArgReduce(const char* name, const TensorRef& self, int64_t dim,
                        const TensorRef* values, const TensorRef& indices) {
@@ -551,10 +512,6 @@ absl::Status ArgReduce(const char* name, const TensorRef& self, int64_t dim,
   TensorMeta flat;
   int64_t d = dim;
   if (dim < 0) {
-    if (self.meta->numel() == 0) {
-      return RuntimeErr(absl::StrCat(name, "(): Expected reduction dim to be specified for "
-                                           "input.numel() == 0."));
-    }
     TD_ASSIGN_OR_RETURN(TensorRef c, AsContiguous(self, holder));
     flat = ViewMeta(*c.meta, {c.meta->numel()}, {1}, c.meta->storage_offset);
     in = TensorRef{c.base, &flat};
@@ -563,10 +520,6 @@ absl::Status ArgReduce(const char* name, const TensorRef& self, int64_t dim,
     flat = ViewMeta(*self.meta, {1}, {1}, self.meta->storage_offset);  // a 0-dim tensor reduces as [1]
     in = TensorRef{self.base, &flat};
     d = 0;
-  }
-  if (in.meta->sizes[d] == 0) {
-    return IndexErr(absl::StrCat(name, "(): Expected reduction dim ", dim < 0 ? 0 : dim,
-                                 " to have non-zero size."));
   }
   TD_INTERNAL_CHECK(indices.meta->dtype == ScalarType::kInt64, name, ": indices must be int64");
   TD_INTERNAL_CHECK(indices.meta->numel() * in.meta->sizes[d] == in.meta->numel(), name,
@@ -598,23 +551,16 @@ absl::Status ArgReduce(const char* name, const TensorRef& self, int64_t dim,
 template <bool kMax>
 absl::Status ArgMaxMin(KernelContext& ctx) {
   const char* name = kMax ? "argmax" : "argmin";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  int64_t dim = -1;
-  if (!ctx.args[1].is_none()) {
-    TD_ASSIGN_OR_RETURN(dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
-  }
-  return ArgReduce<kMax, kSetInts | kSetFloats>(name, self, dim, nullptr, ctx.outputs[0]);
+  TD_ASSIGN_OR_RETURN(const ArgReduceArgs a, ReadArgReduce(ctx, name, /*with_values=*/false));
+  return ArgReduce<kMax, kSetInts | kSetFloats>(name, a.self, a.dim, nullptr, ctx.outputs[0]);
 }
 
 template <bool kMax>
 absl::Status MaxMinDim(KernelContext& ctx) {
   const char* name = kMax ? "max" : "min";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 2));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
-  TD_INTERNAL_CHECK(ctx.outputs[0].meta->dtype == self.meta->dtype, name, ": values dtype");
-  return ArgReduce<kMax, kSetAllButF8>(name, self, dim, &ctx.outputs[0], ctx.outputs[1]);
+  TD_ASSIGN_OR_RETURN(const ArgReduceArgs a, ReadArgReduce(ctx, name, /*with_values=*/true));
+  TD_INTERNAL_CHECK(ctx.outputs[0].meta->dtype == a.self.meta->dtype, name, ": values dtype");
+  return ArgReduce<kMax, kSetAllButF8>(name, a.self, a.dim, &ctx.outputs[0], ctx.outputs[1]);
 }
 
 // ---- reductions computed in double ------------------------------------------------
@@ -652,7 +598,7 @@ absl::Status FoldAsDouble(const TensorRef& in, const std::vector<bool>& mask, do
 // out[o] = finish(fold over the reduced elements of slot o, from `init`),
 // computed in double and converted to the output's dtype.
 template <typename Fold, typename Finish>
-absl::Status DoubleReduce(const ReductionSpec& spec, const TensorRef& out, double init,
+absl::Status DoubleReduce(const ReductionArgs& spec, const TensorRef& out, double init,
                           Fold fold, Finish finish) {
   AccBuffer<double> acc;
   TD_RETURN_IF_ERROR(acc.Init(out));
@@ -695,10 +641,8 @@ absl::Status Nansum(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   if (IsIntegral(self.meta->dtype, /*include_bool=*/true)) return SumMean<false>(ctx);
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, "nansum", ctx.args[1], ctx.args[2].to_bool(), spec));
+  TD_ASSIGN_OR_RETURN(ReductionArgs spec, ReadNansum(ctx));
   const TensorRef& out = ctx.outputs[0];
-  if (!IsFloating(out.meta->dtype)) return InternalErr("internal: nansum of a float input to a non-float dtype");
   std::unique_ptr<TempTensor> holder;
   TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
   return DoubleReduce(spec, out, 0.0, [](double a, double x) { return std::isnan(x) ? a : a + x; },
@@ -708,16 +652,7 @@ absl::Status Nansum(KernelContext& ctx) {
 // prod / prod.dim_int: the input is cast to the output dtype; floats multiply
 // in double, integers in int64 (wrapping, as PyTorch's integer arithmetic).
 absl::Status Prod(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  const bool has_dim = ctx.args.size() == 4;
-  Value dims;
-  bool keepdim = false;
-  if (has_dim) {
-    dims = Value(Shape{ctx.args[1].to_int()});
-    keepdim = ctx.args[2].to_bool();
-  }
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, "prod", dims, keepdim, spec));
+  TD_ASSIGN_OR_RETURN(ReductionArgs spec, ReadProd(ctx));
   const TensorRef& out = ctx.outputs[0];
   std::unique_ptr<TempTensor> holder;
   TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
@@ -743,27 +678,10 @@ absl::Status Prod(KernelContext& ctx) {
 // (PyTorch's rule: a non-positive divisor gives inf or NaN), std its sqrt.
 template <bool kStd>
 absl::Status VarStd(KernelContext& ctx) {
-  const char* name = kStd ? "std" : "var";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  Value dims;
-  bool keepdim = false;
-  double correction = 1.0;
-  const std::string& overload = ctx.op->schema.overload;
-  if (ctx.args.size() == 4) {
-    dims = ctx.args[1];
-    keepdim = ctx.args[3].to_bool();
-    if (overload == "correction") {
-      if (!ctx.args[2].is_none()) correction = static_cast<double>(ctx.args[2].to_int());
-    } else {
-      correction = ctx.args[2].to_bool() ? 1.0 : 0.0;
-    }
-  } else {
-    correction = ctx.args[1].to_bool() ? 1.0 : 0.0;
-  }
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, dims, keepdim, spec));
+  TD_ASSIGN_OR_RETURN(const VarStdArgs a, ReadVarStd(ctx, kStd ? "std" : "var"));
+  const ReductionArgs& spec = a.r;
+  const double correction = a.correction;
   const TensorRef& out = ctx.outputs[0];
-  if (!IsFloating(out.meta->dtype)) return InternalErr(absl::StrCat("internal: ", name, " to a non-float dtype"));
   const TensorRef& in = spec.in;
   const int64_t kept = out.meta->numel();
   TD_ASSIGN_OR_RETURN(auto mean, TempTensor::Make({kept}, ScalarType::kFloat64));
@@ -793,17 +711,9 @@ absl::Status VarStd(KernelContext& ctx) {
 // cast to dtype= first; an empty reduction gives 0 (the ops that refuse it
 // were stopped by the meta function).
 absl::Status Norm(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  const std::optional<Scalar> p = OptionalScalar(ctx, 1);
-  const double ord = p ? p->to_double() : 2.0;
-  Value dims;
-  bool keepdim = false;
-  if (ctx.args.size() >= 4) {
-    dims = ctx.args[2];
-    keepdim = ctx.args[3].to_bool();
-  }
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, "norm", dims, keepdim, spec));
+  TD_ASSIGN_OR_RETURN(NormArgs a, ReadNorm(ctx));
+  ReductionArgs& spec = a.r;
+  const double ord = a.ord;
   const TensorRef& out = ctx.outputs[0];
   std::unique_ptr<TempTensor> holder;
   TD_ASSIGN_OR_RETURN(spec.in, AsDtype(spec.in, out.meta->dtype, holder));
@@ -838,9 +748,7 @@ absl::Status Norm(KernelContext& ctx) {
 // logsumexp: m + log(sum(exp(x - m))) with m the max over the reduced dims
 // (m taken as 0 where it is infinite, as PyTorch); integers become float32.
 absl::Status Logsumexp(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, "logsumexp", ctx.args[1], ctx.args[2].to_bool(), spec));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs spec, ReadLogsumexp(ctx));
   const TensorRef& out = ctx.outputs[0];
   const TensorRef& in = spec.in;
   const int64_t kept = out.meta->numel();
@@ -868,16 +776,7 @@ absl::Status Logsumexp(KernelContext& ctx) {
 // true); the result is bool, or uint8 for uint8 inputs.
 template <bool kAll>
 absl::Status AllAny(KernelContext& ctx) {
-  const char* name = kAll ? "all" : "any";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  Value dims;
-  bool keepdim = false;
-  if (ctx.args.size() == 3) {
-    dims = Value(Shape{ctx.args[1].to_int()});
-    keepdim = ctx.args[2].to_bool();
-  }
-  ReductionSpec spec;
-  TD_RETURN_IF_ERROR(ReadReduction(ctx, name, dims, keepdim, spec));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs spec, ReadAllAny(ctx, kAll ? "all" : "any"));
   std::unique_ptr<TempTensor> holder;
   TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(spec.in, ScalarType::kBool, holder));
   AccBuffer<bool> acc;

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernel_util.h"
+#include "reduce_args.h"
 
 namespace tensord::cpu {
 namespace {
@@ -15,11 +16,10 @@ namespace {
 template <bool kProd>
 absl::Status CumScan(KernelContext& ctx) {
   const char* name = kProd ? "cumprod" : "cumsum";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
+  TD_ASSIGN_OR_RETURN(const ScanArgs a, ReadScan(ctx, name));
+  const TensorRef& self = a.self;
+  const int64_t dim = a.dim;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(ExpectOutputSizes(name, out, self.meta->sizes));
   std::unique_ptr<TempTensor> holder;
   TD_ASSIGN_OR_RETURN(TensorRef in, AsDtype(self, out.meta->dtype, holder));
   // A 0-dim tensor scans as a 1-element 1-D one.

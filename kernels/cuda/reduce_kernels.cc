@@ -63,25 +63,4 @@ absl::Status BuildReduceGeometry(absl::string_view op, const TensorRef& in, cons
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReductionArgs> ReadReduction(const KernelContext& ctx, const char* name, const Value& dim,
-                                            bool keepdim) {
-  ReductionArgs r;
-  r.keepdim = keepdim;
-  TD_ASSIGN_OR_RETURN(r.in, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(r.mask, ReductionMask(name, dim, r.in.meta->dim()));
-  TD_INTERNAL_CHECK(static_cast<int64_t>(r.mask.size()) == r.in.meta->dim());
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes(name, ctx.outputs[0], ReducedShape(r.in.meta->sizes, r.mask, keepdim)));
-  return r;
-}
-
-absl::Status CheckNonEmptyReduction(const char* name, const ReductionArgs& r, const TensorRef& out) {
-  if (out.meta->numel() == 0) return absl::OkStatus();
-  for (int64_t d = 0; d < r.in.meta->dim(); ++d) {
-    if (r.mask[static_cast<size_t>(d)] && r.in.meta->sizes[d] == 0) {
-      return IndexErr(absl::StrCat(name, "(): Expected reduction dim ", d, " to have non-zero size."));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace tensord::cuda::ew

@@ -15,9 +15,9 @@
 #define TENSORD_KERNELS_CUDA_REDUCE_KERNELS_H_
 
 #include <cmath>
-#include <optional>
 #include <vector>
 
+#include "../cpu/reduce_args.h"
 #include "elementwise_kernels.h"
 #include "reduce_call.h"
 
@@ -29,20 +29,14 @@ namespace tensord::cuda::ew {
 absl::Status BuildReduceGeometry(absl::string_view op, const TensorRef& in, const std::vector<bool>& mask,
                                  bool keepdim, const TensorRef* values, const TensorRef* indices, ReduceCall* call);
 
-// The reduced dims of (self, dim, keepdim) and the elements folded into
-// each output; an internal error when `out` does not have the reduced shape.
-struct ReductionArgs {
-  TensorRef in;
-  std::vector<bool> mask;
-  bool keepdim = false;
-};
-absl::StatusOr<ReductionArgs> ReadReduction(const KernelContext& ctx, const char* name, const Value& dim,
-                                            bool keepdim);
-
-// IndexError when an output element would fold an empty reduced dim
-// (amax and friends have no identity to give): "amax(): Expected
-// reduction dim 1 to have non-zero size."
-absl::Status CheckNonEmptyReduction(const char* name, const ReductionArgs& r, const TensorRef& out);
+// The calls' arguments are read and checked by the CPU kernels' functions
+// (kernels/cpu/reduce_args.h).
+using cpu::ArgReduceArgs;
+using cpu::CheckNonEmptyReduction;
+using cpu::NormArgs;
+using cpu::ReductionArgs;
+using cpu::ScanArgs;
+using cpu::VarStdArgs;
 
 template <class L>
 absl::Status LaunchReduce(const KernelContext& ctx, const ReduceCall& call) {
@@ -68,15 +62,9 @@ absl::Status RunReduce(const KernelContext& ctx, ReduceOp op, ScalarType dtype, 
 template <class L, bool kMean>
 absl::Status SumMean(KernelContext& ctx) {
   const char* name = kMean ? "mean" : "sum";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, name, ctx.args[1], ctx.args[2].to_bool()));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs r, cpu::ReadSumMean(ctx, kMean));
   const TensorRef& out = ctx.outputs[0];
   const ScalarType out_t = out.meta->dtype;
-  if (kMean && !IsFloating(out_t)) {
-    return RuntimeErr(absl::StrCat("mean(): could not infer output dtype. Input dtype must be either a floating "
-                                   "point or complex dtype. Got: ",
-                                   cpu::TorchTypeName(out_t)));
-  }
   // The dtype the CPU kernel computes in (the input's when integers sum to
   // int64, else the output's) decides what is refused.
   const bool int_to_long = out_t == ScalarType::kInt64 && IsIntegral(r.in.meta->dtype, true);
@@ -98,8 +86,7 @@ absl::Status ExtremeReduce(KernelContext& ctx, const char* name, const Reduction
 template <class L, bool kMax>
 absl::Status AmaxAmin(KernelContext& ctx) {
   const char* name = kMax ? "amax" : "amin";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, name, ctx.args[1], ctx.args[2].to_bool()));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs r, cpu::ReadAmaxAmin(ctx, name));
   return ExtremeReduce<L, kMax>(ctx, name, r);
 }
 
@@ -107,35 +94,22 @@ absl::Status AmaxAmin(KernelContext& ctx) {
 template <class L, bool kMax>
 absl::Status MaxMinAll(KernelContext& ctx) {
   const char* name = kMax ? "max" : "min";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, name, Value(), /*keepdim=*/false));
-  if (r.in.meta->numel() == 0) {
-    return RuntimeErr(absl::StrCat(name,
-                                   "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-                                   "reduction dim with the 'dim' argument."));
-  }
+  TD_ASSIGN_OR_RETURN(const ReductionArgs r, cpu::ReadMaxMinAll(ctx, name));
   return ExtremeReduce<L, kMax>(ctx, name, r);
 }
 
-// argmax / argmin (values == nullptr) and max.dim / min.dim: the extreme
-// along `dim` (< 0: every element, in row-major order) and its first index.
+// argmax / argmin (values == nullptr) and max.dim / min.dim, read by
+// cpu::ReadArgReduce: the extreme along `a.dim` (< 0: every element, in
+// row-major order) and its first index.
 template <class L, bool kMax>
-absl::Status ArgReduce(const KernelContext& ctx, const char* name, uint32_t dtypes, const TensorRef& self,
-                       int64_t dim, bool keepdim, const TensorRef* values, const TensorRef& indices) {
+absl::Status ArgReduce(const KernelContext& ctx, const char* name, uint32_t dtypes, const ArgReduceArgs& a,
+                       const TensorRef* values, const TensorRef& indices) {
+  const TensorRef& self = a.self;
   ReductionArgs r;
   r.in = self;
-  r.keepdim = keepdim;
-  r.mask.assign(static_cast<size_t>(self.meta->dim()), dim < 0);
-  if (dim < 0) {
-    if (self.meta->numel() == 0) {
-      return RuntimeErr(absl::StrCat(name, "(): Expected reduction dim to be specified for input.numel() == 0."));
-    }
-  } else if (self.meta->dim() > 0) {
-    r.mask[static_cast<size_t>(dim)] = true;
-    if (self.meta->sizes[dim] == 0) {
-      return IndexErr(absl::StrCat(name, "(): Expected reduction dim ", dim, " to have non-zero size."));
-    }
-  }
+  r.keepdim = a.keepdim;
+  r.mask.assign(static_cast<size_t>(self.meta->dim()), a.dim < 0);
+  if (a.dim >= 0 && self.meta->dim() > 0) r.mask[static_cast<size_t>(a.dim)] = true;
   TD_INTERNAL_CHECK(indices.meta->dtype == ScalarType::kInt64, name, ": indices must be int64");
   const ScalarType dt = self.meta->dtype;
   if (!DtypeInSet(dt, dtypes)) return DtypeNotImplemented(name, dt);
@@ -146,24 +120,15 @@ absl::Status ArgReduce(const KernelContext& ctx, const char* name, uint32_t dtyp
 template <class L, bool kMax>
 absl::Status ArgMaxMin(KernelContext& ctx) {
   const char* name = kMax ? "argmax" : "argmin";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  int64_t dim = -1;
-  if (!ctx.args[1].is_none()) {
-    TD_ASSIGN_OR_RETURN(dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
-  }
-  return ArgReduce<L, kMax>(ctx, name, kSetInts | kSetFloats, self, dim, ctx.args[2].to_bool(), nullptr,
-                            ctx.outputs[0]);
+  TD_ASSIGN_OR_RETURN(const ArgReduceArgs a, cpu::ReadArgReduce(ctx, name, /*with_values=*/false));
+  return ArgReduce<L, kMax>(ctx, name, kSetInts | kSetFloats, a, nullptr, ctx.outputs[0]);
 }
 
 template <class L, bool kMax>
 absl::Status MaxMinDim(KernelContext& ctx) {
   const char* name = kMax ? "max" : "min";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 2));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
-  return ArgReduce<L, kMax>(ctx, name, kSetAllButF8, self, dim, ctx.args[2].to_bool(), &ctx.outputs[0],
-                            ctx.outputs[1]);
+  TD_ASSIGN_OR_RETURN(const ArgReduceArgs a, cpu::ReadArgReduce(ctx, name, /*with_values=*/true));
+  return ArgReduce<L, kMax>(ctx, name, kSetAllButF8, a, &ctx.outputs[0], ctx.outputs[1]);
 }
 
 // nansum (self, dim, keepdim, *, dtype): integer and bool inputs are plain
@@ -174,9 +139,8 @@ absl::Status Nansum(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   if (IsIntegral(self.meta->dtype, /*include_bool=*/true)) return SumMean<L, false>(ctx);
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "nansum", ctx.args[1], ctx.args[2].to_bool()));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs r, cpu::ReadNansum(ctx));
   const TensorRef& out = ctx.outputs[0];
-  if (!IsFloating(out.meta->dtype)) return InternalErr("internal: nansum of a float input to a non-float dtype");
   if (!DtypeInSet(out.meta->dtype, ReduceDtypes(ReduceOp::kNansum))) {
     return DtypeNotImplemented("nansum", out.meta->dtype);
   }
@@ -188,14 +152,7 @@ absl::Status Nansum(KernelContext& ctx) {
 // or int64 (wrapping).
 template <class L>
 absl::Status Prod(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  Value dims;
-  bool keepdim = false;
-  if (ctx.args.size() == 4) {
-    dims = Value(Shape{ctx.args[1].to_int()});
-    keepdim = ctx.args[2].to_bool();
-  }
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "prod", dims, keepdim));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs r, cpu::ReadProd(ctx));
   const TensorRef& out = ctx.outputs[0];
   if (!DtypeInSet(out.meta->dtype, ReduceDtypes(ReduceOp::kProd))) {
     return DtypeNotImplemented("prod", out.meta->dtype);
@@ -209,14 +166,7 @@ absl::Status Prod(KernelContext& ctx) {
 template <class L, bool kAll>
 absl::Status AllAny(KernelContext& ctx) {
   const char* name = kAll ? "all" : "any";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  Value dims;
-  bool keepdim = false;
-  if (ctx.args.size() == 3) {
-    dims = Value(Shape{ctx.args[1].to_int()});
-    keepdim = ctx.args[2].to_bool();
-  }
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, name, dims, keepdim));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs r, cpu::ReadAllAny(ctx, name));
   const TensorRef& out = ctx.outputs[0];
   TD_INTERNAL_CHECK(out.meta->dtype == ScalarType::kBool || out.meta->dtype == ScalarType::kUInt8, name,
                     ": output dtype ", DtypeName(out.meta->dtype));
@@ -230,26 +180,11 @@ absl::Status AllAny(KernelContext& ctx) {
 template <class L, bool kStd>
 absl::Status VarStd(KernelContext& ctx) {
   const char* name = kStd ? "std" : "var";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  Value dims;
-  bool keepdim = false;
-  double correction = 1.0;
-  if (ctx.args.size() == 4) {
-    dims = ctx.args[1];
-    keepdim = ctx.args[3].to_bool();
-    if (ctx.op->schema.overload == "correction") {
-      if (!ctx.args[2].is_none()) correction = static_cast<double>(ctx.args[2].to_int());
-    } else {
-      correction = ctx.args[2].to_bool() ? 1.0 : 0.0;
-    }
-  } else {
-    correction = ctx.args[1].to_bool() ? 1.0 : 0.0;
-  }
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, name, dims, keepdim));
+  TD_ASSIGN_OR_RETURN(const VarStdArgs a, cpu::ReadVarStd(ctx, name));
   const TensorRef& out = ctx.outputs[0];
-  if (!IsFloating(out.meta->dtype)) return InternalErr(absl::StrCat("internal: ", name, " to a non-float dtype"));
   if (!DtypeInSet(out.meta->dtype, kSetFloats)) return DtypeNotImplemented(name, out.meta->dtype);
-  return RunReduce<L>(ctx, kStd ? ReduceOp::kStd : ReduceOp::kVar, out.meta->dtype, r, &out, nullptr, correction);
+  return RunReduce<L>(ctx, kStd ? ReduceOp::kStd : ReduceOp::kVar, out.meta->dtype, a.r, &out, nullptr,
+                      a.correction);
 }
 
 // norm.Scalar (self, p) / norm.ScalarOpt_dim (self, p, dim, keepdim) /
@@ -260,16 +195,9 @@ absl::Status VarStd(KernelContext& ctx) {
 // gives 0 (the meta function refuses the ones PyTorch refuses).
 template <class L>
 absl::Status Norm(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  const std::optional<Scalar> p = cpu::OptionalScalar(ctx, 1);
-  const double ord = p ? p->to_double() : 2.0;
-  Value dims;
-  bool keepdim = false;
-  if (ctx.args.size() >= 4) {
-    dims = ctx.args[2];
-    keepdim = ctx.args[3].to_bool();
-  }
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "norm", dims, keepdim));
+  TD_ASSIGN_OR_RETURN(const NormArgs a, cpu::ReadNorm(ctx));
+  const ReductionArgs& r = a.r;
+  const double ord = a.ord;
   const TensorRef& out = ctx.outputs[0];
   if (!DtypeInSet(out.meta->dtype, kSetFloats)) return DtypeNotImplemented("norm", out.meta->dtype);
   ReduceOp op = ReduceOp::kNormP;
@@ -290,8 +218,7 @@ absl::Status Norm(KernelContext& ctx) {
 // meta function's choice).
 template <class L>
 absl::Status Logsumexp(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(ReductionArgs r, ReadReduction(ctx, "logsumexp", ctx.args[1], ctx.args[2].to_bool()));
+  TD_ASSIGN_OR_RETURN(const ReductionArgs r, cpu::ReadLogsumexp(ctx));
   const TensorRef& out = ctx.outputs[0];
   if (!DtypeInSet(out.meta->dtype, kSetFloats)) return DtypeNotImplemented("logsumexp", out.meta->dtype);
   return RunReduce<L>(ctx, ReduceOp::kLogsumexp, out.meta->dtype, r, &out, nullptr);
@@ -305,11 +232,10 @@ absl::Status Logsumexp(KernelContext& ctx) {
 template <class L, bool kProd>
 absl::Status CumScan(KernelContext& ctx) {
   const char* name = kProd ? "cumprod" : "cumsum";
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim(name, ctx.args[1].to_int(), self.meta->dim()));
+  TD_ASSIGN_OR_RETURN(const ScanArgs a, cpu::ReadScan(ctx, name));
+  const TensorRef& self = a.self;
+  const int64_t dim = a.dim;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes(name, out, self.meta->sizes));
   const TensorMeta& im = *self.meta;
   const TensorMeta& om = *out.meta;
   ScanCall call;
