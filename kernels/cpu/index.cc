@@ -11,24 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "index_args.h"
 #include "kernel_util.h"
 
 namespace tensord::cpu {
 namespace {
-
-// A 0-dim tensor viewed as [1] (ops that take a dim treat it so).
-TensorMeta AtLeast1d(const TensorMeta& m) {
-  if (m.dim() > 0) return m;
-  return ViewMeta(m, {1}, {1}, m.storage_offset);
-}
-
-absl::Status CheckIndexDtype(const char* name, const TensorMeta& index) {
-  if (index.dtype != ScalarType::kInt64 && index.dtype != ScalarType::kInt32) {
-    return RuntimeErr(absl::StrCat(name, "(): Expected dtype int64 for index, got ",
-                                   DtypeName(index.dtype)));
-  }
-  return absl::OkStatus();
-}
 
 // The first out-of-range index met by a gather-like loop.
 struct BadIndex {
@@ -59,27 +46,10 @@ absl::Status GatherLoop(const StridedLoop& loop, int64_t itemsize, ScalarType in
 }
 
 absl::Status Gather(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef index_in, InputTensor(ctx, 2));
-  const TensorRef& out_in = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(CheckIndexDtype("gather", *index_in.meta));
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("gather", ctx.args[1].to_int(), self_in.meta->dim()));
-  const TensorMeta self = AtLeast1d(*self_in.meta), index = AtLeast1d(*index_in.meta),
-                   out = AtLeast1d(*out_in.meta);
-  if (index.dim() != self.dim()) {
-    return RuntimeErr("Index tensor must have the same number of dimensions as input tensor");
-  }
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (d != dim && index.sizes[d] > self.sizes[d]) {
-      return RuntimeErr(absl::StrCat("Size does not match at dimension ", d, " expected index ",
-                                     ShapeToString(index_in.meta->sizes),
-                                     " to be smaller than self ", ShapeToString(self_in.meta->sizes),
-                                     " apart from dimension ", dim));
-    }
-  }
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("gather", TensorRef{nullptr, &out}, index.sizes));
-  TD_INTERNAL_CHECK(out.dtype == self.dtype, "gather: output dtype");
+  TD_ASSIGN_OR_RETURN(const GatherArgs a, ReadGather(ctx));
+  const TensorRef &self_in = a.self, &index_in = a.index, &out_in = ctx.outputs[0];
+  const TensorMeta &self = a.self1d, &index = a.index1d, &out = a.out1d;
+  const int64_t dim = a.dim;
   const int64_t item = self.itemsize();
   Shape src_strides(self.dim());
   for (int64_t d = 0; d < self.dim(); ++d) src_strides[d] = d == dim ? 0 : self.strides[d] * item;
@@ -99,24 +69,11 @@ absl::Status Gather(KernelContext& ctx) {
 }
 
 absl::Status IndexSelect(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef index_in, InputTensor(ctx, 2));
-  TD_RETURN_IF_ERROR(CheckIndexDtype("index_select", *index_in.meta));
-  if (index_in.meta->dim() > 1) {
-    return IndexErr("index_select(): Index is supposed to be a vector");
-  }
-  TD_ASSIGN_OR_RETURN(int64_t dim,
-                      WrapDim("index_select", ctx.args[1].to_int(), self_in.meta->dim()));
-  const TensorMeta self = AtLeast1d(*self_in.meta);
-  const int64_t n = index_in.meta->numel();
-  Shape expect = self.sizes;
-  expect[dim] = n;
-  // A 0-dim self gives a 0-dim result: view the output as [n] (n is 1).
-  TensorMeta out = *ctx.outputs[0].meta;
-  if (self_in.meta->dim() == 0 && out.dim() == 0) out = ViewMeta(out, {1}, {1}, out.storage_offset);
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("index_select", TensorRef{nullptr, &out}, expect));
-  TD_INTERNAL_CHECK(out.dtype == self.dtype, "index_select: output dtype");
+  TD_ASSIGN_OR_RETURN(const IndexSelectArgs a, ReadIndexSelect(ctx));
+  const TensorRef &self_in = a.self, &index_in = a.index;
+  const TensorMeta &self = a.self1d, &out = a.out;
+  const Shape& expect = a.sizes;
+  const int64_t dim = a.dim;
   const int64_t item = self.itemsize();
   Shape src_strides(self.dim()), idx_strides(self.dim(), 0);
   for (int64_t d = 0; d < self.dim(); ++d) src_strides[d] = d == dim ? 0 : self.strides[d] * item;
@@ -141,92 +98,21 @@ absl::Status IndexSelect(KernelContext& ctx) {
 // entries keep a dim). The index tensors broadcast to one shape B; when the
 // indexed dims are adjacent B replaces them in place, else B comes first.
 absl::Status IndexTensor(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  const TensorList& list = ctx.args[1].tensor_list();
+  TD_ASSIGN_OR_RETURN(const IndexTensorArgs a, ReadIndexTensor(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
+  if (a.ops.empty()) return CopyConvert(out, self);
   const TensorMeta& sm = *self.meta;
-  if (static_cast<int64_t>(list.size()) > sm.dim()) {
-    return IndexErr(absl::StrCat("too many indices for tensor of dimension ", sm.dim(), " (got ",
-                                 list.size(), ")"));
-  }
-  Shape dims;  // indexed dims of self
-  std::vector<TensorRef> idx;
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i] == nullptr) continue;
-    TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, list[i]));
-    if (t.meta->dtype == ScalarType::kBool || t.meta->dtype == ScalarType::kUInt8) {
-      return NotImplementedErr(
-          "index.Tensor: boolean mask indices give a data-dependent shape; use masked_select or "
-          "nonzero");
-    }
-    if (t.meta->dtype != ScalarType::kInt64 && t.meta->dtype != ScalarType::kInt32) {
-      return IndexErr("tensors used as indices must be long, int, byte or bool tensors");
-    }
-    dims.push_back(static_cast<int64_t>(i));
-    idx.push_back(t);
-  }
-  if (idx.empty()) {
-    TD_RETURN_IF_ERROR(ExpectOutputSizes("index", out, sm.sizes));
-    return CopyConvert(out, self);
-  }
-  // Broadcast the index shapes.
-  Shape b;
-  for (const TensorRef& t : idx) b.resize(std::max<size_t>(b.size(), t.meta->sizes.size()), 1);
-  for (const TensorRef& t : idx) {
-    const size_t off = b.size() - t.meta->sizes.size();
-    for (size_t i = 0; i < t.meta->sizes.size(); ++i) {
-      const int64_t s = t.meta->sizes[i];
-      int64_t& bs = b[off + i];
-      if (s == bs || s == 1) continue;
-      if (bs == 1) {
-        bs = s;
-        continue;
-      }
-      std::string shapes;
-      for (size_t k = 0; k < idx.size(); ++k) {
-        absl::StrAppend(&shapes, k ? ", " : "", ShapeToString(idx[k].meta->sizes));
-      }
-      return IndexErr(absl::StrCat(
-          "shape mismatch: indexing tensors could not be broadcast together with shapes ", shapes));
-    }
-  }
-  bool adjacent = true;
-  for (size_t k = 1; k < dims.size(); ++k) adjacent &= dims[k] == dims[k - 1] + 1;
-  // Output layout: B in place of the indexed dims when they are adjacent,
-  // else B first; then the non-indexed dims of self in order.
-  const int64_t nb = static_cast<int64_t>(b.size());
-  Shape out_sizes;
-  Shape self_dim_at;  // output position -> self dim, or -1 for B dims
-  auto push_b = [&] {
-    for (int64_t i = 0; i < nb; ++i) {
-      out_sizes.push_back(b[i]);
-      self_dim_at.push_back(-1);
-    }
-  };
-  if (!adjacent) push_b();
-  for (int64_t d = 0; d < sm.dim(); ++d) {
-    if (adjacent && d == dims.front()) push_b();
-    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
-    out_sizes.push_back(sm.sizes[d]);
-    self_dim_at.push_back(d);
-  }
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("index", out, out_sizes));
-  TD_INTERNAL_CHECK(out.meta->dtype == sm.dtype, "index: output dtype");
+  const std::vector<AdvIndexOperand>& idx = a.ops;
+  const Shape& out_sizes = a.layout.sizes;
   const int64_t nd = static_cast<int64_t>(out_sizes.size());
+  const int64_t nb = static_cast<int64_t>(a.layout.b.size());
   const int64_t item = sm.itemsize();
   // Operands: out, self (stride 0 on B dims), then one per index tensor
   // (broadcast over B, stride 0 elsewhere).
   Shape src_strides(nd, 0);
-  int64_t first_b = 0;
-  bool seen_b = false;
   for (int64_t o = 0; o < nd; ++o) {
-    if (self_dim_at[o] >= 0) {
-      src_strides[o] = sm.strides[self_dim_at[o]] * item;
-    } else if (!seen_b) {
-      first_b = o;
-      seen_b = true;
-    }
+    if (a.layout.self_dim_at[o] >= 0) src_strides[o] = sm.strides[a.layout.self_dim_at[o]] * item;
   }
   StridedLoop loop(out_sizes);
   TD_RETURN_IF_ERROR(loop.AddTensor(out));
@@ -234,13 +120,15 @@ absl::Status IndexTensor(KernelContext& ctx) {
   Shape dim_size, dim_stride;
   std::vector<ScalarType> idx_type;
   for (size_t k = 0; k < idx.size(); ++k) {
-    TD_ASSIGN_OR_RETURN(Shape bst, BroadcastByteStrides(*idx[k].meta, b));
+    TensorMeta im = TensorMeta::Contiguous(idx[k].sizes, idx[k].dtype, sm.device);
+    im.strides = idx[k].strides;
+    TD_ASSIGN_OR_RETURN(Shape bst, BroadcastByteStrides(im, a.layout.b));
     Shape st(nd, 0);
-    for (int64_t i = 0; i < nb; ++i) st[first_b + i] = bst[i];
-    loop.Add(idx[k].data_at_offset(), st);
-    dim_size.push_back(sm.sizes[dims[k]]);
-    dim_stride.push_back(sm.strides[dims[k]] * item);
-    idx_type.push_back(idx[k].meta->dtype);
+    for (int64_t i = 0; i < nb; ++i) st[a.layout.first_b + i] = bst[i];
+    loop.Add(const_cast<char*>(idx[k].data), st);  // only read
+    dim_size.push_back(sm.sizes[idx[k].dim]);
+    dim_stride.push_back(sm.strides[idx[k].dim] * item);
+    idx_type.push_back(idx[k].dtype);
   }
   loop.Build();
   BadIndex bad;
@@ -292,7 +180,7 @@ absl::Status IndexTensor(KernelContext& ctx) {
   }));
   if (bad.found) {
     return IndexErr(absl::StrCat("index ", bad.value, " is out of bounds for dimension ",
-                                 dims[bad_k], " with size ", dim_size[bad_k]));
+                                 idx[bad_k].dim, " with size ", dim_size[bad_k]));
   }
   return absl::OkStatus();
 }
@@ -300,24 +188,12 @@ absl::Status IndexTensor(KernelContext& ctx) {
 // ---- topk -----------------------------------------------------------------------
 
 absl::Status Topk(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 2));
-  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
-  const int64_t k = ctx.args[1].to_int();
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("topk", ctx.args[2].to_int(), self_in.meta->dim()));
-  const bool largest = ctx.args[3].to_bool();
-  const TensorMeta self = AtLeast1d(*self_in.meta);
+  TD_ASSIGN_OR_RETURN(const TopkArgs a, ReadTopk(ctx));
+  const TensorRef& self_in = a.self;
+  const TensorMeta &self = a.self1d, &values = a.values1d, &indices = a.indices1d;
+  const int64_t k = a.k, dim = a.dim;
+  const bool largest = a.largest;
   const int64_t n = self.sizes[dim];
-  if (k < 0 || k > n) {
-    return RuntimeErr(absl::StrCat("topk: selected index k out of range (k is ", k, ", dimension ",
-                                   dim, " has size ", n, ")"));
-  }
-  TensorMeta values = AtLeast1d(*ctx.outputs[0].meta), indices = AtLeast1d(*ctx.outputs[1].meta);
-  Shape expect = self.sizes;
-  expect[dim] = k;
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("topk", TensorRef{nullptr, &values}, expect));
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("topk", TensorRef{nullptr, &indices}, expect));
-  TD_INTERNAL_CHECK(indices.dtype == ScalarType::kInt64, "topk: indices dtype");
-  TD_INTERNAL_CHECK(values.dtype == self.dtype, "topk: values dtype");
   // One slice per position of the other dims: loop over the shape with the
   // topk dim set to 1.
   Shape outer = self.sizes;
@@ -438,28 +314,9 @@ absl::Status Nonzero(KernelContext& ctx) {
 }
 
 absl::Status MaskedSelect(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, -1));
-  TD_INTERNAL_CHECK(ctx.outputs.empty() && ctx.allocate_output,
-                    "masked_select: outputs preallocated");
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
-  if (mask.meta->dtype != ScalarType::kBool && mask.meta->dtype != ScalarType::kUInt8) {
-    return RuntimeErr("masked_select: expected BoolTensor or ByteTensor for mask");
-  }
-  // Broadcast self and mask (NumPy rules, PyTorch's message).
-  const Shape &a = self.meta->sizes, &b = mask.meta->sizes;
-  Shape shape(std::max(a.size(), b.size()), 1);
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const int64_t ia = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - a.size());
-    const int64_t ib = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - b.size());
-    const int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      return RuntimeErr(absl::StrCat("masked_select: The size of tensor a (", sa,
-                                     ") must match the size of tensor b (", sb,
-                                     ") at non-singleton dimension ", i));
-    }
-    shape[i] = sa == 1 ? sb : sa;
-  }
+  TD_ASSIGN_OR_RETURN(const MaskedSelectArgs a, ReadMaskedSelect(ctx));
+  const TensorRef &self = a.self, &mask = a.mask;
+  const Shape& shape = a.shape;
   TD_ASSIGN_OR_RETURN(int64_t total, CheckedNumel(shape));
   (void)total;
   int64_t count = 0;

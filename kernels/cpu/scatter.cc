@@ -7,9 +7,11 @@
 // outside the tensor.
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <vector>
 
+#include "index_args.h"
 #include "kernel_util.h"
 #include "tensord/meta/shape_rules.h"
 
@@ -177,155 +179,61 @@ absl::Status IndexAdd(KernelContext& ctx) {
 
 // ---- index_put --------------------------------------------------------------------
 
-// One index tensor of index_put over self dim `dim`: int32/int64 values read
-// with (broadcast) strides; masks become int64 coordinate lists.
-struct IndexOperand {
-  int64_t dim = 0;
-  const char* data = nullptr;
-  ScalarType dtype = ScalarType::kInt64;
-  Shape sizes;
-  Shape strides;  // elements
-  Shape owned;  // a mask's coordinates along `dim`
-};
-
 // index_put(self, indices, values, accumulate): out = self; then
 // out[indices] = values (or += with accumulate), values broadcast to the
 // indexing result's shape (PyTorch's advanced-indexing layout rules).
 absl::Status IndexPut(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef values, InputTensor(ctx, 2));
-  const bool accumulate = ctx.args[3].to_bool();
-  const TensorList& list = ctx.args[1].tensor_list();
+  TD_ASSIGN_OR_RETURN(const IndexPutArgs a, ReadIndexPut(ctx));
+  const TensorRef &self = a.self, &values = a.values;
+  const bool accumulate = a.accumulate;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("index_put", out, self.meta->sizes));
-  TD_INTERNAL_CHECK(values.meta->dtype == out.meta->dtype, "index_put: values dtype");
   TD_RETURN_IF_ERROR(CopyConvert(out, self));
   const TensorMeta& om = *out.meta;
-  const int64_t nd = om.dim();
 
   // Index operands; masks expand to one coordinate list per dim they cover.
-  std::vector<IndexOperand> ops;
+  std::vector<AdvIndexOperand> ops;
+  std::deque<Shape> owned;  // the masks' coordinates (int64), one list per dim
   int64_t pos = 0;
-  for (const TensorMeta* m : list) {
+  for (const TensorMeta* m : *a.indices) {
     if (m == nullptr) {
       ++pos;
       continue;
     }
     TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, m));
+    TD_RETURN_IF_ERROR(CheckIndexPutIndex(*m, pos, om.sizes));
     if (m->dtype == ScalarType::kBool || m->dtype == ScalarType::kUInt8) {
-      if (pos + m->dim() > nd) {
-        return IndexErr(absl::StrCat("index_put: too many indices for tensor of dimension ", nd));
-      }
-      for (int64_t j = 0; j < m->dim(); ++j) {
-        if (m->sizes[j] != om.sizes[pos + j]) {
-          return IndexErr(absl::StrCat("index_put: The shape of the mask ", ShapeToString(m->sizes), " at index ", j,
-                                       " does not match the shape of the indexed tensor ", ShapeToString(om.sizes),
-                                       " at index ", pos + j));
-        }
-      }
-      if (m->dim() == 0) {
-        // A 0-dim mask adds a dim of size 1 (true) or 0 (false): not supported.
-        return NotImplementedErr("index_put: 0-dim boolean mask indices are not supported");
-      }
-      const size_t first = ops.size();
-      for (int64_t j = 0; j < m->dim(); ++j) {
-        IndexOperand op;
-        op.dim = pos + j;
-        ops.push_back(std::move(op));
-      }
+      const size_t first = owned.size();
+      owned.resize(first + static_cast<size_t>(m->dim()));
       int64_t count = 0;
       ForEachCoord(m->sizes, [&](const int64_t* c) {
         if (t.data_at_offset()[Offset(c, m->strides)] == 0) return;
-        for (int64_t j = 0; j < m->dim(); ++j) ops[first + j].owned.push_back(c[j]);
+        for (int64_t j = 0; j < m->dim(); ++j) owned[first + j].push_back(c[j]);
         ++count;
       });
       for (int64_t j = 0; j < m->dim(); ++j) {
-        IndexOperand& op = ops[first + j];
-        op.data = reinterpret_cast<const char*>(op.owned.data());
-        op.dtype = ScalarType::kInt64;
-        op.sizes = {count};
-        op.strides = {1};
+        ops.push_back(AdvIndexOperand{pos + j, reinterpret_cast<const char*>(owned[first + j].data()),
+                                      ScalarType::kInt64, {count}, {1}});
       }
       pos += m->dim();
-    } else if (m->dtype == ScalarType::kInt64 || m->dtype == ScalarType::kInt32) {
-      if (pos >= nd) return IndexErr(absl::StrCat("index_put: too many indices for tensor of dimension ", nd));
-      IndexOperand op;
-      op.dim = pos++;
-      op.data = t.data_at_offset();
-      op.dtype = m->dtype;
-      op.sizes = m->sizes;
-      op.strides = m->strides;
-      ops.push_back(std::move(op));
     } else {
-      return IndexErr("index_put: tensors used as indices must be long, int, byte or bool tensors");
+      ops.push_back(AdvIndexOperand{pos++, t.data_at_offset(), m->dtype, m->sizes, m->strides});
     }
   }
-  // Broadcast the index shapes.
-  Shape b;
-  for (const IndexOperand& op : ops) b.resize(std::max(b.size(), op.sizes.size()), 1);
-  for (const IndexOperand& op : ops) {
-    const size_t off = b.size() - op.sizes.size();
-    for (size_t i = 0; i < op.sizes.size(); ++i) {
-      const int64_t s = op.sizes[i];
-      int64_t& bs = b[off + i];
-      if (s == bs || s == 1) continue;
-      if (bs == 1) {
-        bs = s;
-        continue;
-      }
-      return IndexErr("index_put: shape mismatch: indexing tensors could not be broadcast together");
-    }
-  }
+  TD_ASSIGN_OR_RETURN(const AdvLayout layout, IndexPutLayout(ops, om.sizes));
+  const Shape& b = layout.b;
   // Broadcast strides of each index over b.
-  for (IndexOperand& op : ops) {
+  for (AdvIndexOperand& op : ops) {
     Shape st(b.size(), 0);
     const size_t off = b.size() - op.sizes.size();
     for (size_t i = 0; i < op.sizes.size(); ++i) st[off + i] = op.sizes[i] == 1 ? 0 : op.strides[i];
     op.strides = std::move(st);
   }
-  bool adjacent = true;
-  for (size_t k = 1; k < ops.size(); ++k) adjacent &= ops[k].dim == ops[k - 1].dim + 1;
-  // Result layout: b in place of the indexed dims when adjacent, else first;
-  // then self's other dims in order.
-  const int64_t nb = static_cast<int64_t>(b.size());
-  Shape res_sizes;
-  Shape self_dim_at;  // result position -> self dim, or -1 for b dims
-  int64_t first_b = -1;
-  auto push_b = [&] {
-    first_b = static_cast<int64_t>(res_sizes.size());
-    for (int64_t i = 0; i < nb; ++i) {
-      res_sizes.push_back(b[i]);
-      self_dim_at.push_back(-1);
-    }
-  };
-  if (!adjacent || ops.empty()) push_b();
-  for (int64_t d = 0; d < nd; ++d) {
-    const bool indexed = std::any_of(ops.begin(), ops.end(), [d](const IndexOperand& o) { return o.dim == d; });
-    if (adjacent && !ops.empty() && d == ops.front().dim) push_b();
-    if (indexed) continue;
-    res_sizes.push_back(om.sizes[d]);
-    self_dim_at.push_back(d);
-  }
-  // values broadcast to the result shape.
-  const TensorMeta& vm = *values.meta;
+  const Shape& res_sizes = layout.sizes;
   const int64_t nr = static_cast<int64_t>(res_sizes.size());
-  Shape v_strides(nr, 0);
-  bool fits = vm.dim() <= nr;
-  for (int64_t i = 0; fits && i < vm.dim(); ++i) {
-    const int64_t r = nr - vm.dim() + i;
-    if (vm.sizes[i] == res_sizes[r]) {
-      v_strides[r] = vm.strides[i];
-    } else if (vm.sizes[i] != 1) {
-      fits = false;
-    }
-  }
-  if (!fits) {
-    return RuntimeErr(absl::StrCat("index_put: shape mismatch: value tensor of shape ", ShapeToString(vm.sizes),
-                                   " cannot be broadcast to indexing result of shape ", ShapeToString(res_sizes)));
-  }
+  // values broadcast to the result shape.
+  TD_ASSIGN_OR_RETURN(const Shape v_strides, IndexPutValueStrides(*values.meta, res_sizes));
   // Check every index, then write.
-  for (const IndexOperand& op : ops) {
+  for (const AdvIndexOperand& op : ops) {
     const int64_t size = om.sizes[op.dim];
     bool bad = false;
     int64_t bad_value = 0;
@@ -343,10 +251,10 @@ absl::Status IndexPut(KernelContext& ctx) {
   auto target = [&](const int64_t* c) -> char* {
     int64_t off = 0;
     for (int64_t r = 0; r < nr; ++r) {
-      if (self_dim_at[r] >= 0) off += c[r] * om.strides[self_dim_at[r]];
+      if (layout.self_dim_at[r] >= 0) off += c[r] * om.strides[layout.self_dim_at[r]];
     }
-    const int64_t* bc = c + (first_b < 0 ? 0 : first_b);
-    for (const IndexOperand& op : ops) {
+    const int64_t* bc = c + layout.first_b;
+    for (const AdvIndexOperand& op : ops) {
       int64_t v = LoadIndex(op.data + Offset(bc, op.strides) * ItemSize(op.dtype), op.dtype);
       if (v < 0) v += om.sizes[op.dim];
       off += v * om.strides[op.dim];

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "../cpu/index_args.h"
 #include "advindex_call.h"
 #include "elementwise_kernels.h"
 #include "tensord/kernels/device_error.h"
@@ -51,30 +52,10 @@ absl::Status BuildAdvGeometry(absl::string_view op, const Shape& shape, const Sh
 // of `item` bytes.
 Shape RowMajorByteStrides(const Shape& shape, int64_t item);
 
-// One index of index.Tensor / index_put after masks are expanded: an int32
-// or int64 tensor at `data` (device memory) with element strides, indexing
-// dim `dim` of self.
-struct AdvIndexOperand {
-  int64_t dim = 0;
-  const char* data = nullptr;
-  ScalarType dtype = ScalarType::kInt64;
-  Shape sizes, strides;
-};
-
-// PyTorch's advanced-indexing layout (the CPU kernels'): B, the index
-// shapes broadcast, replaces the indexed dims when they are adjacent, else
-// comes first; self's other dims follow in order.
-struct AdvLayout {
-  Shape b;            // the broadcast index shape
-  Shape sizes;        // the indexing result's
-  Shape self_dim_at;  // result dim -> self's dim, or -1 for B's dims
-  int64_t first_b = 0;
-};
-
-// The layout of `ops` (in order of dims) over self's `self_sizes` (no ops:
-// an empty B first, then self's dims); false when the index shapes do not
-// broadcast.
-bool MakeAdvLayout(const std::vector<AdvIndexOperand>& ops, const Shape& self_sizes, AdvLayout* layout);
+// The index operands and their layout, and the reading and checking of
+// the calls, are the CPU kernels' (kernels/cpu/index_args.h).
+using cpu::AdvIndexOperand;
+using cpu::AdvLayout;
 
 // The call's error word and op (an internal error without a word).
 absl::Status SetAdvErrorWord(const KernelContext& ctx, AdvIndexCall* call);
@@ -176,41 +157,13 @@ absl::Status FillNonzero(const KernelContext& ctx, const Shape& shape, const Mas
 // and None slots (the CPU refuses boolean masks: the client expands them).
 template <class L>
 absl::Status IndexTensor(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  const TensorList& list = ctx.args[1].tensor_list();
+  TD_ASSIGN_OR_RETURN(const cpu::IndexTensorArgs a, cpu::ReadIndexTensor(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
+  if (a.ops.empty()) return CopyConvert<L>(ctx, out, self);
   const TensorMeta& sm = *self.meta;
-  if (static_cast<int64_t>(list.size()) > sm.dim()) {
-    return IndexErr(absl::StrCat("too many indices for tensor of dimension ", sm.dim(), " (got ", list.size(), ")"));
-  }
-  std::vector<AdvIndexOperand> ops;
-  for (size_t i = 0; i < list.size(); ++i) {
-    if (list[i] == nullptr) continue;
-    TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, list[i]));
-    if (t.meta->dtype == ScalarType::kBool || t.meta->dtype == ScalarType::kUInt8) {
-      return NotImplementedErr(
-          "index.Tensor: boolean mask indices give a data-dependent shape; use masked_select or nonzero");
-    }
-    if (t.meta->dtype != ScalarType::kInt64 && t.meta->dtype != ScalarType::kInt32) {
-      return IndexErr("tensors used as indices must be long, int, byte or bool tensors");
-    }
-    ops.push_back(AdvIndexOperand{static_cast<int64_t>(i), t.data_at_offset(), t.meta->dtype, t.meta->sizes,
-                                  t.meta->strides});
-  }
-  if (ops.empty()) {
-    TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("index", out, sm.sizes));
-    return CopyConvert<L>(ctx, out, self);
-  }
-  AdvLayout layout;
-  if (!MakeAdvLayout(ops, sm.sizes, &layout)) {
-    std::string text;
-    for (size_t k = 0; k < ops.size(); ++k) absl::StrAppend(&text, k ? ", " : "", ShapeToString(ops[k].sizes));
-    return IndexErr(
-        absl::StrCat("shape mismatch: indexing tensors could not be broadcast together with shapes ", text));
-  }
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("index", out, layout.sizes));
-  TD_INTERNAL_CHECK(out.meta->dtype == sm.dtype, "index: output dtype");
+  const std::vector<AdvIndexOperand>& ops = a.ops;
+  const AdvLayout& layout = a.layout;
   // The CPU checks the indices only of elements it writes.
   if (out.meta->numel() == 0) return absl::OkStatus();
   const int64_t item = sm.itemsize();
@@ -243,38 +196,23 @@ absl::Status IndexTensor(KernelContext& ctx) {
 // set elements (their count read back from the device), as on the CPU.
 template <class L>
 absl::Status IndexPut(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef values, InputTensor(ctx, 2));
-  const bool accumulate = ctx.args[3].to_bool();
-  const TensorList& list = ctx.args[1].tensor_list();
+  TD_ASSIGN_OR_RETURN(const cpu::IndexPutArgs a, cpu::ReadIndexPut(ctx));
+  const TensorRef &self = a.self, &values = a.values;
+  const bool accumulate = a.accumulate;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("index_put", out, self.meta->sizes));
-  TD_INTERNAL_CHECK(values.meta->dtype == out.meta->dtype, "index_put: values dtype");
   TD_RETURN_IF_ERROR(CopyConvert<L>(ctx, out, self));
   const TensorMeta& om = *out.meta;
-  const int64_t nd = om.dim();
   std::vector<AdvIndexOperand> ops;
   std::vector<std::unique_ptr<DeviceTemp>> coords;  // masks' coordinate lists
   int64_t pos = 0;
-  for (const TensorMeta* m : list) {
+  for (const TensorMeta* m : *a.indices) {
     if (m == nullptr) {
       ++pos;
       continue;
     }
     TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, m));
+    TD_RETURN_IF_ERROR(cpu::CheckIndexPutIndex(*m, pos, om.sizes));
     if (m->dtype == ScalarType::kBool || m->dtype == ScalarType::kUInt8) {
-      if (pos + m->dim() > nd) {
-        return IndexErr(absl::StrCat("index_put: too many indices for tensor of dimension ", nd));
-      }
-      for (int64_t j = 0; j < m->dim(); ++j) {
-        if (m->sizes[j] != om.sizes[pos + j]) {
-          return IndexErr(absl::StrCat("index_put: The shape of the mask ", ShapeToString(m->sizes), " at index ", j,
-                                       " does not match the shape of the indexed tensor ", ShapeToString(om.sizes),
-                                       " at index ", pos + j));
-        }
-      }
-      if (m->dim() == 0) return NotImplementedErr("index_put: 0-dim boolean mask indices are not supported");
       // Row j of a [dim, count] temporary holds the mask's coordinates along its dim j.
       Shape mask_bytes = m->strides;
       for (int64_t& v : mask_bytes) v *= m->itemsize();
@@ -288,34 +226,15 @@ absl::Status IndexPut(KernelContext& ctx) {
       }
       coords.push_back(std::move(c));
       pos += m->dim();
-    } else if (m->dtype == ScalarType::kInt64 || m->dtype == ScalarType::kInt32) {
-      if (pos >= nd) return IndexErr(absl::StrCat("index_put: too many indices for tensor of dimension ", nd));
-      ops.push_back(AdvIndexOperand{pos++, t.data_at_offset(), m->dtype, m->sizes, m->strides});
     } else {
-      return IndexErr("index_put: tensors used as indices must be long, int, byte or bool tensors");
+      ops.push_back(AdvIndexOperand{pos++, t.data_at_offset(), m->dtype, m->sizes, m->strides});
     }
   }
-  AdvLayout layout;
-  if (!MakeAdvLayout(ops, om.sizes, &layout)) {
-    return IndexErr("index_put: shape mismatch: indexing tensors could not be broadcast together");
-  }
+  TD_ASSIGN_OR_RETURN(const AdvLayout layout, cpu::IndexPutLayout(ops, om.sizes));
   // values broadcast to the result's shape.
-  const TensorMeta& vm = *values.meta;
   const int64_t nr = static_cast<int64_t>(layout.sizes.size()), item = om.itemsize();
-  Shape v_bytes(nr, 0);
-  bool fits = vm.dim() <= nr;
-  for (int64_t i = 0; fits && i < vm.dim(); ++i) {
-    const int64_t r = nr - vm.dim() + i;
-    if (vm.sizes[i] == layout.sizes[r]) {
-      v_bytes[r] = vm.strides[i] * item;
-    } else if (vm.sizes[i] != 1) {
-      fits = false;
-    }
-  }
-  if (!fits) {
-    return RuntimeErr(absl::StrCat("index_put: shape mismatch: value tensor of shape ", ShapeToString(vm.sizes),
-                                   " cannot be broadcast to indexing result of shape ", ShapeToString(layout.sizes)));
-  }
+  TD_ASSIGN_OR_RETURN(Shape v_bytes, cpu::IndexPutValueStrides(*values.meta, layout.sizes));
+  for (int64_t& v : v_bytes) v *= item;
   TD_ASSIGN_OR_RETURN(const int64_t nb, CheckedNumel(layout.b));
   if (nb == 0) return absl::OkStatus();
   // keys: each element of B's destination offset in out (checking every
@@ -446,25 +365,9 @@ absl::Status Nonzero(KernelContext& ctx) {
 // count is read back from the device.
 template <class L>
 absl::Status MaskedSelect(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, -1));
-  TD_INTERNAL_CHECK(ctx.outputs.empty() && ctx.allocate_output, "masked_select: outputs preallocated");
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
-  if (mask.meta->dtype != ScalarType::kBool && mask.meta->dtype != ScalarType::kUInt8) {
-    return RuntimeErr("masked_select: expected BoolTensor or ByteTensor for mask");
-  }
-  const Shape &a = self.meta->sizes, &b = mask.meta->sizes;
-  Shape shape(std::max(a.size(), b.size()), 1);
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const int64_t ia = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - a.size());
-    const int64_t ib = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - b.size());
-    const int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      return RuntimeErr(absl::StrCat("masked_select: The size of tensor a (", sa, ") must match the size of tensor b (",
-                                     sb, ") at non-singleton dimension ", i));
-    }
-    shape[i] = sa == 1 ? sb : sa;
-  }
+  TD_ASSIGN_OR_RETURN(const cpu::MaskedSelectArgs a, cpu::ReadMaskedSelect(ctx));
+  const TensorRef &self = a.self, &mask = a.mask;
+  const Shape& shape = a.shape;
   TD_ASSIGN_OR_RETURN(Shape mask_bytes, cpu::BroadcastByteStrides(*mask.meta, shape));
   int64_t count = 0;
   TD_ASSIGN_OR_RETURN(MaskRanks ranks,

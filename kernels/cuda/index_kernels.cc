@@ -9,13 +9,6 @@
 
 namespace tensord::cuda::ew {
 
-absl::Status CheckGatherIndexDtype(const char* name, const TensorMeta& index) {
-  if (index.dtype != ScalarType::kInt64 && index.dtype != ScalarType::kInt32) {
-    return RuntimeErr(absl::StrCat(name, "(): Expected dtype int64 for index, got ", DtypeName(index.dtype)));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status BuildIndexGeometry(absl::string_view op, const Shape& shape, const Shape (&strides)[3],
                                 IndexCall* call) {
   for (const Shape& s : strides) TD_INTERNAL_CHECK(s.size() == shape.size(), op, ": index geometry strides");

@@ -21,15 +21,12 @@
 #include <memory>
 #include <string>
 
+#include "../cpu/index_args.h"
 #include "elementwise_kernels.h"
 #include "index_call.h"
 #include "tensord/kernels/device_error.h"
 
 namespace tensord::cuda::ew {
-
-// "gather(): Expected dtype int64 for index, got Float" unless `index` is
-// int64 or int32, as the CPU kernels.
-absl::Status CheckGatherIndexDtype(const char* name, const TensorMeta& index);
 
 // Fills call->geometry for 3 operands over `shape` with the byte strides
 // `strides[k]` of operand k; NotImplemented naming `op` past kMaxDims dims.
@@ -51,35 +48,15 @@ absl::Status LaunchIndex(const KernelContext& ctx, const IndexCall& call) {
   return LaunchError(ctx.op->full_name(), code, code > 0 ? L::ErrorString(code) : std::string());
 }
 
-// A 0-dim tensor viewed as [1] (ops that take a dim treat it so).
-inline TensorMeta AtLeast1dMeta(const TensorMeta& m) {
-  if (m.dim() > 0) return m;
-  return cpu::ViewMeta(m, {1}, {1}, m.storage_offset);
-}
+using cpu::AtLeast1dMeta;
 
 // gather(self, dim, index): out[i] = self[i with i_dim = index[i]].
 template <class L>
 absl::Status Gather(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef index_in, InputTensor(ctx, 2));
-  const TensorRef& out_in = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(CheckGatherIndexDtype("gather", *index_in.meta));
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("gather", ctx.args[1].to_int(), self_in.meta->dim()));
-  const TensorMeta self = AtLeast1dMeta(*self_in.meta), index = AtLeast1dMeta(*index_in.meta),
-                   out = AtLeast1dMeta(*out_in.meta);
-  if (index.dim() != self.dim()) {
-    return RuntimeErr("Index tensor must have the same number of dimensions as input tensor");
-  }
-  for (int64_t d = 0; d < self.dim(); ++d) {
-    if (d != dim && index.sizes[d] > self.sizes[d]) {
-      return RuntimeErr(absl::StrCat("Size does not match at dimension ", d, " expected index ",
-                                     ShapeToString(index_in.meta->sizes), " to be smaller than self ",
-                                     ShapeToString(self_in.meta->sizes), " apart from dimension ", dim));
-    }
-  }
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("gather", TensorRef{nullptr, &out}, index.sizes));
-  TD_INTERNAL_CHECK(out.dtype == self.dtype, "gather: output dtype");
+  TD_ASSIGN_OR_RETURN(const cpu::GatherArgs a, cpu::ReadGather(ctx));
+  const TensorRef &self_in = a.self, &index_in = a.index, &out_in = ctx.outputs[0];
+  const TensorMeta &self = a.self1d, &index = a.index1d, &out = a.out1d;
+  const int64_t dim = a.dim;
   const int64_t item = self.itemsize(), iitem = index.itemsize();
   Shape strides[3] = {Shape(out.dim()), Shape(out.dim()), Shape(out.dim())};
   for (int64_t d = 0; d < self.dim(); ++d) {
@@ -106,21 +83,11 @@ absl::Status Gather(KernelContext& ctx) {
 // (1-D or 0-dim) index's entries.
 template <class L>
 absl::Status IndexSelect(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef index_in, InputTensor(ctx, 2));
-  TD_RETURN_IF_ERROR(CheckGatherIndexDtype("index_select", *index_in.meta));
-  if (index_in.meta->dim() > 1) return IndexErr("index_select(): Index is supposed to be a vector");
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("index_select", ctx.args[1].to_int(), self_in.meta->dim()));
-  const TensorMeta self = AtLeast1dMeta(*self_in.meta);
-  const int64_t n = index_in.meta->numel();
-  Shape expect = self.sizes;
-  expect[dim] = n;
-  // A 0-dim self gives a 0-dim result: view the output as [n] (n is 1).
-  TensorMeta out = *ctx.outputs[0].meta;
-  if (self_in.meta->dim() == 0 && out.dim() == 0) out = cpu::ViewMeta(out, {1}, {1}, out.storage_offset);
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("index_select", TensorRef{nullptr, &out}, expect));
-  TD_INTERNAL_CHECK(out.dtype == self.dtype, "index_select: output dtype");
+  TD_ASSIGN_OR_RETURN(const cpu::IndexSelectArgs a, cpu::ReadIndexSelect(ctx));
+  const TensorRef &self_in = a.self, &index_in = a.index;
+  const TensorMeta &self = a.self1d, &out = a.out;
+  const Shape& expect = a.sizes;
+  const int64_t dim = a.dim;
   const int64_t item = self.itemsize(), iitem = index_in.meta->itemsize();
   Shape strides[3] = {Shape(self.dim()), Shape(self.dim(), 0), Shape(self.dim())};
   for (int64_t d = 0; d < self.dim(); ++d) {

@@ -39,24 +39,12 @@ inline int64_t TopkBlocks(int64_t rows, int64_t padded) {
 // topk(self, k, dim, largest, sorted) -> (values, indices).
 template <class L>
 absl::Status Topk(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 2));
-  TD_ASSIGN_OR_RETURN(TensorRef self_in, InputTensor(ctx, 0));
-  const int64_t k = ctx.args[1].to_int();
-  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("topk", ctx.args[2].to_int(), self_in.meta->dim()));
-  const bool largest = ctx.args[3].to_bool();
-  const TensorMeta self = AtLeast1dMeta(*self_in.meta);
+  TD_ASSIGN_OR_RETURN(const cpu::TopkArgs a, cpu::ReadTopk(ctx));
+  const TensorRef& self_in = a.self;
+  const TensorMeta &self = a.self1d, &values = a.values1d, &indices = a.indices1d;
+  const int64_t k = a.k, dim = a.dim;
+  const bool largest = a.largest;
   const int64_t n = self.sizes[dim];
-  if (k < 0 || k > n) {
-    return RuntimeErr(absl::StrCat("topk: selected index k out of range (k is ", k, ", dimension ", dim,
-                                   " has size ", n, ")"));
-  }
-  const TensorMeta values = AtLeast1dMeta(*ctx.outputs[0].meta), indices = AtLeast1dMeta(*ctx.outputs[1].meta);
-  Shape expect = self.sizes;
-  expect[dim] = k;
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("topk", TensorRef{nullptr, &values}, expect));
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("topk", TensorRef{nullptr, &indices}, expect));
-  TD_INTERNAL_CHECK(indices.dtype == ScalarType::kInt64, "topk: indices dtype");
-  TD_INTERNAL_CHECK(values.dtype == self.dtype, "topk: values dtype");
   if (k == 0 || self.numel() == 0) return absl::OkStatus();
   if (!DtypeInSet(self.dtype, kSetInts | kSetFloats)) return DtypeNotImplemented("topk", self.dtype);
   const int64_t item = self.itemsize();
