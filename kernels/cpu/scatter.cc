@@ -13,6 +13,7 @@
 
 #include "index_args.h"
 #include "kernel_util.h"
+#include "shape_args.h"
 #include "tensord/meta/shape_rules.h"
 
 namespace tensord::cpu {
@@ -315,82 +316,31 @@ absl::Status MaskedScatter(KernelContext& ctx) {
 
 // ---- select_backward / slice_backward -----------------------------------------------
 
+// out = zeros; then the view a.view of out = a.grad, grad broadcast to the
+// view's shape (an internal error when it does not).
+absl::Status ZeroThenCopyInto(const TensorRef& out, const ViewBackwardArgs& a) {
+  TD_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
+  TD_ASSIGN_OR_RETURN(Shape unused, BroadcastByteStrides(*a.grad.meta, a.view.sizes));
+  (void)unused;
+  return CopyConvert(TensorRef{out.base, &a.view}, a.grad);
+}
+
 // out = zeros(input_sizes); out.select(dim, index) = grad_output.
 absl::Status SelectBackward(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = IntList(ctx.args[1]);
-  int64_t dim = ctx.args[2].to_int();
-  int64_t index = ctx.args[3].to_int();
-  const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("select_backward", out, sizes));
-  const TensorMeta& om = *out.meta;
-  const int64_t nd = om.dim();
-  if (nd == 0) return IndexErr("select_backward: select() cannot be applied to a 0-dim tensor.");
-  if (dim < 0) dim += nd;
-  TD_INTERNAL_CHECK(dim >= 0 && dim < nd, "select_backward: dim");
-  const int64_t size = om.sizes[dim];
-  if (index < -size || index >= size) {
-    return IndexErr(absl::StrCat("select_backward: select(): index ", index, " out of range for tensor of size ",
-                                 ShapeToString(om.sizes), " at dimension ", dim));
-  }
-  if (index < 0) index += size;
-  TD_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
-  Shape vs = om.sizes, vst = om.strides;
-  vs.erase(vs.begin() + dim);
-  vst.erase(vst.begin() + dim);
-  const TensorMeta view = ViewMeta(om, vs, vst, om.storage_offset + index * om.strides[dim]);
-  TD_ASSIGN_OR_RETURN(Shape unused, BroadcastByteStrides(*grad.meta, view.sizes));
-  (void)unused;
-  return CopyConvert(TensorRef{out.base, &view}, grad);
+  TD_ASSIGN_OR_RETURN(const ViewBackwardArgs a, ReadSelectBackward(ctx));
+  return ZeroThenCopyInto(ctx.outputs[0], a);
 }
 
 // out = zeros(input_sizes); out.slice(dim, start, end, step) = grad_output.
 absl::Status SliceBackward(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = IntList(ctx.args[1]);
-  int64_t dim = ctx.args[2].to_int();
-  int64_t start = ctx.args[3].to_int();
-  int64_t end = ctx.args[4].to_int();
-  const int64_t step = ctx.args[5].to_int();
-  const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("slice_backward", out, sizes));
-  const TensorMeta& om = *out.meta;
-  const int64_t nd = om.dim();
-  if (nd == 0) return IndexErr("slice_backward: slice() cannot be applied to a 0-dim tensor.");
-  if (dim < 0) dim += nd;
-  TD_INTERNAL_CHECK(dim >= 0 && dim < nd, "slice_backward: dim");
-  if (step <= 0) return RuntimeErr("slice_backward: slice step must be positive");
-  const int64_t size = om.sizes[dim];
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = std::min(std::max<int64_t>(start, 0), size);
-  end = std::min(std::max(end, start), size);
-  const int64_t len = end - start;
-  TD_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
-  Shape vs = om.sizes, vst = om.strides;
-  vs[dim] = len == 0 ? 0 : 1 + (len - 1) / step;
-  vst[dim] = om.strides[dim] * step;
-  const TensorMeta view = ViewMeta(om, vs, vst, om.storage_offset + start * om.strides[dim]);
-  TD_ASSIGN_OR_RETURN(Shape unused, BroadcastByteStrides(*grad.meta, view.sizes));
-  (void)unused;
-  return CopyConvert(TensorRef{out.base, &view}, grad);
+  TD_ASSIGN_OR_RETURN(const ViewBackwardArgs a, ReadSliceBackward(ctx));
+  return ZeroThenCopyInto(ctx.outputs[0], a);
 }
 
 // out = zeros(input_sizes); out.diagonal(offset, dim1, dim2) = grad_output.
 absl::Status DiagonalBackward(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = IntList(ctx.args[1]);
-  const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("diagonal_backward", out, sizes));
-  TD_ASSIGN_OR_RETURN(TensorMeta view, DiagonalView("diagonal_backward", *out.meta, ctx.args[2].to_int(),
-                                                    ctx.args[3].to_int(), ctx.args[4].to_int()));
-  TD_RETURN_IF_ERROR(Fill(out, Scalar::Int(0)));
-  TD_ASSIGN_OR_RETURN(Shape unused, BroadcastByteStrides(*grad.meta, view.sizes));
-  (void)unused;
-  return CopyConvert(TensorRef{out.base, &view}, grad);
+  TD_ASSIGN_OR_RETURN(const ViewBackwardArgs a, ReadDiagonalBackward(ctx));
+  return ZeroThenCopyInto(ctx.outputs[0], a);
 }
 
 }  // namespace

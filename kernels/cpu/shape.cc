@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernel_util.h"
+#include "shape_args.h"
 
 namespace tensord::cpu {
 namespace {
@@ -118,11 +119,6 @@ absl::Status GatherByMaps(const TensorRef& out, const TensorRef& src, const std:
   return absl::OkStatus();
 }
 
-int64_t WrapDimUnchecked(int64_t d, int64_t rank) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  return d < 0 ? d + r : d;
-}
-
 // flip(self, dims)
 absl::Status Flip(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
@@ -146,37 +142,24 @@ absl::Status Flip(KernelContext& ctx) {
 // roll(self, shifts, dims): output j along a rolled dim reads (j - shift) mod
 // size; repeated dims add their shifts. No dims: the flattened roll.
 absl::Status Roll(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const RollArgs a, ReadRoll(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("roll", out, self.meta->sizes));
-  const Shape shifts = IntList(ctx.args[1]);
-  const Shape dims = IntList(ctx.args[2]);
   const int64_t numel = self.meta->numel();
   if (numel == 0) return absl::OkStatus();
-  if (dims.empty()) {
-    TD_INTERNAL_CHECK(shifts.size() == 1 && out.meta->is_contiguous(), "roll: flattened roll needs a contiguous output");
+  if (a.flat) {
     std::unique_ptr<TempTensor> holder;
     TD_ASSIGN_OR_RETURN(TensorRef flat_src, AsContiguous(self, holder));
     const TensorMeta src1 = ViewMeta(*flat_src.meta, {numel}, {1}, flat_src.meta->storage_offset);
     const TensorMeta out1 = ViewMeta(*out.meta, {numel}, {1}, out.meta->storage_offset);
     DimMap m = DimMap::Identity(numel, 1);
-    m.shift = (numel - ((shifts[0] % numel) + numel) % numel) % numel;  // out[j] = in[j - shift]
+    m.shift = a.shift[0];
     return GatherByMaps(TensorRef{out.base, &out1}, TensorRef{flat_src.base, &src1}, {m}, nullptr);
   }
-  TD_INTERNAL_CHECK(shifts.size() == dims.size(), "roll: shifts and dims were not checked");
-  const int64_t nd = self.meta->dim();
-  Shape total(nd, 0);  // net shift per dim, in [0, size)
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = WrapDimUnchecked(dims[i], nd);
-    TD_INTERNAL_CHECK(d >= 0 && d < nd, "roll: dim was not checked");
-    const int64_t n = self.meta->sizes[d];
-    total[d] = (total[d] + (shifts[i] % n) + n) % n;
-  }
   std::vector<DimMap> maps;
-  for (int64_t d = 0; d < nd; ++d) {
+  for (int64_t d = 0; d < self.meta->dim(); ++d) {
     maps.push_back(DimMap::Identity(self.meta->sizes[d], self.meta->strides[d]));
-    maps.back().shift = (self.meta->sizes[d] - total[d]) % self.meta->sizes[d];  // out[j] = in[j - total]
+    maps.back().shift = a.shift[d];
   }
   return GatherByMaps(out, self, maps, nullptr);
 }

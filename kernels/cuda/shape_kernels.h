@@ -23,6 +23,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../cpu/shape_args.h"
 #include "elementwise_kernels.h"
 #include "shape_call.h"
 
@@ -44,15 +45,14 @@ absl::Status ZeroOutput(const KernelContext& ctx, const TensorRef& out) {
   return ShapeLaunchStatus<L>(ctx, L::Memset(out.data_at_offset(), out.meta->numel() * out.meta->itemsize(), ctx.stream));
 }
 
-// out = zeros, then the view `view` of out (its metadata) = grad, grad
+// out = zeros, then the view a.view of out (its metadata) = a.grad, grad
 // broadcast to the view's shape (an internal error when it does not).
 template <class L>
-absl::Status ZeroThenCopyInto(const KernelContext& ctx, const TensorRef& out, const TensorMeta& view,
-                              const TensorRef& grad) {
+absl::Status ZeroThenCopyInto(const KernelContext& ctx, const TensorRef& out, const cpu::ViewBackwardArgs& a) {
   TD_RETURN_IF_ERROR(ZeroOutput<L>(ctx, out));
-  TD_ASSIGN_OR_RETURN(Shape unused, cpu::BroadcastByteStrides(*grad.meta, view.sizes));
+  TD_ASSIGN_OR_RETURN(Shape unused, cpu::BroadcastByteStrides(*a.grad.meta, a.view.sizes));
   (void)unused;
-  return CopyConvert<L>(ctx, TensorRef{out.base, &view}, grad);
+  return CopyConvert<L>(ctx, TensorRef{out.base, &a.view}, a.grad);
 }
 
 // ---- select_backward / slice_backward / diagonal_backward --------------------------
@@ -61,75 +61,24 @@ absl::Status ZeroThenCopyInto(const KernelContext& ctx, const TensorRef& out, co
 // zeros(input_sizes); out.select(dim, index) = grad_output.
 template <class L>
 absl::Status SelectBackward(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = cpu::IntList(ctx.args[1]);
-  int64_t dim = ctx.args[2].to_int();
-  int64_t index = ctx.args[3].to_int();
-  const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("select_backward", out, sizes));
-  const TensorMeta& om = *out.meta;
-  const int64_t nd = om.dim();
-  if (nd == 0) return IndexErr("select_backward: select() cannot be applied to a 0-dim tensor.");
-  if (dim < 0) dim += nd;
-  TD_INTERNAL_CHECK(dim >= 0 && dim < nd, "select_backward: dim");
-  const int64_t size = om.sizes[dim];
-  if (index < -size || index >= size) {
-    return IndexErr(absl::StrCat("select_backward: select(): index ", index, " out of range for tensor of size ",
-                                 ShapeToString(om.sizes), " at dimension ", dim));
-  }
-  if (index < 0) index += size;
-  Shape vs = om.sizes, vst = om.strides;
-  vs.erase(vs.begin() + dim);
-  vst.erase(vst.begin() + dim);
-  const TensorMeta view = cpu::ViewMeta(om, vs, vst, om.storage_offset + index * om.strides[dim]);
-  return ZeroThenCopyInto<L>(ctx, out, view, grad);
+  TD_ASSIGN_OR_RETURN(const cpu::ViewBackwardArgs a, cpu::ReadSelectBackward(ctx));
+  return ZeroThenCopyInto<L>(ctx, ctx.outputs[0], a);
 }
 
 // slice_backward(grad_output, input_sizes, dim, start, end, step): out =
 // zeros(input_sizes); out.slice(dim, start, end, step) = grad_output.
 template <class L>
 absl::Status SliceBackward(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = cpu::IntList(ctx.args[1]);
-  int64_t dim = ctx.args[2].to_int();
-  int64_t start = ctx.args[3].to_int();
-  int64_t end = ctx.args[4].to_int();
-  const int64_t step = ctx.args[5].to_int();
-  const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("slice_backward", out, sizes));
-  const TensorMeta& om = *out.meta;
-  const int64_t nd = om.dim();
-  if (nd == 0) return IndexErr("slice_backward: slice() cannot be applied to a 0-dim tensor.");
-  if (dim < 0) dim += nd;
-  TD_INTERNAL_CHECK(dim >= 0 && dim < nd, "slice_backward: dim");
-  if (step <= 0) return RuntimeErr("slice_backward: slice step must be positive");
-  const int64_t size = om.sizes[dim];
-  if (start < 0) start += size;
-  if (end < 0) end += size;
-  start = std::min(std::max<int64_t>(start, 0), size);
-  end = std::min(std::max(end, start), size);
-  const int64_t len = end - start;
-  Shape vs = om.sizes, vst = om.strides;
-  vs[dim] = len == 0 ? 0 : 1 + (len - 1) / step;
-  vst[dim] = om.strides[dim] * step;
-  const TensorMeta view = cpu::ViewMeta(om, vs, vst, om.storage_offset + start * om.strides[dim]);
-  return ZeroThenCopyInto<L>(ctx, out, view, grad);
+  TD_ASSIGN_OR_RETURN(const cpu::ViewBackwardArgs a, cpu::ReadSliceBackward(ctx));
+  return ZeroThenCopyInto<L>(ctx, ctx.outputs[0], a);
 }
 
 // diagonal_backward(grad_output, input_sizes, offset, dim1, dim2): out =
 // zeros(input_sizes); out.diagonal(offset, dim1, dim2) = grad_output.
 template <class L>
 absl::Status DiagonalBackward(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 0));
-  const Shape sizes = cpu::IntList(ctx.args[1]);
-  const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("diagonal_backward", out, sizes));
-  TD_ASSIGN_OR_RETURN(TensorMeta view, DiagonalView("diagonal_backward", *out.meta, ctx.args[2].to_int(),
-                                                    ctx.args[3].to_int(), ctx.args[4].to_int()));
-  return ZeroThenCopyInto<L>(ctx, out, view, grad);
+  TD_ASSIGN_OR_RETURN(const cpu::ViewBackwardArgs a, cpu::ReadDiagonalBackward(ctx));
+  return ZeroThenCopyInto<L>(ctx, ctx.outputs[0], a);
 }
 
 // ---- remaps: flip, roll, repeat, constant_pad_nd, tril, triu -------------------------
@@ -144,9 +93,7 @@ inline RemapDim IdentityDim(const TensorMeta& out, const TensorMeta& src, int64_
   return RemapDim::Wrap(out.sizes[d], out.strides[d] * out.itemsize(), src.sizes[d], src.strides[d] * src.itemsize());
 }
 
-// A negative dim counted from the end (a 0-dim tensor counts as rank 1),
-// unchecked: the meta function checked it.
-inline int64_t WrapDimUnchecked(int64_t d, int64_t rank) { return d < 0 ? d + std::max<int64_t>(rank, 1) : d; }
+using cpu::WrapDimUnchecked;
 
 // flip(self, dims): the listed dims read backwards.
 template <class L>
@@ -170,16 +117,12 @@ absl::Status Flip(KernelContext& ctx) {
 // flattened roll, over a contiguous copy of self when self is not.
 template <class L>
 absl::Status Roll(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const cpu::RollArgs a, cpu::ReadRoll(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("roll", out, self.meta->sizes));
-  const Shape shifts = cpu::IntList(ctx.args[1]);
-  const Shape dims = cpu::IntList(ctx.args[2]);
   const int64_t numel = self.meta->numel();
   if (numel == 0) return absl::OkStatus();
-  if (dims.empty()) {
-    TD_INTERNAL_CHECK(shifts.size() == 1 && out.meta->is_contiguous(), "roll: flattened roll needs a contiguous output");
+  if (a.flat) {
     std::unique_ptr<DeviceTemp> holder;
     TensorRef flat = self;
     if (!self.meta->is_contiguous()) {
@@ -191,22 +134,13 @@ absl::Status Roll(KernelContext& ctx) {
     const TensorMeta out1 = cpu::ViewMeta(*out.meta, {numel}, {1}, out.meta->storage_offset);
     TD_ASSIGN_OR_RETURN(RemapCall call, NewRemap("roll", TensorRef{out.base, &out1}, TensorRef{flat.base, &src1}));
     call.dims[0] = IdentityDim(out1, src1, 0);
-    call.dims[0].shift = (numel - ((shifts[0] % numel) + numel) % numel) % numel;  // out[j] = in[j - shift]
+    call.dims[0].shift = a.shift[0];
     return ShapeLaunchStatus<L>(ctx, L::Remap(call, ctx.stream));
   }
-  TD_INTERNAL_CHECK(shifts.size() == dims.size(), "roll: shifts and dims were not checked");
-  const int64_t nd = self.meta->dim();
-  Shape total(nd, 0);  // net shift per dim, in [0, size)
-  for (size_t i = 0; i < dims.size(); ++i) {
-    const int64_t d = WrapDimUnchecked(dims[i], nd);
-    TD_INTERNAL_CHECK(d >= 0 && d < nd, "roll: dim was not checked");
-    const int64_t n = self.meta->sizes[d];
-    total[d] = (total[d] + (shifts[i] % n) + n) % n;
-  }
   TD_ASSIGN_OR_RETURN(RemapCall call, NewRemap("roll", out, self));
-  for (int64_t d = 0; d < nd; ++d) {
+  for (int64_t d = 0; d < self.meta->dim(); ++d) {
     call.dims[d] = IdentityDim(*out.meta, *self.meta, d);
-    call.dims[d].shift = (self.meta->sizes[d] - total[d]) % self.meta->sizes[d];  // out[j] = in[j - total]
+    call.dims[d].shift = a.shift[d];
   }
   return ShapeLaunchStatus<L>(ctx, L::Remap(call, ctx.stream));
 }
