@@ -13,7 +13,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -22,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernel_util.h"
+#include "nn_args.h"
 
 namespace tensord::cpu {
 namespace {
@@ -48,13 +48,6 @@ struct Dst {
   absl::Status Finish() { return tmp ? CopyConvert(out, ref) : absl::OkStatus(); }
 };
 
-std::array<int64_t, 2> Pair(const Value& v, std::array<int64_t, 2> fallback) {
-  const Shape x = IntList(v);
-  if (x.empty()) return fallback;
-  if (x.size() == 1) return {x[0], x[0]};
-  return {x[0], x[1]};
-}
-
 // C[m, n] = alpha * op(A) @ op(B) + beta * C, all row-major and dense.
 template <typename T>
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b, T beta, T* c) {
@@ -69,36 +62,6 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T
                 a, std::max<blasint>(lda, 1), b, std::max<blasint>(ldb, 1), beta, c,
                 std::max<blasint>(static_cast<blasint>(n), 1));
   }
-}
-
-// Geometry of one 2-D convolution (batched NCHW input, OIHW weight).
-struct ConvGeom {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
-  std::array<int64_t, 2> s, p, d;
-  int64_t cg() const { return c / groups; }
-  int64_t og() const { return o / groups; }
-  int64_t kk() const { return cg() * kh * kw; }
-  int64_t ohw() const { return oh * ow; }
-};
-
-absl::StatusOr<ConvGeom> MakeGeom(absl::string_view op, const TensorMeta& in, const TensorMeta& wt, const Value& stride,
-                                  const Value& padding, const Value& dilation, int64_t groups) {
-  if (in.dim() != 4 || wt.dim() != 4 || groups <= 0) {
-    return InternalErr(absl::StrCat(op, ": kernel got input ", ShapeToString(in.sizes), " weight ",
-                                    ShapeToString(wt.sizes), " groups ", groups));
-  }
-  ConvGeom g;
-  g.n = in.sizes[0], g.c = in.sizes[1], g.h = in.sizes[2], g.w = in.sizes[3];
-  g.o = wt.sizes[0], g.kh = wt.sizes[2], g.kw = wt.sizes[3], g.groups = groups;
-  g.s = Pair(stride, {1, 1}), g.p = Pair(padding, {0, 0}), g.d = Pair(dilation, {1, 1});
-  g.oh = (g.h + 2 * g.p[0] - g.d[0] * (g.kh - 1) - 1) / g.s[0] + 1;
-  g.ow = (g.w + 2 * g.p[1] - g.d[1] * (g.kw - 1) - 1) / g.s[1] + 1;
-  // BLAS takes 32-bit sizes; the column buffer is kk x ohw.
-  if (g.kk() > INT_MAX || g.ohw() > INT_MAX || g.og() > INT_MAX) {
-    return RuntimeErr(
-        absl::StrCat(op, ": sizes too large for the CPU convolution (", g.kk(), " x ", g.ohw(), " columns)"));
-  }
-  return g;
 }
 
 // col[(c, i, j), (y, x)] = img[c, y*s - p + i*d, x*s - p + j*d] (0 outside).
@@ -158,7 +121,8 @@ absl::Status Conv2dKernel(KernelContext& ctx) {
   TensorMeta x4 = *x.meta;
   if (x4.dim() == 3) x4 = TensorMeta::Contiguous(Shape{1, x4.sizes[0], x4.sizes[1], x4.sizes[2]}, x4.dtype, x4.device);
   TD_ASSIGN_OR_RETURN(ConvGeom g,
-                      MakeGeom("conv2d", x4, *wt.meta, ctx.args[3], ctx.args[4], ctx.args[5], ctx.args[6].to_int()));
+                      MakeConvGeom("conv2d", x4, *wt.meta, ctx.args[3], ctx.args[4], ctx.args[5], ctx.args[6].to_int(),
+                                   "CPU"));
   Dst dst;
   TD_RETURN_IF_ERROR(dst.Init(ctx.outputs[0]));
   if (dst.ref.meta->numel() == 0) return absl::OkStatus();
@@ -213,8 +177,8 @@ absl::Status ConvBackwardKernel(KernelContext& ctx) {
   TD_ASSIGN_OR_RETURN(TensorRef gy, Dense(grad, hg));
   TD_ASSIGN_OR_RETURN(TensorRef x, Dense(input, hi));
   TD_ASSIGN_OR_RETURN(TensorRef wt, Dense(weight, hw));
-  TD_ASSIGN_OR_RETURN(ConvGeom g, MakeGeom("convolution_backward", *x.meta, *wt.meta, ctx.args[4], ctx.args[5],
-                                           ctx.args[6], ctx.args[9].to_int()));
+  TD_ASSIGN_OR_RETURN(ConvGeom g, MakeConvGeom("convolution_backward", *x.meta, *wt.meta, ctx.args[4], ctx.args[5],
+                                               ctx.args[6], ctx.args[9].to_int(), "CPU"));
   Dst dgi, dgw, dgb;
   TD_RETURN_IF_ERROR(dgi.Init(ctx.outputs[0]));
   TD_RETURN_IF_ERROR(dgw.Init(ctx.outputs[1]));
@@ -274,10 +238,10 @@ PoolGeom MakePool(const TensorMeta& self, const TensorMeta& out, const Value& k,
   g.h = self.sizes[nd - 2], g.w = self.sizes[nd - 1];
   g.planes = g.h * g.w == 0 ? 0 : self.numel() / (g.h * g.w);
   g.oh = out.sizes[nd - 2], g.ow = out.sizes[nd - 1];
-  g.k = Pair(k, {1, 1});
-  g.s = Pair(s, g.k);
-  g.p = Pair(p, {0, 0});
-  g.d = d ? Pair(*d, {1, 1}) : std::array<int64_t, 2>{1, 1};
+  g.k = IntPair(k, {1, 1});
+  g.s = IntPair(s, g.k);
+  g.p = IntPair(p, {0, 0});
+  g.d = d ? IntPair(*d, {1, 1}) : std::array<int64_t, 2>{1, 1};
   return g;
 }
 

@@ -11,6 +11,7 @@
 
 #include "fast_math.h"
 #include "kernel_util.h"
+#include "nn_args.h"
 #include "parallel.h"
 
 namespace tensord::cpu {
@@ -50,19 +51,12 @@ void SoftmaxRowF(const char* in, char* out, int64_t n, float* row) {
 
 template <bool kLog>
 absl::Status SoftmaxKernel(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const SoftmaxArgs a, ReadSoftmax(ctx, kLog));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
   const char* name = kLog ? "log_softmax" : "softmax";
-  TD_RETURN_IF_ERROR(ExpectOutputSizes(name, out, self.meta->sizes));
   const int64_t rank = self.meta->dim();
-  int64_t dim = ctx.args[1].to_int();
-  const int64_t r = rank == 0 ? 1 : rank;
-  if (dim < -r || dim >= r) {
-    return IndexErr(absl::StrCat(name, ": Dimension out of range (expected to be in range of [", -r, ", ", r - 1,
-                                 "], but got ", dim, ")"));
-  }
-  if (dim < 0) dim += r;
+  const int64_t dim = a.dim;
   // Inputs as a contiguous array of the output's dtype; the result goes to a
   // contiguous buffer first when the output is not contiguous.
   std::unique_ptr<TempTensor> hd, hc, ho;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernel_util.h"
+#include "nn_args.h"
 #include "parallel.h"
 
 namespace tensord::cpu {
@@ -47,19 +48,15 @@ void AdamSpan(T* p, const T* g, T* m, T* v, int64_t begin, int64_t end, const Ad
 }
 
 absl::Status FusedAdam(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 3));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(const AdamArgs a, ReadFusedAdam(ctx));
+  const TensorRef& grad = a.grad;
   const TensorRef& param = ctx.outputs[0];
   const TensorRef& exp_avg = ctx.outputs[1];
   const TensorRef& exp_avg_sq = ctx.outputs[2];
-  const double lr = ctx.args[4].to_double(), beta1 = ctx.args[5].to_double(), beta2 = ctx.args[6].to_double();
-  const double weight_decay = ctx.args[7].to_double(), eps = ctx.args[8].to_double();
-  const int64_t step = ctx.args[9].to_int();
-  const bool maximize = ctx.args[10].to_bool(), decoupled = ctx.args[11].to_bool();
-  if (step < 1) return RuntimeErr(absl::StrCat("_fused_adam_: step must be at least 1, got ", step));
+  const double lr = a.lr, beta1 = a.beta1, beta2 = a.beta2, weight_decay = a.weight_decay, eps = a.eps;
+  const bool maximize = a.maximize, decoupled = a.decoupled;
   // Host-side constants exactly as the Python step computes them (doubles).
-  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
-  const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+  const double bias_correction1 = a.bias_correction1, bias_correction2 = a.bias_correction2;
   const double step_size = lr / bias_correction1;
   const double bc2_sqrt = std::sqrt(bias_correction2);
   const int64_t n = param.meta->numel();

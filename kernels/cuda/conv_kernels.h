@@ -34,44 +34,13 @@ namespace tensord::cuda::nn {
 // this size (at least one image at a time).
 inline constexpr int64_t kConvColumnBytes = int64_t{256} << 20;
 
-// One 2-D convolution: input (N, C, H, W), weight (O, C / groups, kh, kw).
-struct ConvShape {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, groups;
-  int64_t s[2], p[2], d[2];
-  int64_t cg() const { return c / groups; }
-  int64_t og() const { return o / groups; }
-  int64_t kk() const { return cg() * kh * kw; }
-  int64_t ohw() const { return oh * ow; }
-};
-
-// The shape of a convolution of `in` (4-D) by `wt`, with stride, padding
-// and dilation from those arguments; kernels/cpu/conv.cc's MakeGeom checks,
-// with cuBLAS's int limits in place of BLAS's.
-inline absl::StatusOr<ConvShape> MakeConvShape(absl::string_view op, const TensorMeta& in, const TensorMeta& wt,
-                                               const Value& stride, const Value& padding, const Value& dilation,
-                                               int64_t groups) {
-  if (in.dim() != 4 || wt.dim() != 4 || groups <= 0) {
-    return InternalErr(absl::StrCat(op, ": kernel got input ", ShapeToString(in.sizes), " weight ",
-                                    ShapeToString(wt.sizes), " groups ", groups));
-  }
-  ConvShape g;
-  g.n = in.sizes[0], g.c = in.sizes[1], g.h = in.sizes[2], g.w = in.sizes[3];
-  g.o = wt.sizes[0], g.kh = wt.sizes[2], g.kw = wt.sizes[3], g.groups = groups;
-  PairOf(stride, g.s, 1, 1);
-  PairOf(padding, g.p, 0, 0);
-  PairOf(dilation, g.d, 1, 1);
-  g.oh = (g.h + 2 * g.p[0] - g.d[0] * (g.kh - 1) - 1) / g.s[0] + 1;
-  g.ow = (g.w + 2 * g.p[1] - g.d[1] * (g.kw - 1) - 1) / g.s[1] + 1;
-  if (g.kk() > INT_MAX || g.ohw() > INT_MAX || g.og() > INT_MAX) {
-    return RuntimeErr(
-        absl::StrCat(op, ": sizes too large for the CUDA convolution (", g.kk(), " x ", g.ohw(), " columns)"));
-  }
-  return g;
-}
+// The convolution's geometry and its checks are the CPU kernel's
+// (kernels/cpu/nn_args.h), with cuBLAS's int limits in place of BLAS's.
+using cpu::ConvGeom;
 
 // Images per chunk of columns: as many as fit kConvColumnBytes (at least
 // one), and few enough that a GEMM's nb * oh * ow stays an int.
-inline int64_t ConvChunk(const ConvShape& g, int64_t item) {
+inline int64_t ConvChunk(const ConvGeom& g, int64_t item) {
   const int64_t per_image = std::max<int64_t>(1, g.c * g.kh * g.kw * g.ohw() * item);
   int64_t nb = std::clamp<int64_t>(kConvColumnBytes / per_image, 1, std::max<int64_t>(g.n, 1));
   if (g.ohw() > 0) nb = std::min<int64_t>(nb, INT_MAX / g.ohw());
@@ -105,7 +74,7 @@ inline GemmCall ConvGemm(ScalarType dt, int64_t m, int64_t n, int64_t k, const M
 
 // The im2col call of images [n0, n0 + nb) of `x` (element strides of a 4-D
 // view) into `col`.
-inline ColCall MakeColCall(ColOp op, const ConvShape& g, ScalarType dt, char* x0, const int64_t (&st)[4], char* col,
+inline ColCall MakeColCall(ColOp op, const ConvGeom& g, ScalarType dt, char* x0, const int64_t (&st)[4], char* col,
                            int64_t nb) {
   ColCall c;
   c.op = op;
@@ -148,8 +117,8 @@ absl::Status Conv2d(KernelContext& ctx) {
   TensorMeta x4 = *input.meta;
   if (x4.dim() == 3) x4 = cpu::ViewMeta(x4, {1, x4.sizes[0], x4.sizes[1], x4.sizes[2]},
                                         {0, x4.strides[0], x4.strides[1], x4.strides[2]}, x4.storage_offset);
-  TD_ASSIGN_OR_RETURN(ConvShape g, MakeConvShape("conv2d", x4, *weight.meta, ctx.args[3], ctx.args[4], ctx.args[5],
-                                                 ctx.args[6].to_int()));
+  TD_ASSIGN_OR_RETURN(ConvGeom g, cpu::MakeConvGeom("conv2d", x4, *weight.meta, ctx.args[3], ctx.args[4],
+                                                     ctx.args[5], ctx.args[6].to_int(), "CUDA"));
   const TensorRef& out = ctx.outputs[0];
   if (out.meta->numel() == 0) return absl::OkStatus();
   if (!DtypeInSet(dt, kSetStdFloats)) return cpu::DtypeNotImplemented("conv2d", dt);
@@ -242,8 +211,8 @@ absl::Status ConvBackward(KernelContext& ctx) {
   TD_ASSIGN_OR_RETURN(TensorRef input, InputTensor(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef weight, InputTensor(ctx, 2));
   const char* name = "convolution_backward";
-  TD_ASSIGN_OR_RETURN(ConvShape g, MakeConvShape(name, *input.meta, *weight.meta, ctx.args[4], ctx.args[5],
-                                                 ctx.args[6], ctx.args[9].to_int()));
+  TD_ASSIGN_OR_RETURN(ConvGeom g, cpu::MakeConvGeom(name, *input.meta, *weight.meta, ctx.args[4], ctx.args[5],
+                                                     ctx.args[6], ctx.args[9].to_int(), "CUDA"));
   const ScalarType dt = input.meta->dtype;
   if (!DtypeInSet(dt, kSetStdFloats)) return cpu::DtypeNotImplemented(name, dt);
   const int64_t item = input.meta->itemsize();

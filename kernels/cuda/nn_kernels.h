@@ -16,12 +16,14 @@
 #define TENSORD_KERNELS_CUDA_NN_KERNELS_H_
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "../cpu/nn_args.h"
 #include "elementwise_kernels.h"
 #include "gemm_call.h"
 #include "nn_call.h"
@@ -50,19 +52,12 @@ absl::Status LaunchNn(const KernelContext& ctx, const Call& call) {
 // (log_softmax: x - max - log(sum)). One block per row, any strides.
 template <class L, bool kLog>
 absl::Status Softmax(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const cpu::SoftmaxArgs a, cpu::ReadSoftmax(ctx, kLog));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
   const char* name = kLog ? "log_softmax" : "softmax";
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes(name, out, self.meta->sizes));
   const int64_t rank = self.meta->dim();
-  int64_t dim = ctx.args[1].to_int();
-  const int64_t r = rank == 0 ? 1 : rank;
-  if (dim < -r || dim >= r) {
-    return IndexErr(absl::StrCat(name, ": Dimension out of range (expected to be in range of [", -r, ", ", r - 1,
-                                 "], but got ", dim, ")"));
-  }
-  if (dim < 0) dim += r;
+  const int64_t dim = a.dim;
   const ScalarType dt = out.meta->dtype;
   if (!DtypeInSet(dt, kSetFloats)) return cpu::DtypeNotImplemented(name, dt);
   const int64_t in_item = self.meta->itemsize(), out_item = out.meta->itemsize();
@@ -101,21 +96,17 @@ absl::Status Softmax(KernelContext& ctx) {
 // float32 / float64 dtype.
 template <class L>
 absl::Status FusedAdam(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 3));
-  TD_ASSIGN_OR_RETURN(TensorRef grad, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(const cpu::AdamArgs a, cpu::ReadFusedAdam(ctx));
+  const TensorRef& grad = a.grad;
   const TensorRef& param = ctx.outputs[0];
   const TensorRef& exp_avg = ctx.outputs[1];
   const TensorRef& exp_avg_sq = ctx.outputs[2];
-  const double lr = ctx.args[4].to_double(), beta1 = ctx.args[5].to_double(), beta2 = ctx.args[6].to_double();
-  const double weight_decay = ctx.args[7].to_double(), eps = ctx.args[8].to_double();
-  const int64_t step = ctx.args[9].to_int();
-  const bool maximize = ctx.args[10].to_bool(), decoupled = ctx.args[11].to_bool();
-  if (step < 1) return RuntimeErr(absl::StrCat("_fused_adam_: step must be at least 1, got ", step));
+  const double lr = a.lr, beta1 = a.beta1, beta2 = a.beta2, weight_decay = a.weight_decay, eps = a.eps;
+  const bool maximize = a.maximize, decoupled = a.decoupled;
   const ScalarType dt = param.meta->dtype;
   if (!DtypeInSet(dt, kSetStdFloats)) return cpu::DtypeNotImplemented("_fused_adam_", dt);
   // The host-side constants exactly as the CPU kernel computes them.
-  const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
-  const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+  const double bias_correction1 = a.bias_correction1, bias_correction2 = a.bias_correction2;
   AdamCall call;
   call.dtype = dt;
   call.param = param.data_at_offset();
@@ -142,14 +133,9 @@ absl::Status FusedAdam(KernelContext& ctx) {
 
 // `v` (an int[2] argument) as a pair: one value twice, `fallback` when empty.
 inline void PairOf(const Value& v, int64_t (&out)[2], int64_t f0, int64_t f1) {
-  const Shape x = cpu::IntList(v);
-  if (x.empty()) {
-    out[0] = f0;
-    out[1] = f1;
-  } else {
-    out[0] = x[0];
-    out[1] = x.size() == 1 ? x[0] : x[1];
-  }
+  const std::array<int64_t, 2> pair = cpu::IntPair(v, {f0, f1});
+  out[0] = pair[0];
+  out[1] = pair[1];
 }
 
 // Element strides of a 3-D (C, H, W) or 4-D (N, C, H, W) tensor as 4-D
