@@ -20,15 +20,10 @@
 #include <type_traits>
 
 #include "kernel_util.h"
+#include "matmul_args.h"
 
 namespace tensord::cpu {
 namespace {
-
-// A strided matrix (element strides).
-struct Mat {
-  int64_t rows = 0, cols = 0;
-  int64_t s_row = 0, s_col = 0;
-};
 
 // How BLAS (row-major) can read a matrix in place: trans and ld. False when
 // it cannot (then the matrix is copied to a contiguous buffer).
@@ -175,101 +170,20 @@ void GemmInt(const T* a, const Mat& am, const T* b, const Mat& bm, T* c, const M
   }
 }
 
-// Collapses dims (sizes, strides) into one when they are nested uniformly;
-// returns false otherwise.
-bool Collapse(const Shape& sizes, const Shape& strides, int64_t* size, int64_t* stride) {
-  int64_t sz = 1, st = 0;
-  bool have = false;
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-    if (sizes[d] == 1) continue;
-    if (!have) {
-      st = strides[d];
-      have = true;
-    } else if (strides[d] != st * sz) {
-      return false;
-    }
-    sz *= sizes[d];
-  }
-  *size = sz;
-  *stride = have ? st : 0;
-  return true;
-}
-
-// The batched problem: batch shape, per-operand batch strides (elements) and
-// the matrices.
-struct Batched {
-  Shape batch;
-  Shape a_bs, b_bs, c_bs;
-  Mat a, b, c;
-};
-
-absl::StatusOr<Batched> Plan(const char* name, const TensorMeta& a, const TensorMeta& b,
-                             const TensorMeta& out) {
-  if (a.dim() < 1 || b.dim() < 1) {
-    return RuntimeErr(absl::StrCat(name, ": both arguments need at least 1 dimension, got ",
-                                   a.dim(), "D and ", b.dim(), "D"));
-  }
-  Batched p;
-  const int64_t da = a.dim(), db = b.dim();
-  // A as [batch..., m, k].
-  if (da == 1) {
-    p.a = Mat{1, a.sizes[0], 0, a.strides[0]};
-  } else {
-    p.a = Mat{a.sizes[da - 2], a.sizes[da - 1], a.strides[da - 2], a.strides[da - 1]};
-  }
-  if (db == 1) {
-    p.b = Mat{b.sizes[0], 1, b.strides[0], 0};
-  } else {
-    p.b = Mat{b.sizes[db - 2], b.sizes[db - 1], b.strides[db - 2], b.strides[db - 1]};
-  }
-  if (p.a.cols != p.b.rows) {
-    return RuntimeErr(absl::StrCat(name, ": size mismatch, self is ", ShapeToString(a.sizes),
-                                   ", other is ", ShapeToString(b.sizes), " (", p.a.cols,
-                                   " != ", p.b.rows, ")"));
-  }
-  const int64_t ba = std::max<int64_t>(da - 2, 0), bb = std::max<int64_t>(db - 2, 0);
-  const int64_t nb = std::max(ba, bb);
-  p.batch.assign(nb, 1);
-  p.a_bs.assign(nb, 0);
-  p.b_bs.assign(nb, 0);
-  for (int64_t i = 0; i < nb; ++i) {
-    const int64_t ia = i - (nb - ba), ib = i - (nb - bb);
-    const int64_t sa = ia >= 0 ? a.sizes[ia] : 1, sb = ib >= 0 ? b.sizes[ib] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      return RuntimeErr(absl::StrCat(name, ": The size of tensor a (", sa,
-                                     ") must match the size of tensor b (", sb,
-                                     ") at non-singleton dimension ", i));
-    }
-    p.batch[i] = sa == 1 ? sb : sa;
-    if (ia >= 0 && sa != 1) p.a_bs[i] = a.strides[ia];
-    if (ib >= 0 && sb != 1) p.b_bs[i] = b.strides[ib];
-  }
-  // The output is [batch..., m (if A is 2-D+), n (if B is 2-D+)].
-  Shape expect = p.batch;
-  if (da > 1) expect.push_back(p.a.rows);
-  if (db > 1) expect.push_back(p.b.cols);
-  TD_RETURN_IF_ERROR(ExpectOutputSizes(name, TensorRef{nullptr, &out}, expect));
-  p.c_bs.assign(out.strides.begin(), out.strides.begin() + nb);
-  const int64_t oc = out.dim();
-  if (da > 1 && db > 1) {
-    p.c = Mat{p.a.rows, p.b.cols, out.strides[oc - 2], out.strides[oc - 1]};
-  } else if (da > 1) {
-    p.c = Mat{p.a.rows, 1, out.strides[oc - 1], 0};
-  } else if (db > 1) {
-    p.c = Mat{1, p.b.cols, 0, out.strides[oc - 1]};
-  } else {
-    p.c = Mat{1, 1, 0, 0};
-  }
-  // Fold the batch into the rows of A and C when B does not vary over it
-  // and the rows nest uniformly: one big GEMM instead of many small ones.
+// The plan of a @ b into out (MakeMatmulPlan), the batch folded into the
+// rows of A and C when B does not vary over it and the rows nest
+// uniformly: one big GEMM instead of many small ones.
+absl::StatusOr<MatmulPlan> Plan(const char* name, const TensorMeta& a, const TensorMeta& b,
+                                const TensorMeta& out) {
+  TD_ASSIGN_OR_RETURN(MatmulPlan p, MakeMatmulPlan(name, a, b, out));
   const bool b_constant = std::all_of(p.b_bs.begin(), p.b_bs.end(), [](int64_t s) { return s == 0; });
-  if (nb > 0 && b_constant) {
+  if (!p.batch.empty() && b_constant) {
     Shape rows = p.batch, a_st = p.a_bs, c_st = p.c_bs;
     rows.push_back(p.a.rows);
     a_st.push_back(p.a.s_row);
     c_st.push_back(p.c.s_row);
     int64_t ra, sa, rc, sc;
-    if (Collapse(rows, a_st, &ra, &sa) && Collapse(rows, c_st, &rc, &sc)) {
+    if (CollapseDims(rows, a_st, &ra, &sa) && CollapseDims(rows, c_st, &rc, &sc)) {
       p.a.rows = ra;
       p.a.s_row = sa;
       p.c.rows = rc;
@@ -280,17 +194,12 @@ absl::StatusOr<Batched> Plan(const char* name, const TensorMeta& a, const Tensor
       p.c_bs.clear();
     }
   }
-  for (const int64_t v : {p.a.rows, p.a.cols, p.b.cols}) {
-    if (v > INT_MAX) {
-      return RuntimeErr(absl::StrCat(name, ": matrix dimension ", v, " exceeds what BLAS takes (",
-                                     INT_MAX, ")"));
-    }
-  }
+  TD_RETURN_IF_ERROR(CheckGemmDims(name, p));
   return p;
 }
 
 template <typename T>
-absl::Status RunBatched(const Batched& p, const TensorRef& a, const TensorRef& b,
+absl::Status RunBatched(const MatmulPlan& p, const TensorRef& a, const TensorRef& b,
                         const TensorRef& c) {
   StridedLoop loop(p.batch);
   auto bytes = [](const Shape& s) {
@@ -338,7 +247,7 @@ absl::Status MatmulImpl(const char* name, const TensorRef& a_in, const TensorRef
     TD_ASSIGN_OR_RETURN(hc, TempTensor::Make(out.meta->sizes, compute));
     c = hc->ref();
   }
-  TD_ASSIGN_OR_RETURN(Batched plan, Plan(name, *a.meta, *b.meta, *c.meta));
+  TD_ASSIGN_OR_RETURN(MatmulPlan plan, Plan(name, *a.meta, *b.meta, *c.meta));
   TD_RETURN_IF_ERROR(Dispatch<kSetInts | kSetStdFloats>(compute, name, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     return RunBatched<T>(plan, a, b, c);
@@ -348,30 +257,15 @@ absl::Status MatmulImpl(const char* name, const TensorRef& a_in, const TensorRef
 }
 
 absl::Status Matmul(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
-  return MatmulImpl(ctx.op->name().c_str(), a, b, ctx.outputs[0]);
+  TD_ASSIGN_OR_RETURN(const ProductArgs a, ReadMatmul(ctx));
+  return MatmulImpl(a.name, a.a, a.b, ctx.outputs[0]);
 }
 
-absl::Status MmBmm(KernelContext& ctx, int64_t rank) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
-  const char* name = rank == 2 ? "mm" : "bmm";
-  if (a.meta->dim() != rank || b.meta->dim() != rank) {
-    return RuntimeErr(absl::StrCat(name, ": expected ", rank, "-D tensors, got ", a.meta->dim(),
-                                   "-D and ", b.meta->dim(), "-D"));
-  }
-  if (rank == 3 && a.meta->sizes[0] != b.meta->sizes[0]) {
-    return RuntimeErr(absl::StrCat("bmm: batch sizes differ, self is ", ShapeToString(a.meta->sizes),
-                                   ", mat2 is ", ShapeToString(b.meta->sizes)));
-  }
-  return MatmulImpl(name, a, b, ctx.outputs[0]);
+template <int64_t kRank>
+absl::Status MmBmm(KernelContext& ctx) {
+  TD_ASSIGN_OR_RETURN(const ProductArgs a, ReadMmBmm(ctx, kRank));
+  return MatmulImpl(a.name, a.a, a.b, ctx.outputs[0]);
 }
-
-absl::Status Mm(KernelContext& ctx) { return MmBmm(ctx, 2); }
-absl::Status Bmm(KernelContext& ctx) { return MmBmm(ctx, 3); }
 
 // A dense run of the epilogue for float and double: o = alpha * o (+ beta *
 // s), the same operations as the general loop, over by-value pointers so
@@ -430,47 +324,23 @@ absl::Status Epilogue(const char* name, const TensorRef& out, const TensorRef* s
 // addmm(self, mat1, mat2, *, beta, alpha) and baddbmm(self, batch1, batch2,
 // *, beta, alpha): the product into the output, then the epilogue.
 absl::Status AddmmLike(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 2));
-  const char* name = ctx.op->name().c_str();
-  const int64_t rank = ctx.op->name() == "addmm" ? 2 : 3;
-  if (a.meta->dim() != rank || b.meta->dim() != rank) {
-    return InternalErr(absl::StrCat(name, ": expected ", rank, "-D operands, got ", a.meta->dim(), "-D and ",
-                                    b.meta->dim(), "-D"));
-  }
-  if (rank == 3 && a.meta->sizes[0] != b.meta->sizes[0]) {
-    return InternalErr(absl::StrCat(name, ": batch sizes differ, batch1 is ", ShapeToString(a.meta->sizes),
-                                    ", batch2 is ", ShapeToString(b.meta->sizes)));
-  }
+  TD_ASSIGN_OR_RETURN(const ProductArgs a, ReadAddmm(ctx));
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(MatmulImpl(name, a, b, out));
-  return Epilogue(name, out, &self, ctx.args[3].scalar(), ctx.args[4].scalar());
+  TD_RETURN_IF_ERROR(MatmulImpl(a.name, a.a, a.b, out));
+  return Epilogue(a.name, out, &*a.self, a.beta, a.alpha);
 }
 
 absl::Status Dot(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
-  if (a.meta->dim() != 1 || b.meta->dim() != 1) {
-    return InternalErr(absl::StrCat("dot: expected 1-D operands, got ", a.meta->dim(), "-D and ", b.meta->dim(), "-D"));
-  }
-  return MatmulImpl("dot", a, b, ctx.outputs[0]);
+  TD_ASSIGN_OR_RETURN(const ProductArgs a, ReadDot(ctx));
+  return MatmulImpl("dot", a.a, a.b, ctx.outputs[0]);
 }
 
 // outer(self, vec2): out[i, j] = self[i] * vec2[j] in the output's dtype
 // (bool: logical and; integers wrap).
 absl::Status Outer(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a_in, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b_in, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(const ProductArgs args, ReadOuter(ctx));
+  const TensorRef &a_in = args.a, &b_in = args.b;
   const TensorRef& out = ctx.outputs[0];
-  if (a_in.meta->dim() != 1 || b_in.meta->dim() != 1) {
-    return InternalErr(absl::StrCat("outer: expected 1-D operands, got ", a_in.meta->dim(), "-D and ",
-                                    b_in.meta->dim(), "-D"));
-  }
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("outer", out, {a_in.meta->sizes[0], b_in.meta->sizes[0]}));
   std::unique_ptr<TempTensor> ha, hb;
   TD_ASSIGN_OR_RETURN(TensorRef a, AsDtype(a_in, out.meta->dtype, ha));
   TD_ASSIGN_OR_RETURN(TensorRef b, AsDtype(b_in, out.meta->dtype, hb));
@@ -501,30 +371,19 @@ absl::Status Outer(KernelContext& ctx) {
 // linear(input, weight, bias=None): input @ weight.t() into the output (its
 // shape is matmul's), then + bias (broadcast, converted to the output's dtype).
 absl::Status Linear(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef x, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef w, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(const LinearArgs a, ReadLinear(ctx));
   const TensorRef& out = ctx.outputs[0];
-  if (w.meta->dim() < 1 || w.meta->dim() > 2) {
-    return InternalErr(absl::StrCat("linear: weight must be 1-D or 2-D, got ", w.meta->dim(), "-D"));
-  }
-  TensorMeta wt_meta = *w.meta;
-  if (wt_meta.dim() == 2) {
-    std::swap(wt_meta.sizes[0], wt_meta.sizes[1]);
-    std::swap(wt_meta.strides[0], wt_meta.strides[1]);
-  }
-  TD_RETURN_IF_ERROR(MatmulImpl("linear", x, TensorRef{w.base, &wt_meta}, out));
-  if (ctx.args[2].is_none()) return absl::OkStatus();
-  TD_ASSIGN_OR_RETURN(TensorRef bias, InputTensor(ctx, 2));
-  return Epilogue("linear", out, &bias, Scalar::Int(1), Scalar::Int(1));
+  TD_RETURN_IF_ERROR(MatmulImpl("linear", a.input, TensorRef{a.weight.base, &a.weight_t}, out));
+  if (!a.bias) return absl::OkStatus();
+  return Epilogue("linear", out, &*a.bias, Scalar::Int(1), Scalar::Int(1));
 }
 
 }  // namespace
 
 absl::Status RegisterMatmulKernels(KernelRegistry& r) {
   TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "matmul", Matmul));
-  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "mm", Mm));
-  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "bmm", Bmm));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "mm", MmBmm<2>));
+  TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "bmm", MmBmm<3>));
   TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "addmm", AddmmLike));
   TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "baddbmm", AddmmLike));
   TD_RETURN_IF_ERROR(r.Register(DeviceType::kCPU, "dot", Dot));

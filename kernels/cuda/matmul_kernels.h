@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../cpu/matmul_args.h"
 #include "elementwise_kernels.h"
 #include "gemm_call.h"
 #include "tensord/kernels/cuda/cuda_kernels.h"
@@ -43,29 +44,21 @@ using ew::CheckContext;
 using ew::DtypeNotImplemented;
 using ew::InputTensor;
 
-// A strided matrix (element strides).
-struct Mat {
-  int64_t rows = 0, cols = 0;
-  int64_t s_row = 0, s_col = 0;
-  Mat Transposed() const { return Mat{cols, rows, s_col, s_row}; }
-};
+// The matrices, the batched problem and the reading and checking of the
+// calls are the CPU kernels' (kernels/cpu/matmul_args.h).
+using cpu::Mat;
+using cpu::MatmulPlan;
 
 // How a GEMM (row-major terms, gemm_call.h) reads `m` in place: `trans`
 // and `ld`. False when it cannot (neither stride is 1, or the leading
 // dimension is too small or exceeds an int).
 bool GemmLayout(const Mat& m, bool* trans, int64_t* ld);
 
-// The batched problem of a @ b into out: batch shape, per-operand batch
-// strides (elements) and the matrices, with matmul's rules (1-D operands,
-// broadcast batch dims) and its CPU kernel's errors (size mismatch,
-// non-broadcastable batch dims, an output of the wrong shape, matrix dims
-// past INT_MAX).
-struct Plan {
-  Shape batch;
-  Shape a_bs, b_bs, c_bs;
-  Mat a, b, c;
-};
-absl::StatusOr<Plan> MakePlan(const char* name, const TensorMeta& a, const TensorMeta& b, const TensorMeta& out);
+// cpu::MakeMatmulPlan, then cpu::CheckGemmDims: the CPU kernel's errors
+// (size mismatch, non-broadcastable batch dims, an output of the wrong
+// shape, matrix dims past INT_MAX).
+absl::StatusOr<MatmulPlan> MakePlan(const char* name, const TensorMeta& a, const TensorMeta& b,
+                                    const TensorMeta& out);
 
 // The batch as an outer loop and one inner run that a strided-batched GEMM
 // takes: `outer` (sizes, and per-operand strides a, b, c) and the inner
@@ -76,14 +69,14 @@ struct BatchSplit {
   Shape outer_a, outer_b, outer_c;
   int64_t count = 1, stride_a = 0, stride_b = 0, stride_c = 0;
 };
-BatchSplit SplitBatch(const Plan& p);
+BatchSplit SplitBatch(const MatmulPlan& p);
 
 // When B does not vary over the batch (stride 0: matmul of a batch by one
 // matrix, linear) and the batch nests uniformly into the rows of A and C,
 // folds it into their rows: one large GEMM instead of a batch of small
 // ones. Leaves `p` alone when the folded A or C would not be GEMM-readable
 // in place.
-void FoldBatchIntoRows(Plan* p);
+void FoldBatchIntoRows(MatmulPlan* p);
 
 // alpha and beta of a GEMM into `t` (cpu::ScalarTo<T>: as the CPU's
 // epilogue converts them).
@@ -96,7 +89,7 @@ absl::Status Product(const KernelContext& ctx, const char* name, TensorRef a, Te
                      const TensorRef* self = nullptr, const Scalar& beta = Scalar::Int(0),
                      const Scalar& alpha = Scalar::Int(1)) {
   const ScalarType t = out.meta->dtype;
-  TD_ASSIGN_OR_RETURN(Plan p, MakePlan(name, *a.meta, *b.meta, *out.meta));
+  TD_ASSIGN_OR_RETURN(MatmulPlan p, MakePlan(name, *a.meta, *b.meta, *out.meta));
   // The CPU computes float16/bfloat16 in float32: what it refuses is the rest.
   if (!DtypeInSet(t, kSetInts | kSetFloats)) return DtypeNotImplemented(name, t);
   const bool use_self = self != nullptr && beta.to_double() != 0.0;
@@ -194,91 +187,45 @@ absl::Status Product(const KernelContext& ctx, const char* name, TensorRef a, Te
 
 template <class L>
 absl::Status Matmul(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
-  return Product<L>(ctx, ctx.op->name().c_str(), a, b, ctx.outputs[0]);
+  TD_ASSIGN_OR_RETURN(const cpu::ProductArgs a, cpu::ReadMatmul(ctx));
+  return Product<L>(ctx, a.name, a.a, a.b, ctx.outputs[0]);
 }
 
 // mm (kRank 2) and bmm (kRank 3).
 template <class L, int kRank>
 absl::Status MmBmm(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
-  const char* name = kRank == 2 ? "mm" : "bmm";
-  if (a.meta->dim() != kRank || b.meta->dim() != kRank) {
-    return RuntimeErr(absl::StrCat(name, ": expected ", kRank, "-D tensors, got ", a.meta->dim(), "-D and ",
-                                   b.meta->dim(), "-D"));
-  }
-  if (kRank == 3 && a.meta->sizes[0] != b.meta->sizes[0]) {
-    return RuntimeErr(absl::StrCat("bmm: batch sizes differ, self is ", ShapeToString(a.meta->sizes), ", mat2 is ",
-                                   ShapeToString(b.meta->sizes)));
-  }
-  return Product<L>(ctx, name, a, b, ctx.outputs[0]);
+  TD_ASSIGN_OR_RETURN(const cpu::ProductArgs a, cpu::ReadMmBmm(ctx, kRank));
+  return Product<L>(ctx, a.name, a.a, a.b, ctx.outputs[0]);
 }
 
 // addmm(self, mat1, mat2, *, beta, alpha) and baddbmm(self, batch1, batch2, *, beta, alpha).
 template <class L>
 absl::Status AddmmLike(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 2));
-  const char* name = ctx.op->name().c_str();
-  const int64_t rank = ctx.op->name() == "addmm" ? 2 : 3;
-  if (a.meta->dim() != rank || b.meta->dim() != rank) {
-    return InternalErr(absl::StrCat(name, ": expected ", rank, "-D operands, got ", a.meta->dim(), "-D and ",
-                                    b.meta->dim(), "-D"));
-  }
-  if (rank == 3 && a.meta->sizes[0] != b.meta->sizes[0]) {
-    return InternalErr(absl::StrCat(name, ": batch sizes differ, batch1 is ", ShapeToString(a.meta->sizes),
-                                    ", batch2 is ", ShapeToString(b.meta->sizes)));
-  }
-  return Product<L>(ctx, name, a, b, ctx.outputs[0], &self, ctx.args[3].scalar(), ctx.args[4].scalar());
+  TD_ASSIGN_OR_RETURN(const cpu::ProductArgs a, cpu::ReadAddmm(ctx));
+  return Product<L>(ctx, a.name, a.a, a.b, ctx.outputs[0], &*a.self, a.beta, a.alpha);
 }
 
 template <class L>
 absl::Status Dot(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
-  if (a.meta->dim() != 1 || b.meta->dim() != 1) {
-    return InternalErr(absl::StrCat("dot: expected 1-D operands, got ", a.meta->dim(), "-D and ", b.meta->dim(), "-D"));
-  }
-  return Product<L>(ctx, "dot", a, b, ctx.outputs[0]);
+  TD_ASSIGN_OR_RETURN(const cpu::ProductArgs a, cpu::ReadDot(ctx));
+  return Product<L>(ctx, "dot", a.a, a.b, ctx.outputs[0]);
 }
 
 // linear(input, weight, bias=None): input @ weight.t() (+ bias).
 template <class L>
 absl::Status Linear(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef x, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef w, InputTensor(ctx, 1));
-  if (w.meta->dim() < 1 || w.meta->dim() > 2) {
-    return InternalErr(absl::StrCat("linear: weight must be 1-D or 2-D, got ", w.meta->dim(), "-D"));
-  }
-  TensorMeta wt = *w.meta;
-  if (wt.dim() == 2) {
-    std::swap(wt.sizes[0], wt.sizes[1]);
-    std::swap(wt.strides[0], wt.strides[1]);
-  }
-  if (ctx.args[2].is_none()) return Product<L>(ctx, "linear", x, TensorRef{w.base, &wt}, ctx.outputs[0]);
-  TD_ASSIGN_OR_RETURN(TensorRef bias, InputTensor(ctx, 2));
-  return Product<L>(ctx, "linear", x, TensorRef{w.base, &wt}, ctx.outputs[0], &bias, Scalar::Int(1), Scalar::Int(1));
+  TD_ASSIGN_OR_RETURN(const cpu::LinearArgs a, cpu::ReadLinear(ctx));
+  const TensorRef wt{a.weight.base, &a.weight_t};
+  if (!a.bias) return Product<L>(ctx, "linear", a.input, wt, ctx.outputs[0]);
+  return Product<L>(ctx, "linear", a.input, wt, ctx.outputs[0], &*a.bias, Scalar::Int(1), Scalar::Int(1));
 }
 
 // outer(self, vec2): out[i, j] = self[i] * vec2[j] in the output's dtype.
 template <class L>
 absl::Status Outer(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef a, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef b, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(const cpu::ProductArgs args, cpu::ReadOuter(ctx));
+  const TensorRef &a = args.a, &b = args.b;
   const TensorRef& out = ctx.outputs[0];
-  if (a.meta->dim() != 1 || b.meta->dim() != 1) {
-    return InternalErr(absl::StrCat("outer: expected 1-D operands, got ", a.meta->dim(), "-D and ", b.meta->dim(), "-D"));
-  }
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("outer", out, {a.meta->sizes[0], b.meta->sizes[0]}));
   const ScalarType dt = out.meta->dtype;
   if (!DtypeInSet(dt, kSetAllButF8)) return DtypeNotImplemented("outer", dt);
   // self as a column [n, 1], broadcast against vec2 as a row.
