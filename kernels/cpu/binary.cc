@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "elementwise.h"
+#include "elementwise_args.h"
 #include "kernel_util.h"
 #include "tensord/meta/shape_rules.h"
 
@@ -204,10 +205,7 @@ absl::Status PowTensorTensor(KernelContext& ctx) {
 absl::Status PowTensorScalar(KernelContext& ctx) {
   BinaryArgs args;
   TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
-  if (IsIntegral(ctx.outputs[0].meta->dtype, /*include_bool=*/false) &&
-      !args.other_scalar.is_float() && args.other_scalar.to_int() < 0) {
-    return RuntimeErr("pow: Integers to negative integer powers are not allowed.");
-  }
+  TD_RETURN_IF_ERROR(CheckPowScalarExponent(ctx.outputs[0].meta->dtype, args.other_scalar));
   return PowTensorTensor(ctx);
 }
 
@@ -260,14 +258,6 @@ inline bool Compare(C a, C b) {
   if constexpr (kCmp == Cmp::kLe) return a <= b;
   if constexpr (kCmp == Cmp::kGt) return a > b;
   if constexpr (kCmp == Cmp::kGe) return a >= b;
-}
-
-absl::Status ExpectBoolOutput(const char* name, const TensorRef& out) {
-  if (out.meta->dtype != ScalarType::kBool) {
-    return InternalErr(absl::StrCat("internal: ", name, ": output dtype is ",
-                                    DtypeName(out.meta->dtype), ", expected bool"));
-  }
-  return absl::OkStatus();
 }
 
 template <Cmp kCmp>
@@ -378,7 +368,7 @@ absl::Status Where(KernelContext& ctx) {
 absl::Status ClampByScalars(KernelContext& ctx, const char* name, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  if (!lo && !hi) return RuntimeErr("clamp: At least one of 'min' or 'max' must not be None");
+  TD_RETURN_IF_ERROR(CheckClampBounds(lo.has_value(), hi.has_value()));
   const TensorRef& out = ctx.outputs[0];
   return Dispatch<kSetInts | kSetFloats>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
@@ -409,23 +399,14 @@ absl::Status ClampBound(KernelContext& ctx) {
 
 // clamp.Tensor and clamp_min.Tensor / clamp_max.Tensor, as PyTorch's CPU
 // kernels: a NaN in self or in a bound gives NaN; min > max gives max.
-enum class ClampKind { kBoth, kMin, kMax };
 template <ClampKind kKind>
 absl::Status ClampTensor(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const ClampTensorArgs a, ReadClampTensor(ctx, kKind));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  const char* name = kKind == ClampKind::kMin ? "clamp_min" : kKind == ClampKind::kMax ? "clamp_max" : "clamp";
-  const bool has_lo = kKind == ClampKind::kMin || (kKind == ClampKind::kBoth && ctx.args[1].is_tensor());
-  const bool has_hi = kKind == ClampKind::kMax || (kKind == ClampKind::kBoth && ctx.args[2].is_tensor());
-  if (!has_lo && !has_hi) return RuntimeErr("clamp: At least one of 'min' or 'max' must not be None");
-  TensorRef lo, hi;
-  if (has_lo) {
-    TD_ASSIGN_OR_RETURN(lo, InputTensor(ctx, 1));
-  }
-  if (has_hi) {
-    TD_ASSIGN_OR_RETURN(hi, InputTensor(ctx, kKind == ClampKind::kBoth ? 2 : 1));
-  }
+  const char* name = a.name;
+  const bool has_lo = a.min.has_value(), has_hi = a.max.has_value();
+  const TensorRef lo = a.min.value_or(TensorRef{}), hi = a.max.value_or(TensorRef{});
   return Dispatch<kSetAllButF8>(out.meta->dtype, name, [&](auto tag) -> absl::Status {
     using T = typename decltype(tag)::type;
     using C = ComputeT<T>;
@@ -475,10 +456,7 @@ absl::Status MaskedFill(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
-  if (mask.meta->dtype != ScalarType::kBool && mask.meta->dtype != ScalarType::kUInt8) {
-    return RuntimeErr(absl::StrCat("masked_fill only supports boolean masks, but got mask with dtype ",
-                                   DtypeName(mask.meta->dtype)));
-  }
+  TD_RETURN_IF_ERROR(CheckMaskedFillMask(*mask.meta));
   Scalar value;
   if (ctx.args[2].kind() == Value::Kind::kTensor) {  // masked_fill.Tensor: the 0-dim value's element
     TD_ASSIGN_OR_RETURN(TensorRef v, InputTensor(ctx, 2));
@@ -565,15 +543,9 @@ C IntDiv(C a, C b, bool& zero_division) {
 absl::Status DivMode(KernelContext& ctx) {
   BinaryArgs args;
   TD_RETURN_IF_ERROR(ReadBinaryArgs(ctx, args));
-  bool floor = true;
-  if (ctx.args.size() > 2) {
-    const Value& mode = ctx.args[2];
-    if (mode.is_none()) return Div(ctx);
-    if (mode.kind() != Value::Kind::kString || (mode.str() != "trunc" && mode.str() != "floor")) {
-      return RuntimeErr("div expected rounding_mode to be one of None, 'trunc', or 'floor'");
-    }
-    floor = mode.str() == "floor";
-  }
+  TD_ASSIGN_OR_RETURN(const RoundingMode mode, ReadRoundingMode(ctx));
+  if (mode == RoundingMode::kNone) return Div(ctx);
+  const bool floor = mode == RoundingMode::kFloor;
   bool zero_division = false;
   auto run = [&](auto floor_tag) {
     constexpr bool kFloor = decltype(floor_tag)::value;

@@ -10,6 +10,7 @@
 
 #include "elementwise.h"
 #include "fast_math.h"
+#include "elementwise_args.h"
 #include "kernel_util.h"
 #include "parallel.h"
 
@@ -149,10 +150,7 @@ absl::Status Erf(KernelContext& ctx) {
 // PyTorch's tanh approximation ('tanh').
 absl::Status Gelu(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  const bool tanh_approx = ctx.args[1].kind() == Value::Kind::kString && ctx.args[1].str() == "tanh";
-  if (!tanh_approx && !(ctx.args[1].kind() == Value::Kind::kString && ctx.args[1].str() == "none")) {
-    return RuntimeErr("gelu: approximate argument must be either none or tanh.");
-  }
+  TD_ASSIGN_OR_RETURN(const bool tanh_approx, ReadGeluTanh(ctx));
   return UnaryKernel<kSetFloats>(ctx, "gelu", [tanh_approx](auto tag) {
     using C = TD_COMPUTE_T(tag);
     return [tanh_approx](C x) -> C {

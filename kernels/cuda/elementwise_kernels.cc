@@ -3,14 +3,6 @@
 
 namespace tensord::cuda::ew {
 
-absl::Status ExpectBoolOutput(const char* name, const TensorRef& out) {
-  if (out.meta->dtype != ScalarType::kBool) {
-    return InternalErr(absl::StrCat("internal: ", name, ": output dtype is ", DtypeName(out.meta->dtype),
-                                    ", expected bool"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<BinaryArgs> ReadBinaryArgs(const KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   BinaryArgs args;

@@ -35,6 +35,7 @@
 #include <utility>
 
 #include "../cpu/dtypes.h"
+#include "../cpu/elementwise_args.h"
 #include "../cpu/copy_args.h"
 #include "../cpu/kernel_util.h"
 #include "absl/status/status.h"
@@ -229,12 +230,7 @@ absl::Status FloatMath(KernelContext& ctx) {
 template <class L>
 absl::Status Gelu(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  const Value& approximate = ctx.args[1];
-  const bool is_string = approximate.kind() == Value::Kind::kString;
-  const bool tanh_approx = is_string && approximate.str() == "tanh";
-  if (!tanh_approx && !(is_string && approximate.str() == "none")) {
-    return RuntimeErr("gelu: approximate argument must be either none or tanh.");
-  }
+  TD_ASSIGN_OR_RETURN(const bool tanh_approx, cpu::ReadGeluTanh(ctx));
   return RunFloatMath<L>(ctx, tanh_approx ? FloatMathOp::kGeluTanh : FloatMathOp::kGeluErf);
 }
 
@@ -248,7 +244,7 @@ constexpr const char* PredicateName(PredicateOp op) {
   return "predicate";
 }
 
-absl::Status ExpectBoolOutput(const char* name, const TensorRef& out);
+using cpu::ExpectBoolOutput;
 
 // out (bool) = pred(self), computed in self's dtype.
 template <class L, PredicateOp kOp>
@@ -347,9 +343,8 @@ absl::Status PowTensorTensor(KernelContext& ctx) {
 template <class L>
 absl::Status PowTensorScalar(KernelContext& ctx) {
   TD_ASSIGN_OR_RETURN(BinaryArgs args, ReadBinaryArgs(ctx));
-  if (IsIntegral(ctx.outputs[0].meta->dtype, /*include_bool=*/false) && args.other_scalar &&
-      !args.other_scalar->is_float() && args.other_scalar->to_int() < 0) {
-    return RuntimeErr("pow: Integers to negative integer powers are not allowed.");
+  if (args.other_scalar) {
+    TD_RETURN_IF_ERROR(cpu::CheckPowScalarExponent(ctx.outputs[0].meta->dtype, *args.other_scalar));
   }
   return Arith<L>(ctx, EwFamily::kArith, OpCode(ArithOp::kPow), ArithDtypes(ArithOp::kPow), "pow", args);
 }
@@ -384,15 +379,9 @@ absl::Status Fmod(KernelContext& ctx) {
 template <class L>
 absl::Status DivMode(KernelContext& ctx) {
   TD_ASSIGN_OR_RETURN(BinaryArgs args, ReadBinaryArgs(ctx));
-  bool floor = true;
-  if (ctx.args.size() > 2) {
-    const Value& mode = ctx.args[2];
-    if (mode.is_none()) return Div<L>(ctx);
-    if (mode.kind() != Value::Kind::kString || (mode.str() != "trunc" && mode.str() != "floor")) {
-      return RuntimeErr("div expected rounding_mode to be one of None, 'trunc', or 'floor'");
-    }
-    floor = mode.str() == "floor";
-  }
+  TD_ASSIGN_OR_RETURN(const cpu::RoundingMode mode, cpu::ReadRoundingMode(ctx));
+  if (mode == cpu::RoundingMode::kNone) return Div<L>(ctx);
+  const bool floor = mode == cpu::RoundingMode::kFloor;
   const DivisionOp op = floor ? DivisionOp::kDivFloor : DivisionOp::kDivTrunc;
   return Arith<L>(ctx, EwFamily::kDivision, OpCode(op), DivisionDtypes(op), floor ? "div_floor" : "div_trunc", args);
 }
@@ -464,7 +453,7 @@ template <class L>
 absl::Status ClampByScalars(KernelContext& ctx, const char* name, std::optional<Scalar> lo, std::optional<Scalar> hi) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  if (!lo && !hi) return RuntimeErr("clamp: At least one of 'min' or 'max' must not be None");
+  TD_RETURN_IF_ERROR(cpu::CheckClampBounds(lo.has_value(), hi.has_value()));
   const TensorRef& out = ctx.outputs[0];
   const ScalarType dt = out.meta->dtype;
   if (!DtypeInSet(dt, TernaryDtypes(TernaryOp::kClampScalar))) return DtypeNotImplemented(name, dt);
@@ -488,27 +477,17 @@ absl::Status ClampBound(KernelContext& ctx) {
 }
 
 // clamp.Tensor and clamp_min.Tensor / clamp_max.Tensor.
-enum class ClampKind { kBoth, kMin, kMax };
+using cpu::ClampKind;
 
 template <class L, ClampKind kKind>
 absl::Status ClampTensor(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const cpu::ClampTensorArgs a, cpu::ReadClampTensor(ctx, kKind));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  const char* name = kKind == ClampKind::kMin ? "clamp_min" : kKind == ClampKind::kMax ? "clamp_max" : "clamp";
-  const bool has_lo = kKind == ClampKind::kMin || (kKind == ClampKind::kBoth && ctx.args[1].is_tensor());
-  const bool has_hi = kKind == ClampKind::kMax || (kKind == ClampKind::kBoth && ctx.args[2].is_tensor());
-  if (!has_lo && !has_hi) return RuntimeErr("clamp: At least one of 'min' or 'max' must not be None");
-  TensorRef lo, hi;
-  EwInput l = EwInput::Constant(0), h = EwInput::Constant(0);
-  if (has_lo) {
-    TD_ASSIGN_OR_RETURN(lo, InputTensor(ctx, 1));
-    l = EwInput::Of(lo);
-  }
-  if (has_hi) {
-    TD_ASSIGN_OR_RETURN(hi, InputTensor(ctx, kKind == ClampKind::kBoth ? 2 : 1));
-    h = EwInput::Of(hi);
-  }
+  const char* name = a.name;
+  const bool has_lo = a.min.has_value(), has_hi = a.max.has_value();
+  const EwInput l = has_lo ? EwInput::Of(*a.min) : EwInput::Constant(0);
+  const EwInput h = has_hi ? EwInput::Of(*a.max) : EwInput::Constant(0);
   const ScalarType dt = out.meta->dtype;
   if (!DtypeInSet(dt, TernaryDtypes(TernaryOp::kClampTensor))) return DtypeNotImplemented(name, dt);
   const int flags = (has_lo ? kClampHasMin : 0) | (has_hi ? kClampHasMax : 0);
@@ -523,10 +502,7 @@ absl::Status MaskedFill(KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
   TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
-  if (mask.meta->dtype != ScalarType::kBool && mask.meta->dtype != ScalarType::kUInt8) {
-    return RuntimeErr(absl::StrCat("masked_fill only supports boolean masks, but got mask with dtype ",
-                                   DtypeName(mask.meta->dtype)));
-  }
+  TD_RETURN_IF_ERROR(cpu::CheckMaskedFillMask(*mask.meta));
   const TensorRef& out = ctx.outputs[0];
   const ScalarType dt = out.meta->dtype;
   TensorRef value_tensor;
