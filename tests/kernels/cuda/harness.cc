@@ -263,11 +263,6 @@ std::string CompareResults(const Sample& s, const SampleResult& want, const Samp
 
 namespace {
 
-constexpr ScalarType kAllDtypes[] = {
-    ScalarType::kBool,    ScalarType::kUInt8,    ScalarType::kInt8,         ScalarType::kInt16,
-    ScalarType::kInt32,   ScalarType::kInt64,    ScalarType::kFloat16,      ScalarType::kBFloat16,
-    ScalarType::kFloat32, ScalarType::kFloat64,  ScalarType::kFloat8_e4m3fn, ScalarType::kFloat8_e5m2,
-};
 
 // Mixed-dtype pairs, for type promotion and per-element conversion on load.
 constexpr std::pair<ScalarType, ScalarType> kMixedPairs[] = {
@@ -275,8 +270,6 @@ constexpr std::pair<ScalarType, ScalarType> kMixedPairs[] = {
     {ScalarType::kFloat16, ScalarType::kBFloat16}, {ScalarType::kBool, ScalarType::kInt64},
     {ScalarType::kInt64, ScalarType::kFloat16},   {ScalarType::kFloat32, ScalarType::kFloat64},
 };
-
-std::string Name(ScalarType t) { return std::string(DtypeName(t)); }
 
 // How a sample tensor is laid out.
 enum class Lay {
@@ -386,13 +379,6 @@ Tensor Specials(ScalarType dt) {
 }
 
 using Gen = std::function<void(std::vector<Sample>&, std::mt19937&)>;
-
-Sample NewSample(const std::string& op, std::string label) {
-  Sample s;
-  s.op = op;
-  s.label = std::move(label);
-  return s;
-}
 
 // op(self [, extra positional args] [, kwargs]) over every dtype, every
 // single-operand layout and the special values.

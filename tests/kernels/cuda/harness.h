@@ -130,6 +130,30 @@ SampleResult RunSample(const Sample& s, const KernelRegistry& registry, DeviceTy
 // otherwise.
 std::string CompareResults(const Sample& s, const SampleResult& want, const SampleResult& got);
 
+// ---- building samples (shared by the harness_*.cc files) -----------------------------
+
+// Every dtype, in ScalarType order.
+inline constexpr ScalarType kAllDtypes[] = {
+    ScalarType::kBool,    ScalarType::kUInt8,    ScalarType::kInt8,         ScalarType::kInt16,
+    ScalarType::kInt32,   ScalarType::kInt64,    ScalarType::kFloat16,      ScalarType::kBFloat16,
+    ScalarType::kFloat32, ScalarType::kFloat64,  ScalarType::kFloat8_e4m3fn, ScalarType::kFloat8_e5m2,
+};
+
+// A dtype's name (DtypeName), for sample labels.
+inline std::string Name(ScalarType t) { return std::string(DtypeName(t)); }
+
+// A sample of `op` labelled `label`; its arguments and checks still to add.
+inline Sample NewSample(const std::string& op, std::string label) {
+  Sample s;
+  s.op = op;
+  s.label = std::move(label);
+  return s;
+}
+
+// `t` in layout `layout` of kAllLayouts: 0 contiguous, 1 permuted (dim 0
+// innermost, offset 1), 2 spread (offset 3).
+inline Tensor LaidOut(const Tensor& t, int layout) { return WithLayout(t, kAllLayouts[layout]); }
+
 // Samples of `op` (a full name) over dtypes and layouts; empty for an op
 // the harness does not know. Deterministic for a seed.
 std::vector<Sample> SamplesFor(const std::string& op, uint32_t seed);

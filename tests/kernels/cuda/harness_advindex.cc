@@ -21,28 +21,6 @@
 namespace tensord::testing::cudatest {
 namespace {
 
-constexpr ScalarType kDtypes[] = {
-    ScalarType::kBool,    ScalarType::kUInt8,   ScalarType::kInt8,          ScalarType::kInt16,
-    ScalarType::kInt32,   ScalarType::kInt64,   ScalarType::kFloat16,       ScalarType::kBFloat16,
-    ScalarType::kFloat32, ScalarType::kFloat64, ScalarType::kFloat8_e4m3fn, ScalarType::kFloat8_e5m2,
-};
-
-std::string Name(ScalarType t) { return std::string(DtypeName(t)); }
-
-Sample NewAdvSample(const std::string& op, std::string label) {
-  Sample s;
-  s.op = op;
-  s.label = std::move(label);
-  return s;
-}
-
-// Layout 0 contiguous, 1 permuted (dim 0 innermost, offset 1), 2 spread.
-Tensor Lay(const Tensor& t, int layout) {
-  if (layout == 1) return ReversedLayout(t, 1);
-  if (layout == 2) return Spread(t, 3);
-  return t;
-}
-
 // An index tensor of `sizes` with entries in [-n, n) (repeats likely; only
 // [0, n) without `negative`), laid out as `layout`; `bad` (when not 0)
 // replaces one entry.
@@ -61,7 +39,7 @@ Tensor Indices(const Shape& sizes, int64_t n, std::mt19937& rng, int layout, boo
     }
   }
   if (bad != 0 && numel > 0) v[static_cast<size_t>(numel / 2)] = static_cast<double>(bad);
-  return Lay(FromValues(dt, sizes, v), layout);
+  return LaidOut(FromValues(dt, sizes, v), layout);
 }
 
 // An index list: -1 for None, else an index tensor's number in the sample.
@@ -89,11 +67,11 @@ void IndexTensorSamples(std::vector<Sample>& out, std::mt19937& rng) {
       {"[empty i]", {{0}}},
       {"[i, empty j]", {{1}, {0}}},
   };
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (int layout = 0; layout < 3; ++layout) {
       for (const Case& c : cases) {
-        Sample s = NewAdvSample("index.Tensor", absl::StrCat(Name(dt), " layout ", layout, " ", c.name));
-        const int self = s.Add(Lay(Random(dt, self_sizes, rng), layout));
+        Sample s = NewSample("index.Tensor", absl::StrCat(Name(dt), " layout ", layout, " ", c.name));
+        const int self = s.Add(LaidOut(Random(dt, self_sizes, rng), layout));
         std::vector<int> slots;
         for (size_t d = 0; d < c.slots.size(); ++d) {
           if (c.slots[d] == kNone) {
@@ -111,7 +89,7 @@ void IndexTensorSamples(std::vector<Sample>& out, std::mt19937& rng) {
   // non-indexed dim of size 0 (nothing is read: a bad index is not seen),
   // all-None.
   {
-    Sample s = NewAdvSample("index.Tensor", "stride-0 index");
+    Sample s = NewSample("index.Tensor", "stride-0 index");
     Tensor idx = FromValues(ScalarType::kInt64, {3, 1}, {2, -1, 0});
     idx.meta.sizes = {3, 4};
     idx.meta.strides = {1, 0};
@@ -120,40 +98,40 @@ void IndexTensorSamples(std::vector<Sample>& out, std::mt19937& rng) {
     out.push_back(std::move(s));
   }
   {
-    Sample s = NewAdvSample("index.Tensor", "rows of a table");
+    Sample s = NewSample("index.Tensor", "rows of a table");
     const int self = s.Add(Random(ScalarType::kFloat32, {50, 16}, rng));
     s.positional = {SampleArg::T(self), IndexList({s.Add(Indices({8, 9}, 50, rng, 0, false))})};
     out.push_back(std::move(s));
   }
   {
-    Sample s = NewAdvSample("index.Tensor", "size-0 dim, bad index unread");
+    Sample s = NewSample("index.Tensor", "size-0 dim, bad index unread");
     const int self = s.Add(Random(ScalarType::kFloat32, {4, 0, 3}, rng));
     s.positional = {SampleArg::T(self), IndexList({s.Add(FromValues(ScalarType::kInt64, {2}, {1, 9}))})};
     out.push_back(std::move(s));
   }
   {
-    Sample s = NewAdvSample("index.Tensor", "all None");
-    const int self = s.Add(Lay(Random(ScalarType::kFloat32, {4, 5}, rng), 1));
+    Sample s = NewSample("index.Tensor", "all None");
+    const int self = s.Add(LaidOut(Random(ScalarType::kFloat32, {4, 5}, rng), 1));
     s.positional = {SampleArg::T(self), IndexList({-1})};
     out.push_back(std::move(s));
   }
   // Bad indices (past the end, below -size) in each slot; in a later slot
   // of the same element; with the dims apart.
   for (int64_t bad : {4, 100, -5}) {
-    Sample s = NewAdvSample("index.Tensor", absl::StrCat("bad index ", bad, " in dim 0"));
+    Sample s = NewSample("index.Tensor", absl::StrCat("bad index ", bad, " in dim 0"));
     const int self = s.Add(Random(ScalarType::kFloat32, self_sizes, rng));
     s.positional = {SampleArg::T(self), IndexList({s.Add(Indices({7}, 4, rng, 0, true, bad))})};
     out.push_back(std::move(s));
   }
   for (int64_t bad : {6, -7}) {
-    Sample s = NewAdvSample("index.Tensor", absl::StrCat("bad index ", bad, " in dim 2, apart"));
+    Sample s = NewSample("index.Tensor", absl::StrCat("bad index ", bad, " in dim 2, apart"));
     const int self = s.Add(Random(ScalarType::kFloat64, self_sizes, rng));
     s.positional = {SampleArg::T(self), IndexList({s.Add(Indices({3}, 4, rng, 0, true)), -1,
                                                    s.Add(Indices({2, 3}, 6, rng, 2, true, bad))})};
     out.push_back(std::move(s));
   }
   {
-    Sample s = NewAdvSample("index.Tensor", "bad index in dim 1 after a good dim 0");
+    Sample s = NewSample("index.Tensor", "bad index in dim 1 after a good dim 0");
     const int self = s.Add(Random(ScalarType::kInt32, self_sizes, rng));
     s.positional = {SampleArg::T(self),
                     IndexList({s.Add(FromValues(ScalarType::kInt64, {3}, {0, 1, 2})),
@@ -163,7 +141,7 @@ void IndexTensorSamples(std::vector<Sample>& out, std::mt19937& rng) {
   // Refused: shapes that do not broadcast, too many indices, an int32 and
   // a float index, a boolean mask (the meta refuses them all).
   auto refused = [&](const char* name, std::vector<Tensor> idx) {
-    Sample s = NewAdvSample("index.Tensor", name);
+    Sample s = NewSample("index.Tensor", name);
     const int self = s.Add(Random(ScalarType::kFloat32, self_sizes, rng));
     std::vector<int> slots;
     for (Tensor& t : idx) slots.push_back(s.Add(std::move(t)));
@@ -220,15 +198,15 @@ void IndexPutSamples(std::vector<Sample>& out, std::mt19937& rng) {
       {"[None, mask]", {kNone, {-2, 5, 6}}, {1}},
       {"[mask 2-d, k]", {{-2, 4, 5}, {1}}, {}},
   };
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (bool accumulate : {false, true}) {
       // float8 does not add (the meta refuses it: the sample at the end).
       if (accumulate && (dt == ScalarType::kFloat8_e4m3fn || dt == ScalarType::kFloat8_e5m2)) continue;
       for (int layout = 0; layout < 3; ++layout) {
         for (const Case& c : cases) {
-          Sample s = NewAdvSample("index_put", absl::StrCat(Name(dt), accumulate ? " accumulate" : "", " layout ",
+          Sample s = NewSample("index_put", absl::StrCat(Name(dt), accumulate ? " accumulate" : "", " layout ",
                                                             layout, " ", c.name));
-          const int self = s.Add(Lay(Random(dt, self_sizes, rng), layout));
+          const int self = s.Add(LaidOut(Random(dt, self_sizes, rng), layout));
           std::vector<int> slots;
           int64_t d = 0;
           for (const Shape& slot : c.slots) {
@@ -244,7 +222,7 @@ void IndexPutSamples(std::vector<Sample>& out, std::mt19937& rng) {
               ++d;
             }
           }
-          const int values = s.Add(Lay(Random(dt, c.values, rng), (layout + 2) % 3));
+          const int values = s.Add(LaidOut(Random(dt, c.values, rng), (layout + 2) % 3));
           s.positional = {SampleArg::T(self), IndexList(slots), SampleArg::T(values), SampleArg::V(Value(accumulate))};
           out.push_back(std::move(s));
         }
@@ -254,7 +232,7 @@ void IndexPutSamples(std::vector<Sample>& out, std::mt19937& rng) {
   // Many repeats: the last write wins; the sum follows row-major order.
   for (bool accumulate : {false, true}) {
     for (ScalarType dt : {ScalarType::kFloat16, ScalarType::kFloat32, ScalarType::kInt8}) {
-      Sample s = NewAdvSample("index_put", absl::StrCat(Name(dt), accumulate ? " accumulate" : "", " many repeats"));
+      Sample s = NewSample("index_put", absl::StrCat(Name(dt), accumulate ? " accumulate" : "", " many repeats"));
       const int self = s.Add(Random(dt, {3, 2}, rng));
       s.positional = {SampleArg::T(self), IndexList({s.Add(Indices({300}, 3, rng, 0, true))}),
                       SampleArg::T(s.Add(Random(dt, {300, 2}, rng))), SampleArg::V(Value(accumulate))};
@@ -263,7 +241,7 @@ void IndexPutSamples(std::vector<Sample>& out, std::mt19937& rng) {
   }
   auto put = [&](std::string name, const Shape& self_shape, std::vector<std::optional<Tensor>> idx,
                  const Shape& values, bool accumulate) {
-    Sample s = NewAdvSample("index_put", std::move(name));
+    Sample s = NewSample("index_put", std::move(name));
     const int self = s.Add(Random(ScalarType::kFloat32, self_shape, rng));
     std::vector<int> slots;
     for (std::optional<Tensor>& t : idx) slots.push_back(t.has_value() ? s.Add(std::move(*t)) : -1);
@@ -299,7 +277,7 @@ void IndexPutSamples(std::vector<Sample>& out, std::mt19937& rng) {
   put("float index", self_sizes, {Random(ScalarType::kFloat32, {3}, rng)}, {1}, false);
   put("int32 index", self_sizes, {Indices({3}, 4, rng, 0, false, 0, ScalarType::kInt32)}, {1}, false);
   {
-    Sample s = NewAdvSample("index_put", "float8 accumulate");
+    Sample s = NewSample("index_put", "float8 accumulate");
     const int self = s.Add(Random(ScalarType::kFloat8_e4m3fn, {4}, rng));
     s.positional = {SampleArg::T(self), IndexList({s.Add(FromValues(ScalarType::kInt64, {2}, {1, 1}))}),
                     SampleArg::T(s.Add(Random(ScalarType::kFloat8_e4m3fn, {2}, rng))), SampleArg::V(Value(true))};
@@ -309,28 +287,28 @@ void IndexPutSamples(std::vector<Sample>& out, std::mt19937& rng) {
 
 // masked_scatter(self, mask, source).
 void MaskedScatterSamples(std::vector<Sample>& out, std::mt19937& rng) {
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (int layout = 0; layout < 3; ++layout) {
-      Sample s = NewAdvSample("masked_scatter", absl::StrCat(Name(dt), " layout ", layout));
-      s.positional = {SampleArg::T(s.Add(Lay(Random(dt, {4, 5, 6}, rng), layout))),
-                      SampleArg::T(s.Add(Lay(Mask({4, 5, 6}, rng, -1, layout == 1 ? ScalarType::kUInt8
+      Sample s = NewSample("masked_scatter", absl::StrCat(Name(dt), " layout ", layout));
+      s.positional = {SampleArg::T(s.Add(LaidOut(Random(dt, {4, 5, 6}, rng), layout))),
+                      SampleArg::T(s.Add(LaidOut(Mask({4, 5, 6}, rng, -1, layout == 1 ? ScalarType::kUInt8
                                                                                     : ScalarType::kBool),
                                              (layout + 1) % 3))),
-                      SampleArg::T(s.Add(Lay(Random(dt, {5, 5, 6}, rng), (layout + 2) % 3)))};
+                      SampleArg::T(s.Add(LaidOut(Random(dt, {5, 5, 6}, rng), (layout + 2) % 3)))};
       out.push_back(std::move(s));
     }
     // The mask broadcast over self, self over the mask.
-    Sample a = NewAdvSample("masked_scatter", Name(dt) + " mask broadcast");
+    Sample a = NewSample("masked_scatter", Name(dt) + " mask broadcast");
     a.positional = {SampleArg::T(a.Add(Random(dt, {4, 5, 6}, rng))), SampleArg::T(a.Add(Mask({5, 1}, rng))),
                     SampleArg::T(a.Add(Random(dt, {120}, rng)))};
     out.push_back(std::move(a));
-    Sample b = NewAdvSample("masked_scatter", Name(dt) + " self broadcast");
+    Sample b = NewSample("masked_scatter", Name(dt) + " self broadcast");
     b.positional = {SampleArg::T(b.Add(Random(dt, {6}, rng))), SampleArg::T(b.Add(Mask({3, 6}, rng))),
                     SampleArg::T(b.Add(Random(dt, {18}, rng)))};
     out.push_back(std::move(b));
   }
   auto scatter = [&](std::string name, const Shape& self, Tensor mask, const Shape& source) {
-    Sample s = NewAdvSample("masked_scatter", std::move(name));
+    Sample s = NewSample("masked_scatter", std::move(name));
     s.positional = {SampleArg::T(s.Add(Random(ScalarType::kFloat32, self, rng))), SampleArg::T(s.Add(std::move(mask))),
                     SampleArg::T(s.Add(Random(ScalarType::kFloat32, source, rng)))};
     out.push_back(std::move(s));
@@ -347,20 +325,20 @@ void MaskedScatterSamples(std::vector<Sample>& out, std::mt19937& rng) {
 
 // nonzero(self).
 void NonzeroSamples(std::vector<Sample>& out, std::mt19937& rng) {
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (int layout = 0; layout < 3; ++layout) {
-      Sample s = NewAdvSample("nonzero", absl::StrCat(Name(dt), " layout ", layout));
-      s.positional = {SampleArg::T(s.Add(Lay(SomeZeros(dt, {4, 5, 6}, rng), layout)))};
+      Sample s = NewSample("nonzero", absl::StrCat(Name(dt), " layout ", layout));
+      s.positional = {SampleArg::T(s.Add(LaidOut(SomeZeros(dt, {4, 5, 6}, rng), layout)))};
       out.push_back(std::move(s));
     }
     for (const Shape& sizes : {Shape{}, Shape{0, 3}, Shape{37}}) {
-      Sample s = NewAdvSample("nonzero", absl::StrCat(Name(dt), " ", ShapeToString(sizes)));
+      Sample s = NewSample("nonzero", absl::StrCat(Name(dt), " ", ShapeToString(sizes)));
       s.positional = {SampleArg::T(s.Add(SomeZeros(dt, sizes, rng)))};
       out.push_back(std::move(s));
     }
   }
   auto one = [&](std::string name, Tensor t) {
-    Sample s = NewAdvSample("nonzero", std::move(name));
+    Sample s = NewSample("nonzero", std::move(name));
     s.positional = {SampleArg::T(s.Add(std::move(t)))};
     out.push_back(std::move(s));
   };
@@ -376,24 +354,24 @@ void NonzeroSamples(std::vector<Sample>& out, std::mt19937& rng) {
 
 // masked_select(self, mask).
 void MaskedSelectSamples(std::vector<Sample>& out, std::mt19937& rng) {
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (int layout = 0; layout < 3; ++layout) {
-      Sample s = NewAdvSample("masked_select", absl::StrCat(Name(dt), " layout ", layout));
-      s.positional = {SampleArg::T(s.Add(Lay(Random(dt, {4, 5, 6}, rng), layout))),
-                      SampleArg::T(s.Add(Lay(Mask({4, 5, 6}, rng, -1, layout == 1 ? ScalarType::kUInt8
+      Sample s = NewSample("masked_select", absl::StrCat(Name(dt), " layout ", layout));
+      s.positional = {SampleArg::T(s.Add(LaidOut(Random(dt, {4, 5, 6}, rng), layout))),
+                      SampleArg::T(s.Add(LaidOut(Mask({4, 5, 6}, rng, -1, layout == 1 ? ScalarType::kUInt8
                                                                                     : ScalarType::kBool),
                                              (layout + 1) % 3)))};
       out.push_back(std::move(s));
     }
-    Sample a = NewAdvSample("masked_select", Name(dt) + " mask broadcast");
+    Sample a = NewSample("masked_select", Name(dt) + " mask broadcast");
     a.positional = {SampleArg::T(a.Add(Random(dt, {4, 5, 6}, rng))), SampleArg::T(a.Add(Mask({5, 1}, rng)))};
     out.push_back(std::move(a));
-    Sample b = NewAdvSample("masked_select", Name(dt) + " self broadcast");
+    Sample b = NewSample("masked_select", Name(dt) + " self broadcast");
     b.positional = {SampleArg::T(b.Add(Random(dt, {6}, rng))), SampleArg::T(b.Add(Mask({3, 6}, rng)))};
     out.push_back(std::move(b));
   }
   auto select = [&](std::string name, const Shape& self, Tensor mask) {
-    Sample s = NewAdvSample("masked_select", std::move(name));
+    Sample s = NewSample("masked_select", std::move(name));
     s.positional = {SampleArg::T(s.Add(Random(ScalarType::kFloat32, self, rng))), SampleArg::T(s.Add(std::move(mask)))};
     out.push_back(std::move(s));
   };

@@ -19,21 +19,6 @@
 namespace tensord::testing::cudatest {
 namespace {
 
-constexpr ScalarType kDtypes[] = {
-    ScalarType::kBool,    ScalarType::kUInt8,    ScalarType::kInt8,         ScalarType::kInt16,
-    ScalarType::kInt32,   ScalarType::kInt64,    ScalarType::kFloat16,      ScalarType::kBFloat16,
-    ScalarType::kFloat32, ScalarType::kFloat64,  ScalarType::kFloat8_e4m3fn, ScalarType::kFloat8_e5m2,
-};
-
-std::string Name(ScalarType t) { return std::string(DtypeName(t)); }
-
-Sample NewRandomSample(const std::string& op, std::string label) {
-  Sample s;
-  s.op = op;
-  s.label = std::move(label);
-  return s;
-}
-
 // Every value of the first output lies in [lo, hi) (hi == lo: equals lo),
 // and, with `integral`, is a whole number. Integers drawn into a floating
 // dtype are rounded to it, and may round up to hi (on both devices, as in
@@ -89,16 +74,16 @@ const Shape kSizes[] = {{3, 4}, {}, {0, 2}, {1027}, {2, 3, 5, 7}};
 // non-floating ones), the default dtype.
 void FactorySamples(const std::string& op, std::vector<Sample>& out) {
   const bool normal = op == "randn";
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (const Shape& size : kSizes) {
-      Sample s = NewRandomSample(op, absl::StrCat(Name(dt), " ", ShapeToString(size)));
+      Sample s = NewSample(op, absl::StrCat(Name(dt), " ", ShapeToString(size)));
       s.positional = {SampleArg::V(Value(size))};
       s.kwargs = {{"dtype", SampleArg::V(Value(dt))}, {"device", SampleArg::Dev()}};
       s.check_values = normal ? NormalValues(0, 1) : InRange(0, 1);
       out.push_back(std::move(s));
     }
   }
-  Sample s = NewRandomSample(op, "default dtype");
+  Sample s = NewSample(op, "default dtype");
   s.positional = {SampleArg::V(Value(Shape{4, 5}))};
   s.kwargs = {{"device", SampleArg::Dev()}};
   s.check_values = normal ? NormalValues(0, 1) : InRange(0, 1);
@@ -109,10 +94,10 @@ void FactorySamples(const std::string& op, std::vector<Sample>& out) {
 // a dtype keyword.
 void LikeSamples(const std::string& op, std::vector<Sample>& out, std::mt19937& rng) {
   const bool normal = op == "randn_like";
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (const auto& [name, self] : Selves(dt, rng)) {
       for (bool with_dtype : {false, true}) {
-        Sample s = NewRandomSample(op, absl::StrCat(Name(dt), " ", name, with_dtype ? " dtype=float16" : ""));
+        Sample s = NewSample(op, absl::StrCat(Name(dt), " ", name, with_dtype ? " dtype=float16" : ""));
         s.positional = {SampleArg::T(s.Add(self))};
         if (with_dtype) s.kwargs = {{"dtype", SampleArg::V(Value(ScalarType::kFloat16))}};
         s.check_values = normal ? NormalValues(0, 1) : InRange(0, 1);
@@ -129,11 +114,11 @@ void InPlaceSamples(const std::string& op, std::vector<Sample>& out, std::mt1993
   const bool normal = op == "normal_";
   const double inf = std::numeric_limits<double>::infinity();
   const std::pair<double, double> params[] = {{0, 1}, {-2, 3.5}, {-0.75, 0.5}, {5, 5}, {3, 0.5}};
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (const auto& [name, self] : Selves(dt, rng)) {
       for (const auto& [a, b] : params) {
         if (!normal && a > b) continue;
-        Sample s = NewRandomSample(op, absl::StrCat(Name(dt), " ", name, " (", a, ", ", b, ")"));
+        Sample s = NewSample(op, absl::StrCat(Name(dt), " ", name, " (", a, ", ", b, ")"));
         s.positional = {SampleArg::T(s.Add(self)), SampleArg::V(Value(a)), SampleArg::V(Value(b))};
         s.check_values = normal ? NormalValues(a, b) : InRange(a, b);
         out.push_back(std::move(s));
@@ -143,19 +128,19 @@ void InPlaceSamples(const std::string& op, std::vector<Sample>& out, std::mt1993
   for (ScalarType dt : {ScalarType::kFloat32, ScalarType::kFloat64, ScalarType::kFloat16}) {
     const std::pair<double, double> bad[] = {{1, -1}, {inf, 1}, {0, std::nan("")}, {3, 2}};
     for (const auto& [a, b] : bad) {
-      Sample s = NewRandomSample(op, absl::StrCat(Name(dt), " bad (", a, ", ", b, ")"));
+      Sample s = NewSample(op, absl::StrCat(Name(dt), " bad (", a, ", ", b, ")"));
       s.positional = {SampleArg::T(s.Add(Random(dt, {4}, rng))), SampleArg::V(Value(a)), SampleArg::V(Value(b))};
       s.check_values = normal ? NormalValues(a, b) : InRange(a, b);  // (3, 2) is fine for normal_
       out.push_back(std::move(s));
     }
     // Defaults (0, 1).
-    Sample d = NewRandomSample(op, absl::StrCat(Name(dt), " defaults"));
+    Sample d = NewSample(op, absl::StrCat(Name(dt), " defaults"));
     d.positional = {SampleArg::T(d.Add(Random(dt, {6}, rng)))};
     d.check_values = normal ? NormalValues(0, 1) : InRange(0, 1);
     out.push_back(std::move(d));
   }
   // self overlapping itself (expanded): refused.
-  Sample o = NewRandomSample(op, "internal overlap");
+  Sample o = NewSample(op, "internal overlap");
   o.positional = {SampleArg::T(o.Add(Restride(Random(ScalarType::kFloat32, {1}, rng), {0}))), SampleArg::V(Value(0.0)),
                   SampleArg::V(Value(1.0))};
   o.tensors[0].meta.sizes = {3};
@@ -174,10 +159,10 @@ void RandintSamples(const std::string& op, std::vector<Sample>& out) {
   std::vector<Range> ranges = {{0, 10}, {0, 1}, {0, 2}};
   if (low_form) ranges.insert(ranges.end(), {{-5, 5}, {-100, 120}, {-big, big}, {3, 3}, {7, 2}, {-1, 300}});
   if (!low_form) ranges.push_back({0, 0});
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (const Range& r : ranges) {
       for (const Shape& size : {Shape{3, 4}, Shape{}, Shape{0, 2}, Shape{1027}}) {
-        Sample s = NewRandomSample(op, absl::StrCat(Name(dt), " [", r.low, ", ", r.high, ") ", ShapeToString(size)));
+        Sample s = NewSample(op, absl::StrCat(Name(dt), " [", r.low, ", ", r.high, ") ", ShapeToString(size)));
         if (low_form) s.positional.push_back(SampleArg::V(Value(r.low)));
         s.positional.push_back(SampleArg::V(Value(r.high)));
         s.positional.push_back(SampleArg::V(Value(size)));
@@ -187,7 +172,7 @@ void RandintSamples(const std::string& op, std::vector<Sample>& out) {
       }
     }
   }
-  Sample s = NewRandomSample(op, "default dtype");
+  Sample s = NewSample(op, "default dtype");
   if (low_form) s.positional.push_back(SampleArg::V(Value(int64_t{-3})));
   s.positional.push_back(SampleArg::V(Value(int64_t{4})));
   s.positional.push_back(SampleArg::V(Value(Shape{5, 6})));

@@ -17,18 +17,8 @@
 namespace tensord::testing::cudatest {
 namespace {
 
-constexpr ScalarType kDtypes[] = {
-    ScalarType::kBool,    ScalarType::kUInt8,   ScalarType::kInt8,    ScalarType::kInt16,
-    ScalarType::kInt32,   ScalarType::kInt64,   ScalarType::kFloat16, ScalarType::kBFloat16,
-    ScalarType::kFloat32, ScalarType::kFloat64, ScalarType::kFloat8_e4m3fn, ScalarType::kFloat8_e5m2,
-};
-
-std::string Name(ScalarType t) { return std::string(DtypeName(t)); }
-
 Sample NewShapeSample(const std::string& op, std::string label) {
-  Sample s;
-  s.op = op;
-  s.label = std::move(label);
+  Sample s = NewSample(op, std::move(label));
   s.exact = true;  // elements are moved, or computed as the CPU computes them
   return s;
 }
@@ -37,14 +27,12 @@ Sample NewShapeSample(const std::string& op, std::string label) {
 // (offset 3), 3 the last dim expanded (stride 0).
 constexpr int kLayouts = 4;
 Tensor Lay(const Tensor& t, int layout) {
-  if (layout == 1) return ReversedLayout(t, 1);
-  if (layout == 2) return Spread(t, 3);
   if (layout == 3 && t.meta.dim() > 0) {
     Shape strides = ContiguousStrides(t.meta.sizes);
     strides.back() = 0;
     return Restride(t, strides, 2);
   }
-  return t;
+  return layout < 3 ? LaidOut(t, layout) : t;
 }
 
 Tensor RandomLaid(ScalarType dt, const Shape& sizes, std::mt19937& rng, int layout) {
@@ -59,7 +47,7 @@ SampleArg Int(int64_t v) { return SampleArg::V(Value(v)); }
 void SelectBackwardSamples(std::vector<Sample>& out, std::mt19937& rng) {
   const Shape in = {3, 4, 5};
   int layout = 0;
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (int64_t dim : {0, 1, -1}) {
       for (int64_t index : {int64_t{1}, int64_t{-1}, int64_t{0}}) {
         Shape g = in;
@@ -98,7 +86,7 @@ void SliceBackwardSamples(std::vector<Sample>& out, std::mt19937& rng) {
   const int64_t ranges[][3] = {{0, 7, 1}, {1, 100, 2}, {-5, -1, 1}, {3, 3, 1}, {5, 2, 1},
                                {-100, 100, 3}, {0, std::numeric_limits<int64_t>::max(), 4}};
   int layout = 0;
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (int64_t dim : {0, -1}) {
       const size_t d = static_cast<size_t>(dim < 0 ? dim + 2 : dim);
       for (const auto& r : ranges) {
@@ -137,7 +125,7 @@ void DiagonalBackwardSamples(std::vector<Sample>& out, std::mt19937& rng) {
   // offset, dim1, dim2, and the diagonal's length.
   const int64_t cases[][4] = {{0, 0, 1, 3}, {1, 1, 2, 4}, {-2, -1, 0, 3}, {2, 2, 0, 1}, {-1, 0, -1, 2}, {9, 0, 1, 0}};
   int layout = 0;
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     for (const auto& c : cases) {
       const int64_t d1 = c[1] < 0 ? c[1] + 3 : c[1], d2 = c[2] < 0 ? c[2] + 3 : c[2];
       Shape g;
@@ -165,7 +153,7 @@ void DiagonalBackwardSamples(std::vector<Sample>& out, std::mt19937& rng) {
 
 void FlipSamples(std::vector<Sample>& out, std::mt19937& rng) {
   const Shape dims_list[] = {{}, {0}, {-1}, {0, 2}, {2, -2, 0}};
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     int k = 0;
     for (const Shape& dims : dims_list) {
       for (int layout = 0; layout < kLayouts; ++layout) {
@@ -193,7 +181,7 @@ void RollSamples(std::vector<Sample>& out, std::mt19937& rng) {
   const std::pair<Shape, Shape> cases[] = {
       {{2}, {}}, {{-7}, {}}, {{1}, {0}}, {{-3, 7}, {1, -1}}, {{2, 3}, {0, 0}}, {{13}, {2}}, {{0}, {1}},
   };
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     int layout = 0;
     for (const auto& [shifts, dims] : cases) {
       layout = (layout + 1) % kLayouts;
@@ -227,7 +215,7 @@ void RepeatSamples(std::vector<Sample>& out, std::mt19937& rng) {
   const std::pair<Shape, Shape> cases[] = {
       {{3, 4}, {2, 1}}, {{3, 4}, {1, 2, 3}}, {{2, 3}, {2, 2, 1, 2}}, {{3, 4}, {1, 1}}, {{3, 4}, {2, 0}}, {{0, 2}, {3, 2}},
   };
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     int layout = 0;
     for (const auto& [sizes, repeats] : cases) {
       layout = (layout + 1) % kLayouts;
@@ -250,7 +238,7 @@ void RepeatSamples(std::vector<Sample>& out, std::mt19937& rng) {
 void ConstantPadSamples(std::vector<Sample>& out, std::mt19937& rng) {
   const Shape pads[] = {{1, 2}, {0, 0, 2, 1}, {-1, 1, 1, -2}, {1, 1, 0, 2, 2, 0}, {}, {-2, -1}};
   const Scalar values[] = {Scalar::Int(0), Scalar::Float(-2.5), Scalar::Int(3), Scalar::Bool(true)};
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     int k = 0;
     for (const Shape& pad : pads) {
       const int layout = k % kLayouts;
@@ -283,7 +271,7 @@ void ConstantPadSamples(std::vector<Sample>& out, std::mt19937& rng) {
 void TrilTriuSamples(const std::string& op, std::vector<Sample>& out, std::mt19937& rng) {
   const int64_t diagonals[] = {0, 1, -1, 3, -2, 10, -10, std::numeric_limits<int64_t>::max(),
                                std::numeric_limits<int64_t>::min()};
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     int k = 0;
     for (int64_t diag : diagonals) {
       const int layout = k++ % kLayouts;
@@ -318,7 +306,7 @@ Sample Factory(const std::string& op, const std::string& label, std::vector<Samp
 
 std::vector<Value> FactoryDtypes() {
   std::vector<Value> v = {Value()};
-  for (ScalarType dt : kDtypes) v.push_back(Value(dt));
+  for (ScalarType dt : kAllDtypes) v.push_back(Value(dt));
   return v;
 }
 

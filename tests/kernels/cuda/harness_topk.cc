@@ -17,14 +17,6 @@
 namespace tensord::testing::cudatest {
 namespace {
 
-constexpr ScalarType kDtypes[] = {
-    ScalarType::kBool,    ScalarType::kUInt8,    ScalarType::kInt8,         ScalarType::kInt16,
-    ScalarType::kInt32,   ScalarType::kInt64,    ScalarType::kFloat16,      ScalarType::kBFloat16,
-    ScalarType::kFloat32, ScalarType::kFloat64,  ScalarType::kFloat8_e4m3fn, ScalarType::kFloat8_e5m2,
-};
-
-std::string Name(ScalarType t) { return std::string(DtypeName(t)); }
-
 Sample TopkSample(std::string label, const Tensor& self, int64_t k, int64_t dim, bool largest, bool sorted = true) {
   Sample s;
   s.op = "topk";
@@ -58,7 +50,7 @@ std::vector<Sample> TopkSamplesFor(const std::string& op, uint32_t seed) {
   std::vector<Sample> out;
   if (op != "topk") return out;
   std::mt19937 rng(seed);
-  for (ScalarType dt : kDtypes) {
+  for (ScalarType dt : kAllDtypes) {
     const Tensor t = Random(dt, {3, 5, 4}, rng);
     const std::pair<std::string, Tensor> inputs[] = {
         {"contiguous", t}, {"permuted", ReversedLayout(t, 1)}, {"spread", Spread(t, 3)}};
