@@ -117,6 +117,36 @@ absl::StatusOr<MaskedSelectArgs> ReadMaskedSelect(const KernelContext& ctx) {
   return a;
 }
 
+absl::StatusOr<MaskedScatterArgs> ReadMaskedScatter(const KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  MaskedScatterArgs a;
+  TD_ASSIGN_OR_RETURN(a.self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(a.mask, InputTensor(ctx, 1));
+  TD_ASSIGN_OR_RETURN(a.source, InputTensor(ctx, 2));
+  TD_INTERNAL_CHECK(a.source.meta->dtype == ctx.outputs[0].meta->dtype, "masked_scatter: source dtype");
+  TD_INTERNAL_CHECK(a.mask.meta->dtype == ScalarType::kBool || a.mask.meta->dtype == ScalarType::kUInt8,
+                    "masked_scatter: mask dtype");
+  return a;
+}
+
+absl::StatusOr<int64_t> CheckIndexAdd(const KernelContext& ctx, const TensorMeta& out, const TensorMeta& index,
+                                      const TensorMeta& source) {
+  TD_INTERNAL_CHECK(index.dtype == ScalarType::kInt64 || index.dtype == ScalarType::kInt32,
+                    "index_add: index dtype");
+  TD_INTERNAL_CHECK(source.dtype == out.dtype, "index_add: source dtype");
+  TD_INTERNAL_CHECK(index.dim() <= 1, "index_add: index is not a vector");
+  const TensorMeta om = AtLeast1dMeta(out), sm = AtLeast1dMeta(source);
+  const int64_t nd = om.dim();
+  int64_t dim = ctx.args[1].to_int();
+  if (dim < 0) dim += nd;
+  TD_INTERNAL_CHECK(dim >= 0 && dim < nd && sm.dim() == nd, "index_add: shapes were not checked");
+  TD_INTERNAL_CHECK(index.numel() == sm.sizes[dim], "index_add: index length");
+  for (int64_t d = 0; d < nd; ++d) {
+    TD_INTERNAL_CHECK(d == dim || sm.sizes[d] == om.sizes[d], "index_add: source shape");
+  }
+  return dim;
+}
+
 bool MakeAdvLayout(const std::vector<AdvIndexOperand>& ops, const Shape& self_sizes, AdvLayout* layout) {
   Shape& b = layout->b;
   b.clear();

@@ -73,6 +73,21 @@ struct MaskedSelectArgs {
 };
 absl::StatusOr<MaskedSelectArgs> ReadMaskedSelect(const KernelContext& ctx);
 
+// masked_scatter(self, mask, source): the arguments; internal errors when
+// source's dtype is not outputs[0]'s or the mask is neither bool nor uint8
+// (the meta function checked them).
+struct MaskedScatterArgs {
+  TensorRef self, mask, source;
+};
+absl::StatusOr<MaskedScatterArgs> ReadMaskedScatter(const KernelContext& ctx);
+
+// index_add(self, dim, index, source, alpha) with out the output: `dim`
+// (argument 1) wrapped over out (a 0-dim tensor counts as [1]). Internal
+// errors when index is not an int64 / int32 vector, source's dtype is not
+// out's or the shapes do not fit (the meta function checked them).
+absl::StatusOr<int64_t> CheckIndexAdd(const KernelContext& ctx, const TensorMeta& out, const TensorMeta& index,
+                                      const TensorMeta& source);
+
 // ---- advanced indexing (index.Tensor, index_put) ----------------------------------
 
 // One index of index.Tensor / index_put after masks are expanded: an int32

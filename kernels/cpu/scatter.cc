@@ -141,19 +141,8 @@ absl::Status IndexAdd(KernelContext& ctx) {
   const TensorRef& out = ctx.outputs[0];
   TD_RETURN_IF_ERROR(ExpectOutputSizes("index_add", out, self.meta->sizes));
   TD_RETURN_IF_ERROR(CopyConvert(out, self));
-  TD_INTERNAL_CHECK(index.meta->dtype == ScalarType::kInt64 || index.meta->dtype == ScalarType::kInt32,
-                    "index_add: index dtype");
-  TD_INTERNAL_CHECK(source.meta->dtype == out.meta->dtype, "index_add: source dtype");
-  TD_INTERNAL_CHECK(index.meta->dim() <= 1, "index_add: index is not a vector");
+  TD_ASSIGN_OR_RETURN(const int64_t dim, CheckIndexAdd(ctx, *out.meta, *index.meta, *source.meta));
   const Geometry og = AtLeast1d(*out.meta), sg = AtLeast1d(*source.meta);
-  const int64_t nd = static_cast<int64_t>(og.sizes.size());
-  int64_t dim = ctx.args[1].to_int();
-  if (dim < 0) dim += nd;
-  TD_INTERNAL_CHECK(dim >= 0 && dim < nd && sg.sizes.size() == og.sizes.size(), "index_add: shapes were not checked");
-  TD_INTERNAL_CHECK(index.meta->numel() == sg.sizes[dim], "index_add: index length");
-  for (int64_t d = 0; d < nd; ++d) {
-    TD_INTERNAL_CHECK(d == dim || sg.sizes[d] == og.sizes[d], "index_add: source shape");
-  }
   const int64_t item = out.meta->itemsize();
   const int64_t dim_size = og.sizes[dim];
   const int64_t index_stride = index.meta->dim() == 1 ? index.meta->strides[0] : 0;
@@ -284,14 +273,9 @@ absl::Status IndexPut(KernelContext& ctx) {
 // k-th true element of the broadcast mask (row-major) takes source's k-th
 // element (row-major).
 absl::Status MaskedScatter(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef source, InputTensor(ctx, 2));
+  TD_ASSIGN_OR_RETURN(const MaskedScatterArgs a, ReadMaskedScatter(ctx));
+  const TensorRef &self = a.self, &mask = a.mask, &source = a.source;
   const TensorRef& out = ctx.outputs[0];
-  TD_INTERNAL_CHECK(source.meta->dtype == out.meta->dtype, "masked_scatter: source dtype");
-  TD_INTERNAL_CHECK(mask.meta->dtype == ScalarType::kBool || mask.meta->dtype == ScalarType::kUInt8,
-                    "masked_scatter: mask dtype");
   TD_RETURN_IF_ERROR(CopyConvert(out, self));
   const TensorMeta& om = *out.meta;
   TD_ASSIGN_OR_RETURN(Shape mask_bytes, BroadcastByteStrides(*mask.meta, om.sizes));

@@ -298,14 +298,9 @@ absl::Status IndexPut(KernelContext& ctx) {
 // in the error word (kSourceTooShort): no read-back.
 template <class L>
 absl::Status MaskedScatter(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
-  TD_ASSIGN_OR_RETURN(TensorRef mask, InputTensor(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef source, InputTensor(ctx, 2));
+  TD_ASSIGN_OR_RETURN(const cpu::MaskedScatterArgs a, cpu::ReadMaskedScatter(ctx));
+  const TensorRef &self = a.self, &mask = a.mask, &source = a.source;
   const TensorRef& out = ctx.outputs[0];
-  TD_INTERNAL_CHECK(source.meta->dtype == out.meta->dtype, "masked_scatter: source dtype");
-  TD_INTERNAL_CHECK(mask.meta->dtype == ScalarType::kBool || mask.meta->dtype == ScalarType::kUInt8,
-                    "masked_scatter: mask dtype");
   TD_RETURN_IF_ERROR(CopyConvert<L>(ctx, out, self));
   const TensorMeta& om = *out.meta;
   TD_ASSIGN_OR_RETURN(Shape mask_bytes, cpu::BroadcastByteStrides(*mask.meta, om.sizes));

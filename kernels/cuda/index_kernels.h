@@ -200,19 +200,9 @@ absl::Status IndexAdd(KernelContext& ctx) {
   const ScalarType dt = out.meta->dtype;
   if (!DtypeInSet(dt, kSetAllButF8)) return DtypeNotImplemented("index_add", dt);
   TD_RETURN_IF_ERROR(CopyConvert<L>(ctx, out, self));
-  TD_INTERNAL_CHECK(index.meta->dtype == ScalarType::kInt64 || index.meta->dtype == ScalarType::kInt32,
-                    "index_add: index dtype");
-  TD_INTERNAL_CHECK(source.meta->dtype == dt, "index_add: source dtype");
-  TD_INTERNAL_CHECK(index.meta->dim() <= 1, "index_add: index is not a vector");
+  TD_ASSIGN_OR_RETURN(const int64_t dim, cpu::CheckIndexAdd(ctx, *out.meta, *index.meta, *source.meta));
   const TensorMeta om = AtLeast1dMeta(*out.meta), sm = AtLeast1dMeta(*source.meta);
   const int64_t nd = om.dim();
-  int64_t dim = ctx.args[1].to_int();
-  if (dim < 0) dim += nd;
-  TD_INTERNAL_CHECK(dim >= 0 && dim < nd && sm.dim() == nd, "index_add: shapes were not checked");
-  TD_INTERNAL_CHECK(index.meta->numel() == sm.sizes[dim], "index_add: index length");
-  for (int64_t d = 0; d < nd; ++d) {
-    TD_INTERNAL_CHECK(d == dim || sm.sizes[d] == om.sizes[d], "index_add: source shape");
-  }
   if (index.meta->numel() == 0) return absl::OkStatus();
   const int64_t item = om.itemsize(), iitem = index.meta->itemsize();
   Shape rows, strides[3];
