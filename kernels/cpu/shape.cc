@@ -121,16 +121,11 @@ absl::Status GatherByMaps(const TensorRef& out, const TensorRef& src, const std:
 
 // flip(self, dims)
 absl::Status Flip(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const FlipArgs a, ReadFlip(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(ExpectOutputSizes("flip", out, self.meta->sizes));
   const int64_t nd = self.meta->dim();
-  std::vector<bool> flipped(nd, false);
-  for (int64_t d : IntList(ctx.args[1])) {
-    d = WrapDimUnchecked(d, nd);
-    if (d >= 0 && d < nd) flipped[d] = true;
-  }
+  const std::vector<bool>& flipped = a.flipped;
   std::vector<DimMap> maps;
   for (int64_t d = 0; d < nd; ++d) {
     maps.push_back(DimMap::Identity(self.meta->sizes[d], self.meta->strides[d]));
@@ -167,12 +162,10 @@ absl::Status Roll(KernelContext& ctx) {
 // repeat(self, repeats): output j along dim d reads j mod self.size(d) (the
 // leading added dims read element 0).
 absl::Status Repeat(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const RepeatArgs a, ReadRepeat(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  const int64_t nd = out.meta->dim();
-  const int64_t lead = nd - self.meta->dim();
-  TD_INTERNAL_CHECK(lead >= 0, "repeat: output has fewer dims than self");
+  const int64_t nd = out.meta->dim(), lead = a.lead;
   if (out.meta->numel() == 0) return absl::OkStatus();  // and so every source size is > 0
   std::vector<DimMap> maps;
   for (int64_t d = 0; d < nd; ++d) {

@@ -81,6 +81,29 @@ absl::StatusOr<ViewBackwardArgs> ReadDiagonalBackward(const KernelContext& ctx) 
   return a;
 }
 
+absl::StatusOr<FlipArgs> ReadFlip(const KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  FlipArgs a;
+  TD_ASSIGN_OR_RETURN(a.self, InputTensor(ctx, 0));
+  TD_RETURN_IF_ERROR(ExpectOutputSizes("flip", ctx.outputs[0], a.self.meta->sizes));
+  const int64_t nd = a.self.meta->dim();
+  a.flipped.assign(static_cast<size_t>(nd), false);
+  for (int64_t d : IntList(ctx.args[1])) {
+    d = WrapDimUnchecked(d, nd);
+    if (d >= 0 && d < nd) a.flipped[d] = true;
+  }
+  return a;
+}
+
+absl::StatusOr<RepeatArgs> ReadRepeat(const KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  RepeatArgs a;
+  TD_ASSIGN_OR_RETURN(a.self, InputTensor(ctx, 0));
+  a.lead = ctx.outputs[0].meta->dim() - a.self.meta->dim();
+  TD_INTERNAL_CHECK(a.lead >= 0, "repeat: output has fewer dims than self");
+  return a;
+}
+
 absl::StatusOr<RollArgs> ReadRoll(const KernelContext& ctx) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   RollArgs a;

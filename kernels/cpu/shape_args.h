@@ -13,6 +13,7 @@
 #define TENSORD_KERNELS_CPU_SHAPE_ARGS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tensord/kernels/registry.h"
@@ -44,6 +45,23 @@ absl::StatusOr<ViewBackwardArgs> ReadSliceBackward(const KernelContext& ctx);
 // diagonal_backward(grad_output, input_sizes, offset, dim1, dim2).
 // Errors: DiagonalView's.
 absl::StatusOr<ViewBackwardArgs> ReadDiagonalBackward(const KernelContext& ctx);
+
+// flip(self, dims): self and, per dim of self, whether it is flipped
+// (dims wrapped; the meta function checked them). outputs[0] must have
+// self's sizes.
+struct FlipArgs {
+  TensorRef self;
+  std::vector<bool> flipped;
+};
+absl::StatusOr<FlipArgs> ReadFlip(const KernelContext& ctx);
+
+// repeat(self, repeats): self and `lead`, how many leading dims the output
+// adds (internal error when it has fewer dims than self).
+struct RepeatArgs {
+  TensorRef self;
+  int64_t lead = 0;
+};
+absl::StatusOr<RepeatArgs> ReadRepeat(const KernelContext& ctx);
 
 // roll(self, shifts, dims). `flat`: no dims, the flattened roll, output j
 // reading input (j - shift[0]) mod numel; else output j along dim d reads

@@ -93,21 +93,16 @@ inline RemapDim IdentityDim(const TensorMeta& out, const TensorMeta& src, int64_
   return RemapDim::Wrap(out.sizes[d], out.strides[d] * out.itemsize(), src.sizes[d], src.strides[d] * src.itemsize());
 }
 
-using cpu::WrapDimUnchecked;
-
 // flip(self, dims): the listed dims read backwards.
 template <class L>
 absl::Status Flip(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const cpu::FlipArgs a, cpu::ReadFlip(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("flip", out, self.meta->sizes));
   TD_ASSIGN_OR_RETURN(RemapCall call, NewRemap("flip", out, self));
-  const int64_t nd = self.meta->dim();
-  for (int64_t d = 0; d < nd; ++d) call.dims[d] = IdentityDim(*out.meta, *self.meta, d);
-  for (int64_t d : cpu::IntList(ctx.args[1])) {
-    d = WrapDimUnchecked(d, nd);
-    if (d >= 0 && d < nd) call.dims[d].reverse = true;
+  for (int64_t d = 0; d < self.meta->dim(); ++d) {
+    call.dims[d] = IdentityDim(*out.meta, *self.meta, d);
+    call.dims[d].reverse = a.flipped[d];
   }
   return ShapeLaunchStatus<L>(ctx, L::Remap(call, ctx.stream));
 }
@@ -149,12 +144,10 @@ absl::Status Roll(KernelContext& ctx) {
 // leading added dims read element 0.
 template <class L>
 absl::Status Repeat(KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  TD_ASSIGN_OR_RETURN(const cpu::RepeatArgs a, cpu::ReadRepeat(ctx));
+  const TensorRef& self = a.self;
   const TensorRef& out = ctx.outputs[0];
-  const int64_t nd = out.meta->dim();
-  const int64_t lead = nd - self.meta->dim();
-  TD_INTERNAL_CHECK(lead >= 0, "repeat: output has fewer dims than self");
+  const int64_t nd = out.meta->dim(), lead = a.lead;
   if (out.meta->numel() == 0) return absl::OkStatus();  // and so every source size is > 0
   TD_ASSIGN_OR_RETURN(RemapCall call, NewRemap("repeat", out, self));
   const int64_t item = out.meta->itemsize();
