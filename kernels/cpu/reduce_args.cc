@@ -90,26 +90,27 @@ absl::StatusOr<ReductionArgs> ReadNansum(const KernelContext& ctx) {
   return r;
 }
 
-absl::StatusOr<ReductionArgs> ReadProd(const KernelContext& ctx) {
-  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
-  Value dims;
-  bool keepdim = false;
-  if (ctx.args.size() == 4) {
-    dims = Value(Shape{ctx.args[1].to_int()});
-    keepdim = ctx.args[2].to_bool();
-  }
-  return ReadReduction(ctx, "prod", dims, keepdim);
-}
+namespace {
 
-absl::StatusOr<ReductionArgs> ReadAllAny(const KernelContext& ctx, const char* name) {
+// prod / all / any: (self, ...) over every element, or the .dim overload
+// (self, dim, keepdim, ...), which has `dim_overload_args` arguments.
+absl::StatusOr<ReductionArgs> ReadOptionalDim(const KernelContext& ctx, const char* name, size_t dim_overload_args) {
   TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
   Value dims;
   bool keepdim = false;
-  if (ctx.args.size() == 3) {
+  if (ctx.args.size() == dim_overload_args) {
     dims = Value(Shape{ctx.args[1].to_int()});
     keepdim = ctx.args[2].to_bool();
   }
   return ReadReduction(ctx, name, dims, keepdim);
+}
+
+}  // namespace
+
+absl::StatusOr<ReductionArgs> ReadProd(const KernelContext& ctx) { return ReadOptionalDim(ctx, "prod", 4); }
+
+absl::StatusOr<ReductionArgs> ReadAllAny(const KernelContext& ctx, const char* name) {
+  return ReadOptionalDim(ctx, name, 3);
 }
 
 absl::StatusOr<VarStdArgs> ReadVarStd(const KernelContext& ctx, const char* name) {
