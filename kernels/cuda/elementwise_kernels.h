@@ -36,7 +36,6 @@
 
 #include "../cpu/dtypes.h"
 #include "../cpu/elementwise_args.h"
-#include "../cpu/copy_args.h"
 #include "../cpu/kernel_util.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -594,28 +593,81 @@ absl::Status ReshapeCopy(KernelContext& ctx) {
 // to.device: the dispatcher has copied the input onto the kernel's device.
 template <class L>
 absl::Status ToDevice(KernelContext& ctx) {
-  TD_ASSIGN_OR_RETURN(const TensorRef self, cpu::ReadToDevice(ctx));
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  TD_ASSIGN_OR_RETURN(TensorRef self, InputTensor(ctx, 0));
+  if (ctx.outputs[0].meta->device != ctx.device) {
+    return NotImplementedErr(absl::StrCat("to.device: a kernel running on ", ctx.device.ToString(),
+                                          " cannot write an output on ", ctx.outputs[0].meta->device.ToString()));
+  }
+  TD_RETURN_IF_ERROR(cpu::ExpectOutputSizes("to", ctx.outputs[0], self.meta->sizes));
   return CopyConvert<L>(ctx, ctx.outputs[0], self);
 }
 
-// Each input of cat / stack copied into its part of the output.
+// PyTorch's legacy rule: a 1-D tensor of size 0 may appear in cat with any
+// other shapes and is skipped.
+inline bool SkippedInCat(const TensorMeta& t) { return t.dim() == 1 && t.sizes[0] == 0; }
+
 template <class L>
-absl::Status CopyPieces(const KernelContext& ctx, const std::vector<cpu::CopyPiece>& pieces) {
+absl::Status Cat(KernelContext& ctx) {
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const TensorList& list = ctx.args[0].tensor_list();
   const TensorRef& out = ctx.outputs[0];
-  for (const cpu::CopyPiece& p : pieces) TD_RETURN_IF_ERROR(CopyConvert<L>(ctx, TensorRef{out.base, &p.view}, p.src));
+  const TensorMeta& om = *out.meta;
+  if (om.dim() == 0) return InternalErr("internal: cat: 0-dim output");
+  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("cat", ctx.args[1].to_int(), om.dim()));
+  int64_t offset = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, list[i]));
+    if (SkippedInCat(*t.meta) && om.dim() != 1) continue;
+    // Every write below stays inside `out`: shapes agree off `dim` and the
+    // slices fit along it.
+    if (t.meta->dim() != om.dim()) {
+      return InternalErr(absl::StrCat("internal: cat: tensor ", i, " has ", t.meta->dim(), " dims, output has ",
+                                      om.dim()));
+    }
+    for (int64_t d = 0; d < om.dim(); ++d) {
+      if (d != dim && t.meta->sizes[d] != om.sizes[d]) {
+        return InternalErr(absl::StrCat("internal: cat: tensor ", i, " has sizes ", ShapeToString(t.meta->sizes),
+                                        ", output ", ShapeToString(om.sizes)));
+      }
+    }
+    const int64_t len = t.meta->sizes[dim];
+    if (offset + len > om.sizes[dim]) return InternalErr("internal: cat: inputs exceed the output along the cat dim");
+    Shape sizes = om.sizes;
+    sizes[dim] = len;
+    TensorMeta view = cpu::ViewMeta(om, sizes, om.strides, om.storage_offset + offset * om.strides[dim]);
+    TD_RETURN_IF_ERROR(CopyConvert<L>(ctx, TensorRef{out.base, &view}, t));
+    offset += len;
+  }
+  if (offset != om.sizes[dim]) {
+    return InternalErr(absl::StrCat("internal: cat: inputs cover ", offset, " of ", om.sizes[dim]));
+  }
   return absl::OkStatus();
 }
 
 template <class L>
-absl::Status Cat(KernelContext& ctx) {
-  TD_ASSIGN_OR_RETURN(const std::vector<cpu::CopyPiece> pieces, cpu::ReadCat(ctx));
-  return CopyPieces<L>(ctx, pieces);
-}
-
-template <class L>
 absl::Status Stack(KernelContext& ctx) {
-  TD_ASSIGN_OR_RETURN(const std::vector<cpu::CopyPiece> pieces, cpu::ReadStack(ctx));
-  return CopyPieces<L>(ctx, pieces);
+  TD_RETURN_IF_ERROR(CheckContext(ctx, 1));
+  const TensorList& list = ctx.args[0].tensor_list();
+  const TensorRef& out = ctx.outputs[0];
+  const TensorMeta& om = *out.meta;
+  TD_ASSIGN_OR_RETURN(int64_t dim, WrapDim("stack", ctx.args[1].to_int(), om.dim()));
+  if (om.sizes[dim] != static_cast<int64_t>(list.size())) {
+    return InternalErr("internal: stack: output size does not match the number of tensors");
+  }
+  Shape sizes = om.sizes, strides = om.strides;
+  sizes.erase(sizes.begin() + dim);
+  strides.erase(strides.begin() + dim);
+  for (size_t i = 0; i < list.size(); ++i) {
+    TD_ASSIGN_OR_RETURN(TensorRef t, InputTensorOf(ctx, list[i]));
+    if (t.meta->sizes != sizes) {
+      return InternalErr(absl::StrCat("internal: stack: tensor ", i, " has sizes ", ShapeToString(t.meta->sizes),
+                                      ", expected ", ShapeToString(sizes)));
+    }
+    TensorMeta view = cpu::ViewMeta(om, sizes, strides, om.storage_offset + static_cast<int64_t>(i) * om.strides[dim]);
+    TD_RETURN_IF_ERROR(CopyConvert<L>(ctx, TensorRef{out.base, &view}, t));
+  }
+  return absl::OkStatus();
 }
 
 // copy_(self, src, non_blocking): src converted and broadcast into self
