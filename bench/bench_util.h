@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
+#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +35,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 extern char** environ;
@@ -325,6 +328,34 @@ inline std::string SelfDir() {
   return p.substr(0, p.rfind('/'));
 }
 
+
+// The figures of `--only LIST` ("2,3"), each one of `allowed`; nullopt after
+// saying on stderr which item is not.
+inline std::optional<std::set<int>> ParseFigures(absl::string_view list, const std::set<int>& allowed) {
+  std::set<int> out;
+  for (absl::string_view f : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(f, &v) || allowed.count(v) == 0) {
+      std::fprintf(stderr, "%s: --only takes figures %s, not '%s'\n", program_invocation_short_name,
+                   absl::StrJoin(allowed, ", ").c_str(), std::string(f).c_str());
+      return std::nullopt;
+    }
+    out.insert(v);
+  }
+  return out;
+}
+
+// The daemon binary a benchmark starts: `flag` (--tensord) when given, else
+// $TENSORD_BIN, else `tensord` beside this program; dies when it is not an
+// executable.
+inline std::string DaemonBinary(std::string flag) {
+  if (flag.empty()) {
+    const char* env = std::getenv("TENSORD_BIN");
+    flag = (env != nullptr && *env != '\0') ? env : SelfDir() + "/tensord";
+  }
+  if (access(flag.c_str(), X_OK) != 0) Die(absl::StrCat("no tensord binary at ", flag));
+  return flag;
+}
 
 }  // namespace tensord::bench
 

@@ -61,12 +61,13 @@ using tensord::ScalarType;
 using tensord::bench::Check;
 using tensord::bench::Child;
 using tensord::bench::Clock;
+using tensord::bench::DaemonBinary;
 using tensord::bench::Die;
 using tensord::bench::Median;
+using tensord::bench::ParseFigures;
 using tensord::bench::PrintTable;
 using tensord::bench::Row;
 using tensord::bench::Seconds;
-using tensord::bench::SelfDir;
 using tensord::bench::WriteJson;
 
 namespace {
@@ -327,15 +328,9 @@ int main(int argc, char** argv) {
     } else if (a == "--device") {
       device_name = next();
     } else if (a == "--only") {
-      only.clear();
-      for (absl::string_view f : absl::StrSplit(next(), ',', absl::SkipWhitespace())) {
-        int v = 0;
-        if (!absl::SimpleAtoi(f, &v) || v < 8 || v > 10) {
-          std::fprintf(stderr, "cuda_bench: --only takes figures 8, 9 and/or 10, not '%s'\n", std::string(f).c_str());
-          return 2;
-        }
-        only.insert(v);
-      }
+      std::optional<std::set<int>> figures = ParseFigures(next(), {8, 9, 10});
+      if (!figures.has_value()) return 2;
+      only = *std::move(figures);
     } else if (a == "-h" || a == "--help") {
       Usage();
       return 0;
@@ -346,11 +341,7 @@ int main(int argc, char** argv) {
   }
   const Device dev = Check(tensord::ParseDevice(device_name), "--device");
   if (dev.type != tensord::DeviceType::kCUDA) Die(absl::StrCat("--device takes a cuda device, not ", device_name));
-  if (daemon_bin.empty()) {
-    const char* env = std::getenv("TENSORD_BIN");
-    daemon_bin = (env != nullptr && *env != '\0') ? env : SelfDir() + "/tensord";
-  }
-  if (access(daemon_bin.c_str(), X_OK) != 0) Die(absl::StrCat("no tensord binary at ", daemon_bin));
+  daemon_bin = DaemonBinary(daemon_bin);
   int count = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count <= dev.index) {
     std::printf("cuda_bench: SKIP: no CUDA device %s in this process: %s\n", device_name.c_str(),

@@ -95,8 +95,10 @@ using tensord::bench::Check;
 using tensord::bench::Child;
 using tensord::bench::Clobber;
 using tensord::bench::CpuMark;
+using tensord::bench::DaemonBinary;
 using tensord::bench::Die;
 using tensord::bench::Median;
+using tensord::bench::ParseFigures;
 using tensord::bench::PrintTable;
 using tensord::bench::ProcCpuSeconds;
 using tensord::bench::Row;
@@ -676,15 +678,9 @@ int main(int argc, char** argv) {
     } else if (a == "--tensord") {
       daemon_bin = next();
     } else if (a == "--only") {
-      only.clear();
-      for (absl::string_view f : absl::StrSplit(next(), ',', absl::SkipWhitespace())) {
-        int v = 0;
-        if (!absl::SimpleAtoi(f, &v) || (v != 2 && v != 3)) {
-          std::fprintf(stderr, "wire_bench: --only takes figures 2 and/or 3, not '%s'\n", std::string(f).c_str());
-          return 2;
-        }
-        only.insert(v);
-      }
+      std::optional<std::set<int>> figures = ParseFigures(next(), {2, 3});
+      if (!figures.has_value()) return 2;
+      only = *std::move(figures);
     } else if (a == "-h" || a == "--help") {
       Usage();
       return 0;
@@ -693,11 +689,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (daemon_bin.empty()) {
-    const char* env = std::getenv("TENSORD_BIN");
-    daemon_bin = (env != nullptr && *env != '\0') ? env : SelfDir() + "/tensord";
-  }
-  if (access(daemon_bin.c_str(), X_OK) != 0) Die(absl::StrCat("no tensord binary at ", daemon_bin));
+  daemon_bin = DaemonBinary(daemon_bin);
 
   char tmpl[] = "/tmp/tensord-wire-bench-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) Die("mkdtemp failed");
