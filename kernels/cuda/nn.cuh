@@ -26,6 +26,7 @@
 #include "elementwise_ops.h"
 #include "macros.h"
 #include "nn_call.h"
+#include "rounded_math.h"
 #include "offset_calculator.h"
 #include "tensord/kernels/device_error.h"
 
@@ -36,48 +37,8 @@
 namespace tensord::cuda {
 
 // ---- exact float arithmetic --------------------------------------------------------
-// The fused Adam step must round like the CPU's loop: nvcc would contract
-// a * b + c into one FMA (one rounding instead of two), so device code uses
-// the round-to-nearest intrinsics, which it never contracts.
-
-template <typename C>
-TD_HOST_DEVICE TD_INLINE C MulRn(C a, C b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<C, float>) {
-    return __fmul_rn(a, b);
-  } else {
-    return __dmul_rn(a, b);
-  }
-#else
-  return a * b;
-#endif
-}
-
-template <typename C>
-TD_HOST_DEVICE TD_INLINE C AddRn(C a, C b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<C, float>) {
-    return __fadd_rn(a, b);
-  } else {
-    return __dadd_rn(a, b);
-  }
-#else
-  return a + b;
-#endif
-}
-
-template <typename C>
-TD_HOST_DEVICE TD_INLINE C DivRn(C a, C b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<C, float>) {
-    return __fdiv_rn(a, b);
-  } else {
-    return __ddiv_rn(a, b);
-  }
-#else
-  return a / b;
-#endif
-}
+// The fused Adam step must round like the CPU's loop: MulRn, AddRn, DivRn
+// (rounded_math.h), and the square root here.
 
 template <typename C>
 TD_HOST_DEVICE TD_INLINE C SqrtRn(C a) {

@@ -16,6 +16,7 @@
 #include "cuda_dtypes.h"
 #include "elementwise_call.h"
 #include "macros.h"
+#include "rounded_math.h"
 #include "shape_call.h"
 
 #if defined(__CUDACC__)
@@ -75,46 +76,8 @@ struct RemapBody {
 
 // ---- sequences -------------------------------------------------------------------
 
-// Rounded products and sums that the compiler may not fuse into an FMA
-// (nvcc contracts a * b + c by default; the CPU kernels, built for
-// baseline x86-64, round each step), so values match the CPU's bit for bit.
-template <typename F>
-TD_HOST_DEVICE TD_INLINE F MulRn(F a, F b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<F, double>) {
-    return __dmul_rn(a, b);
-  } else {
-    return __fmul_rn(a, b);
-  }
-#else
-  return a * b;
-#endif
-}
-template <typename F>
-TD_HOST_DEVICE TD_INLINE F AddRn(F a, F b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<F, double>) {
-    return __dadd_rn(a, b);
-  } else {
-    return __fadd_rn(a, b);
-  }
-#else
-  return a + b;
-#endif
-}
-template <typename F>
-TD_HOST_DEVICE TD_INLINE F SubRn(F a, F b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<F, double>) {
-    return __dsub_rn(a, b);
-  } else {
-    return __fsub_rn(a, b);
-  }
-#else
-  return a - b;
-#endif
-}
-
+// linspace's products and sums round each step (rounded_math.h), so its
+// values match the CPU's bit for bit.
 template <typename F>
 TD_HOST_DEVICE TD_INLINE F FromBits(uint64_t bits) {
   F v;
