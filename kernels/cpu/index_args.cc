@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernel_util.h"
+#include "tensord/meta/shape_rules.h"
 
 namespace tensord::cpu {
 
@@ -101,19 +102,7 @@ absl::StatusOr<MaskedSelectArgs> ReadMaskedSelect(const KernelContext& ctx) {
     return RuntimeErr("masked_select: expected BoolTensor or ByteTensor for mask");
   }
   // Broadcast self and mask (NumPy rules, PyTorch's message).
-  const Shape &sa_sizes = a.self.meta->sizes, &sb_sizes = a.mask.meta->sizes;
-  Shape& shape = a.shape;
-  shape.assign(std::max(sa_sizes.size(), sb_sizes.size()), 1);
-  for (size_t i = 0; i < shape.size(); ++i) {
-    const int64_t ia = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - sa_sizes.size());
-    const int64_t ib = static_cast<int64_t>(i) - static_cast<int64_t>(shape.size() - sb_sizes.size());
-    const int64_t sa = ia >= 0 ? sa_sizes[ia] : 1, sb = ib >= 0 ? sb_sizes[ib] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      return RuntimeErr(absl::StrCat("masked_select: The size of tensor a (", sa, ") must match the size of tensor b (",
-                                     sb, ") at non-singleton dimension ", i));
-    }
-    shape[i] = sa == 1 ? sb : sa;
-  }
+  TD_ASSIGN_OR_RETURN(a.shape, BroadcastShapes("masked_select", {a.self.meta->sizes, a.mask.meta->sizes}));
   return a;
 }
 
