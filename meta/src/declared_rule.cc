@@ -1104,17 +1104,8 @@ class Eval {
   }
 
   absl::StatusOr<MetaResult> Outputs(const Statement& s) {
-    // The device: the tensors', where a 0-dim cpu tensor may join another.
-    std::optional<Device> device;
-    for (const TensorMeta* t : tensors_) {
-      if (t->dim() == 0 && t->device == kCPU) continue;
-      if (!device.has_value()) {
-        device = t->device;
-      } else if (*device != t->device) {
-        return TwoDevicesError(op_, *device, t->device);
-      }
-    }
-    if (!device.has_value()) device = tensors_.empty() ? kCPU : tensors_.front()->device;
+    // The tensors' device, where a 0-dim cpu tensor may join another.
+    TD_ASSIGN_OR_RETURN(const Device device, meta::CommonDevice(op_, tensors_, /*allow_cpu_scalars=*/true));
     std::vector<PromotionOperand> all;
     for (const TensorMeta* t : tensors_) all.push_back(PromotionOperand{t, nullptr});
     MetaResult r;
@@ -1130,7 +1121,7 @@ class Eval {
         TD_ASSIGN_OR_RETURN(dt, ResultType(op_, all));
       }
       TD_RETURN_IF_ERROR(meta::CheckNewSizes(op_, v.l, dt));  // the rank limit, and strides that fit
-      TensorMeta out = TensorMeta::Contiguous(v.l, dt, *device);
+      TensorMeta out = TensorMeta::Contiguous(v.l, dt, device);
       if (v.layout == 1 && v.like->sizes == v.l) {
         out.strides = PreserveFormatStrides(*v.like);
       } else if (v.layout == 2) {
