@@ -276,3 +276,14 @@ def on_device(request):
         finally:
             if on.is_cuda:
                 tensord.backends.cudnn.allow_tf32 = conv_tf32
+
+
+def run_tensord_check(script):
+    """`python -m tensord._check SCRIPT` (what `tensord check` runs) in a child
+    process with the in-tree client and no TENSORD_ADDRESS: meta mode, no
+    daemon. Returns the CompletedProcess (text stdout and stderr)."""
+    env = dict(os.environ)
+    env.pop("TENSORD_ADDRESS", None)
+    env["PYTHONPATH"] = os.path.join(ROOT, "python-client") + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "tensord._check", str(script)], env=env, capture_output=True,
+                          text=True, timeout=120)

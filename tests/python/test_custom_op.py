@@ -1,9 +1,6 @@
 """Python custom ops: tensord.library.custom_op with register_fake,
 register_autograd and register_kernel, as torch.library's. Ops are the
 process's, so each test uses a namespace of its own."""
-import os
-import subprocess
-import sys
 from typing import Optional, Sequence
 
 import numpy as np
@@ -14,7 +11,7 @@ import tensord.nn.functional as F
 from tensord import Tensor
 from tensord.autograd.gradcheck import GradcheckError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import run_tensord_check
 
 
 def _gelu_backward(ctx, grad):
@@ -229,11 +226,7 @@ def test_tensord_check_validates_a_program_using_a_custom_op(tmp_path):
         "ok = rows(tensord.randn(8, 16), tensord.randn(16, 4))\n"
         "print('shape', tuple(ok.shape))\n"
         "bad = rows(tensord.randn(8, 16), tensord.randn(15, 4))\n")
-    env = dict(os.environ)
-    env.pop("TENSORD_ADDRESS", None)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python-client") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "tensord._check", str(script)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = run_tensord_check(script)
     assert proc.returncode == 1, proc.stderr
     assert "shape (8, 4)" in proc.stdout
     assert f"{script}:8:" in proc.stderr and "size mismatch" in proc.stderr, proc.stderr

@@ -1,17 +1,11 @@
 """Ops defined at run time: tensord.library.define and tensord.ops.<ns>.<name>.
 The op set is the process's, so each test defines ops in a namespace of its
 own."""
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import tensord
-from conftest import DAEMON_BIN
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import DAEMON_BIN, run_tensord_check
 
 
 def test_a_defined_op_is_a_function_checked_by_its_shape_rule_on_meta():
@@ -100,11 +94,7 @@ def test_tensord_check_validates_a_program_using_a_defined_op(tmp_path):
         "ok = tensord.ops.lib_check.fused(x, tensord.zeros(16))\n"
         "print('shape', tuple(ok.shape))\n"
         "bad = tensord.ops.lib_check.fused(x, tensord.zeros(15))\n")
-    env = dict(os.environ)
-    env.pop("TENSORD_ADDRESS", None)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python-client") + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-m", "tensord._check", str(script)], env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = run_tensord_check(script)
     assert proc.returncode == 1, proc.stderr
     assert "shape (8, 16)" in proc.stdout
     assert f"{script}:7: RuntimeError: lib_check::fused: The size of tensor a (16) must match" in proc.stderr
