@@ -7,6 +7,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
       build-essential cmake ninja-build pkg-config \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libabsl-dev libdlpack-dev libopenblas-dev pybind11-dev python3-dev \
+      libssl-dev nlohmann-json3-dev libelf-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -16,7 +17,7 @@ RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTENSORD_BUILD_TES
 FROM debian:12-slim
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libopenblas0-pthread \
-      libabsl20220623 \
+      libabsl20220623 libssl3 libelf1 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --no-create-home tensord
 COPY --from=build /build/bin/tensord /usr/local/bin/tensord

@@ -7,6 +7,7 @@ PKGS=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libdlpack-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
+  libssl-dev nlohmann-json3-dev libelf-dev
   pybind11-dev python3-dev python3-numpy python3-pytest
   libopenblas-dev
   python3-sklearn python3-torch python3-tqdm
