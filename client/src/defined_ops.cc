@@ -1,5 +1,15 @@
-// The process's ops defined at run time (tensord.library.define).
+// The process's ops defined at run time (tensord.library.define) and the
+// kernel artifacts their ops come from (tensord.library.load).
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "tensord/artifact/artifact.h"
 #include "tensord/client/ops.h"
+#include "tensord/meta/errors.h"
 
 namespace tensord::client {
 namespace {
@@ -9,6 +19,23 @@ ExtensionOps& Registry() {
   return *ops;
 }
 
+// Loaded artifacts' bytes by content hash (what sessions upload), and the
+// libraries made of them. Leaked, as the registry.
+struct Artifacts {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, std::shared_ptr<const std::string>> bytes ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, LoadedLibrary> libraries ABSL_GUARDED_BY(mu);
+};
+
+Artifacts& LoadedArtifacts() {
+  static Artifacts* a = new Artifacts();
+  return *a;
+}
+
+std::string DefineRule(const std::string& rule) {
+  return absl::StartsWith(rule, "like:") ? rule : absl::StrCat("rule:", rule);
+}
+
 }  // namespace
 
 absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_view shape_rule) {
@@ -16,5 +43,47 @@ absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_v
 }
 
 const ExtensionOps& DefinedOps() { return Registry(); }
+
+absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file) {
+  TD_ASSIGN_OR_RETURN(Artifact a, ParseArtifact(file));
+  Artifacts& loaded = LoadedArtifacts();
+  // One load at a time: the check for clashes and the definitions go together.
+  absl::MutexLock l(&loaded.mu);
+  if (auto it = loaded.libraries.find(a.content_hash); it != loaded.libraries.end()) return it->second;
+  ExtensionOps& reg = Registry();
+  // Every op checked before any is defined: a clash defines none of them.
+  {
+    ExtensionOps scratch;
+    for (const ArtifactOp& op : a.manifest.ops) {
+      absl::StatusOr<const OpEntry*> e = scratch.Define(op.schema, DefineRule(op.shape_rule), a.content_hash);
+      if (!e.ok()) return RuntimeErr(absl::StrCat("library.load(", a.manifest.library, "): ", e.status().message()));
+      const std::string name = (*e)->full_name();
+      if (const OpEntry* old = reg.Find(name); old != nullptr) {
+        const std::vector<ExtensionOpDef> def = reg.Defs(old->id - kFirstExtensionOpId);
+        const std::string& by = def.empty() ? std::string() : def.front().artifact;
+        return RuntimeErr(absl::StrCat("library.load(", a.manifest.library, "): ", name, " is already defined by ",
+                                       by.empty() ? "tensord.library.define" : absl::StrCat("artifact ", by.substr(0, 12)),
+                                       " in this process"));
+      }
+    }
+  }
+  LoadedLibrary lib;
+  lib.name = a.manifest.library;
+  lib.content_hash = a.content_hash;
+  for (const ArtifactOp& op : a.manifest.ops) {
+    TD_ASSIGN_OR_RETURN(const OpEntry* e, reg.Define(op.schema, DefineRule(op.shape_rule), a.content_hash));
+    lib.ops.push_back(e);
+  }
+  loaded.bytes.emplace(a.content_hash, std::make_shared<const std::string>(file));
+  loaded.libraries.emplace(a.content_hash, lib);
+  return lib;
+}
+
+std::shared_ptr<const std::string> LoadedArtifactBytes(absl::string_view content_hash) {
+  Artifacts& loaded = LoadedArtifacts();
+  absl::MutexLock l(&loaded.mu);
+  auto it = loaded.bytes.find(content_hash);
+  return it == loaded.bytes.end() ? nullptr : it->second;
+}
 
 }  // namespace tensord::client

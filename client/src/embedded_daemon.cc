@@ -124,7 +124,9 @@ absl::StatusOr<EmbeddedDaemon> StartEmbeddedDaemon(const std::string& binary, in
   }
   // Everything the child needs is prepared before fork: after it, only
   // async-signal-safe calls.
-  std::vector<std::string> args = {binary, "serve", "--listen", listen, "--private-dir", d.dir};
+  // Its one user's own code: the artifacts they load run as they would in
+  // their own process.
+  std::vector<std::string> args = {binary, "serve", "--listen", listen, "--private-dir", d.dir, "--artifacts", "any"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

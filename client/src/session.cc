@@ -72,6 +72,72 @@ Globals& G() {
 thread_local std::shared_ptr<Session> t_session;
 std::atomic<int64_t> g_meta_ops{0};
 
+// Chunks of an artifact upload: well under the daemon's message limit.
+constexpr size_t kArtifactChunkBytes = 4 << 20;
+
+// Makes sure the session's daemon holds artifact `hash`: asks it, and
+// uploads the process's copy when it has not got it (a daemon keeps what it
+// accepted for every session, so a second load sends no bytes). Errors: the
+// daemon's refusal (its policy, its limits, an artifact that cannot run
+// there), as a RuntimeError saying why, or the RPC's failure.
+struct DaemonRef {
+  v1::Tensord::Stub* stub;
+  uint64_t session_id;
+  const std::string& token;
+  const std::string& address;
+  absl::flat_hash_set<std::string>& artifacts_on_daemon;
+};
+
+absl::Status EnsureArtifactOnDaemon(DaemonRef im, const std::string& hash) {
+  if (im.artifacts_on_daemon.contains(hash)) return absl::OkStatus();
+  {
+    v1::FindArtifactRequest req;
+    req.set_session_id(im.session_id);
+    req.set_token(im.token);
+    req.set_content_hash(hash);
+    v1::FindArtifactResponse resp;
+    grpc::ClientContext ctx;
+    grpc::Status st = im.stub->FindArtifact(&ctx, req, &resp);
+    if (!st.ok()) return internal::GrpcError("library.load: asking for the artifact", im.address, st);
+    if (resp.present()) {
+      im.artifacts_on_daemon.insert(hash);
+      return absl::OkStatus();
+    }
+  }
+  std::shared_ptr<const std::string> bytes = LoadedArtifactBytes(hash);
+  if (bytes == nullptr) return InternalErr(absl::StrCat("library.load: artifact ", hash, " is not loaded here"));
+  grpc::ClientContext ctx;
+  v1::UploadArtifactResponse resp;
+  std::unique_ptr<grpc::ClientWriter<v1::ArtifactChunk>> w = im.stub->UploadArtifact(&ctx, &resp);
+  size_t at = 0;
+  do {
+    v1::ArtifactChunk c;
+    if (at == 0) {
+      c.set_session_id(im.session_id);
+      c.set_token(im.token);
+      c.set_total_bytes(bytes->size());
+    }
+    const size_t n = std::min(kArtifactChunkBytes, bytes->size() - at);
+    c.set_data(bytes->data() + at, n);
+    at += n;
+    if (!w->Write(c)) break;  // the daemon answered early (a refusal): Finish says why
+  } while (at < bytes->size());
+  w->WritesDone();
+  grpc::Status st = w->Finish();
+  if (!st.ok()) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return internal::GrpcError("library.load: uploading the artifact", im.address, st);
+    }
+    return RuntimeErr(absl::StrCat("library.load: the daemon refused the artifact: ", st.error_message()));
+  }
+  if (resp.content_hash() != hash) {
+    return RuntimeErr(absl::StrCat("library.load: the daemon names the uploaded artifact ", resp.content_hash(),
+                                   ", not ", hash));
+  }
+  im.artifacts_on_daemon.insert(hash);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace internal {
@@ -341,11 +407,19 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
       // process's definitions it lacks go first, in the same stream.
       uint64_t digest = 0;
       std::vector<ExtensionOpDef> defs = DefinedOps().Defs(im.defined_ops_sent, &digest);
+      bool any_artifact = false;
+      for (const ExtensionOpDef& def : defs) {
+        if (def.artifact.empty()) continue;
+        any_artifact = true;
+        TD_RETURN_IF_ERROR(EnsureArtifactOnDaemon(
+            DaemonRef{im.stub.get(), im.session_id, im.token, im.address, im.artifacts_on_daemon}, def.artifact));
+      }
       v1::DefineOps* d = im.pending->add_requests()->mutable_define_ops();
       d->set_first(static_cast<uint32_t>(im.defined_ops_sent));
       for (ExtensionOpDef& def : defs) {
         d->add_schemas(std::move(def.schema));
         d->add_shape_rules(std::move(def.shape_rule));
+        if (any_artifact) d->add_artifacts(std::move(def.artifact));
       }
       d->set_digest(digest);
       im.defined_ops_sent += defs.size();

@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -150,6 +151,9 @@ struct Session::Impl {
   // How many of the process's ops defined at run time (DefinedOps) the
   // session was sent (v1::DefineOps goes before the first call needing more).
   size_t defined_ops_sent ABSL_GUARDED_BY(mu) = 0;
+  // Kernel artifacts (by content hash) the daemon is known to hold: asked
+  // for, or uploaded, before the first DefineOps that names one.
+  absl::flat_hash_set<std::string> artifacts_on_daemon ABSL_GUARDED_BY(mu);
   Stats stats ABSL_GUARDED_BY(mu);
   absl::Status write_error ABSL_GUARDED_BY(mu);
   // Requests per message (SessionOptions::batch_limit, at least 1).

@@ -29,7 +29,8 @@ bool SameType(const Argument& a, const Argument& b) {
 
 }  // namespace
 
-absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_text, absl::string_view shape_rule) {
+absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_text, absl::string_view shape_rule,
+                                                    absl::string_view artifact) {
   if (schema_text.size() > kMaxExtensionSchemaBytes) {
     return RuntimeErr(absl::StrCat("library.define: a schema of ", schema_text.size(), " bytes (at most ",
                                    kMaxExtensionSchemaBytes, ")"));
@@ -48,6 +49,10 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   {
     const absl::string_view head = schema_text.substr(0, schema_text.find('('));
     if (absl::EndsWith(absl::StripTrailingAsciiWhitespace(head), ".")) return fail("an empty overload name");
+  }
+  if (!artifact.empty() &&
+      (artifact.size() != 64 || artifact.find_first_not_of("0123456789abcdef") != absl::string_view::npos)) {
+    return fail("an artifact's content hash is 64 lower-case hex digits");
   }
   const size_t sep = schema.name.find("::");
   if (sep == std::string::npos) {
@@ -151,9 +156,10 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   e.declared_rule = declared;
   e.flags = kFunction | (like != nullptr ? like->flags & (kFactory | kRandom) : 0);
   e.return_aliases = e.schema.ReturnAliases();
-  ExtensionOpDef def{e.schema_text, rule_text};
+  ExtensionOpDef def{e.schema_text, rule_text, std::string(artifact)};
   for (absl::string_view part : {absl::string_view(def.schema), absl::string_view("\t"),
-                                 absl::string_view(def.shape_rule), absl::string_view("\n")}) {
+                                 absl::string_view(def.shape_rule), absl::string_view(artifact.empty() ? "" : "\t"), artifact,
+                                 absl::string_view("\n")}) {
     for (char c : part) {
       digest_ ^= static_cast<unsigned char>(c);
       digest_ *= 1099511628211ull;

@@ -364,6 +364,26 @@ void BindOpTable(py::module_& m) {
       "Defines an op at run time (tensord.library.define); returns its dict as op_table's. RuntimeError when "
       "the schema or the rule is refused.");
   m.def(
+      "load_artifact",
+      [](const py::bytes& file) {
+        std::string bytes = file;
+        tc::LoadedLibrary lib;
+        {
+          py::gil_scoped_release release;  // hashing a large artifact takes a while
+          lib = Unwrap(tc::LoadArtifact(bytes));
+        }
+        py::dict out;
+        out["name"] = lib.name;
+        out["content_hash"] = lib.content_hash;
+        py::list ops;
+        for (const tensord::OpEntry* e : lib.ops) ops.append(EntryDict(*e));
+        out["ops"] = ops;
+        return out;
+      },
+      py::arg("file"),
+      "Loads a kernel artifact's bytes (tensord.library.load): defines its ops in this process; returns "
+      "{name, content_hash, ops: [op_table dicts]}. RuntimeError for a broken artifact or a name clash.");
+  m.def(
       "defined_ops",
       [](const std::string& name) {
         py::list out;

@@ -31,7 +31,8 @@ tensord ops, runs in the client; its derivative is the registered one.
 from . import _C
 from ._custom_op import CustomOpDef, custom_op, opcheck, register_autograd, register_fake, register_kernel
 
-__all__ = ["define", "custom_op", "CustomOpDef", "opcheck", "register_fake", "register_autograd", "register_kernel"]
+__all__ = ["define", "load", "Library", "custom_op", "CustomOpDef", "opcheck", "register_fake", "register_autograd",
+           "register_kernel"]
 
 
 def define(qualname, schema, *, like=None, rule=None):
@@ -73,6 +74,59 @@ def define(qualname, schema, *, like=None, rule=None):
     ns, _, name = entry["name"].partition("::")
     op = getattr(getattr(ops, ns), name)
     return getattr(op, entry["overload"]) if entry["overload"] else op
+
+
+class Library:
+    """A library of ops loaded from a kernel artifact (``load``): its ops are
+    attributes (``lib.fused_bias_gelu``), the same objects as
+    ``tensord.ops.<name>.<op>``.
+
+    Attributes: ``name`` (the namespace, "mylib"), ``content_hash`` (the
+    artifact's SHA-256 in hex, what a daemon's allow-list names), ``ops``
+    (the ops' full names, in the manifest's order), ``path`` (the file it
+    was loaded from).
+    """
+
+    def __init__(self, info, path):
+        import sys
+        self.path = path
+        self.name = info["name"]
+        self.content_hash = info["content_hash"]
+        self.ops = []
+        ops = sys.modules["tensord.ops"]
+        for entry in info["ops"]:
+            ns, _, base = entry["name"].partition("::")
+            packet = getattr(getattr(ops, ns), base)
+            full = entry["name"] + ("." + entry["overload"] if entry["overload"] else "")
+            self.ops.append(full)
+            if not hasattr(self, base):
+                setattr(self, base, packet)
+
+    def __repr__(self):
+        return f"<tensord.library.Library {self.name} ({len(self.ops)} ops, sha256 {self.content_hash[:12]})>"
+
+
+def load(path):
+    """Loads the kernel artifact at ``path`` (a ``.tdk`` file that
+    ``tensord build-kernel`` or ``tensord.cpp_extension`` wrote) and returns
+    its ``Library``. Its ops are defined in this process at once, so they run
+    on meta tensors and under ``tensord check`` with no daemon; on a
+    daemon's tensors the session first makes sure the daemon holds the
+    artifact (by content hash: its bytes travel at most once per daemon),
+    and the daemon checks it, under its operator's policy, and loads it.
+    Loading the same file again returns the same ops.
+
+    Raises FileNotFoundError when ``path`` does not exist; RuntimeError for
+    a file that is not a valid artifact (truncated, altered: the message
+    says how), an op that clashes with one defined already in this process,
+    and, at the first call on a daemon's tensors, the daemon's refusal (its
+    ``--artifacts`` policy, its size limit, code it cannot run).
+    """
+    import os
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return Library(_C.load_artifact(data), path)
 
 
 def _dedent(text):

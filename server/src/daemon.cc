@@ -379,6 +379,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   so.cpu_allocator.uninitialized_fill = options.uninitialized_fill;
   so.stream_spin = options.stream_spin;
   so.test_device = options.test_device;
+  so.artifacts = options.artifacts;
   so.test_device_fault_at_launch = options.test_device_fault_at_launch;
   so.cuda_session_memory_limit_bytes = options.cuda_session_memory_limit_bytes;
   so.max_grpc_streams = static_cast<size_t>(options.grpc_threads - kReservedGrpcThreads);

@@ -55,6 +55,7 @@
 #include "tensord/runtime/memory.h"
 #include "tensord/server/daemon.h"
 #include "tensord/runtime/log.h"
+#include "tensord/runtime/artifacts.h"
 #include "tensord/server/service.h"
 #include "tensord/transport/socket_stream.h"
 #include "tensord/v1/tensord.grpc.pb.h"
@@ -117,6 +118,15 @@ constexpr char kUsage[] =
     "  --test-device                  also serve privateuseone:0, host memory that behaves as a\n"
     "                                 separate device (explicit copies, its own allocator): for\n"
     "                                 testing device code without a GPU (also $TENSORD_TEST_DEVICE=1)\n"
+    "  --artifacts off|trusted|any    which kernel artifacts (tensord.library.load) the daemon runs:\n"
+    "                                 none; those in an allow-list or signed by a listed key (the\n"
+    "                                 default, with none listed); or any that passes the checks\n"
+    "                                 (uploaded code runs with the daemon's rights: docs/shipping-a-kernel.md)\n"
+    "  --artifact-allow-list FILE     content hashes allowed under trusted, one per line\n"
+    "                                 (`sha256sum`-style lines work); repeatable\n"
+    "  --artifact-key PEM             an Ed25519 public key whose signatures are allowed under\n"
+    "                                 trusted; repeatable\n"
+    "  --artifact-max-bytes BYTES     largest artifact file accepted (default 256MiB)\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n"
@@ -227,7 +237,8 @@ int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
   std::string config, memory_limit, cuda_memory_limit, cache_limit, log_level, private_dir, stream_spin, grpc_threads,
-      per_peer;
+      per_peer, artifacts_mode, artifact_max;
+  std::vector<std::string> allow_lists, artifact_keys;
   FlagParser p{args};
   while (p.i < args.size()) {
     std::string value;
@@ -260,6 +271,14 @@ int Serve(const std::vector<std::string>& args) {
       per_peer = value;
     } else if (p.MatchNonEmpty("--private-dir", &value)) {
       private_dir = value;
+    } else if (p.MatchNonEmpty("--artifacts", &value)) {
+      artifacts_mode = value;
+    } else if (p.MatchNonEmpty("--artifact-allow-list", &value)) {
+      allow_lists.push_back(value);
+    } else if (p.MatchNonEmpty("--artifact-key", &value)) {
+      artifact_keys.push_back(value);
+    } else if (p.MatchNonEmpty("--artifact-max-bytes", &value)) {
+      artifact_max = value;
     } else if (!p.error.empty()) {
       return UsageError(p.error);
     } else {
@@ -269,6 +288,24 @@ int Serve(const std::vector<std::string>& args) {
   }
   if (!p.error.empty()) return UsageError(p.error);
 
+  if (!artifacts_mode.empty()) {
+    absl::StatusOr<runtime::ArtifactPolicy::Mode> mode = runtime::ArtifactPolicy::ParseMode(artifacts_mode);
+    if (!mode.ok()) return UsageError(std::string(mode.status().message()));
+    options.artifacts.mode = *mode;
+  }
+  for (const std::string& f : allow_lists) {
+    if (absl::Status s = options.artifacts.AddAllowList(f); !s.ok()) return UsageError(std::string(s.message()));
+  }
+  for (const std::string& f : artifact_keys) {
+    if (absl::Status s = options.artifacts.AddKey(f); !s.ok()) return UsageError(std::string(s.message()));
+  }
+  if (!artifact_max.empty()) {
+    absl::StatusOr<int64_t> n = ParseByteSize(artifact_max);
+    if (!n.ok() || *n <= 0) {
+      return UsageError(absl::StrCat("--artifact-max-bytes: ", n.ok() ? "must be positive" : n.status().message()));
+    }
+    options.artifacts.max_bytes = static_cast<uint64_t>(*n);
+  }
   if (const char* env = std::getenv("TENSORD_TEST_DEVICE"); env != nullptr && std::string(env) == "1") {
     options.test_device = true;
   }

@@ -45,6 +45,8 @@
 
 namespace tensord::server {
 
+using runtime::ArtifactPolicy;
+using runtime::ArtifactStore;
 using runtime::Log;
 using runtime::LogLevel;
 namespace {
@@ -287,6 +289,11 @@ absl::StatusOr<std::unique_ptr<TensordService>> TensordService::Create(const Ser
 TensordService::TensordService(const ServiceOptions& options, Backends backends, backends::CpuBackend* cpu,
                                CudaReport cuda)
     : options_(options), backends_(std::move(backends)), cpu_(cpu), cuda_(std::move(cuda)) {
+  std::vector<std::pair<int, int>> capabilities;
+  for (size_t i = 0; i < backends_.size(); ++i) {
+    if (backends_[i].device().is_cuda()) capabilities.push_back(backends_[i].capability());
+  }
+  artifacts_ = std::make_unique<ArtifactStore>(options_.artifacts, std::move(capabilities));
   // Stream writes byte buffers: install it as the handler of the Stream
   // method, as the generated code's WithStreamedUnaryMethod_ classes install
   // theirs (the method's index is its position in the service).
@@ -545,7 +552,7 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
       }
     }
     Entry e;
-    e.session = std::make_shared<Session>(id, token, name, std::move(account), &backends_);
+    e.session = std::make_shared<Session>(id, token, name, std::move(account), &backends_, artifacts_.get());
     e.opened = absl::Now();
     e.peer = peer;
     sessions_.emplace(id, std::move(e));
@@ -557,6 +564,58 @@ grpc::Status TensordService::OpenSession(grpc::ServerContext* context, const v1:
   response->set_session_memory_limit_bytes(static_cast<uint64_t>(options_.session_memory_limit_bytes));
   FillDeviceReport(backends_, cuda_, response);
   Log(LogLevel::kInfo, "session ", HexId(id), " opened for client '", name, "' (", peer, ")");
+  return grpc::Status::OK;
+}
+
+// ------------------------------------------------------------ kernel artifacts
+
+grpc::Status TensordService::FindArtifact(grpc::ServerContext* /*context*/, const v1::FindArtifactRequest* request,
+                                          v1::FindArtifactResponse* response) {
+  if (!FindSession(request->session_id(), request->token()).ok()) {
+    return ToGrpcStatus(NoSuchSession("find artifact"));
+  }
+  response->set_present(artifacts_->Has(request->content_hash()));
+  return grpc::Status::OK;
+}
+
+grpc::Status TensordService::UploadArtifact(grpc::ServerContext* context, grpc::ServerReader<v1::ArtifactChunk>* reader,
+                                            v1::UploadArtifactResponse* response) {
+  v1::ArtifactChunk chunk;
+  if (!reader->Read(&chunk)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "upload artifact: no chunk came");
+  }
+  absl::StatusOr<std::shared_ptr<Session>> session = FindSession(chunk.session_id(), chunk.token());
+  if (!session.ok()) return ToGrpcStatus(NoSuchSession("upload artifact"));
+  const ArtifactPolicy& policy = artifacts_->policy();
+  if (policy.mode == ArtifactPolicy::Mode::kOff) {
+    // Refused before a byte more is read: the policy needs none of them.
+    return ToGrpcStatus(artifacts_->Add("", "").status());
+  }
+  const uint64_t total = chunk.total_bytes();
+  if (total > policy.max_bytes) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("upload artifact: the artifact holds ", total, " bytes, over this daemon's limit "
+                                     "of ", policy.max_bytes, " bytes per artifact"));
+  }
+  std::string file;
+  file.reserve(total);
+  do {
+    if (chunk.data().size() > total - file.size()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("upload artifact: more than the announced ", total, " bytes came"));
+    }
+    file += chunk.data();
+  } while (reader->Read(&chunk));
+  if (file.size() != total) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("upload artifact: ", file.size(), " of the announced ", total, " bytes came"));
+  }
+  absl::StatusOr<std::string> hash = artifacts_->Add(file, PeerOf(*context));
+  if (!hash.ok()) {
+    Log(LogLevel::kInfo, "refused an artifact from session ", HexId((*session)->id()), ": ", hash.status().message());
+    return ToGrpcStatus(hash.status());
+  }
+  response->set_content_hash(*hash);
   return grpc::Status::OK;
 }
 

@@ -44,14 +44,21 @@ absl::Status Session::AsCause(const std::shared_ptr<OpError>& e) {
 }
 
 Session::Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
-                 const Backends* devices)
+                 const Backends* devices, runtime::ArtifactStore* artifacts)
     : id_(id),
       token_(std::move(token)),
       client_name_(std::move(client_name)),
       memory_(std::move(memory)),
       devices_(devices),
+      artifact_store_(artifacts),
       handles_(memory_),
       dispatcher_(devices, memory_) {
+  dispatcher_.SetArtifactKernels([this](uint32_t op_id, DeviceType device) -> const runtime::ArtifactKernel* {
+    mu_.AssertHeld();  // the dispatcher runs only under the session's lock
+    const uint32_t i = op_id - kFirstExtensionOpId;
+    if (op_id < kFirstExtensionOpId || i >= artifact_ops_.size() || artifact_ops_[i].first == nullptr) return nullptr;
+    return artifact_ops_[i].first->kernel(artifact_ops_[i].second, device);
+  });
   // A formula's or the engine's op on a tensor that failed earlier fails
   // with that tensor's error, remembered as the cause of the backward's.
   dispatcher_.set_failed_input([this](const std::shared_ptr<OpError>& e) {
@@ -518,22 +525,61 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
     return fail(RuntimeErr(absl::StrCat("library.define: ", d.schemas_size(), " schemas but ", d.shape_rules_size(),
                                         " shape rules")));
   }
+  if (d.artifacts_size() != 0 && d.artifacts_size() != d.schemas_size()) {
+    return fail(RuntimeErr(absl::StrCat("library.define: ", d.schemas_size(), " schemas but ", d.artifacts_size(),
+                                        " artifact hashes")));
+  }
   for (int i = 0; i < d.schemas_size(); ++i) {
+    const std::string& artifact = d.artifacts_size() != 0 ? d.artifacts(i) : kNoArtifact;
+    // An op from an artifact: the artifact loaded (once per session), and
+    // the op's definition exactly its manifest's.
+    std::pair<const runtime::LoadedArtifact*, size_t> binding{nullptr, 0};
+    if (!artifact.empty()) {
+      absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> b =
+          BindArtifactOp(artifact, d.schemas(i), d.shape_rules(i));
+      if (!b.ok()) return fail(b.status());
+      binding = *b;
+    }
     // What the set keeps of the op (its entry, schema and names) is the
     // session's memory.
     const int64_t bytes = kExtensionOpBytes + 8 * static_cast<int64_t>(d.schemas(i).size() + d.shape_rules(i).size());
     if (absl::Status s = extensions_charge_.Add(memory_, bytes, "library.define"); !s.ok()) return fail(std::move(s));
-    absl::StatusOr<const OpEntry*> op = extensions_.Define(d.schemas(i), d.shape_rules(i));
+    absl::StatusOr<const OpEntry*> op = extensions_.Define(d.schemas(i), d.shape_rules(i), artifact);
     if (!op.ok()) {
       extensions_charge_.Sub(bytes);
       return fail(op.status());
     }
+    artifact_ops_.push_back(binding);
   }
   if (extensions_.digest() != d.digest()) {
     return fail(RuntimeErr(absl::StrCat("library.define: the daemon's ops defined at run time differ from the "
                                         "client's (digest ", absl::Hex(extensions_.digest()), ", the client's ",
                                         absl::Hex(d.digest()), ")")));
   }
+}
+
+absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> Session::BindArtifactOp(
+    const std::string& hash, const std::string& schema, const std::string& shape_rule) {
+  if (artifact_store_ == nullptr) {
+    return RuntimeErr(absl::StrCat("library.load: this daemon takes no kernel artifacts (op ", schema, ")"));
+  }
+  auto it = artifacts_.find(hash);
+  if (it == artifacts_.end()) {
+    absl::StatusOr<std::shared_ptr<runtime::LoadedArtifact>> lib = artifact_store_->Load(hash);
+    if (!lib.ok()) return RuntimeErr(absl::StrCat("library.load: ", lib.status().message()));
+    it = artifacts_.emplace(hash, *std::move(lib)).first;
+  }
+  const runtime::LoadedArtifact& lib = *it->second;
+  for (size_t k = 0; k < lib.definitions().size(); ++k) {
+    if (lib.definitions()[k].schema != schema) continue;
+    if (lib.definitions()[k].shape_rule != shape_rule) {
+      return RuntimeErr(absl::StrCat("library.load: the client's shape rule for ", schema,
+                                     " differs from the one in its artifact (sha256 ", hash.substr(0, 12), ")"));
+    }
+    return std::pair<const runtime::LoadedArtifact*, size_t>{&lib, k};
+  }
+  return RuntimeErr(absl::StrCat("library.load: artifact ", lib.manifest().library, " (sha256 ", hash.substr(0, 12),
+                                 ") has no op ", schema));
 }
 
 // ------------------------------------------------------------------ releases

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_registry.h"
+#include "tensord/runtime/artifacts.h"
 #include "tensord/meta/schema.h"
 
 namespace tensord::runtime {
@@ -66,6 +67,31 @@ absl::Status RunKernel(KernelFn fn, KernelContext& ctx, absl::string_view op, Me
   } catch (...) {
     return InternalErr(absl::StrCat(op, ": the ", ctx.device.ToString(), " kernel failed with an unknown exception"));
   }
+}
+
+// An artifact's kernel reaches RunKernel (and the stream's Launch, which
+// fills in ctx.stream) as this one KernelFn: KernelFn is a plain function
+// pointer, so the kernel it stands for travels beside it, in a slot of the
+// calling thread set for the one call (Launch calls its KernelFn on the
+// calling thread).
+thread_local const ArtifactKernel* current_artifact_kernel = nullptr;
+
+class CurrentArtifactKernel {
+ public:
+  explicit CurrentArtifactKernel(const ArtifactKernel* k) : prev_(current_artifact_kernel) {
+    current_artifact_kernel = k;
+  }
+  ~CurrentArtifactKernel() { current_artifact_kernel = prev_; }
+  CurrentArtifactKernel(const CurrentArtifactKernel&) = delete;
+  CurrentArtifactKernel& operator=(const CurrentArtifactKernel&) = delete;
+
+ private:
+  const ArtifactKernel* prev_;
+};
+
+absl::Status ArtifactKernelTrampoline(KernelContext& ctx) {
+  if (current_artifact_kernel == nullptr) return InternalErr("an artifact kernel ran without its binding");
+  return RunArtifactKernel(*current_artifact_kernel, ctx);
 }
 
 // A kernel's private copy of the bytes [begin, end) of an input's storage
@@ -411,7 +437,19 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
     }
     const Backend* backend = devices_->Find(where);
     if (backend == nullptr) return fail(DeviceUnavailable(op_name, where, *devices_));
-    const KernelFn fn = backend->FindKernel(op->id);
+    KernelFn fn = backend->FindKernel(op->id);
+    const ArtifactKernel* artifact_kernel = nullptr;
+    if (fn == nullptr && op->id >= kFirstExtensionOpId && artifact_kernels_) {
+      // The test device runs the CPU's kernels, an artifact's too.
+      artifact_kernel = artifact_kernels_(op->id, where.is_cuda() ? DeviceType::kCUDA : DeviceType::kCPU);
+      if (artifact_kernel != nullptr) fn = &ArtifactKernelTrampoline;
+    }
+    if (fn == nullptr && op->id >= kFirstExtensionOpId && artifact_kernels_ &&
+        (artifact_kernels_(op->id, DeviceType::kCPU) != nullptr ||
+         artifact_kernels_(op->id, DeviceType::kCUDA) != nullptr)) {
+      return fail(NotImplementedErr(absl::StrCat(op_name, ": its kernel artifact has no kernel for device ",
+                                                 where.ToString())));
+    }
     if (fn == nullptr) {
       return fail(NotImplementedErr(absl::StrCat(
           op_name, ": no kernel for device ", where.ToString(),
@@ -551,6 +589,7 @@ absl::Status Dispatcher::DispatchInto(const OpEntry& opr, const std::string& op_
     // make no generator, nor look one up.
     ctx.generator = op->has(kRandom) ? &generator(where) : nullptr;
     ctx.math = math_mode_;
+    CurrentArtifactKernel current(artifact_kernel);
     if (absl::Status s = RunKernel(fn, ctx, op_name, memory_.get(), backend, *stream); !s.ok()) {
       for (Tensor* w : written) {
         if (w != nullptr && w->storage != nullptr) w->storage->bump_version();

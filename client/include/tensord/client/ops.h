@@ -121,6 +121,28 @@ absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_v
 // The process's ops defined at run time.
 const ExtensionOps& DefinedOps();
 
+// ---- kernel artifacts ------------------------------------------------------
+// A library loaded from a kernel artifact (tensord.library.load).
+struct LoadedLibrary {
+  std::string name;          // the library's namespace ("mylib")
+  std::string content_hash;  // the artifact's (tensord/artifact/artifact.h)
+  std::vector<const OpEntry*> ops;  // the manifest's ops, in its order
+};
+// Loads the artifact whose file holds `file`: checks the container and the
+// payload's hash (ParseArtifact), then defines the manifest's ops in this
+// process as DefineOp does, each tied to the artifact's content hash, so
+// that Call finds them by name, on meta tensors with no daemon. A session
+// makes sure its daemon has the artifact (asking by hash; sending the
+// bytes only when it has not) before it sends the first of its ops; the
+// daemon checks and loads it then. Loading the same artifact again gives
+// the same ops. Errors (RuntimeError): ParseArtifact's; a manifest op that
+// does not define (ExtensionOps::Define's message); an op name that another
+// artifact or library.define took already in this process ("mylib::f is
+// already defined by artifact 1a2b3c4d5e6f").
+absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file);
+// The bytes of a loaded artifact by content hash; nullptr when none.
+std::shared_ptr<const std::string> LoadedArtifactBytes(absl::string_view content_hash);
+
 // ---- the meta cache ------------------------------------------------------
 // Call remembers, per thread, the result of each call whose outputs are all
 // on meta, keyed by everything that decides it: the op name and mode, each

@@ -46,6 +46,7 @@ inline constexpr size_t kMaxExtensionSetBytes = 4 << 20;
 struct ExtensionOpDef {
   std::string schema;      // canonical schema text
   std::string shape_rule;  // "like:<full name of a built-in op>" or "rule:<declared rule>"
+  std::string artifact;    // content hash of the kernel artifact it comes from; "" for none
 };
 
 // Thread-safe: one thread may define while others look up. Entries never
@@ -70,8 +71,11 @@ class ExtensionOps {
   // op's; a schema over kMaxExtensionSchemaBytes; more than kMaxExtensionOps
   // ops or kMaxExtensionSetBytes of schemas. The op takes the rule op's
   // factory and random flags (a factory-like op follows tensord.device).
-  absl::StatusOr<const OpEntry*> Define(absl::string_view schema_text, absl::string_view shape_rule)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `artifact`: the content hash (64 lower-case hex digits) of the kernel
+  // artifact whose kernels the op runs, or "" for an op without one; it
+  // takes part in the digest, so a client and a daemon agree on it too.
+  absl::StatusOr<const OpEntry*> Define(absl::string_view schema_text, absl::string_view shape_rule,
+                                        absl::string_view artifact = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
   // The op with id `id`; nullptr when it is not one of this set's.
@@ -84,7 +88,8 @@ class ExtensionOps {
   // and in `*digest` (when given) the digest of the set they complete, both
   // read at once (another thread may be defining).
   std::vector<ExtensionOpDef> Defs(size_t first, uint64_t* digest = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
-  // 64-bit FNV-1a over every definition ("schema\trule\n") in order: equal
+  // 64-bit FNV-1a over every definition ("schema\trule\n", or
+  // "schema\trule\tartifact\n" for an op from an artifact) in order: equal
   // digests mean the same ops with the same ids.
   uint64_t digest() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "tensord/runtime/artifacts.h"
 #include "tensord/runtime/log.h"
 #include "tensord/server/service.h"
 
@@ -88,6 +89,11 @@ struct DaemonOptions {
   // (none when that is 0): a client keeps one per session at most (its
   // channels share a connection to one address).
   absl::Duration idle_connection_timeout = absl::Minutes(5);
+  // Which kernel artifacts the daemon runs (`--artifacts`, the allow-list
+  // and keys): by default those allowed by hash or signature, of which
+  // there are none. The embedded daemon runs with kAny: its one user loads
+  // their own code.
+  runtime::ArtifactPolicy artifacts;
 };
 
 // The exit status of `tensord serve` after a device failed (a GPU fault

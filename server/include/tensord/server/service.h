@@ -32,6 +32,7 @@
 #include "grpcpp/grpcpp.h"
 #include "tensord/backends/cpu/cpu_backend.h"
 #include "tensord/runtime/backend.h"
+#include "tensord/runtime/artifacts.h"
 #include "tensord/server/session.h"
 #include "tensord/transport/socket_stream.h"
 #include "tensord/v1/tensord.grpc.pb.h"
@@ -82,6 +83,10 @@ struct ServiceOptions {
   // Same-host and TCP streams: how long a session's thread polls its socket for the
   // next message before it blocks (wire::StreamReceiver's spin); zero: never.
   absl::Duration stream_spin = absl::Nanoseconds(wire::kDefaultStreamSpinNanos);
+  // Which kernel artifacts the daemon accepts (`tensord serve --artifacts`);
+  // by default none but those allowed by hash or signature, of which
+  // there are none.
+  runtime::ArtifactPolicy artifacts;
 };
 
 // What a daemon says of CUDA to a session that opens (OpenSessionResponse's
@@ -121,6 +126,10 @@ class TensordService final : public v1::Tensord::Service {
                          v1::HandshakeResponse* response) override;
   grpc::Status OpenSession(grpc::ServerContext* context, const v1::OpenSessionRequest* request,
                            v1::OpenSessionResponse* response) override;
+  grpc::Status FindArtifact(grpc::ServerContext* context, const v1::FindArtifactRequest* request,
+                            v1::FindArtifactResponse* response) override;
+  grpc::Status UploadArtifact(grpc::ServerContext* context, grpc::ServerReader<v1::ArtifactChunk>* reader,
+                              v1::UploadArtifactResponse* response) override;
   grpc::Status CloseSession(grpc::ServerContext* context, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
   // The session stream. It reads and writes byte buffers rather than
@@ -279,6 +288,8 @@ class TensordService final : public v1::Tensord::Service {
   const Backends backends_;
   backends::CpuBackend* const cpu_;  // backends_'s CPU
   const CudaReport cuda_;             // told to every session that opens
+  // The daemon's kernel artifacts: before the sessions, which use it.
+  std::unique_ptr<runtime::ArtifactStore> artifacts_;
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "tensord/kernels/registry.h"
+#include "tensord/runtime/artifacts.h"
 #include "tensord/runtime/autograd.h"
 #include "tensord/runtime/backend.h"
 #include "tensord/runtime/dispatcher.h"
@@ -122,9 +123,10 @@ class Session {
   using DataWriter = std::function<bool(const v1::FetchData& head, const char* data, size_t n)>;
 
   // `devices` (the backends the session's ops run on: allocators and
-  // kernels) must outlive the session.
+  // kernels) must outlive the session, and so must `artifacts` (the
+  // daemon's kernel artifacts; nullptr: ops from artifacts are refused).
   Session(uint64_t id, std::string token, std::string client_name, std::shared_ptr<MemoryAccount> memory,
-          const Backends* devices);
+          const Backends* devices, runtime::ArtifactStore* artifacts = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -277,6 +279,15 @@ class Session {
   // Adds the client's ops defined at run time to the session's extension
   // set (v1::DefineOps); errors are the session's.
   void ExecuteDefineOps(const v1::DefineOps& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The artifact (content hash `hash`, loaded for the session if it is not
+  // yet) and the index in its manifest of the op whose canonical definition
+  // is `schema` with `shape_rule`. RuntimeError when the daemon takes no
+  // artifacts, has not got this one, or the artifact has no such op.
+  absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> BindArtifactOp(const std::string& hash,
+                                                                                   const std::string& schema,
+                                                                                   const std::string& shape_rule)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  inline static const std::string kNoArtifact;
 
   // Autograd requests.
   void ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -395,6 +406,14 @@ class Session {
   // the dispatcher, which refer to its entries, so that it outlives them.
   ExtensionOps extensions_;
   MemoryCharge extensions_charge_ ABSL_GUARDED_BY(mu_);
+  // The kernel artifacts the session's ops come from, loaded while the
+  // session lives: before the dispatcher, which calls their kernels, so
+  // that they are unloaded only after it is gone. `artifact_ops_`: per op
+  // of extensions_, its artifact and index in the artifact's manifest
+  // (nullptr for an op without kernels).
+  runtime::ArtifactStore* const artifact_store_;
+  absl::flat_hash_map<std::string, std::shared_ptr<runtime::LoadedArtifact>> artifacts_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<const runtime::LoadedArtifact*, size_t>> artifact_ops_ ABSL_GUARDED_BY(mu_);
   // What an extension op costs beyond 8 bytes per byte of its texts (its
   // schema is kept as text and parsed: names, defaults, the entry's maps).
   static constexpr int64_t kExtensionOpBytes = 1024;

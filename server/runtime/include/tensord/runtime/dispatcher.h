@@ -34,6 +34,12 @@
 
 namespace tensord::runtime {
 
+struct ArtifactKernel;  // tensord/runtime/artifacts.h
+
+// The kernel of a session's op loaded from an artifact (op ids from
+// kFirstExtensionOpId) on a device kind (kCPU or kCUDA), or nullptr.
+using ArtifactKernelLookup = std::function<const ArtifactKernel*(uint32_t op_id, DeviceType device)>;
+
 class Dispatcher {
  public:
   // `devices` (the backends ops run on) must outlive the dispatcher; every
@@ -110,6 +116,9 @@ class Dispatcher {
   // every kernel from the next call on.
   void SetMathMode(const MathMode& mode) { math_mode_ = mode; }
   const MathMode& math_mode() const { return math_mode_; }
+  // Where the session's ops from kernel artifacts find their kernels; the
+  // session keeps those artifacts loaded while the dispatcher may call them.
+  void SetArtifactKernels(ArtifactKernelLookup lookup) { artifact_kernels_ = std::move(lookup); }
   // Ops run so far; may be read from any thread while an op runs.
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
 
@@ -128,6 +137,7 @@ class Dispatcher {
   std::atomic<uint64_t> ops_executed_{0};  // written by the one caller, read by anyone
   uint64_t next_seq_ = 0;
   std::function<absl::Status(const std::shared_ptr<OpError>&)> failed_input_;
+  ArtifactKernelLookup artifact_kernels_;
 };
 
 // NotImplementedError for an op that names device `d` which no backend of
