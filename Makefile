@@ -71,7 +71,7 @@ tsan: deps
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_OUT     ?= $(abspath $(FUZZ_BUILD))/findings
-FUZZ_TARGETS := schema shape_rule config wire session stream
+FUZZ_TARGETS := schema shape_rule artifact config wire session stream
 
 fuzz-build: deps
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSORD_FUZZ=ON
