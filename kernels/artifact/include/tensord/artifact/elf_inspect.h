@@ -41,7 +41,7 @@ struct ElfInfo {
   std::vector<ElfSymbolRef> undefined;         // every undefined dynamic symbol, weak ones too, in .dynsym order
   std::vector<std::string> rpath;              // DT_RPATH then DT_RUNPATH entries, split at ':', in order
   std::string soname;                          // DT_SONAME, "" when absent
-  bool has_executable_stack = false;           // PT_GNU_STACK with PF_X (the loader makes every thread's stack executable)
+  bool has_executable_stack = false;           // PT_GNU_STACK with PF_X (loading it makes thread stacks executable)
 };
 
 // Reads `so` (the bytes of an ELF shared object; copied, `so` need not
