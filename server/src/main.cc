@@ -4,6 +4,8 @@
 //   tensord serve --config /etc/tensord/tensord.conf
 //   tensord check model.py [ARGS...]
 //   tensord devices [--address ADDRESS]
+//   tensord build-kernel -o mylib.tdk scale.cc scale.cu
+//   tensord inspect-kernel mylib.tdk
 //   tensord --version
 //
 // `serve` prints one line, "tensord: listening on ADDRESS[, ADDRESS...]", on
@@ -23,6 +25,11 @@
 // CUDA versions, or why it serves no CUDA device: the daemon at --address
 // or $TENSORD_ADDRESS, else what `tensord serve` would serve on this machine
 // (the embedded daemon a client spawns is that), found without starting one.
+//
+// `build-kernel` compiles a kernel artifact (tensord/artifact/builder.h); it
+// loads the object it built to read its ops, which is why it runs here, in a
+// process of its own, and never in the daemon. `inspect-kernel` prints an
+// artifact's manifest.
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -38,6 +45,8 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 #include <functional>
 #include <map>
@@ -50,7 +59,10 @@
 #include "grpc/grpc.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "tensord/artifact/artifact.h"
+#include "tensord/artifact/builder.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/runtime/memory.h"
 #include "tensord/server/daemon.h"
@@ -80,6 +92,11 @@ constexpr char kUsage[] =
     "               list the devices of the daemon at ADDRESS (default $TENSORD_ADDRESS; unset:\n"
     "               those a daemon started here would serve) with their memory and compute\n"
     "               capability, and its CUDA versions or why it has no CUDA device\n"
+    "  build-kernel -o OUT.tdk [options] SOURCES...\n"
+    "               compile a kernel artifact from .c/.cc/.cpp/.cxx (g++) and .cu (nvcc) sources\n"
+    "               that include <tensord_kernel.h> (build-kernel --help lists its options)\n"
+    "  inspect-kernel FILE\n"
+    "               check a kernel artifact and print its manifest (JSON) and content hash\n"
     "  --version    print the version and exit\n"
     "  --help       print this help and exit\n"
     "\n"
@@ -665,6 +682,116 @@ int Devices(const std::vector<std::string>& args) {
   return 0;
 }
 
+constexpr char kBuildKernelUsage[] =
+    "usage: tensord build-kernel -o OUT.tdk [options] SOURCES...\n"
+    "Compiles SOURCES (.c with g++ -x c -std=c11, .cc/.cpp/.cxx with g++ -std=c++17, .cu with nvcc)\n"
+    "against the kernel ABI header <tensord_kernel.h>, links one shared object, reads its ops from\n"
+    "tensord_library(), checks them as the daemon will and writes the artifact OUT.tdk.\n"
+    "  -o, --output OUT.tdk   the artifact to write (replaced atomically)\n"
+    "  --name NAME            the library's name, the namespace of every op (default: OUT's stem)\n"
+    "  --cuda-arch 80,90      sm_XY machine code for each, and PTX for the last (default 80,90)\n"
+    "  --cflags \"...\"         more g++ flags, split at whitespace (no shell quoting)\n"
+    "  --cuda-cflags \"...\"    more nvcc flags, likewise\n"
+    "  --ldflags \"...\"        more link flags, likewise (\"-L/opt/x/lib -lx\")\n"
+    "  -I DIR                 an include directory (repeat for more)\n"
+    "  --cache DIR            reuse DIR/<source hash>.tdk when the sources, headers, flags and\n"
+    "                         compilers are unchanged, and store new builds there\n"
+    "  --cxx PROGRAM          the C/C++ compiler and linker (default g++)\n"
+    "  --nvcc PROGRAM         nvcc (default /usr/local/cuda/bin/nvcc, then PATH)\n"
+    "  -v, --verbose          print each command as it runs\n"
+    "Prints the artifact's path, ops and content hash. Exit status 0; 1 when the build fails\n"
+    "(the compiler's output or the check that failed on stderr); 2 for a usage error.\n";
+
+constexpr char kInspectKernelUsage[] =
+    "usage: tensord inspect-kernel FILE\n"
+    "Checks the kernel artifact FILE (container, manifest, payload hash) and prints its manifest\n"
+    "as JSON and its content hash. Exit status 0, or 1 with the error for a broken file.\n";
+
+std::vector<std::string> SplitFlags(const std::string& flags) {
+  return absl::StrSplit(flags, absl::ByAnyChar(" \t\n"), absl::SkipEmpty());
+}
+
+// `tensord build-kernel` (kBuildKernelUsage).
+int BuildKernel(const std::vector<std::string>& args) {
+  BuildOptions o;
+  std::string archs, cflags, cuda_cflags, ldflags, dir;
+  FlagParser p{args};
+  while (p.i < args.size()) {
+    const std::string& a = args[p.i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kBuildKernelUsage, stdout);
+      return 0;
+    }
+    if (a == "-v" || a == "--verbose") {
+      o.verbose = true;
+      ++p.i;
+      continue;
+    }
+    if (absl::StartsWith(a, "-I") && a.size() > 2) {
+      o.include_dirs.push_back(a.substr(2));
+      ++p.i;
+      continue;
+    }
+    if (p.MatchNonEmpty("-o", &o.output) || p.MatchNonEmpty("--output", &o.output) ||
+        p.MatchNonEmpty("--name", &o.name) || p.MatchNonEmpty("--cuda-arch", &archs) ||
+        p.Match("--cflags", &cflags) || p.Match("--cuda-cflags", &cuda_cflags) || p.Match("--ldflags", &ldflags) ||
+        p.MatchNonEmpty("--cache", &o.cache_dir) || p.MatchNonEmpty("--cxx", &o.cxx) ||
+        p.MatchNonEmpty("--nvcc", &o.nvcc)) {
+      continue;
+    }
+    if (p.MatchNonEmpty("-I", &dir)) {
+      o.include_dirs.push_back(dir);
+      continue;
+    }
+    if (!p.error.empty()) return UsageError(absl::StrCat("build-kernel: ", p.error));
+    if (absl::StartsWith(a, "-")) return UsageError(absl::StrCat("build-kernel: unknown option '", a, "'"));
+    o.sources.push_back(a);
+    ++p.i;
+  }
+  if (o.output.empty()) return UsageError("build-kernel: no output (-o OUT.tdk)");
+  if (o.sources.empty()) return UsageError("build-kernel: no sources");
+  if (o.name.empty()) o.name = std::filesystem::path(o.output).stem().string();
+  if (!archs.empty()) o.cuda_archs = absl::StrSplit(archs, ',', absl::SkipWhitespace());
+  o.extra_cflags = SplitFlags(cflags);
+  o.extra_cuda_cflags = SplitFlags(cuda_cflags);
+  o.extra_ldflags = SplitFlags(ldflags);
+  absl::StatusOr<BuildResult> r = BuildArtifact(o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "tensord %s\n", std::string(r.status().message()).c_str());
+    return 1;
+  }
+  std::vector<std::string> ops;
+  for (const ArtifactOp& op : r->manifest.ops) ops.push_back(op.schema);
+  std::printf("tensord: wrote %s%s\n  library %s, %zu op(s):\n    %s\n  content hash %s\n", o.output.c_str(),
+              r->from_cache ? " (from the cache)" : "", r->manifest.library.c_str(), ops.size(),
+              absl::StrJoin(ops, "\n    ").c_str(), r->content_hash.c_str());
+  return 0;
+}
+
+// `tensord inspect-kernel FILE` (kInspectKernelUsage).
+int InspectKernel(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::fputs(kInspectKernelUsage, stdout);
+    return 0;
+  }
+  if (args.size() != 1) return UsageError("inspect-kernel: expected one FILE");
+  std::ifstream f(args[0], std::ios::binary);
+  if (!f) {
+    std::fprintf(stderr, "tensord inspect-kernel: cannot read %s: %s\n", args[0].c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::stringstream bytes;
+  bytes << f.rdbuf();
+  absl::StatusOr<Artifact> a = ParseArtifact(bytes.str());
+  if (!a.ok()) {
+    std::fprintf(stderr, "tensord inspect-kernel: %s: %s\n", args[0].c_str(),
+                 std::string(a.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s\ncontent hash: %s\n", ManifestToJson(a->manifest, 2).c_str(), a->content_hash.c_str());
+  return 0;
+}
+
 // Streamed uploads arrive in messages of a few MiB, each parsed into a
 // string that is freed once its chunk is copied into the storage. With
 // glibc's defaults such a string is mapped fresh (or the heap top trimmed
@@ -768,5 +895,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "check") return Check(args);
   if (cmd == "devices") return Devices(args);
+  if (cmd == "build-kernel") return BuildKernel(args);
+  if (cmd == "inspect-kernel") return InspectKernel(args);
   return UsageError(absl::StrCat("unknown command '", cmd, "'"));
 }

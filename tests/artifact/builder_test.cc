@@ -199,6 +199,27 @@ TEST_F(BuilderTest, BadOptionsAreRefused) {
   EXPECT_THAT(BuildArtifact(o).status().message(), HasSubstr("cannot read source"));
 }
 
+// The command line: `tensord build-kernel` on the same source, then
+// `tensord inspect-kernel` on what it wrote.
+TEST_F(BuilderTest, CommandLineBuildsAndInspects) {
+  const char* bin = std::getenv("TENSORD_BIN");
+  if (bin == nullptr || !std::filesystem::exists(bin)) GTEST_SKIP() << "TENSORD_BIN not set (run under ctest)";
+  ASSERT_TRUE(first_->ok()) << first_->status();
+  const std::string out = *dir_ / "cli.tdk";
+  auto [rc, text] = RunShell(std::string(bin) + " build-kernel -o " + out + " --name mylib --cache " + (*dir_ / "cache") + " " +
+                             (*dir_ / "scale.cc"));
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_THAT(text, HasSubstr((*first_)->content_hash));
+  std::tie(rc, text) = RunShell(std::string(bin) + " inspect-kernel " + out);
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_THAT(text, AllOf(HasSubstr("\"library\": \"mylib\""), HasSubstr("mylib_scale_cpu"),
+                          HasSubstr((*first_)->content_hash)));
+  WriteFile(*dir_ / "broken.tdk", "not an artifact");
+  std::tie(rc, text) = RunShell(std::string(bin) + " inspect-kernel " + (*dir_ / "broken.tdk"));
+  EXPECT_EQ(rc, 1);
+  EXPECT_THAT(text, HasSubstr("not a tensord kernel artifact"));
+}
+
 TEST_F(BuilderTest, CudaSourceGivesTheArchitecturesAsked) {
   if (!HaveNvcc()) GTEST_SKIP() << "no nvcc";
   WriteFile(*dir_ / "scale_cuda.cu", R"SRC(

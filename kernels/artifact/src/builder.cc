@@ -442,7 +442,7 @@ absl::StatusOr<BuildResult> BuildArtifact(const BuildOptions& options) {
     // a changed header must not hit an old cache entry.
     std::vector<std::string> deps_argv = compile_command(s, *LanguageOf(s));
     deps_argv.insert(deps_argv.end(), {"-MM", s});
-    TD_ASSIGN_OR_RETURN(CommandResult deps, RunCommand(deps_argv, verbose, &log));
+    TD_ASSIGN_OR_RETURN(CommandResult deps, RunCommand(deps_argv, /*verbose=*/false, &log));
     if (deps.exit_status != 0) {
       // The compile below reports the same error with its full context.
       Field(&text, "dependencies", "unknown");
