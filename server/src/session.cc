@@ -428,10 +428,13 @@ void Session::ExecuteCall(const v1::OpCall& call) {
 
   if (!handle_status.ok()) return fail(handle_status);
   if (op == nullptr) {
-    return fail(RuntimeErr(absl::StrCat("op id ", call.op_id(), " is out of range: this daemon's op table has ",
-                                        table.size(), " ops (ids 0..", table.size() - 1, ") and this session ",
-                                        extensions_.size(), " ops defined at run time (ids from ",
-                                        kFirstExtensionOpId, ")")));
+    return fail(RuntimeErr(absl::StrCat(
+        "op id ", call.op_id(), " is out of range: this daemon's op table has ", table.size(), " ops (ids 0..",
+        table.size() - 1, ") and this session ", extensions_.size(), " ops defined at run time (ids from ",
+        kFirstExtensionOpId, ")",
+        call.op_id() >= kFirstExtensionOpId && !define_failure_.empty()
+            ? absl::StrCat(", since the definitions sent before failed: ", define_failure_)
+            : "")));
   }
   const FunctionSchema& schema = op->schema;
   const bool list_return = !schema.returns.empty() && schema.returns[0].type == ArgType::kTensorList;
@@ -516,7 +519,10 @@ void Session::ExecuteCall(const v1::OpCall& call) {
 // ------------------------------------------------------- ops defined at run time
 
 void Session::ExecuteDefineOps(const v1::DefineOps& d) {
-  auto fail = [&](absl::Status s) { RecordError(std::move(s), "library.define", 0, ""); };
+  auto fail = [&](absl::Status s) {
+    define_failure_ = std::string(s.message());
+    RecordError(std::move(s), "library.define", 0, "");
+  };
   if (d.first() != extensions_.size()) {
     return fail(RuntimeErr(absl::StrCat("library.define: the client sent ops from index ", d.first(),
                                         ", but this session holds ", extensions_.size(), " ops defined at run time")));

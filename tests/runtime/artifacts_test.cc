@@ -245,6 +245,39 @@ TEST(ArtifactStoreTest, AThousandLoadCallUnloadCycles) {
   EXPECT_EQ(store.loaded(), 0u);
 }
 
+TEST(ArtifactStoreTest, EachLoadGetsItsOwnObject) {
+  // Two libraries loaded one after the other: each load must get its own
+  // object, whatever descriptor its in-memory file had before.
+  std::string other_src = kSource;
+  for (size_t at = other_src.find("mylib"); at != std::string::npos; at = other_src.find("mylib", at)) {
+    other_src.replace(at, 5, "otherlib");
+  }
+  const std::string other_so = CompileSo(other_src);
+  std::vector<ArtifactOp> other_ops = DeclaredOps();
+  for (ArtifactOp& op : other_ops) {
+    for (std::string* s : {&op.schema, &op.cpu_symbol}) {
+      if (size_t at = s->find("mylib"); at != std::string::npos) s->replace(at, 5, "otherlib");
+    }
+  }
+  Manifest other = ManifestFor(other_so, other_ops);
+  other.library = "otherlib";
+  ArtifactStore store(AnyPolicy(), {});
+  const std::string a = *store.Add(GoodArtifact(), "test");
+  const std::string b = *store.Add(SerializeArtifact(other, other_so), "test");
+  // Round 0 keeps the first loaded while the second loads (two sessions);
+  // the later rounds unload each before the next.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::shared_ptr<LoadedArtifact>> held;
+    for (const std::string& h : {a, b}) {
+      absl::StatusOr<std::shared_ptr<LoadedArtifact>> lib = store.Load(h);
+      ASSERT_TRUE(lib.ok()) << lib.status();
+      EXPECT_EQ((*lib)->content_hash(), h);
+      EXPECT_EQ((*lib)->kernel(0, DeviceType::kCPU)->op_name, h == a ? "mylib::scale" : "otherlib::scale");
+      if (round == 0) held.push_back(*lib);
+    }
+  }
+}
+
 // ---- the operator's policy
 
 TEST(ArtifactPolicyTest, OffRefusesEverything) {

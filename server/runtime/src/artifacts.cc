@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -158,6 +159,10 @@ const ArtifactKernel* LoadedArtifact::kernel(size_t op_index, DeviceType device)
 
 ArtifactStore::ArtifactStore(ArtifactPolicy policy, std::vector<std::pair<int, int>> cuda_capabilities)
     : policy_(std::move(policy)), cuda_capabilities_(std::move(cuda_capabilities)) {}
+
+ArtifactStore::~ArtifactStore() {
+  if (!link_dir_.empty()) rmdir(link_dir_.c_str());
+}
 
 bool ArtifactStore::Has(absl::string_view hash) const {
   absl::MutexLock l(&mu_);
@@ -366,9 +371,28 @@ absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::Load(absl::string
     done += static_cast<size_t>(n);
   }
   (void)fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
-  const std::string path = absl::StrCat("/proc/self/fd/", fd);
+  // The loader knows an object by the name it was opened under before it
+  // looks at the file: "/proc/self/fd/N" again (descriptor numbers are
+  // reused) would give back whichever artifact was loaded under that name
+  // before, and still is (an object marked NODELETE stays after dlclose).
+  // So each load opens the memory file through a link of its own, named
+  // once in the process's life.
+  if (link_dir_.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/tensord-artifacts-XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      return InternalErr(absl::StrCat(what, ": cannot make a directory for loading artifacts (", tmpl, "): ",
+                                      std::strerror(errno)));
+    }
+    link_dir_ = tmpl;
+  }
+  const std::string path = absl::StrCat(link_dir_, "/", hash.substr(0, 16), "-", ++loads_, ".so");
+  if (symlink(absl::StrCat("/proc/self/fd/", fd).c_str(), path.c_str()) != 0) {
+    return InternalErr(absl::StrCat(what, ": cannot link the object for loading (", path, "): ", std::strerror(errno)));
+  }
   dlerror();
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  unlink(path.c_str());
   if (handle == nullptr) {
     const char* err = dlerror();
     return RuntimeErr(absl::StrCat(what, ": the loader refused the object: ", err != nullptr ? err : "(no reason)"));

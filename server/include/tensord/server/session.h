@@ -414,6 +414,9 @@ class Session {
   runtime::ArtifactStore* const artifact_store_;
   absl::flat_hash_map<std::string, std::shared_ptr<runtime::LoadedArtifact>> artifacts_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<const runtime::LoadedArtifact*, size_t>> artifact_ops_ ABSL_GUARDED_BY(mu_);
+  // Why the last DefineOps failed ("" when none did): the error of a later
+  // call to an op it did not define says so.
+  std::string define_failure_ ABSL_GUARDED_BY(mu_);
   // What an extension op costs beyond 8 bytes per byte of its texts (its
   // schema is kept as text and parsed: names, defaults, the entry's maps).
   static constexpr int64_t kExtensionOpBytes = 1024;

@@ -101,6 +101,7 @@ class ArtifactStore {
   // `cuda_capabilities`: {major, minor} of each CUDA device the daemon
   // serves (empty without one), against which CUDA code is checked.
   ArtifactStore(ArtifactPolicy policy, std::vector<std::pair<int, int>> cuda_capabilities);
+  ~ArtifactStore();
   ArtifactStore(const ArtifactStore&) = delete;
   ArtifactStore& operator=(const ArtifactStore&) = delete;
 
@@ -149,6 +150,10 @@ class ArtifactStore {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> entries_ ABSL_GUARDED_BY(mu_);
   uint64_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Where each load's link to its in-memory file is made (see Load); made
+  // at the first load, removed with the store.
+  std::string link_dir_ ABSL_GUARDED_BY(mu_);
+  uint64_t loads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Runs artifact kernel `k` on the call `ctx` describes (inputs and outputs
