@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "tensord/artifact/artifact.h"
+#include "embedded_daemon.h"
 #include "tensord/client/ops.h"
 #include "tensord/meta/errors.h"
 
@@ -85,5 +86,7 @@ std::shared_ptr<const std::string> LoadedArtifactBytes(absl::string_view content
   auto it = loaded.bytes.find(content_hash);
   return it == loaded.bytes.end() ? nullptr : it->second;
 }
+
+absl::StatusOr<std::string> TensordBinaryPath() { return internal::FindDaemonBinary(""); }
 
 }  // namespace tensord::client

@@ -86,6 +86,7 @@ struct DaemonRef {
   const std::string& token;
   const std::string& address;
   absl::flat_hash_set<std::string>& artifacts_on_daemon;
+  int64_t& bytes_sent;  // Stats::artifact_bytes_sent
 };
 
 absl::Status EnsureArtifactOnDaemon(DaemonRef im, const std::string& hash) {
@@ -135,6 +136,7 @@ absl::Status EnsureArtifactOnDaemon(DaemonRef im, const std::string& hash) {
                                    ", not ", hash));
   }
   im.artifacts_on_daemon.insert(hash);
+  im.bytes_sent += static_cast<int64_t>(bytes->size());
   return absl::OkStatus();
 }
 
@@ -412,7 +414,8 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
         if (def.artifact.empty()) continue;
         any_artifact = true;
         TD_RETURN_IF_ERROR(EnsureArtifactOnDaemon(
-            DaemonRef{im.stub.get(), im.session_id, im.token, im.address, im.artifacts_on_daemon}, def.artifact));
+            DaemonRef{im.stub.get(), im.session_id, im.token, im.address, im.artifacts_on_daemon,
+                      im.stats.artifact_bytes_sent}, def.artifact));
       }
       v1::DefineOps* d = im.pending->add_requests()->mutable_define_ops();
       d->set_first(static_cast<uint32_t>(im.defined_ops_sent));

@@ -367,11 +367,12 @@ void BindOpTable(py::module_& m) {
       "load_artifact",
       [](const py::bytes& file) {
         std::string bytes = file;
-        tc::LoadedLibrary lib;
+        absl::StatusOr<tc::LoadedLibrary> loaded;
         {
           py::gil_scoped_release release;  // hashing a large artifact takes a while
-          lib = Unwrap(tc::LoadArtifact(bytes));
+          loaded = tc::LoadArtifact(bytes);
         }
+        tc::LoadedLibrary lib = Unwrap(std::move(loaded));  // raises with the GIL held
         py::dict out;
         out["name"] = lib.name;
         out["content_hash"] = lib.content_hash;
@@ -383,6 +384,9 @@ void BindOpTable(py::module_& m) {
       py::arg("file"),
       "Loads a kernel artifact's bytes (tensord.library.load): defines its ops in this process; returns "
       "{name, content_hash, ops: [op_table dicts]}. RuntimeError for a broken artifact or a name clash.");
+  m.def(
+      "tensord_binary", []() { return Unwrap(tc::TensordBinaryPath()); },
+      "The tensord binary ($TENSORD_BIN, the build tree's, or PATH's); RuntimeError when there is none.");
   m.def(
       "defined_ops",
       [](const std::string& name) {

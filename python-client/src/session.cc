@@ -36,6 +36,7 @@ py::dict StatsDict(const tc::Stats& s) {
   d["shm_fetches"] = s.shm_fetches;
   d["shm_adopted_uploads"] = s.shm_adopted_uploads;
   d["shm_segments_created"] = s.shm_segments_created;
+  d["artifact_bytes_sent"] = s.artifact_bytes_sent;
   return d;
 }
 

@@ -49,6 +49,7 @@ _name_tensor_members(Tensor)  # pickle finds tensord.Tensor.<name> (after every 
 return_types = _ops.return_types
 from . import autograd  # noqa: E402
 from . import library, ops  # noqa: E402  (ops defined at run time: tensord.library.define, tensord.ops.<ns>.<name>)
+from . import cpp_extension  # noqa: E402  (kernel artifacts from C++/CUDA source)
 from .autograd import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: E402
                        no_grad, set_grad_enabled)
 

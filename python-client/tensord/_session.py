@@ -11,7 +11,8 @@ from . import _C
 __all__ = ["Session", "connect", "synchronize", "stats", "default_session"]
 
 _STAT_KEYS = ("ops_issued", "messages_sent", "timed_flushes", "round_trips", "predicted_backwards", "uploads",
-              "releases", "shm_uploads", "shm_fetches", "shm_adopted_uploads", "shm_segments_created")
+              "releases", "shm_uploads", "shm_fetches", "shm_adopted_uploads", "shm_segments_created",
+              "artifact_bytes_sent")
 
 
 class Session:
@@ -127,7 +128,9 @@ class Session:
         shm_uploads / shm_fetches (transfers that went through shared memory),
         shm_adopted_uploads (of shm_uploads, those whose segment became the
         tensor's storage in the daemon: one copy in all) and
-        shm_segments_created (segments made; the other transfers reused them)."""
+        shm_segments_created (segments made; the other transfers reused them),
+        artifact_bytes_sent (bytes of kernel artifacts uploaded: none for one
+        the daemon holds already)."""
         return self._raw.stats()
 
     def synchronize(self):

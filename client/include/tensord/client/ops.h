@@ -142,6 +142,10 @@ struct LoadedLibrary {
 absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file);
 // The bytes of a loaded artifact by content hash; nullptr when none.
 std::shared_ptr<const std::string> LoadedArtifactBytes(absl::string_view content_hash);
+// The tensord binary (its build-kernel command builds artifacts): $TENSORD_BIN,
+// the build tree's, or the first on PATH, as for an embedded daemon.
+// RuntimeError listing what was tried when there is none.
+absl::StatusOr<std::string> TensordBinaryPath();
 
 // ---- the meta cache ------------------------------------------------------
 // Call remembers, per thread, the result of each call whose outputs are all

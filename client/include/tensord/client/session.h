@@ -81,6 +81,7 @@ struct Stats {
   int64_t shm_fetches = 0;    // fetches through shared memory
   int64_t shm_adopted_uploads = 0;   // of shm_uploads, those whose segment the daemon adopted (no daemon copy)
   int64_t shm_segments_created = 0;  // shared-memory segments made (the rest of the transfers reused them)
+  int64_t artifact_bytes_sent = 0;   // bytes of kernel artifacts uploaded (none for one the daemon had)
 };
 
 // A session's memory on one device, as the daemon counts it, in bytes
