@@ -239,7 +239,10 @@ absl::Status ArtifactStore::CheckBeforeLoad(const Artifact& a) const {
         break;
       }
     }
-    if (!found && s.library.empty()) found = look(RTLD_DEFAULT);
+    // Then the daemon's global scope, which the loader searches first: a
+    // symbol the dynamic linker itself defines (__tls_get_addr) is found
+    // there, not through a handle of ld-linux-x86-64.so.2.
+    if (!found) found = look(RTLD_DEFAULT);
     if (!found) {
       const std::string versioned = s.version.empty() ? s.name : absl::StrCat(s.name, "@", s.version);
       return RuntimeErr(absl::StrCat(what, " needs symbol ", versioned,
