@@ -263,4 +263,18 @@ TEST(WireTest, ErrorsKeepTheirKindAndSayWhereTheyCameFrom) {
 }
 
 }  // namespace
+TEST(WireErrorTest, ErrorTextsBecomeValidUtf8) {
+  // A kernel's message with stray bytes must not make the reply unparsable.
+  v1::Error e;
+  wire::ToProto(RuntimeErr("bad \xff\xfe tail \xc3\xa9 \xe2\x82"), "mylib::f", 7, "a.py:1 \xed\xa0\x80", &e);
+  EXPECT_EQ(e.message(), "bad \xEF\xBF\xBD\xEF\xBF\xBD tail \xc3\xa9 \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(e.call_site(), "a.py:1 \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate is not UTF-8
+  std::string bytes;
+  ASSERT_TRUE(e.SerializeToString(&bytes));
+  v1::Error back;
+  EXPECT_TRUE(back.ParseFromString(bytes));
+  EXPECT_EQ(wire::ValidUtf8("\xf0\x9f\x98\x80 ok"), "\xf0\x9f\x98\x80 ok");  // 4-byte forms stay
+  EXPECT_EQ(wire::ValidUtf8("\xc0\xaf"), "\xEF\xBF\xBD\xEF\xBF\xBD");           // overlong
+}
+
 }  // namespace tensord::testing

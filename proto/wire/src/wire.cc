@@ -266,14 +266,60 @@ absl::StatusOr<Value> DecodeValue(absl::string_view op, const Argument& arg, con
   return InternalErr(absl::StrCat(op, ": argument '", arg.name, "' has an unknown schema type"));
 }
 
+std::string ValidUtf8(absl::string_view text) {
+  // Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+  // U+10FFFF) is kept; each byte of anything else becomes U+FFFD.
+  std::string out;
+  out.reserve(text.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      len = 1;
+      cp = c;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    }
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      ok = (p[i + k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (ok) {
+      out.append(text.data() + i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 void ToProto(const absl::Status& s, absl::string_view op, uint64_t call_id, absl::string_view call_site,
              v1::Error* out) {
   out->Clear();
   out->set_kind(std::string(ErrorKindName(KindOf(s))));
-  out->set_message(std::string(s.message()));
-  out->set_op(std::string(op));
+  // Proto3 strings must be UTF-8, or the client cannot parse the message
+  // at all: an error's text can hold bytes from anywhere (a kernel
+  // artifact's message, a file name).
+  out->set_message(ValidUtf8(s.message()));
+  out->set_op(ValidUtf8(op));
   out->set_call_id(call_id);
-  out->set_call_site(std::string(call_site));
+  out->set_call_site(ValidUtf8(call_site));
 }
 
 absl::Status FromProto(const v1::Error& e) {

@@ -52,6 +52,11 @@ absl::Status EncodeValue(const Value& v, absl::FunctionRef<uint64_t(const Tensor
 absl::StatusOr<Value> DecodeValue(absl::string_view op, const Argument& arg, const v1::Value& v,
                                   const std::function<absl::StatusOr<const TensorMeta*>(uint64_t)>& lookup);
 
+// `text` as well-formed UTF-8: each byte of an ill-formed sequence becomes
+// U+FFFD (what a proto3 string field must hold).
+std::string ValidUtf8(absl::string_view text);
+
+// An error for the wire; its texts made valid UTF-8 (ValidUtf8).
 void ToProto(const absl::Status& s, absl::string_view op, uint64_t call_id, absl::string_view call_site,
              v1::Error* out);
 // Rebuilds the Status (same ErrorKind), message prefixed by op/call site when
