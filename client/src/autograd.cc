@@ -223,7 +223,10 @@ absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots
         }
       } else {
         if (!n->no_derivative.empty()) {
-          return NotImplementedErr(absl::StrCat("the derivative for '", n->no_derivative, "' is not implemented"));
+          return NotImplementedErr(absl::StrCat(
+              "the derivative for '", n->no_derivative,
+              "' is not implemented: an op defined at run time or loaded from a kernel artifact has none yet; wrap "
+              "it in tensord.library.custom_op and give one with register_autograd (docs/shipping-a-kernel.md)"));
         }
         if (n->released && n->reads_saved) return SavedTensorsFreedError();
         for (const SavedMeta& s : n->saved_reads) {

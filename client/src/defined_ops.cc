@@ -59,6 +59,10 @@ absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file) {
       absl::StatusOr<const OpEntry*> e = scratch.Define(op.schema, DefineRule(op.shape_rule), a.content_hash);
       if (!e.ok()) return RuntimeErr(absl::StrCat("library.load(", a.manifest.library, "): ", e.status().message()));
       const std::string name = (*e)->full_name();
+      if (name.compare(0, a.manifest.library.size() + 2, a.manifest.library + "::") != 0) {
+        return RuntimeErr(absl::StrCat("library.load(", a.manifest.library, "): op ", name,
+                                       " is not in the library's namespace (a daemon refuses the artifact)"));
+      }
       if (const OpEntry* old = reg.Find(name); old != nullptr) {
         const std::vector<ExtensionOpDef> def = reg.Defs(old->id - kFirstExtensionOpId);
         const std::string& by = def.empty() ? std::string() : def.front().artifact;

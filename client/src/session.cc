@@ -360,6 +360,40 @@ absl::Status Session::Close() {
   return result;
 }
 
+absl::StatusOr<std::string> Session::BuildArtifactOnDaemon(const ArtifactBuild& build) {
+  Impl& im = *impl_;
+  v1::BuildArtifactRequest req;
+  {
+    absl::MutexLock l(&im.mu);
+    TD_RETURN_IF_ERROR(im.Usable());
+    req.set_session_id(im.session_id);
+    req.set_token(im.token);
+  }
+  req.set_name(build.name);
+  for (const auto& [name, text] : build.sources) {
+    v1::SourceFile* f = req.add_sources();
+    f->set_name(name);
+    f->set_text(text);
+  }
+  for (const std::string& a : build.cuda_archs) req.add_cuda_archs(a);
+  for (const std::string& a : build.extra_cflags) req.add_extra_cflags(a);
+  for (const std::string& a : build.extra_cuda_cflags) req.add_extra_cuda_cflags(a);
+  for (const std::string& a : build.extra_ldflags) req.add_extra_ldflags(a);
+  v1::BuildArtifactResponse resp;
+  grpc::ClientContext ctx;
+  // Outside the session's lock: the session's ops go on while it builds.
+  grpc::Status st = im.stub->BuildArtifact(&ctx, req, &resp);
+  if (!st.ok()) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return internal::GrpcError("cpp_extension: building on the daemon", im.address, st);
+    }
+    return RuntimeErr(absl::StrCat("cpp_extension: the daemon's build of ", build.name, " failed: ", st.error_message()));
+  }
+  absl::MutexLock l(&im.mu);
+  im.artifacts_on_daemon.insert(resp.content_hash());
+  return std::move(*resp.mutable_artifact());
+}
+
 Stats Session::stats() const {
   absl::MutexLock l(&impl_->mu);
   Stats s = impl_->stats;
@@ -407,25 +441,44 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
     if (op.id >= kFirstExtensionOpId && op.id - kFirstExtensionOpId >= im.defined_ops_sent) {
       // An op defined at run time that the session has not been sent: the
       // process's definitions it lacks go first, in the same stream.
-      uint64_t digest = 0;
-      std::vector<ExtensionOpDef> defs = DefinedOps().Defs(im.defined_ops_sent, &digest);
+      std::vector<ExtensionOpDef> defs = DefinedOps().Defs(im.defined_ops_sent);
       bool any_artifact = false;
-      for (const ExtensionOpDef& def : defs) {
+      // An artifact the daemon refuses fails only its own ops: they are
+      // sent without it (ops with no kernel), and a call to one raises the
+      // refusal. The process may hold libraries this daemon does not allow.
+      absl::flat_hash_map<std::string, absl::Status> refusals;
+      for (size_t k = 0; k < defs.size(); ++k) {
+        ExtensionOpDef& def = defs[k];
         if (def.artifact.empty()) continue;
-        any_artifact = true;
-        TD_RETURN_IF_ERROR(EnsureArtifactOnDaemon(
-            DaemonRef{im.stub.get(), im.session_id, im.token, im.address, im.artifacts_on_daemon,
-                      im.stats.artifact_bytes_sent}, def.artifact));
+        auto r = refusals.find(def.artifact);
+        if (r == refusals.end()) {
+          r = refusals.emplace(def.artifact, EnsureArtifactOnDaemon(
+                                                 DaemonRef{im.stub.get(), im.session_id, im.token, im.address,
+                                                           im.artifacts_on_daemon, im.stats.artifact_bytes_sent},
+                                                 def.artifact))
+                  .first;
+        }
+        if (!r->second.ok()) {
+          im.refused_ops[kFirstExtensionOpId + static_cast<uint32_t>(im.defined_ops_sent + k)] = r->second;
+          def.artifact.clear();
+        }
+        any_artifact = any_artifact || !def.artifact.empty();
       }
       v1::DefineOps* d = im.pending->add_requests()->mutable_define_ops();
       d->set_first(static_cast<uint32_t>(im.defined_ops_sent));
       for (ExtensionOpDef& def : defs) {
+        im.defined_digest = ExtensionOps::DigestAfter(im.defined_digest, def);
         d->add_schemas(std::move(def.schema));
         d->add_shape_rules(std::move(def.shape_rule));
         if (any_artifact) d->add_artifacts(std::move(def.artifact));
       }
-      d->set_digest(digest);
+      d->set_digest(im.defined_digest);
       im.defined_ops_sent += defs.size();
+    }
+    if (!im.refused_ops.empty()) {
+      if (auto it = im.refused_ops.find(op.id); it != im.refused_ops.end()) {
+        return RuntimeErr(absl::StrCat(op.full_name(), ": ", it->second.message()));
+      }
     }
     // Built in place on the batch's arena.
     v1::OpCall* call = im.pending->add_requests()->mutable_call();

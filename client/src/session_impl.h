@@ -42,6 +42,7 @@
 #include "shm_pool.h"
 #include "tensord/client/session.h"
 #include "tensord/meta/errors.h"
+#include "tensord/meta/op_registry.h"
 #include "tensord/v1/tensord.grpc.pb.h"
 #include "tensord/wire/data_frame.h"
 #include "transport.h"
@@ -154,6 +155,14 @@ struct Session::Impl {
   // Kernel artifacts (by content hash) the daemon is known to hold: asked
   // for, or uploaded, before the first DefineOps that names one.
   absl::flat_hash_set<std::string> artifacts_on_daemon ABSL_GUARDED_BY(mu);
+  // The digest of the ops defined at run time as sent to this session
+  // (ExtensionOps::DigestAfter over them): an op from an artifact the
+  // daemon refused goes without it (no kernel), so the set sent is not
+  // always the process's.
+  uint64_t defined_digest ABSL_GUARDED_BY(mu) = ExtensionOps::kEmptyDigest;
+  // Ops (by id) whose artifact this session's daemon refused, with why: a
+  // call to one fails with that, and nothing else is held back.
+  absl::flat_hash_map<uint32_t, absl::Status> refused_ops ABSL_GUARDED_BY(mu);
   Stats stats ABSL_GUARDED_BY(mu);
   absl::Status write_error ABSL_GUARDED_BY(mu);
   // Requests per message (SessionOptions::batch_limit, at least 1).

@@ -20,7 +20,7 @@
  *   static const TdOpDecl kOps[] = {
  *     {"mylib::scale(Tensor x, float s) -> Tensor",
  *      "return empty(x.shape, dtype=x.dtype, layout=like(x))",   // shape rule (docs/custom-ops.md)
- *      "x: grad * s",                                            // derivative, or NULL
+ *      NULL,                                                     // derivative: reserved, NULL
  *      "mylib_scale_cpu", NULL},                                 // symbols per device (CPU, CUDA)
  *  };
  *   TD_DEFINE_LIBRARY("mylib", kOps)
@@ -41,9 +41,14 @@
  *    kernel returns TD_OK (CPU), or enqueued on env->stream (CUDA).
  *  - Inputs are read-only views; they may be strided (any DLTensor.strides,
  *    in elements, never NULL) and may overlap one another. Outputs never
- *    overlap inputs.
+ *    overlap inputs. Inputs arrive as the caller gave them: nothing is
+ *    broadcast to the output's shape (a [n] bias stays 1-D). `data` points
+ *    at the first element; byte_offset is 0. Outputs are not zeroed.
+ *  - Dtypes: bool has code 6 (DLPack 0.8's kDLBool), bfloat16 kDLBfloat;
+ *    float8 tensors cannot cross the ABI. Check every dtype you read: a
+ *    kernel that writes float32 into a float16 output writes past its end.
  *  - A kernel returns TD_OK (0) or a failure: any other value, with a
- *    message set by td_fail or env->set_error. The failure surfaces at the
+ *    message set by td_fail or env->set_error (UTF-8; cut at 4 KiB). The failure surfaces at the
  *    caller's next sync point as a RuntimeError naming the op and the call
  *    site; the outputs are discarded. A C++ exception must not cross this
  *    boundary: the TD_EXPORT wrappers an author writes catch what their body
@@ -168,9 +173,8 @@ typedef int32_t (*TdKernelFn)(TdKernelEnv* env);
  *              the namespace is the library's name.
  *  shape_rule: a declarative shape rule (docs/custom-ops.md), or
  *              "like:<built-in op>" to take a built-in op's meta function.
- *  derivative: NULL when the op is not differentiable, else one line per
- *              differentiable input, "name: EXPR", EXPR written in table ops
- *              over the inputs, `grad` and `result` (docs/shipping-a-kernel.md).
+ *  derivative: reserved for a derivative written in table ops; must be NULL
+ *              in ABI version 1 (tensord build-kernel refuses anything else).
  *  cpu_symbol, cuda_symbol: the exported TdKernelFn of each device, NULL
  *              for a device the library does not implement. */
 typedef struct {

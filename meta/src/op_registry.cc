@@ -157,14 +157,7 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   e.flags = kFunction | (like != nullptr ? like->flags & (kFactory | kRandom) : 0);
   e.return_aliases = e.schema.ReturnAliases();
   ExtensionOpDef def{e.schema_text, rule_text, std::string(artifact)};
-  for (absl::string_view part : {absl::string_view(def.schema), absl::string_view("\t"),
-                                 absl::string_view(def.shape_rule), absl::string_view(artifact.empty() ? "" : "\t"), artifact,
-                                 absl::string_view("\n")}) {
-    for (char c : part) {
-      digest_ ^= static_cast<unsigned char>(c);
-      digest_ *= 1099511628211ull;
-    }
-  }
+  digest_ = DigestAfter(digest_, def);
   text_bytes_ += text;
   entries_.push_back(std::move(e));
   const OpEntry* added = &entries_.back();
@@ -172,6 +165,18 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   overloads_[added->schema.name].push_back(added);
   defs_.push_back(std::move(def));
   return added;
+}
+
+uint64_t ExtensionOps::DigestAfter(uint64_t digest, const ExtensionOpDef& def) {
+  for (absl::string_view part : {absl::string_view(def.schema), absl::string_view("\t"),
+                                 absl::string_view(def.shape_rule), absl::string_view(def.artifact.empty() ? "" : "\t"),
+                                 absl::string_view(def.artifact), absl::string_view("\n")}) {
+    for (char c : part) {
+      digest ^= static_cast<unsigned char>(c);
+      digest *= 1099511628211ull;
+    }
+  }
+  return digest;
 }
 
 size_t ExtensionOps::size() const {

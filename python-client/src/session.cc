@@ -88,6 +88,23 @@ void BindSession(py::module_& m) {
                              [](const tc::Session& s) { return s.daemon_info().cuda_unavailable_reason; })
       .def("stats", [](const tc::Session& s) { return StatsDict(s.stats()); })
       .def(
+          "build_artifact",
+          [](tc::Session& s, const std::string& name, const std::vector<std::pair<std::string, std::string>>& sources,
+             const std::vector<std::string>& cuda_archs, const std::vector<std::string>& cflags,
+             const std::vector<std::string>& cuda_cflags, const std::vector<std::string>& ldflags) {
+            tc::Session::ArtifactBuild b{name, sources, cuda_archs, cflags, cuda_cflags, ldflags};
+            absl::StatusOr<std::string> r;
+            {
+              py::gil_scoped_release release;  // a build takes seconds to minutes
+              r = s.BuildArtifactOnDaemon(b);
+            }
+            return py::bytes(Unwrap(std::move(r)));
+          },
+          py::arg("name"), py::arg("sources"), py::arg("cuda_archs"), py::arg("cflags"), py::arg("cuda_cflags"),
+          py::arg("ldflags"),
+          "Builds a kernel artifact on the daemon from (name, text) sources; returns the file's bytes. RuntimeError "
+          "when the daemon refuses or the build fails.")
+      .def(
           "memory_stats",
           [](tc::Session& s, py::handle device, bool reset_peak, bool empty_cache) {
             const Device d = DeviceOf(device);

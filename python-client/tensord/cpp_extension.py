@@ -22,6 +22,9 @@ own includes. Builds are cached by the SHA-256 of the sources, the headers
 they include, the flags and the compilers' versions, in ``build_directory``
 or ``$TENSORD_EXTENSIONS_DIR`` or ``~/.cache/tensord/kernels``: the same
 sources and flags again reuse the artifact without compiling.
+``build_on="daemon"`` has the daemon build with its own toolchain instead
+(a laptop without nvcc, or of another OS); the daemon allows it only under
+``--artifacts any``.
 """
 import hashlib
 import os
@@ -70,13 +73,21 @@ def _as_list(v, what):
 
 
 def build(name, sources, *, extra_cflags=None, extra_cuda_cflags=None, extra_ldflags=None,
-          extra_include_paths=None, cuda_archs=None, build_directory=None, verbose=False):
+          extra_include_paths=None, cuda_archs=None, build_directory=None, verbose=False, build_on="client"):
     """Compiles ``sources`` (paths of .c/.cc/.cpp files and .cu files) into
     the artifact of library ``name`` (the namespace of its ops) and returns
     its path, ``<build_directory>/<name>.tdk``. ``cuda_archs``: compute
     capabilities as ints or strings (``[80, 90]``: sm_80 and sm_90 machine
     code, plus PTX of the last; default 80 and 90). The flags lists go to
     g++, nvcc and the link.
+
+    ``build_on="daemon"`` builds with the daemon's toolchain instead (the
+    default session's daemon: a laptop without nvcc, or of another OS, can
+    build for the server): the sources (and the headers beside them, by
+    base name) are sent, the daemon builds in a scratch directory and keeps
+    the artifact, and its bytes come back to ``<build_directory>/<name>.tdk``.
+    The daemon allows this only under ``--artifacts any`` (it runs your code
+    as an uploaded artifact does); ``extra_include_paths`` cannot be used.
 
     Raises ValueError for a name that is not an identifier, FileNotFoundError
     for a missing source, RuntimeError when tensord or a compiler is missing,
@@ -94,6 +105,17 @@ def build(name, sources, *, extra_cflags=None, extra_cuda_cflags=None, extra_ldf
     directory = os.fspath(build_directory) if build_directory is not None else default_build_directory()
     os.makedirs(directory, exist_ok=True)
     out = os.path.join(directory, name + ".tdk")
+    if build_on == "daemon":
+        if extra_include_paths:
+            raise ValueError("cpp_extension.build: extra_include_paths cannot be sent to the daemon; pass the headers "
+                             "as sources")
+        files = []
+        for s in sources:
+            with open(s, "rb") as f:
+                files.append((os.path.basename(s), f.read().decode("utf-8", "surrogateescape")))
+        return _build_on_daemon(name, files, out, cuda_archs, extra_cflags, extra_cuda_cflags, extra_ldflags)
+    if build_on != "client":
+        raise ValueError(f"cpp_extension.build: build_on must be 'client' or 'daemon', got {build_on!r}")
     cmd = [_C.tensord_binary(), "build-kernel", "-o", out, "--name", name, "--cache", os.path.join(directory, "cache")]
     if cuda_archs is not None:
         cmd += ["--cuda-arch", ",".join(str(int(a)) for a in cuda_archs)]
@@ -113,14 +135,30 @@ def build(name, sources, *, extra_cflags=None, extra_cuda_cflags=None, extra_ldf
     return out
 
 
+def _build_on_daemon(name, files, out, cuda_archs, cflags, cuda_cflags, ldflags):
+    """Sends (base name, text) `files` to the default session's daemon to
+    build; writes the artifact it returns to `out` (atomically) and returns `out`."""
+    from ._session import default_session
+
+    raw = default_session()._raw
+    data = raw.build_artifact(name, files, [str(int(a)) for a in (cuda_archs or [])], _as_list(cflags, "extra_cflags"),
+                              _as_list(cuda_cflags, "extra_cuda_cflags"), _as_list(ldflags, "extra_ldflags"))
+    tmp = out + f".{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, out)
+    return out
+
+
 _PREAMBLE = "#include <tensord_kernel.h>\n#include <cstdint>\n#include <cmath>\n"
 
 
 def build_inline(name, cpp_sources, cuda_sources=None, *, build_directory=None, **kwargs):
     """``build`` for sources given as strings (one str or a list of them per
     language): each list is written to a file in a directory named by the
-    sources' hash, with the ABI header's include prepended, and built.
-    Returns the artifact's path. Raises what ``build`` raises."""
+    sources' hash, with the ABI header's include prepended, and built (on
+    the daemon with ``build_on="daemon"``, as ``build``). Returns the
+    artifact's path. Raises what ``build`` raises."""
     _check_name(name)
     cpp = _as_list(cpp_sources, "cpp_sources")
     cu = _as_list(cuda_sources, "cuda_sources")

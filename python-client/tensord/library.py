@@ -124,9 +124,20 @@ def load(path):
     """
     import os
     path = os.fspath(path)
+    size = os.path.getsize(path)
+    if size > _MAX_ARTIFACT_BYTES:
+        raise RuntimeError(f"library.load({path}): the file holds {size} bytes, over the artifact limit of "
+                           f"{_MAX_ARTIFACT_BYTES}")
     with open(path, "rb") as f:
         data = f.read()
-    return Library(_C.load_artifact(data), path)
+    try:
+        info = _C.load_artifact(data)
+    except RuntimeError as e:
+        raise RuntimeError(f"{path}: {e}") from None
+    return Library(info, path)
+
+
+_MAX_ARTIFACT_BYTES = 1 << 30  # tensord::kMaxArtifactBytes
 
 
 def _dedent(text):

@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <system_error>
@@ -26,6 +29,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "tensord/artifact/builder.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/backends/test_device/test_device_backend.h"
@@ -368,6 +372,11 @@ void TensordService::BoundUnary(grpc::Status (TensordService::*method)(grpc::Ser
 }
 
 TensordService::~TensordService() {
+  {
+    absl::MutexLock l(&build_mu_);
+    std::error_code ec;
+    if (!build_cache_dir_.empty()) std::filesystem::remove_all(build_cache_dir_, ec);
+  }
   BeginShutdown();  // also ends ReapLoop
   if (reaper_.joinable()) reaper_.join();
   {
@@ -616,6 +625,64 @@ grpc::Status TensordService::UploadArtifact(grpc::ServerContext* context, grpc::
     return ToGrpcStatus(hash.status());
   }
   response->set_content_hash(*hash);
+  return grpc::Status::OK;
+}
+
+grpc::Status TensordService::BuildArtifact(grpc::ServerContext* context, const v1::BuildArtifactRequest* request,
+                                           v1::BuildArtifactResponse* response) {
+  // Limits of one build: its sources' text, and its time.
+  constexpr size_t kMaxSourceBytes = 16 << 20;
+  constexpr absl::Duration kBuildTimeout = absl::Minutes(5);
+  absl::StatusOr<std::shared_ptr<Session>> session = FindSession(request->session_id(), request->token());
+  if (!session.ok()) return ToGrpcStatus(NoSuchSession("build artifact"));
+  const ArtifactPolicy& policy = artifacts_->policy();
+  if (policy.mode != ArtifactPolicy::Mode::kAny) {
+    return ToGrpcStatus(absl::PermissionDeniedError(absl::StrCat(
+        "building on the daemon runs the sources' code in it as an uploaded artifact does, and this daemon runs "
+        "--artifacts ", ArtifactPolicy::ModeName(policy.mode),
+        ": only --artifacts any builds for clients (build the artifact yourself and have its hash allowed)")));
+  }
+  BuildOptions options;
+  options.name = request->name();
+  std::vector<SourceText> files;
+  size_t bytes = 0;
+  for (const v1::SourceFile& f : request->sources()) {
+    bytes += f.text().size();
+    files.push_back({f.name(), f.text()});
+  }
+  if (bytes > kMaxSourceBytes) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "build artifact: ", bytes, " bytes of sources, over the limit of ", kMaxSourceBytes)));
+  }
+  options.cuda_archs.assign(request->cuda_archs().begin(), request->cuda_archs().end());
+  options.extra_cflags.assign(request->extra_cflags().begin(), request->extra_cflags().end());
+  options.extra_cuda_cflags.assign(request->extra_cuda_cflags().begin(), request->extra_cuda_cflags().end());
+  options.extra_ldflags.assign(request->extra_ldflags().begin(), request->extra_ldflags().end());
+  // The daemon's own binary does the build, in a process of its own.
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) return ToGrpcStatus(InternalErr("build artifact: cannot find the daemon's own binary"));
+  absl::StatusOr<std::string> file;
+  {
+    absl::MutexLock l(&build_mu_);
+    if (build_cache_dir_.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string tmpl = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/tensord-builds-XXXXXX");
+      if (mkdtemp(tmpl.data()) == nullptr) {
+        return ToGrpcStatus(InternalErr(absl::StrCat("build artifact: cannot make ", tmpl, ": ", std::strerror(errno))));
+      }
+      build_cache_dir_ = tmpl;
+    }
+    options.cache_dir = build_cache_dir_;
+    file = BuildArtifactInChild(self, options, files, kBuildTimeout);
+  }
+  if (!file.ok()) return ToGrpcStatus(file.status());
+  absl::StatusOr<std::string> hash = artifacts_->Add(*file, PeerOf(*context));
+  if (!hash.ok()) return ToGrpcStatus(hash.status());
+  Log(LogLevel::kInfo, "built artifact ", request->name(), " (sha256 ", hash->substr(0, 12), ") for session ",
+      HexId((*session)->id()));
+  response->set_content_hash(*hash);
+  response->set_artifact(*std::move(file));
   return grpc::Status::OK;
 }
 

@@ -436,6 +436,11 @@ void Session::ExecuteCall(const v1::OpCall& call) {
             ? absl::StrCat(", since the definitions sent before failed: ", define_failure_)
             : "")));
   }
+  if (!artifact_errors_.empty()) {
+    if (auto it = artifact_errors_.find(op->id); it != artifact_errors_.end()) {
+      return fail(RuntimeErr(absl::StrCat(op_name, ": ", it->second)));
+    }
+  }
   const FunctionSchema& schema = op->schema;
   const bool list_return = !schema.returns.empty() && schema.returns[0].type == ArgType::kTensorList;
   if (!list_return && static_cast<size_t>(n_out) != schema.returns.size()) {
@@ -539,12 +544,19 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
     const std::string& artifact = d.artifacts_size() != 0 ? d.artifacts(i) : kNoArtifact;
     // An op from an artifact: the artifact loaded (once per session), and
     // the op's definition exactly its manifest's.
+    // An artifact that cannot be bound fails the calls of its own ops
+    // (artifact_errors_), not the session's other definitions.
     std::pair<const runtime::LoadedArtifact*, size_t> binding{nullptr, 0};
+    std::string bind_error;
     if (!artifact.empty()) {
       absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> b =
           BindArtifactOp(artifact, d.schemas(i), d.shape_rules(i));
-      if (!b.ok()) return fail(b.status());
-      binding = *b;
+      if (b.ok()) {
+        binding = *b;
+      } else {
+        bind_error = std::string(b.status().message());
+        Log(LogLevel::kInfo, "session ", absl::Hex(id_, absl::kZeroPad16), ": ", bind_error);
+      }
     }
     // What the set keeps of the op (its entry, schema and names) is the
     // session's memory.
@@ -556,6 +568,7 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
       return fail(op.status());
     }
     artifact_ops_.push_back(binding);
+    if (!bind_error.empty()) artifact_errors_[(*op)->id] = std::move(bind_error);
   }
   if (extensions_.digest() != d.digest()) {
     return fail(RuntimeErr(absl::StrCat("library.define: the daemon's ops defined at run time differ from the "

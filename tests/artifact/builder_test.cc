@@ -54,7 +54,7 @@ TD_EXPORT int32_t mylib_scale_cpu(TdKernelEnv* env) { return scale(env); }
 static const TdOpDecl kOps[] = {
     {"mylib::scale(Tensor x, float s) -> Tensor",
      "return empty(x.shape, dtype=x.dtype, layout=like(x))",
-     "x: grad * s",
+     NULL,
      "mylib_scale_cpu", NULL},
 };
 TD_DEFINE_LIBRARY("mylib", kOps)
@@ -112,7 +112,7 @@ TEST_F(BuilderTest, BuildsAnArtifactFromACpuKernel) {
   ASSERT_EQ(m.ops.size(), 1u);
   EXPECT_EQ(m.ops[0].schema, "mylib::scale(Tensor x, float s) -> Tensor");
   EXPECT_EQ(m.ops[0].shape_rule, "return empty(x.shape, dtype=x.dtype, layout=like(x))");
-  EXPECT_EQ(m.ops[0].derivative, "x: grad * s");
+  EXPECT_EQ(m.ops[0].derivative, "");
   EXPECT_EQ(m.ops[0].cpu_symbol, "mylib_scale_cpu");
   EXPECT_EQ(m.ops[0].cuda_symbol, "");
   EXPECT_EQ(m.target_triple, HostTargetTriple());
@@ -186,6 +186,15 @@ TEST_F(BuilderTest, DeclarationErrorsNameWhatIsWrong) {
               HasSubstr("names library 'yourlib', not 'mylib'"));
   EXPECT_THAT(BuildError("noquery.cc", Variant("TD_DEFINE_LIBRARY(\"mylib\", kOps)", "")),
               HasSubstr("exports no tensord_library()"));
+  // What no daemon would take is refused at the build, not after shipping.
+  EXPECT_THAT(BuildError("deriv.cc", Variant("like(x))\",\n     NULL,", "like(x))\",\n     \"x: grad * s\",")),
+              HasSubstr("declares a derivative, which this tensord cannot use yet"));
+  WriteFile(*dir_ / "rpath.cc", kScaleSource);
+  BuildOptions rpath = Options("rpath.cc", "rpath.tdk");
+  rpath.extra_ldflags = {"-Wl,-rpath,/tmp/elsewhere"};
+  absl::StatusOr<BuildResult> r = BuildArtifact(rpath);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("RPATH/RUNPATH '/tmp/elsewhere'"));
 }
 
 TEST_F(BuilderTest, BadOptionsAreRefused) {

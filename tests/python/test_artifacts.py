@@ -47,6 +47,7 @@ TD_EXPORT int32_t mylib_fused_bias_gelu_cpu(TdKernelEnv* env) {
   TD_KERNEL_TRY return FusedBiasGelu(env); TD_KERNEL_CATCH(env)
 }
 TD_EXPORT int32_t mylib_broken_cpu(TdKernelEnv* env) { return td_fail(env, "the kernel says no (x has 3 elements)"); }
+TD_EXPORT int32_t mylib_badutf_cpu(TdKernelEnv* env) { return td_fail(env, "bytes \xff\xfe are not UTF-8"); }
 
 static const TdOpDecl kOps[] = {
     {"mylib::fused_bias_gelu(Tensor x, Tensor bias) -> Tensor",
@@ -54,6 +55,7 @@ static const TdOpDecl kOps[] = {
      "return empty(x.shape, dtype=promote(x, bias))",
      NULL, "mylib_fused_bias_gelu_cpu", NULL},
     {"mylib::broken(Tensor x) -> Tensor", "like:clone", NULL, "mylib_broken_cpu", NULL},
+    {"mylib::badutf(Tensor x) -> Tensor", "like:clone", NULL, "mylib_badutf_cpu", NULL},
 };
 TD_DEFINE_LIBRARY("mylib", kOps)
 """
@@ -95,7 +97,7 @@ def any_session():
 def test_load_defines_the_ops_for_meta_mode(lib):
     assert lib.name == "mylib"
     assert len(lib.content_hash) == 64
-    assert lib.ops == ["mylib::fused_bias_gelu", "mylib::broken"]
+    assert lib.ops == ["mylib::fused_bias_gelu", "mylib::broken", "mylib::badutf"]
     assert lib.fused_bias_gelu is tensord.ops.mylib.fused_bias_gelu
     x = tensord.empty(8, 16, device="meta")
     y = lib.fused_bias_gelu(x, tensord.empty(16, device="meta"))
@@ -129,6 +131,11 @@ def test_kernel_error_surfaces_at_the_sync_point_and_the_session_goes_on(lib, an
                                                  r"\(x has 3 elements\)"):
             y.numpy()
         assert (tensord.ones(2) + 1).tolist() == [2.0, 2.0]
+        # A message that is not UTF-8 reaches the client with the bad bytes
+        # replaced, and the session goes on.
+        with pytest.raises(RuntimeError, match="bytes \ufffd\ufffd are not UTF-8"):
+            lib.badutf(tensord.ones(1)).numpy()
+        assert (tensord.ones(2) * 3).tolist() == [3.0, 3.0]
 
 
 def test_second_session_sends_no_bytes(lib, any_session, artifact):
@@ -167,7 +174,10 @@ def test_policy_refuses_the_upload(lib):
             s.close()
 
 
-def test_allow_list_admits_it(lib, tmp_path):
+def test_allow_list_admits_it_and_a_refused_library_fails_only_its_own_ops(lib, tmp_path):
+    # Another library in the same process, which the daemon does not allow.
+    other = tensord.cpp_extension.load_inline("otherlib", cpp_sources=TWICE.replace("extlib", "otherlib"),
+                                              build_directory=tmp_path)
     allow = tmp_path / "allow"
     allow.write_text(f"{lib.content_hash}  mylib.tdk\n")
     with Daemon(DAEMON_BIN, extra_args=["--artifact-allow-list", str(allow)]) as d:
@@ -175,8 +185,45 @@ def test_allow_list_admits_it(lib, tmp_path):
         try:
             with s:
                 assert lib.fused_bias_gelu(tensord.zeros(1, 2), tensord.zeros(2)).tolist() == [[0.0, 0.0]]
+                with pytest.raises(RuntimeError, match=r"otherlib::twice: .*artifact otherlib .* is refused"):
+                    other.twice(tensord.ones(2))
+                assert lib.fused_bias_gelu(tensord.zeros(1, 1), tensord.zeros(1)).tolist() == [[0.0]]
         finally:
             s.close()
+
+
+def test_an_artifact_that_fails_to_load_fails_only_its_own_ops(artifact, tmp_path):
+    # The manifest edited after the build (a shape rule changed; the rule is
+    # valid, so every check before the load passes): the object's own
+    # declaration then differs, and the daemon refuses to bind it. Its ops'
+    # calls fail saying so; the session and later syncs are unaffected.
+    import json
+    import struct
+    data = artifact.read_bytes()
+    m_len, p_len = struct.unpack_from("<IQ", data, 12)
+    manifest = json.loads(data[24:24 + m_len])
+    manifest["ops"][1]["shape_rule"] = "like:neg"
+    m = json.dumps(manifest).encode()
+    edited = tmp_path / "edited.tdk"
+    edited.write_bytes(data[:8] + struct.pack("<IIQ", 1, len(m), p_len) + m + data[24 + m_len:])
+    script = tmp_path / "use.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, tensord
+        s = tensord.connect(sys.argv[1])
+        lib = tensord.library.load({str(edited)!r})
+        try:
+            lib.broken(tensord.ones(2)).numpy()
+        except RuntimeError as e:
+            print("ERROR", e)
+        print("SUM", (tensord.ones(3) * 2).sum().item())
+    """))
+    with Daemon(DAEMON_BIN, extra_args=["--artifacts", "any"]) as d:
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(tensord.__path__[0]), TENSORD_BIN=DAEMON_BIN)
+        r = subprocess.run([sys.executable, str(script), d.address], capture_output=True, text=True, timeout=120,
+                           env=env)
+    assert r.returncode == 0, r.stderr
+    assert "ERROR mylib::broken" in r.stdout and "does not match the manifest" in r.stdout, r.stdout
+    assert "SUM 6.0" in r.stdout
 
 
 def test_broken_files_are_refused_by_the_client(artifact, tmp_path):
@@ -253,3 +300,43 @@ def test_cpp_extension_errors(tmp_path):
         tensord.cpp_extension.build_inline("not-a-name", cpp_sources=TWICE, build_directory=tmp_path)
     with pytest.raises(FileNotFoundError):
         tensord.cpp_extension.build("extlib", [str(tmp_path / "missing.cc")], build_directory=tmp_path)
+
+
+def test_build_on_the_daemon(tmp_path):
+    """The daemon builds the sources with its own toolchain, keeps the
+    artifact and sends it back: loading it then uploads nothing. A daemon
+    that does not run any artifact refuses to build."""
+    script = tmp_path / "remote.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, tensord
+        s = tensord.connect(sys.argv[1])
+        src = {TWICE.replace("extlib", "remotelib")!r}
+        try:
+            lib = tensord.cpp_extension.load_inline("remotelib", cpp_sources=src, build_on="daemon",
+                                                    build_directory={str(tmp_path)!r})
+        except RuntimeError as e:
+            print("REFUSED", e)
+            sys.exit(0)
+        print("RESULT", lib.twice(tensord.tensor([1.5, -2.0])).tolist())
+        print("SENT", s.stats()["artifact_bytes_sent"])
+        try:
+            tensord.cpp_extension.build_inline("brokenlib", cpp_sources="not C++", build_on="daemon",
+                                               build_directory={str(tmp_path)!r})
+        except RuntimeError as e:
+            print("BUILDERROR", e)
+    """))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(tensord.__path__[0]), TENSORD_BIN=DAEMON_BIN)
+    env.pop("TENSORD_ADDRESS", None)
+    with Daemon(DAEMON_BIN, extra_args=["--artifacts", "any"]) as d:
+        r = subprocess.run([sys.executable, str(script), d.address], capture_output=True, text=True, timeout=300,
+                           env=env)
+    assert r.returncode == 0, r.stderr
+    assert "RESULT [3.0, -4.0]" in r.stdout, r.stdout + r.stderr
+    assert "SENT 0" in r.stdout
+    assert "BUILDERROR" in r.stdout and "the build of brokenlib failed" in r.stdout and "error" in r.stdout
+    assert os.path.exists(tmp_path / "remotelib.tdk")
+    with Daemon(DAEMON_BIN) as d:
+        r = subprocess.run([sys.executable, str(script), d.address], capture_output=True, text=True, timeout=300,
+                           env=env)
+    assert r.returncode == 0, r.stderr
+    assert "REFUSED" in r.stdout and "only --artifacts any builds for clients" in r.stdout, r.stdout

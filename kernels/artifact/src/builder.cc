@@ -5,6 +5,8 @@
 #include "tensord/artifact/builder.h"
 
 #include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "tensord/artifact/elf_inspect.h"
 #include "tensord/meta/errors.h"
@@ -119,11 +122,15 @@ class ScratchDir {
 struct CommandResult {
   int exit_status = 0;  // the exit code, or 128 + signal
   std::string output;   // stdout and stderr, interleaved as written
+  bool timed_out = false;
 };
 
 // Runs argv[0] (looked up in PATH) with `argv`, no shell; its stdout and
-// stderr go to one pipe. Errors only when it cannot be started.
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, bool verbose, std::string* log) {
+// stderr go to one pipe. It runs in a process group of its own, killed
+// whole (compilers included) once `timeout` has passed: then `timed_out`.
+// Errors only when it cannot be started.
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, bool verbose, std::string* log,
+                                         absl::Duration timeout = absl::InfiniteDuration()) {
   const std::string line = absl::StrJoin(argv, " ");
   absl::StrAppend(log, "$ ", line, "\n");
   if (verbose) std::fprintf(stderr, "%s\n", line.c_str());
@@ -136,9 +143,14 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, b
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = 0;
-  const int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(pipefd[1]);
   if (rc != 0) {
     ::close(pipefd[0]);
@@ -146,7 +158,20 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv, b
   }
   CommandResult r;
   char buf[8192];
+  const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
+    if (timeout != absl::InfiniteDuration()) {
+      const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+      pollfd p{pipefd[0], POLLIN, 0};
+      const int ready = left_ms <= 0 ? 0 : ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        if (absl::Now() < deadline) continue;
+        ::kill(-pid, SIGKILL);  // the whole group: compilers it started too
+        r.timed_out = true;
+        break;
+      }
+    }
     const ssize_t n = ::read(pipefd[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -323,8 +348,16 @@ absl::Status CheckDeclarations(const Declarations& d, const std::string& library
     return Err(absl::StrCat("the object's TD_DEFINE_LIBRARY names library '", d.name, "', not '", library,
                             "' (the build's name)"));
   }
+  if (!elf.rpath.empty()) {
+    return Err(absl::StrCat("the object sets a library search path (RPATH/RUNPATH '", elf.rpath[0],
+                            "'), which every daemon refuses: link without -rpath, needing libraries by name only"));
+  }
   ExtensionOps ext;
   for (const ArtifactOp& op : d.ops) {
+    if (!op.derivative.empty()) {
+      return Err(absl::StrCat("op '", op.schema, "' declares a derivative, which this tensord cannot use yet: set it "
+                              "to NULL, and give the op's derivative with tensord.library.custom_op's register_autograd"));
+    }
     const std::string rule = absl::StartsWith(op.shape_rule, "like:") ? op.shape_rule : "rule:" + op.shape_rule;
     absl::StatusOr<const OpEntry*> entry = ext.Define(op.schema, rule);
     if (!entry.ok()) return Err(absl::StrCat("op '", op.schema, "': ", entry.status().message()));
@@ -540,6 +573,63 @@ absl::StatusOr<BuildResult> BuildArtifact(const BuildOptions& options) {
   result.manifest = std::move(parsed.manifest);
   result.content_hash = std::move(parsed.content_hash);
   return result;
+}
+
+absl::StatusOr<std::string> BuildArtifactInChild(const std::string& tensord_binary, const BuildOptions& options,
+                                                 const std::vector<SourceText>& files, absl::Duration timeout) {
+  constexpr size_t kMaxFiles = 64;
+  if (files.empty()) return Err("no sources");
+  if (files.size() > kMaxFiles) return Err(absl::StrCat(files.size(), " source files, at most ", kMaxFiles));
+  static constexpr const char* kExtensions[] = {".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hpp", ".cuh", ".inc"};
+  TD_ASSIGN_OR_RETURN(std::unique_ptr<ScratchDir> dir, ScratchDir::Make());
+  std::vector<std::string> argv = {tensord_binary, "build-kernel", "-o", dir->path() + "/out.tdk", "--name",
+                                   options.name};
+  if (!options.cache_dir.empty()) argv.insert(argv.end(), {"--cache", options.cache_dir});
+  if (!options.cuda_archs.empty()) argv.insert(argv.end(), {"--cuda-arch", absl::StrJoin(options.cuda_archs, ",")});
+  for (const auto& [flag, values] : {std::pair{"--cflags", &options.extra_cflags},
+                                     std::pair{"--cuda-cflags", &options.extra_cuda_cflags},
+                                     std::pair{"--ldflags", &options.extra_ldflags}}) {
+    if (!values->empty()) argv.insert(argv.end(), {flag, absl::StrJoin(*values, " ")});
+  }
+  std::set<std::string> seen;
+  for (const SourceText& f : files) {
+    const bool plain = !f.name.empty() && f.name.size() <= 128 && f.name[0] != '.' && f.name[0] != '-' &&
+                       f.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") ==
+                           std::string::npos;
+    const bool known = std::any_of(std::begin(kExtensions), std::end(kExtensions),
+                                   [&](const char* e) { return absl::EndsWith(f.name, e); });
+    if (!plain || !known) {
+      return Err(absl::StrCat("source file name '", f.name.substr(0, 128),
+                              "' must be a plain base name (letters, digits, _ - .) ending in .c, .cc, .cpp, .cxx, "
+                              ".cu, .h, .hpp, .cuh or .inc"));
+    }
+    if (!seen.insert(f.name).second) return Err(absl::StrCat("source file '", f.name, "' given twice"));
+    std::ofstream out(dir->path() + "/" + f.name, std::ios::binary);
+    out << f.text;
+    if (!out) return Err(absl::StrCat("cannot write ", f.name, " to the build directory"));
+    // Headers are found beside the sources (-I is not needed: the
+    // compilers look in the including file's directory).
+    if (!absl::EndsWith(f.name, ".h") && !absl::EndsWith(f.name, ".hpp") && !absl::EndsWith(f.name, ".cuh") &&
+        !absl::EndsWith(f.name, ".inc")) {
+      argv.push_back(dir->path() + "/" + f.name);
+    }
+  }
+  std::string log;
+  TD_ASSIGN_OR_RETURN(CommandResult r, RunCommand(argv, /*verbose=*/false, &log, timeout));
+  if (r.timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat("build-kernel: the build of ", options.name, " took longer than ",
+                                                    absl::FormatDuration(timeout), " and was stopped"));
+  }
+  if (r.exit_status != 0) {
+    std::string out = r.output.size() > 8192 ? r.output.substr(r.output.size() - 8192) : r.output;
+    // The scratch directory's path means nothing to the client.
+    out = absl::StrReplaceAll(out, {{dir->path() + "/", ""}});
+    return Err(absl::StrCat("the build of ", options.name, " failed:\n", out));
+  }
+  std::ifstream in(dir->path() + "/out.tdk", std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
 
 }  // namespace tensord

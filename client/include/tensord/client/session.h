@@ -283,6 +283,19 @@ class Session : public std::enable_shared_from_this<Session> {
   // naming the ones it does; RuntimeError when the session is closed.
   absl::StatusOr<MemoryStats> GetMemoryStats(const Device& device, bool reset_peak = false,
                                              bool empty_cache = false);
+  // A kernel artifact built by the daemon from sources given as text, with
+  // its own toolchain (tensord.cpp_extension's build_on="daemon"): the
+  // artifact file's bytes, which the daemon also keeps (loading them sends
+  // nothing back). Blocks for the build (at most the daemon's build time
+  // limit, 5 minutes). Errors (RuntimeError): the daemon's refusal (builds
+  // need --artifacts any), the build's error with the compiler's output, its
+  // time limit; the gRPC failure.
+  struct ArtifactBuild {
+    std::string name;                                         // the library's name
+    std::vector<std::pair<std::string, std::string>> sources; // (base name, text)
+    std::vector<std::string> cuda_archs, extra_cflags, extra_cuda_cflags, extra_ldflags;
+  };
+  absl::StatusOr<std::string> BuildArtifactOnDaemon(const ArtifactBuild& build);
   // Queues a handle for release with the next message (called from
   // ~TensorImpl on any thread). `bytes`: the size of the storage the tensor
   // views (a view counts its base's, though releasing it frees nothing

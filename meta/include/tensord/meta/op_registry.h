@@ -92,6 +92,11 @@ class ExtensionOps {
   // "schema\trule\tartifact\n" for an op from an artifact) in order: equal
   // digests mean the same ops with the same ids.
   uint64_t digest() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The digest of a set whose digest was `digest` after `def` is added (the
+  // empty set's is kEmptyDigest): what a client that sends another set
+  // than its own (an artifact's ops without their kernels) computes.
+  static constexpr uint64_t kEmptyDigest = 1469598103934665603ull;  // FNV-1a offset basis
+  static uint64_t DigestAfter(uint64_t digest, const ExtensionOpDef& def);
 
  private:
   mutable absl::Mutex mu_;
@@ -99,7 +104,7 @@ class ExtensionOps {
   std::vector<ExtensionOpDef> defs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, const OpEntry*> by_name_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<const OpEntry*>> overloads_ ABSL_GUARDED_BY(mu_);
-  uint64_t digest_ ABSL_GUARDED_BY(mu_) = 1469598103934665603ull;  // FNV-1a offset basis
+  uint64_t digest_ ABSL_GUARDED_BY(mu_) = kEmptyDigest;
   size_t text_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of every definition
 };
 

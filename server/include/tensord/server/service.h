@@ -130,6 +130,8 @@ class TensordService final : public v1::Tensord::Service {
                             v1::FindArtifactResponse* response) override;
   grpc::Status UploadArtifact(grpc::ServerContext* context, grpc::ServerReader<v1::ArtifactChunk>* reader,
                               v1::UploadArtifactResponse* response) override;
+  grpc::Status BuildArtifact(grpc::ServerContext* context, const v1::BuildArtifactRequest* request,
+                             v1::BuildArtifactResponse* response) override;
   grpc::Status CloseSession(grpc::ServerContext* context, const v1::CloseSessionRequest* request,
                             v1::CloseSessionResponse* response) override;
   // The session stream. It reads and writes byte buffers rather than
@@ -290,6 +292,11 @@ class TensordService final : public v1::Tensord::Service {
   const CudaReport cuda_;             // told to every session that opens
   // The daemon's kernel artifacts: before the sessions, which use it.
   std::unique_ptr<runtime::ArtifactStore> artifacts_;
+  // Builds for clients (BuildArtifact) run one at a time, with a cache of
+  // their artifacts by source hash in a directory of the service's own
+  // (made at the first build, removed with the service).
+  absl::Mutex build_mu_;
+  std::string build_cache_dir_ ABSL_GUARDED_BY(build_mu_);
 
   mutable absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -417,6 +417,9 @@ class Session {
   // Why the last DefineOps failed ("" when none did): the error of a later
   // call to an op it did not define says so.
   std::string define_failure_ ABSL_GUARDED_BY(mu_);
+  // Ops (by id) whose artifact could not be bound (BindArtifactOp's error):
+  // a call to one fails with it.
+  absl::flat_hash_map<uint32_t, std::string> artifact_errors_ ABSL_GUARDED_BY(mu_);
   // What an extension op costs beyond 8 bytes per byte of its texts (its
   // schema is kept as text and parsed: names, defaults, the entry's maps).
   static constexpr int64_t kExtensionOpBytes = 1024;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "tensord/artifact/artifact.h"
 
 namespace tensord {
@@ -61,6 +62,25 @@ struct BuildResult {
 // the op; an op without a symbol, or naming a symbol the object does not
 // export; a payload InspectElf refuses; the output or cache not writable.
 absl::StatusOr<BuildResult> BuildArtifact(const BuildOptions& options);
+
+// A source file given as text (a build on a client's behalf).
+struct SourceText {
+  std::string name;  // a base name: letters, digits, '_', '-', '.'; a source or header extension
+  std::string text;
+};
+
+// Builds an artifact in another process, `tensord_binary build-kernel`,
+// from `files` written to a scratch directory: the objects a build loads
+// (to read tensord_library()) are never loaded into the caller, a daemon
+// building for a client. `options`: name, CUDA architectures, flags and
+// cache_dir as BuildArtifact takes them (sources and output are the
+// files'). The build's processes are killed after `timeout`. Returns the
+// artifact's bytes. Errors: RuntimeError for a file name that is not a
+// plain base name with a known extension (.c .cc .cpp .cxx .cu .h .hpp .cuh
+// .inc), for more than 64 files, or the build's own error (its output, cut
+// to 8 KiB); DeadlineExceeded when it ran out of time.
+absl::StatusOr<std::string> BuildArtifactInChild(const std::string& tensord_binary, const BuildOptions& options,
+                                                 const std::vector<SourceText>& files, absl::Duration timeout);
 
 }  // namespace tensord
 
