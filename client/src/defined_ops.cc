@@ -50,7 +50,14 @@ absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file) {
   Artifacts& loaded = LoadedArtifacts();
   // One load at a time: the check for clashes and the definitions go together.
   absl::MutexLock l(&loaded.mu);
-  if (auto it = loaded.libraries.find(a.content_hash); it != loaded.libraries.end()) return it->second;
+  if (auto it = loaded.libraries.find(a.content_hash); it != loaded.libraries.end()) {
+    // The same artifact; a copy with more signatures (signing keeps the
+    // content hash) is what sessions upload from now on.
+    std::shared_ptr<const std::string>& kept = loaded.bytes[a.content_hash];
+    absl::StatusOr<Artifact> old = ParseArtifact(*kept);
+    if (!old.ok() || a.signatures.size() > old->signatures.size()) kept = std::make_shared<const std::string>(file);
+    return it->second;
+  }
   ExtensionOps& reg = Registry();
   // Every op checked before any is defined: a clash defines none of them.
   {

@@ -340,3 +340,33 @@ def test_build_on_the_daemon(tmp_path):
                            env=env)
     assert r.returncode == 0, r.stderr
     assert "REFUSED" in r.stdout and "only --artifacts any builds for clients" in r.stdout, r.stdout
+
+
+def test_a_signed_artifact_runs_on_a_daemon_that_lists_the_key(artifact, lib, tmp_path):
+    key, pub = tmp_path / "team.pem", tmp_path / "team.pub"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(key)], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)], check=True, capture_output=True)
+    signed = tmp_path / "mylib.tdk"
+    signed.write_bytes(artifact.read_bytes())
+    r = subprocess.run([DAEMON_BIN, "sign-kernel", "--key", str(key), str(signed)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert lib.content_hash in r.stdout                           # signing does not rename the artifact
+    with Daemon(DAEMON_BIN, extra_args=["--artifact-key", str(pub)]) as d:
+        s = tensord.connect(d.address, set_default=False)
+        try:
+            with s:
+                # The process holds the unsigned copy (loaded first): refused.
+                with pytest.raises(RuntimeError, match="carries no signature"):
+                    lib.fused_bias_gelu(tensord.zeros(1, 2), tensord.zeros(2))
+        finally:
+            s.close()
+        # Loading the signed file gives the same ops, and sessions upload
+        # its bytes from then on.
+        again = tensord.library.load(signed)
+        assert again.content_hash == lib.content_hash and again.fused_bias_gelu is lib.fused_bias_gelu
+        s = tensord.connect(d.address, set_default=False)
+        try:
+            with s:
+                assert lib.fused_bias_gelu(tensord.zeros(1, 2), tensord.zeros(2)).tolist() == [[0.0, 0.0]]
+        finally:
+            s.close()

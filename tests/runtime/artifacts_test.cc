@@ -4,18 +4,14 @@
 // ABI (results, errors, exceptions, scratch), and load/unload cycles.
 //
 // The artifacts are real: a kernel library compiled with g++ at test time,
-// packed by hand (ArtifactFor) so that a test can make its manifest lie.
+// packed by hand (ManifestFor) so that a test can make its manifest lie.
 #include "tensord/runtime/artifacts.h"
-
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "../artifact/test_util.h"
-#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensord/artifact/artifact.h"
@@ -321,35 +317,30 @@ TEST(ArtifactPolicyTest, TrustedAcceptsAnEd25519SignatureByAListedKey) {
   ASSERT_EQ(rc, 0) << out;
   const Manifest m = ManifestFor(LibrarySo(), DeclaredOps());
   const std::string hash = *ContentHash(SerializeArtifact(m, LibrarySo()));
-  // Sign the content hash's raw bytes with the private key.
-  auto sign = [&](const std::string& pem) {
-    FILE* f = std::fopen(pem.c_str(), "r");
-    EVP_PKEY* key = PEM_read_PrivateKey(f, nullptr, nullptr, nullptr);
-    std::fclose(f);
-    std::string raw = absl::HexStringToBytes(hash);
-    unsigned char sig[64];
-    size_t len = sizeof(sig);
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    EVP_DigestSignInit(ctx, nullptr, nullptr, nullptr, key);
-    EVP_DigestSign(ctx, sig, &len, reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
-    EVP_MD_CTX_free(ctx);
-    EVP_PKEY_free(key);
-    return std::string(reinterpret_cast<char*>(sig), len);
-  };
   ArtifactPolicy p;
   ASSERT_TRUE(p.AddKey(dir / "key.pub").ok());
   ArtifactStore store(p, {});
   // Signed by a key the daemon does not list: refused.
-  const std::string other = SerializeArtifact(m, LibrarySo(), {{"other", sign(dir / "other.pem")}});
+  const std::string unsigned_file = SerializeArtifact(m, LibrarySo());
+  const std::string other = *SignArtifact(unsigned_file, dir / "other.pem", "other");
   absl::StatusOr<std::string> r = store.Add(other, "test");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(r.status().message(), HasSubstr("none of its signatures verifies"));
   // Signed by the listed key: accepted, under the same content hash.
-  const std::string signed_file = SerializeArtifact(m, LibrarySo(), {{"team", sign(dir / "key.pem")}});
+  absl::StatusOr<std::string> signed_file_or = SignArtifact(unsigned_file, dir / "key.pem", "team");
+  ASSERT_TRUE(signed_file_or.ok()) << signed_file_or.status();
+  const std::string& signed_file = *signed_file_or;
   absl::StatusOr<std::string> ok = store.Add(signed_file, "test");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(*ok, hash);
   EXPECT_THAT(p.AddKey(dir / "key.pem").message(), HasSubstr("is not an Ed25519 public key"));
+  EXPECT_THAT(SignArtifact(unsigned_file, dir / "key.pub", "team").status().message(),
+              HasSubstr("is not an Ed25519 private key"));
+  // A second signature keeps the first and the content hash.
+  absl::StatusOr<Artifact> twice = ParseArtifact(*SignArtifact(signed_file, dir / "other.pem", "other"));
+  ASSERT_TRUE(twice.ok()) << twice.status();
+  EXPECT_EQ(twice->signatures.size(), 2u);
+  EXPECT_EQ(twice->content_hash, hash);
 }
 
 TEST(ArtifactPolicyTest, SizeLimit) {

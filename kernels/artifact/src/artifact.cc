@@ -3,6 +3,9 @@
 #include "tensord/artifact/artifact.h"
 
 #include <openssl/evp.h>
+#include <openssl/pem.h>
+
+#include <cstdio>
 
 #include <cstring>
 #include <memory>
@@ -32,6 +35,17 @@ void AppendU32(std::string* out, uint32_t v) {
 }
 void AppendU64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// The signature block (nothing for none).
+void AppendSignatures(std::string* out, const std::vector<ArtifactSignature>& signatures) {
+  if (signatures.empty()) return;
+  AppendU32(out, static_cast<uint32_t>(signatures.size()));
+  for (const ArtifactSignature& s : signatures) {
+    AppendU32(out, static_cast<uint32_t>(s.key_name.size()));
+    *out += s.key_name;
+    *out += s.signature;
+  }
 }
 
 // The container's parts, checked against the file's length.
@@ -266,6 +280,40 @@ absl::StatusOr<Artifact> ParseArtifact(absl::string_view file) {
   return a;
 }
 
+absl::StatusOr<std::string> SignArtifact(absl::string_view file, const std::string& private_key_pem,
+                                         const std::string& key_name) {
+  TD_ASSIGN_OR_RETURN(Artifact a, ParseArtifact(file));
+  if (a.signatures.size() >= kMaxArtifactSignatures) {
+    return RuntimeErr(absl::StrCat("artifact: it holds ", a.signatures.size(), " signatures already, the most a file may"));
+  }
+  if (key_name.size() > 256) return RuntimeErr("artifact: a key name is at most 256 bytes");
+  FILE* f = std::fopen(private_key_pem.c_str(), "r");
+  if (f == nullptr) return RuntimeErr(absl::StrCat("cannot read the key ", private_key_pem));
+  EVP_PKEY* key = PEM_read_PrivateKey(f, nullptr, nullptr, nullptr);
+  std::fclose(f);
+  std::unique_ptr<EVP_PKEY, void (*)(EVP_PKEY*)> key_owner(key, EVP_PKEY_free);
+  if (key == nullptr || EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) {
+    return RuntimeErr(absl::StrCat(private_key_pem, " is not an Ed25519 private key in PEM (make one with `openssl "
+                                                    "genpkey -algorithm ed25519 -out key.pem`)"));
+  }
+  const std::string raw = absl::HexStringToBytes(a.content_hash);
+  unsigned char sig[64];
+  size_t len = sizeof(sig);
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (ctx == nullptr || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, key) != 1 ||
+      EVP_DigestSign(ctx.get(), sig, &len, reinterpret_cast<const unsigned char*>(raw.data()), raw.size()) != 1 ||
+      len != 64) {
+    return RuntimeErr("artifact: signing with OpenSSL failed");
+  }
+  a.signatures.push_back({key_name, std::string(reinterpret_cast<char*>(sig), 64)});
+  // The signed bytes as they are (re-serializing the manifest could change
+  // its text, and with it the content hash), then the new signature block.
+  TD_ASSIGN_OR_RETURN(Parts p, SplitContainer(file));
+  std::string out(p.hashed);
+  AppendSignatures(&out, a.signatures);
+  return out;
+}
+
 absl::StatusOr<std::string> ContentHash(absl::string_view file) {
   TD_ASSIGN_OR_RETURN(Parts p, SplitContainer(file));
   return Sha256Hex(p.hashed);
@@ -283,14 +331,7 @@ std::string SerializeArtifact(Manifest manifest, absl::string_view payload,
   AppendU64(&out, payload.size());
   out += json;
   out.append(payload.data(), payload.size());
-  if (!signatures.empty()) {
-    AppendU32(&out, static_cast<uint32_t>(signatures.size()));
-    for (const ArtifactSignature& s : signatures) {
-      AppendU32(&out, static_cast<uint32_t>(s.key_name.size()));
-      out += s.key_name;
-      out += s.signature;
-    }
-  }
+  AppendSignatures(&out, signatures);
   return out;
 }
 

@@ -135,7 +135,8 @@ struct LoadedLibrary {
 // makes sure its daemon has the artifact (asking by hash; sending the
 // bytes only when it has not) before it sends the first of its ops; the
 // daemon checks and loads it then. Loading the same artifact again gives
-// the same ops. Errors (RuntimeError): ParseArtifact's; a manifest op that
+// the same ops (a copy with more signatures is what sessions send from then
+// on). Errors (RuntimeError): ParseArtifact's; a manifest op that
 // does not define (ExtensionOps::Define's message); an op name that another
 // artifact or library.define took already in this process ("mylib::f is
 // already defined by artifact 1a2b3c4d5e6f").

@@ -107,6 +107,14 @@ std::string SerializeArtifact(Manifest manifest, absl::string_view payload,
 std::string ManifestToJson(const Manifest& m, int indent = -1);
 absl::StatusOr<Manifest> ManifestFromJson(absl::string_view json);
 
+// `file` with one more signature: the Ed25519 signature, by the private
+// key in PEM file `private_key_pem` (`openssl genpkey -algorithm ed25519`),
+// of the content hash's 32 bytes, named `key_name`. The content hash stays
+// the same. RuntimeError for a broken artifact, a key file that is not an
+// Ed25519 private key, or a file that already holds kMaxArtifactSignatures.
+absl::StatusOr<std::string> SignArtifact(absl::string_view file, const std::string& private_key_pem,
+                                         const std::string& key_name);
+
 // Lower-case hex SHA-256 of `bytes` (OpenSSL).
 std::string Sha256Hex(absl::string_view bytes);
 // The artifact's content hash computed from a file (the SHA-256 of its
