@@ -25,6 +25,7 @@ ExtensionOps& Registry() {
 struct Artifacts {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, std::shared_ptr<const std::string>> bytes ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, size_t> signatures ABSL_GUARDED_BY(mu);  // of each hash's kept bytes
   absl::flat_hash_map<std::string, LoadedLibrary> libraries ABSL_GUARDED_BY(mu);
 };
 
@@ -53,9 +54,10 @@ absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file) {
   if (auto it = loaded.libraries.find(a.content_hash); it != loaded.libraries.end()) {
     // The same artifact; a copy with more signatures (signing keeps the
     // content hash) is what sessions upload from now on.
-    std::shared_ptr<const std::string>& kept = loaded.bytes[a.content_hash];
-    absl::StatusOr<Artifact> old = ParseArtifact(*kept);
-    if (!old.ok() || a.signatures.size() > old->signatures.size()) kept = std::make_shared<const std::string>(file);
+    if (size_t& kept = loaded.signatures[a.content_hash]; a.signatures.size() > kept) {
+      kept = a.signatures.size();
+      loaded.bytes[a.content_hash] = std::make_shared<const std::string>(file);
+    }
     return it->second;
   }
   ExtensionOps& reg = Registry();
@@ -87,6 +89,7 @@ absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file) {
     lib.ops.push_back(e);
   }
   loaded.bytes.emplace(a.content_hash, std::make_shared<const std::string>(file));
+  loaded.signatures.emplace(a.content_hash, a.signatures.size());
   loaded.libraries.emplace(a.content_hash, lib);
   return lib;
 }

@@ -111,15 +111,7 @@ Manifest ManifestFor(const std::string& so, std::vector<ArtifactOp> ops) {
   m.ops = std::move(ops);
   absl::StatusOr<ElfInfo> elf = InspectElf(so);
   EXPECT_TRUE(elf.ok()) << elf.status();
-  if (elf.ok()) {
-    m.target_triple = elf->target_triple;
-    m.glibc_versions = elf->glibc_versions;
-    m.glibcxx_versions = elf->glibcxx_versions;
-    m.needed = elf->needed;
-    m.undefined_symbols = elf->undefined_symbols;
-    m.cuda_sm = elf->cuda_sm;
-    m.cuda_ptx = elf->cuda_ptx;
-  }
+  if (elf.ok()) SetElfFacts(*elf, &m);
   return m;
 }
 

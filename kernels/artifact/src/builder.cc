@@ -550,13 +550,7 @@ absl::StatusOr<BuildResult> BuildArtifact(const BuildOptions& options) {
   m.abi_version = decls.abi_version;
   m.library = options.name;
   m.ops = std::move(decls.ops);
-  m.target_triple = elf->target_triple;
-  m.glibc_versions = elf->glibc_versions;
-  m.glibcxx_versions = elf->glibcxx_versions;
-  m.needed = elf->needed;
-  m.undefined_symbols = elf->undefined_symbols;
-  m.cuda_sm = elf->cuda_sm;
-  m.cuda_ptx = elf->cuda_ptx;
+  SetElfFacts(*elf, &m);
   m.builder = absl::StrCat("tensord ", TENSORD_VERSION, ", ", cxx_version);
   if (any_cuda) absl::StrAppend(&m.builder, ", ", nvcc_version);
   m.source_hash = source_hash;

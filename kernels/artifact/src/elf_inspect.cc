@@ -561,4 +561,14 @@ absl::StatusOr<ElfInfo> InspectElf(absl::string_view so) {
   return info;
 }
 
+void SetElfFacts(const ElfInfo& elf, Manifest* m) {
+  m->target_triple = elf.target_triple;
+  m->glibc_versions = elf.glibc_versions;
+  m->glibcxx_versions = elf.glibcxx_versions;
+  m->needed = elf.needed;
+  m->undefined_symbols = elf.undefined_symbols;
+  m->cuda_sm = elf.cuda_sm;
+  m->cuda_ptx = elf.cuda_ptx;
+}
+
 }  // namespace tensord

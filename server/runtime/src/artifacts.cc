@@ -26,6 +26,7 @@
 #include "tensord/artifact/elf_inspect.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_registry.h"
+#include "tensord/runtime/log.h"
 
 namespace tensord::runtime {
 namespace {
@@ -195,10 +196,12 @@ absl::Status ArtifactStore::CheckBeforeLoad(const Artifact& a) const {
     return RuntimeErr(absl::StrCat(what, " was built for ", elf->target_triple, ", but this daemon runs on ",
                                    HostTargetTriple()));
   }
-  if (m.target_triple != elf->target_triple || m.cuda_sm != elf->cuda_sm || m.cuda_ptx != elf->cuda_ptx ||
-      m.undefined_symbols != elf->undefined_symbols) {
-    return RuntimeErr(absl::StrCat(what, ": the manifest disagrees with its object (target, CUDA architectures or "
-                                         "undefined symbols differ from what the object's ELF says)"));
+  Manifest from_elf = m;
+  SetElfFacts(*elf, &from_elf);
+  if (ManifestToJson(from_elf) != ManifestToJson(m)) {
+    return RuntimeErr(absl::StrCat(what, ": the manifest disagrees with its object (target, library or symbol "
+                                         "versions, needed libraries, undefined symbols or CUDA architectures differ "
+                                         "from what the object's ELF says)"));
   }
   if (!elf->rpath.empty()) {
     return RuntimeErr(absl::StrCat(what, " sets a library search path (RPATH/RUNPATH '", elf->rpath[0],
@@ -306,9 +309,8 @@ absl::StatusOr<std::string> ArtifactStore::Add(absl::string_view file, absl::str
                                                      " bytes, over this daemon's limit of ", policy_.max_bytes,
                                                      " bytes per artifact"));
   }
-  absl::StatusOr<std::string> early_hash = ContentHash(file);
-  if (early_hash.ok() && Has(*early_hash)) return *early_hash;
   TD_ASSIGN_OR_RETURN(Artifact a, ParseArtifact(file));
+  if (Has(a.content_hash)) return a.content_hash;
   const std::string what = Describe(a.manifest, a.content_hash);
   if (policy_.mode == ArtifactPolicy::Mode::kTrusted && !policy_.allowed_hashes.contains(a.content_hash)) {
     const std::string raw = absl::HexStringToBytes(a.content_hash);
@@ -343,8 +345,9 @@ absl::StatusOr<std::string> ArtifactStore::Add(absl::string_view file, absl::str
   std::string hash = a.content_hash;
   auto e = std::make_unique<Entry>();
   e->artifact = std::move(a);
+  Log(LogLevel::kInfo, "accepted ", Describe(e->artifact.manifest, hash), " from ", who, " under --artifacts ",
+      ArtifactPolicy::ModeName(policy_.mode));
   entries_.emplace(hash, std::move(e));
-  (void)who;
   return hash;
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tensord/artifact/artifact.h"
 
 namespace tensord {
 
@@ -52,6 +53,12 @@ struct ElfInfo {
 // when the fat binary in .nv_fatbin is malformed. Version strings are sorted
 // by version number ("GLIBC_2.2.5" before "GLIBC_2.14").
 absl::StatusOr<ElfInfo> InspectElf(absl::string_view so);
+
+// Writes `elf`'s build facts into a manifest's fields: the target triple,
+// glibc and libstdc++ versions, needed libraries, undefined symbols and
+// CUDA architectures. What the builder records, and what the daemon
+// requires a manifest to say of its payload.
+void SetElfFacts(const ElfInfo& elf, Manifest* m);
 
 // The triple of the machine this code was compiled for ("x86_64-linux-gnu").
 std::string HostTargetTriple();

@@ -110,7 +110,8 @@ class ArtifactStore {
   // Whether an artifact with content hash `hash` was accepted before.
   bool Has(absl::string_view hash) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Accepts `file` (an artifact's bytes) from user `who` (for messages):
+  // Accepts `file` (an artifact's bytes) from `who` (the peer, named in the
+  // log line of an accepted artifact):
   // parses it (ParseArtifact), applies the policy, then makes every check
   // that needs none of its code to run (CheckBeforeLoad). Returns its content
   // hash. Errors name the artifact's library and the rule that refused it:
