@@ -40,8 +40,9 @@ std::string DefineRule(const std::string& rule) {
 
 }  // namespace
 
-absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_view shape_rule) {
-  return Registry().Define(schema, shape_rule);
+absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_view shape_rule,
+                                        absl::string_view derivative) {
+  return Registry().Define(schema, shape_rule, /*artifact=*/{}, derivative);
 }
 
 const ExtensionOps& DefinedOps() { return Registry(); }
@@ -65,7 +66,7 @@ absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file) {
   {
     ExtensionOps scratch;
     for (const ArtifactOp& op : a.manifest.ops) {
-      absl::StatusOr<const OpEntry*> e = scratch.Define(op.schema, DefineRule(op.shape_rule), a.content_hash);
+      absl::StatusOr<const OpEntry*> e = scratch.Define(op.schema, DefineRule(op.shape_rule), a.content_hash, op.derivative);
       if (!e.ok()) return RuntimeErr(absl::StrCat("library.load(", a.manifest.library, "): ", e.status().message()));
       const std::string name = (*e)->full_name();
       if (name.compare(0, a.manifest.library.size() + 2, a.manifest.library + "::") != 0) {
@@ -85,7 +86,7 @@ absl::StatusOr<LoadedLibrary> LoadArtifact(absl::string_view file) {
   lib.name = a.manifest.library;
   lib.content_hash = a.content_hash;
   for (const ArtifactOp& op : a.manifest.ops) {
-    TD_ASSIGN_OR_RETURN(const OpEntry* e, reg.Define(op.schema, DefineRule(op.shape_rule), a.content_hash));
+    TD_ASSIGN_OR_RETURN(const OpEntry* e, reg.Define(op.schema, DefineRule(op.shape_rule), a.content_hash, op.derivative));
     lib.ops.push_back(e);
   }
   loaded.bytes.emplace(a.content_hash, std::make_shared<const std::string>(file));

@@ -164,7 +164,7 @@ void ApplyAutograd(const OpEntry& op, AutogradPlan& p, const std::vector<int>& a
     node->saved_reads = std::move(p.saved_reads);
     node->reads_saved = p.reads_saved;
     node->edge_gives = std::move(p.edge_gives);
-    if (op.id >= kFirstExtensionOpId) node->no_derivative = op.full_name();
+    if (op.id >= kFirstExtensionOpId && op.declared_derivative == nullptr) node->no_derivative = op.full_name();
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     TensorImpl& im = *outs[i].impl();

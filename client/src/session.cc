@@ -464,6 +464,8 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
         }
         any_artifact = any_artifact || !def.artifact.empty();
       }
+      bool any_derivative = false;
+      for (const ExtensionOpDef& def : defs) any_derivative = any_derivative || !def.derivative.empty();
       v1::DefineOps* d = im.pending->add_requests()->mutable_define_ops();
       d->set_first(static_cast<uint32_t>(im.defined_ops_sent));
       for (ExtensionOpDef& def : defs) {
@@ -471,6 +473,7 @@ absl::StatusOr<std::vector<Tensor>> Session::EnqueueCall(const OpEntry& op, absl
         d->add_schemas(std::move(def.schema));
         d->add_shape_rules(std::move(def.shape_rule));
         if (any_artifact) d->add_artifacts(std::move(def.artifact));
+        if (any_derivative) d->add_derivatives(std::move(def.derivative));
       }
       d->set_digest(im.defined_digest);
       im.defined_ops_sent += defs.size();

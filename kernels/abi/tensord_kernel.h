@@ -20,7 +20,7 @@
  *   static const TdOpDecl kOps[] = {
  *     {"mylib::scale(Tensor x, float s) -> Tensor",
  *      "return empty(x.shape, dtype=x.dtype, layout=like(x))",   // shape rule (docs/custom-ops.md)
- *      NULL,                                                     // derivative: reserved, NULL
+ *      "x: grad * s",                                            // derivative (docs/custom-ops.md), or NULL
  *      "mylib_scale_cpu", NULL},                                 // symbols per device (CPU, CUDA)
  *  };
  *   TD_DEFINE_LIBRARY("mylib", kOps)
@@ -173,8 +173,9 @@ typedef int32_t (*TdKernelFn)(TdKernelEnv* env);
  *              the namespace is the library's name.
  *  shape_rule: a declarative shape rule (docs/custom-ops.md), or
  *              "like:<built-in op>" to take a built-in op's meta function.
- *  derivative: reserved for a derivative written in table ops; must be NULL
- *              in ABI version 1 (tensord build-kernel refuses anything else).
+ *  derivative: the op's derivative written in table ops (a declared
+ *              derivative, docs/custom-ops.md: "x: grad * s"), or NULL for
+ *              an op autograd does not differentiate.
  *  cpu_symbol, cuda_symbol: the exported TdKernelFn of each device, NULL
  *              for a device the library does not implement. */
 typedef struct {

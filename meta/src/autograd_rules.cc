@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tensord/meta/declared_derivative.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/tensor_meta.h"
 
@@ -23,19 +24,20 @@ namespace {
 
 // Per schema argument of `e`: whether it is differentiable (see the header).
 std::vector<bool> ComputeDifferentiableArgs(const OpEntry& e) {
-  static const absl::flat_hash_set<std::string>* kNonDiffNames =
-      new absl::flat_hash_set<std::string>{"index", "indices", "mask", "condition", "target"};
   std::vector<bool> d(e.schema.arguments.size(), false);
   if (e.has(kNotDifferentiable)) return d;
-  for (size_t i = 0; i < e.schema.arguments.size(); ++i) {
-    const Argument& a = e.schema.arguments[i];
-    const bool tensorish = a.type == ArgType::kTensor || a.type == ArgType::kTensorList;
-    d[i] = tensorish && !kNonDiffNames->contains(a.name);
-  }
+  for (size_t i = 0; i < e.schema.arguments.size(); ++i) d[i] = IsDifferentiableArgument(e.schema.arguments[i]);
   return d;
 }
 
 }  // namespace
+
+bool IsDifferentiableArgument(const Argument& a) {
+  static const absl::flat_hash_set<std::string>* kNonDiffNames =
+      new absl::flat_hash_set<std::string>{"index", "indices", "mask", "condition", "target"};
+  const bool tensorish = a.type == ArgType::kTensor || a.type == ArgType::kTensorList;
+  return tensorish && !kNonDiffNames->contains(a.name);
+}
 
 const std::vector<bool>& DifferentiableArgs(const OpEntry& op) {
   // Computed once per entry of the process's table (immutable after
@@ -77,13 +79,7 @@ std::string GradFnName(const OpEntry& op) {
 
 namespace {
 
-// One parsed item: read `what` when argument `when` (-1: always) gets a gradient.
-struct ReadItem {
-  bool nograd = false;  // a "nograd:" item: argument `index` gets no gradient
-  int when = -1;
-  SavedRead::Kind kind = SavedRead::Kind::kInput;
-  int index = 0;  // kInput: the schema argument; kOutput: the output number
-};
+using ReadItem = SavedReadsItem;
 
 [[noreturn]] void BadRule(absl::string_view op, absl::string_view why) {
   // A malformed built-in row is a build bug, caught by every test.
@@ -146,9 +142,11 @@ const std::vector<std::optional<std::vector<ReadItem>>>& Rules() {
   return *rules;
 }
 
-// The parsed rule of `op`, or nullptr when it has none or is no entry of
+// The rule of `op`: its declared derivative's, else the parsed rule of its
+// record; nullptr when it has none or is no entry of
 // the process's table (ids are positions in their own table only).
 const std::vector<ReadItem>* RuleOf(const OpEntry& op) {
+  if (op.declared_derivative != nullptr) return &op.declared_derivative->reads_rule();
   const auto& rules = Rules();
   if (op.id >= rules.size() || &OpTable::Get().at(op.id) != &op || !rules[op.id].has_value()) return nullptr;
   return &*rules[op.id];

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "tensord/meta/declared_derivative.h"
 #include "tensord/meta/declared_rule.h"
 #include "tensord/meta/errors.h"
 
@@ -30,7 +31,7 @@ bool SameType(const Argument& a, const Argument& b) {
 }  // namespace
 
 absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_text, absl::string_view shape_rule,
-                                                    absl::string_view artifact) {
+                                                    absl::string_view artifact, absl::string_view derivative) {
   if (schema_text.size() > kMaxExtensionSchemaBytes) {
     return RuntimeErr(absl::StrCat("library.define: a schema of ", schema_text.size(), " bytes (at most ",
                                    kMaxExtensionSchemaBytes, ")"));
@@ -135,6 +136,14 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
                              "'like:<built-in op>', e.g. 'like:gelu', and 'rule:<a declared shape rule>')"));
   }
 
+  std::shared_ptr<const DeclaredDerivative> declared_derivative;
+  if (!derivative.empty()) {
+    absl::StatusOr<std::shared_ptr<const DeclaredDerivative>> compiled =
+        DeclaredDerivative::Compile(schema, derivative);
+    if (!compiled.ok()) return fail(compiled.status().message());
+    declared_derivative = *std::move(compiled);
+  }
+
   absl::MutexLock lock(&mu_);
   if (by_name_.contains(full)) return fail("already defined");
   if (entries_.size() >= kMaxExtensionOps) {
@@ -142,7 +151,7 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   }
   const std::string rule_text =
       like != nullptr ? absl::StrCat(kLike, like->full_name()) : absl::StrCat(kRule, declared->text());
-  const size_t text = canonical.size() + rule_text.size();
+  const size_t text = canonical.size() + rule_text.size() + derivative.size();
   if (text_bytes_ + text > kMaxExtensionSetBytes) {
     return fail(absl::StrCat("the ops defined so far hold ", text_bytes_, " bytes of schemas, and at most ",
                              kMaxExtensionSetBytes, " fit"));
@@ -154,9 +163,10 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   e.meta = nullptr;  // RunMeta runs the rule's op's (shape_rule_of) or the declared rule
   e.shape_rule_of = like;
   e.declared_rule = declared;
+  e.declared_derivative = std::move(declared_derivative);
   e.flags = kFunction | (like != nullptr ? like->flags & (kFactory | kRandom) : 0);
   e.return_aliases = e.schema.ReturnAliases();
-  ExtensionOpDef def{e.schema_text, rule_text, std::string(artifact)};
+  ExtensionOpDef def{e.schema_text, rule_text, std::string(artifact), std::string(derivative)};
   digest_ = DigestAfter(digest_, def);
   text_bytes_ += text;
   entries_.push_back(std::move(e));
@@ -169,8 +179,10 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
 
 uint64_t ExtensionOps::DigestAfter(uint64_t digest, const ExtensionOpDef& def) {
   for (absl::string_view part : {absl::string_view(def.schema), absl::string_view("\t"),
-                                 absl::string_view(def.shape_rule), absl::string_view(def.artifact.empty() ? "" : "\t"),
-                                 absl::string_view(def.artifact), absl::string_view("\n")}) {
+                                 absl::string_view(def.shape_rule),
+                                 absl::string_view(def.artifact.empty() && def.derivative.empty() ? "" : "\t"),
+                                 absl::string_view(def.artifact), absl::string_view(def.derivative.empty() ? "" : "\t"),
+                                 absl::string_view(def.derivative), absl::string_view("\n")}) {
     for (char c : part) {
       digest ^= static_cast<unsigned char>(c);
       digest *= 1099511628211ull;

@@ -335,6 +335,7 @@ py::dict EntryDict(const tensord::OpEntry& e) {
   d["is_view"] = e.is_view();
   d["not_differentiable"] = e.has(tensord::kNotDifferentiable);
   d["differentiable_args"] = tensord::DifferentiableArgs(e);
+  d["has_derivative"] = tensord::HasSavedReadsRule(e);  // a formula, or a declared derivative
   py::list args, rets;
   for (const tensord::Argument& a : e.schema.arguments) args.append(a.name);
   for (const tensord::Return& r : e.schema.returns) rets.append(r.name);
@@ -357,12 +358,12 @@ void BindOpTable(py::module_& m) {
   m.def("op_table_digest", []() { return tensord::OpTable::Get().digest(); });
   m.def(
       "define_op",
-      [](const std::string& schema, const std::string& shape_rule) {
-        return EntryDict(*Unwrap(tc::DefineOp(schema, shape_rule)));
+      [](const std::string& schema, const std::string& shape_rule, const std::string& derivative) {
+        return EntryDict(*Unwrap(tc::DefineOp(schema, shape_rule, derivative)));
       },
-      py::arg("schema"), py::arg("shape_rule"),
-      "Defines an op at run time (tensord.library.define); returns its dict as op_table's. RuntimeError when "
-      "the schema or the rule is refused.");
+      py::arg("schema"), py::arg("shape_rule"), py::arg("derivative") = "",
+      "Defines an op at run time (tensord.library.define), with its derivative in table ops (\"\" for none); "
+      "returns its dict as op_table's. RuntimeError when the schema, the rule or the derivative is refused.");
   m.def(
       "load_artifact",
       [](const py::bytes& file) {

@@ -20,8 +20,15 @@ arguments and give each output's shape, dtype and layout::
     ''')
 
 An op defined here has no kernel, so on a daemon's tensors it raises
-NotImplementedError, and no derivative, so a backward through it raises
-NotImplementedError too.
+NotImplementedError. ``derivative=`` gives it a derivative written in table
+ops (docs/custom-ops.md), one line per differentiable argument::
+
+    define("mylib::scale", "(Tensor x, Scalar s) -> Tensor", like="mul.Scalar", derivative="x: grad * s")
+
+so that autograd records it (``grad_fn``, which inputs get a gradient, the
+saved tensors a backward reads), on meta tensors too; an op loaded from a
+kernel artifact (``load``) takes the derivative in its manifest, which the
+daemon runs. Without one a backward through the op raises NotImplementedError.
 
 ``custom_op("mylib::f", mutates_args=())`` makes a Python function an op,
 with ``register_fake``, ``register_autograd`` and ``register_kernel``, as
@@ -35,13 +42,14 @@ __all__ = ["define", "load", "Library", "custom_op", "CustomOpDef", "opcheck", "
            "register_kernel"]
 
 
-def define(qualname, schema, *, like=None, rule=None):
+def define(qualname, schema, *, like=None, rule=None, derivative=None):
     """Defines op ``qualname`` ("namespace::name", or "namespace::name.overload")
     with ``schema``, its arguments and returns in PyTorch's schema syntax
     ("(Tensor x, Scalar s=1) -> Tensor"), and one shape rule: ``like``, the
     rule of a built-in op ("mul.Scalar"; a base name when it has one
     overload), or ``rule``, the text of a declarative shape rule (see the
-    module docstring; at most 16 KiB). Returns the op, also reachable as
+    module docstring; at most 16 KiB), and optionally ``derivative``, the
+    text of its derivative in table ops (at most 16 KiB). Returns the op, also reachable as
     ``tensord.ops.<namespace>.<name>`` (an overload as
     ``tensord.ops.<namespace>.<name>.<overload>``). Factory-like ops (``like=
     "zeros"``) follow ``tensord.device`` as built-in factories do.
@@ -55,8 +63,11 @@ def define(qualname, schema, *, like=None, rule=None):
     values, or one whose argument or return types differ from ``schema``'s,
     or ``rule`` does not compile (the message names its line and column: a
     syntax error, a name that is not an argument, a wrong number of outputs)
-    or the op has no Tensor argument for it. TypeError when an argument is
-    not a str, ValueError unless exactly one of ``like`` and ``rule`` is given.
+    or the op has no Tensor argument for it, or ``derivative`` does not
+    compile (its line and column: a syntax error, an unknown name or op, no
+    overload of an op that takes the arguments' types, a line for an
+    argument that takes no gradient). TypeError when an argument is not a
+    str, ValueError unless exactly one of ``like`` and ``rule`` is given.
     """
     if (like is None) == (rule is None):
         raise ValueError("library.define: give exactly one shape rule: like='<built-in op>' or rule='<text>'")
@@ -64,11 +75,14 @@ def define(qualname, schema, *, like=None, rule=None):
                                                                   like if like is not None else rule)):
         if not isinstance(v, str):
             raise TypeError(f"library.define: {what} must be a str, got {type(v).__name__}")
+    if derivative is not None and not isinstance(derivative, str):
+        raise TypeError(f"library.define: derivative must be a str, got {type(derivative).__name__}")
     schema = schema.strip()
     if not schema.startswith("("):
         raise RuntimeError(f"library.define: schema must start with its arguments, as in '(Tensor x) -> Tensor', "
                            f"got {schema!r}")
-    entry = _C.define_op(qualname + schema, "like:" + like if like is not None else "rule:" + _dedent(rule))
+    entry = _C.define_op(qualname + schema, "like:" + like if like is not None else "rule:" + _dedent(rule),
+                         _dedent(derivative) if derivative is not None else "")
     import sys
     ops = sys.modules["tensord.ops"]
     ns, _, name = entry["name"].partition("::")

@@ -19,6 +19,7 @@ def _make(full, entries, mode_name):
     fn.__name__ = mode_name
     fn.__qualname__ = f"{ns}.{mode_name}"
     fn.__module__ = f"tensord.ops.{ns}"
+    fn._op_full_name = full  # what tensord.library.opcheck looks up
     fn.__doc__ = "\n".join([f"{full}: defined at run time (tensord.library.define)."] +
                            [f"    {e['schema']}" for e in entries])
     return fn

@@ -33,6 +33,8 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -702,8 +704,12 @@ constexpr char kBuildKernelUsage[] =
     "  --cxx PROGRAM          the C/C++ compiler and linker (default g++)\n"
     "  --nvcc PROGRAM         nvcc (default /usr/local/cuda/bin/nvcc, then PATH)\n"
     "  -v, --verbose          print each command as it runs\n"
-    "Prints the artifact's path, ops and content hash. Exit status 0; 1 when the build fails\n"
-    "(the compiler's output or the check that failed on stderr); 2 for a usage error.\n";
+    "  --check SCRIPT.py      before OUT is written, run `python3 SCRIPT.py ARTIFACT` on the built\n"
+    "                         artifact (a temporary file; tensord.library.opcheck on samples, say);\n"
+    "                         a non-zero exit fails the build and leaves OUT as it was. The\n"
+    "                         interpreter is $TENSORD_PYTHON, else /usr/bin/python3\n"
+    "Prints the artifact's path, ops and content hash. Exit status 0; 1 when the build or the\n"
+    "check fails (the compiler's output or the check that failed on stderr); 2 for a usage error.\n";
 
 constexpr char kInspectKernelUsage[] =
     "usage: tensord inspect-kernel FILE\n"
@@ -723,9 +729,31 @@ std::vector<std::string> SplitFlags(const std::string& flags) {
 }
 
 // `tensord build-kernel` (kBuildKernelUsage).
+// Runs `python SCRIPT ARTIFACT` (build-kernel --check) and waits for it;
+// OK when it exits 0.
+absl::Status RunCheckScript(const std::string& script, const std::string& artifact) {
+  const char* env_python = std::getenv("TENSORD_PYTHON");
+  const std::string python = env_python != nullptr && *env_python != '\0' ? env_python : "/usr/bin/python3";
+  std::vector<std::string> argv_s = {python, script, artifact};
+  std::vector<char*> argv;
+  for (std::string& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (int e = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ); e != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot start ", python, ": ", std::strerror(e)));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      WIFEXITED(status) ? absl::StrCat(script, " exited with status ", WEXITSTATUS(status))
+                        : absl::StrCat(script, " was ended by signal ", WTERMSIG(status)));
+}
+
 int BuildKernel(const std::vector<std::string>& args) {
   BuildOptions o;
-  std::string archs, cflags, cuda_cflags, ldflags, dir;
+  std::string archs, cflags, cuda_cflags, ldflags, dir, check;
   FlagParser p{args};
   while (p.i < args.size()) {
     const std::string& a = args[p.i];
@@ -747,7 +775,7 @@ int BuildKernel(const std::vector<std::string>& args) {
         p.MatchNonEmpty("--name", &o.name) || p.MatchNonEmpty("--cuda-arch", &archs) ||
         p.Match("--cflags", &cflags) || p.Match("--cuda-cflags", &cuda_cflags) || p.Match("--ldflags", &ldflags) ||
         p.MatchNonEmpty("--cache", &o.cache_dir) || p.MatchNonEmpty("--cxx", &o.cxx) ||
-        p.MatchNonEmpty("--nvcc", &o.nvcc)) {
+        p.MatchNonEmpty("--nvcc", &o.nvcc) || p.MatchNonEmpty("--check", &check)) {
       continue;
     }
     if (p.MatchNonEmpty("-I", &dir)) {
@@ -766,10 +794,31 @@ int BuildKernel(const std::vector<std::string>& args) {
   o.extra_cflags = SplitFlags(cflags);
   o.extra_cuda_cflags = SplitFlags(cuda_cflags);
   o.extra_ldflags = SplitFlags(ldflags);
+  // With a check, the build goes to a file beside OUT, which becomes OUT
+  // only when the check passes.
+  const std::string output = o.output;
+  if (!check.empty()) o.output = absl::StrCat(output, ".checking-", getpid(), ".tdk");
   absl::StatusOr<BuildResult> r = BuildArtifact(o);
   if (!r.ok()) {
     std::fprintf(stderr, "tensord %s\n", std::string(r.status().message()).c_str());
     return 1;
+  }
+  if (!check.empty()) {
+    std::fflush(stdout);
+    absl::Status s = RunCheckScript(check, o.output);
+    std::error_code ec;
+    if (!s.ok()) {
+      std::filesystem::remove(o.output, ec);
+      std::fprintf(stderr, "tensord build-kernel: the check failed (%s); %s was not written\n",
+                   std::string(s.message()).c_str(), output.c_str());
+      return 1;
+    }
+    std::filesystem::rename(o.output, output, ec);
+    if (ec) {
+      std::fprintf(stderr, "tensord build-kernel: cannot write %s: %s\n", output.c_str(), ec.message().c_str());
+      return 1;
+    }
+    o.output = output;
   }
   std::vector<std::string> ops;
   for (const ArtifactOp& op : r->manifest.ops) ops.push_back(op.schema);

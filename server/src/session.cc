@@ -53,6 +53,7 @@ Session::Session(uint64_t id, std::string token, std::string client_name, std::s
       artifact_store_(artifacts),
       handles_(memory_),
       dispatcher_(devices, memory_) {
+  dispatcher_.SetExtensionOps(&extensions_);
   dispatcher_.SetArtifactKernels([this](uint32_t op_id, DeviceType device) -> const runtime::ArtifactKernel* {
     mu_.AssertHeld();  // the dispatcher runs only under the session's lock
     const uint32_t i = op_id - kFirstExtensionOpId;
@@ -540,8 +541,13 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
     return fail(RuntimeErr(absl::StrCat("library.define: ", d.schemas_size(), " schemas but ", d.artifacts_size(),
                                         " artifact hashes")));
   }
+  if (d.derivatives_size() != 0 && d.derivatives_size() != d.schemas_size()) {
+    return fail(RuntimeErr(absl::StrCat("library.define: ", d.schemas_size(), " schemas but ", d.derivatives_size(),
+                                        " derivatives")));
+  }
   for (int i = 0; i < d.schemas_size(); ++i) {
-    const std::string& artifact = d.artifacts_size() != 0 ? d.artifacts(i) : kNoArtifact;
+    const std::string& artifact = d.artifacts_size() != 0 ? d.artifacts(i) : kNoText;
+    const std::string& derivative = d.derivatives_size() != 0 ? d.derivatives(i) : kNoText;
     // An op from an artifact: the artifact loaded (once per session), and
     // the op's definition exactly its manifest's.
     // An artifact that cannot be bound fails the calls of its own ops
@@ -550,7 +556,7 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
     std::string bind_error;
     if (!artifact.empty()) {
       absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> b =
-          BindArtifactOp(artifact, d.schemas(i), d.shape_rules(i));
+          BindArtifactOp(artifact, d.schemas(i), d.shape_rules(i), derivative);
       if (b.ok()) {
         binding = *b;
       } else {
@@ -560,9 +566,10 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
     }
     // What the set keeps of the op (its entry, schema and names) is the
     // session's memory.
-    const int64_t bytes = kExtensionOpBytes + 8 * static_cast<int64_t>(d.schemas(i).size() + d.shape_rules(i).size());
+    const int64_t bytes =
+        kExtensionOpBytes + 8 * static_cast<int64_t>(d.schemas(i).size() + d.shape_rules(i).size() + derivative.size());
     if (absl::Status s = extensions_charge_.Add(memory_, bytes, "library.define"); !s.ok()) return fail(std::move(s));
-    absl::StatusOr<const OpEntry*> op = extensions_.Define(d.schemas(i), d.shape_rules(i), artifact);
+    absl::StatusOr<const OpEntry*> op = extensions_.Define(d.schemas(i), d.shape_rules(i), artifact, derivative);
     if (!op.ok()) {
       extensions_charge_.Sub(bytes);
       return fail(op.status());
@@ -578,7 +585,7 @@ void Session::ExecuteDefineOps(const v1::DefineOps& d) {
 }
 
 absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> Session::BindArtifactOp(
-    const std::string& hash, const std::string& schema, const std::string& shape_rule) {
+    const std::string& hash, const std::string& schema, const std::string& shape_rule, const std::string& derivative) {
   if (artifact_store_ == nullptr) {
     return RuntimeErr(absl::StrCat("library.load: this daemon takes no kernel artifacts (op ", schema, ")"));
   }
@@ -593,6 +600,10 @@ absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> Session::BindA
     if (lib.definitions()[k].schema != schema) continue;
     if (lib.definitions()[k].shape_rule != shape_rule) {
       return RuntimeErr(absl::StrCat("library.load: the client's shape rule for ", schema,
+                                     " differs from the one in its artifact (sha256 ", hash.substr(0, 12), ")"));
+    }
+    if (lib.definitions()[k].derivative != derivative) {
+      return RuntimeErr(absl::StrCat("library.load: the client's derivative for ", schema,
                                      " differs from the one in its artifact (sha256 ", hash.substr(0, 12), ")"));
     }
     return std::pair<const runtime::LoadedArtifact*, size_t>{&lib, k};

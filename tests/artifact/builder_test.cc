@@ -187,8 +187,10 @@ TEST_F(BuilderTest, DeclarationErrorsNameWhatIsWrong) {
   EXPECT_THAT(BuildError("noquery.cc", Variant("TD_DEFINE_LIBRARY(\"mylib\", kOps)", "")),
               HasSubstr("exports no tensord_library()"));
   // What no daemon would take is refused at the build, not after shipping.
-  EXPECT_THAT(BuildError("deriv.cc", Variant("like(x))\",\n     NULL,", "like(x))\",\n     \"x: grad * s\",")),
-              HasSubstr("declares a derivative, which this tensord cannot use yet"));
+  EXPECT_THAT(BuildError("deriv.cc", Variant("like(x))\",\n     NULL,", "like(x))\",\n     \"x: grad * t\",")),
+              HasSubstr("mylib::scale): derivative line 1, column 11: 't' is not an argument"));
+  EXPECT_THAT(BuildError("derivcall.cc", Variant("like(x))\",\n     NULL,", "like(x))\",\n     \"x: mylib::nope(grad)\",")),
+              HasSubstr("the derivative of 'mylib::scale' calls 'mylib::nope', which is not an op of library 'mylib'"));
   WriteFile(*dir_ / "rpath.cc", kScaleSource);
   BuildOptions rpath = Options("rpath.cc", "rpath.tdk");
   rpath.extra_ldflags = {"-Wl,-rpath,/tmp/elsewhere"};

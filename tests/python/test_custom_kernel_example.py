@@ -1,8 +1,9 @@
 """examples/custom_kernel/train.py: the fused bias + GELU kernel built from
-source into an artifact, checked on meta, compared with gelu(x + bias), and
-trained through in an embedded daemon to at least 0.95 test accuracy; with
---with-cuda, the CUDA kernel is compiled into the same artifact (nvcc), its
-architectures read from the object's fat binary."""
+source into an artifact, checked on meta, compared with gelu(x + bias), its
+declared derivative (calling the library's backward kernel) checked by
+gradcheck, and trained through in an embedded daemon to at least 0.95 test
+accuracy; with --with-cuda, the CUDA kernels are compiled into the same
+artifact (nvcc), their architectures read from the object's fat binary."""
 import json
 import os
 import subprocess
@@ -31,6 +32,8 @@ def test_trains_through_the_custom_kernel(tmp_path):
     assert "meta: (32, 128)" in out
     assert "meta: mylib::fused_bias_gelu: bias must be [128], got [64]" in out
     assert "max |difference|" in out
+    assert "gradcheck of the declared derivative (cpu, float64): passed" in out
+    assert "grad_fn: FusedBiasGeluBackward0" in out
     accuracy = float(out.split("test accuracy: ")[1].split()[0])
     assert accuracy >= 0.95
     assert os.path.exists(tmp_path / "mylib.tdk")
@@ -48,3 +51,6 @@ def test_the_cuda_kernel_builds_into_the_artifact(tmp_path):
     manifest = json.loads(r.stdout[r.stdout.index("{"):r.stdout.rindex("}") + 1])
     assert manifest["cuda_sm"] == [80, 90] and manifest["cuda_ptx"] == [90]
     assert manifest["ops"][0]["symbols"] == {"cpu": "mylib_fused_bias_gelu_cpu", "cuda": "mylib_fused_bias_gelu_cuda"}
+    assert manifest["ops"][1]["symbols"] == {"cpu": "mylib_fused_bias_gelu_backward_cpu",
+                                             "cuda": "mylib_fused_bias_gelu_backward_cuda"}
+    assert manifest["ops"][0]["derivative"].startswith("d = mylib::fused_bias_gelu_backward(grad, x, bias)")

@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "tensord/artifact/elf_inspect.h"
 #include "tensord/meta/errors.h"
+#include "tensord/meta/declared_derivative.h"
 #include "tensord/meta/op_registry.h"
 #include "tensord_kernel.h"
 
@@ -354,12 +355,8 @@ absl::Status CheckDeclarations(const Declarations& d, const std::string& library
   }
   ExtensionOps ext;
   for (const ArtifactOp& op : d.ops) {
-    if (!op.derivative.empty()) {
-      return Err(absl::StrCat("op '", op.schema, "' declares a derivative, which this tensord cannot use yet: set it "
-                              "to NULL, and give the op's derivative with tensord.library.custom_op's register_autograd"));
-    }
     const std::string rule = absl::StartsWith(op.shape_rule, "like:") ? op.shape_rule : "rule:" + op.shape_rule;
-    absl::StatusOr<const OpEntry*> entry = ext.Define(op.schema, rule);
+    absl::StatusOr<const OpEntry*> entry = ext.Define(op.schema, rule, /*artifact=*/{}, op.derivative);
     if (!entry.ok()) return Err(absl::StrCat("op '", op.schema, "': ", entry.status().message()));
     const std::string full = (*entry)->full_name();
     const size_t sep = full.find("::");
@@ -374,6 +371,18 @@ absl::Status CheckDeclarations(const Declarations& d, const std::string& library
       if (!std::binary_search(elf.defined_functions.begin(), elf.defined_functions.end(), *symbol)) {
         return Err(absl::StrCat("op '", full, "' names ", device, " symbol '", *symbol,
                                 "', which the object does not export (mark it TD_EXPORT)"));
+      }
+    }
+  }
+  // A derivative may call the library's own ops (a backward kernel), found
+  // by name when it runs: each must be one of them, or no daemon could run it.
+  for (size_t i = 0; i < ext.size(); ++i) {
+    const OpEntry* e = ext.at_id(kFirstExtensionOpId + static_cast<uint32_t>(i));
+    if (e->declared_derivative == nullptr) continue;
+    for (const std::string& called : e->declared_derivative->extension_calls()) {
+      if (ext.Find(called) == nullptr) {
+        return Err(absl::StrCat("the derivative of '", e->full_name(), "' calls '", called,
+                                "', which is not an op of library '", library, "'"));
       }
     }
   }

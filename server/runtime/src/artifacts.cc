@@ -261,7 +261,7 @@ absl::Status ArtifactStore::CheckBeforeLoad(const Artifact& a) const {
   bool any_cuda = false;
   absl::flat_hash_set<absl::string_view> exported(elf->defined_functions.begin(), elf->defined_functions.end());
   for (const ArtifactOp& op : m.ops) {
-    absl::StatusOr<const OpEntry*> e = scratch.Define(op.schema, DefineRule(op.shape_rule));
+    absl::StatusOr<const OpEntry*> e = scratch.Define(op.schema, DefineRule(op.shape_rule), /*artifact=*/{}, op.derivative);
     if (!e.ok()) return RuntimeErr(absl::StrCat(what, ": ", e.status().message()));
     const std::string name = (*e)->schema.name;
     if (!absl::StartsWith(name, absl::StrCat(m.library, "::"))) {
@@ -451,7 +451,7 @@ absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::Load(absl::string
   }
   ExtensionOps canonical;
   for (const ArtifactOp& op : a.manifest.ops) {
-    absl::StatusOr<const OpEntry*> d = canonical.Define(op.schema, DefineRule(op.shape_rule));
+    absl::StatusOr<const OpEntry*> d = canonical.Define(op.schema, DefineRule(op.shape_rule), /*artifact=*/{}, op.derivative);
     if (!d.ok()) return RuntimeErr(absl::StrCat(what, ": ", d.status().message()));
   }
   lib->defs_ = canonical.Defs(0);

@@ -171,7 +171,13 @@ void Dispatcher::ManualSeed(uint64_t seed) {
 }
 
 absl::StatusOr<std::vector<Tensor>> Dispatcher::RunOp(absl::string_view full_name, std::vector<Arg> args, bool record) {
-  const OpEntry* op = OpTable::Get().Find(full_name);
+  const bool defined_at_run_time = IsExtensionOpName(full_name);
+  const OpEntry* op = !defined_at_run_time       ? OpTable::Get().Find(full_name)
+                      : extension_ops_ != nullptr ? extension_ops_->Find(full_name)
+                                                  : nullptr;
+  if (op == nullptr && defined_at_run_time) {
+    return RuntimeErr(absl::StrCat("autograd needs op '", full_name, "', which this session has not defined"));
+  }
   if (op == nullptr) {
     return InternalErr(absl::StrCat("autograd needs op '", full_name, "', which is not in this daemon's op table"));
   }

@@ -391,6 +391,7 @@ absl::Status RunBackward(Dispatcher& dispatcher, const BackwardPlan& plan, Backw
             return dispatcher.RunOp(name, std::move(args), create_graph);
           };
           FormulaContext ctx(n, self, grads, std::move(runner));
+          ctx.set_extension_ops(dispatcher.extension_ops());
           in_grads = f(ctx);
           TD_RETURN_IF_ERROR(ctx.status());  // a freed or modified saved tensor, a failed op
           if (CheckSavedReads()) TD_RETURN_IF_ERROR(CompareSavedReads(*n, ctx.reads()));

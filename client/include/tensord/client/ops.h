@@ -115,9 +115,12 @@ absl::StatusOr<Tensor> Call1(absl::string_view name, std::vector<Arg> args, Kwar
 // "rule:<text>": a declarative shape rule, tensord/meta/declared_rule.h) for
 // this process (tensord.library.define): Call finds it by its full name,
 // on meta tensors with no daemon, and each session is sent the process's
-// definitions before its first call to one. Errors: ExtensionOps::Define's
-// (RuntimeError naming the schema and what is wrong).
-absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_view shape_rule);
+// definitions before its first call to one. `derivative`: the op's
+// derivative in table ops (tensord/meta/declared_derivative.h), or "" for
+// none. Errors: ExtensionOps::Define's (RuntimeError naming the schema and
+// what is wrong).
+absl::StatusOr<const OpEntry*> DefineOp(absl::string_view schema, absl::string_view shape_rule,
+                                        absl::string_view derivative = {});
 // The process's ops defined at run time.
 const ExtensionOps& DefinedOps();
 

@@ -34,6 +34,9 @@ bool IsDifferentiableDtype(ScalarType dtype);
 // arguments, and for integer/bool-only roles named index, indices, mask,
 // condition and target.
 const std::vector<bool>& DifferentiableArgs(const OpEntry& op);
+// The rule DifferentiableArgs applies to each argument of a differentiable
+// op: a tensor or tensor list not named for an integer/bool-only role.
+bool IsDifferentiableArgument(const Argument& a);
 
 // PyTorch's grad_fn class name for a node recording `op`: the base name in
 // CamelCase plus "Backward0" ("add" -> "AddBackward0", "log_softmax" ->
@@ -66,6 +69,17 @@ struct SavedRead {
   bool operator==(const SavedRead& o) const { return kind == o.kind && index == o.index; }
   bool operator!=(const SavedRead& o) const { return !(*this == o); }
   std::string ToString() const;  // "input 1", "output 0", "saved"
+};
+
+// One item of a saved-reads rule: read `kind`/`index` when argument `when`
+// (a schema index; -1: always) gets a gradient, or with `nograd`, argument
+// `index` never gets one. The built-in ops' rules are parsed from their
+// records' text; a declared derivative (declared_derivative.h) makes its own.
+struct SavedReadsItem {
+  bool nograd = false;
+  int when = -1;
+  SavedRead::Kind kind = SavedRead::Kind::kInput;
+  int index = 0;  // kInput: the schema argument; kOutput: the output number
 };
 
 // The saved tensors the formula of `op` reads, each once, in the order it

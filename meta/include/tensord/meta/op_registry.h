@@ -47,6 +47,7 @@ struct ExtensionOpDef {
   std::string schema;      // canonical schema text
   std::string shape_rule;  // "like:<full name of a built-in op>" or "rule:<declared rule>"
   std::string artifact;    // content hash of the kernel artifact it comes from; "" for none
+  std::string derivative;  // a declared derivative (declared_derivative.h); "" for none
 };
 
 // Thread-safe: one thread may define while others look up. Entries never
@@ -74,8 +75,13 @@ class ExtensionOps {
   // `artifact`: the content hash (64 lower-case hex digits) of the kernel
   // artifact whose kernels the op runs, or "" for an op without one; it
   // takes part in the digest, so a client and a daemon agree on it too.
+  // `derivative`: the op's derivative written in table ops
+  // (declared_derivative.h), or "" for an op without one (a backward
+  // through it raises NotImplementedError); one that does not compile is a
+  // RuntimeError naming its line. It takes part in the digest too.
   absl::StatusOr<const OpEntry*> Define(absl::string_view schema_text, absl::string_view shape_rule,
-                                        absl::string_view artifact = {}) ABSL_LOCKS_EXCLUDED(mu_);
+                                        absl::string_view artifact = {},
+                                        absl::string_view derivative = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
   // The op with id `id`; nullptr when it is not one of this set's.
@@ -89,8 +95,9 @@ class ExtensionOps {
   // read at once (another thread may be defining).
   std::vector<ExtensionOpDef> Defs(size_t first, uint64_t* digest = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
   // 64-bit FNV-1a over every definition ("schema\trule\n", or
-  // "schema\trule\tartifact\n" for an op from an artifact) in order: equal
-  // digests mean the same ops with the same ids.
+  // "schema\trule\tartifact\n" for an op from an artifact, and
+  // "schema\trule\tartifact\tderivative\n" for an op with a derivative) in
+  // order: equal digests mean the same ops with the same ids.
   uint64_t digest() const ABSL_LOCKS_EXCLUDED(mu_);
   // The digest of a set whose digest was `digest` after `def` is added (the
   // empty set's is kEmptyDigest): what a client that sends another set

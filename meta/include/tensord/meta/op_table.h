@@ -70,6 +70,7 @@ struct OpDef {
 };
 
 class DeclaredShapeRule;
+class DeclaredDerivative;
 
 struct OpEntry {
   uint32_t id;               // position in the table; the wire's op id
@@ -86,6 +87,10 @@ struct OpEntry {
   // An op defined at run time with a declarative shape rule
   // (declared_rule.h; its own `meta` is null): RunMeta evaluates it.
   std::shared_ptr<const DeclaredShapeRule> declared_rule;
+  // An op defined at run time with a derivative written in table ops
+  // (declared_derivative.h): the daemon's autograd runs it, and the
+  // saved-reads rule of both sides comes from it. Null for every other op.
+  std::shared_ptr<const DeclaredDerivative> declared_derivative;
 
   const std::string& name() const { return schema.name; }
   std::string full_name() const { return schema.full_name(); }

@@ -281,13 +281,15 @@ class Session {
   void ExecuteDefineOps(const v1::DefineOps& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The artifact (content hash `hash`, loaded for the session if it is not
   // yet) and the index in its manifest of the op whose canonical definition
-  // is `schema` with `shape_rule`. RuntimeError when the daemon takes no
-  // artifacts, has not got this one, or the artifact has no such op.
+  // is `schema` with `shape_rule` and `derivative`. RuntimeError when the
+  // daemon takes no artifacts, has not got this one, or the artifact has no
+  // such op (or another rule or derivative for it).
   absl::StatusOr<std::pair<const runtime::LoadedArtifact*, size_t>> BindArtifactOp(const std::string& hash,
                                                                                    const std::string& schema,
-                                                                                   const std::string& shape_rule)
+                                                                                   const std::string& shape_rule,
+                                                                                   const std::string& derivative)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  inline static const std::string kNoArtifact;
+  inline static const std::string kNoText;  // "": no artifact, no derivative
 
   // Autograd requests.
   void ExecuteSetRequiresGrad(const v1::SetRequiresGrad& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

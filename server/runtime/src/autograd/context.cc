@@ -233,7 +233,8 @@ Tensor FormulaContext::out(size_t i) const {
 
 std::vector<Tensor> FormulaContext::call_all(absl::string_view full_name, std::vector<Arg> args) const {
   if (!status_.ok()) return {};  // an earlier step failed: its inputs may be undefined
-  if (RequireOp(full_name, &status_) == nullptr) return {};
+  // An op defined at run time is the session's: the runner finds it, or says it is not defined.
+  if (!IsExtensionOpName(full_name) && RequireOp(full_name, &status_) == nullptr) return {};
   absl::StatusOr<std::vector<Tensor>> r = run_(full_name, std::move(args));
   if (!r.ok()) {
     Fail(WithContext(r.status(), absl::StrCat("in the backward of ", node_->op->full_name(), " (", full_name, "): ")));

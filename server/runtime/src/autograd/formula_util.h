@@ -159,4 +159,11 @@ namespace tensord::runtime::formulas {
 #undef TD_OP_ND
 }  // namespace tensord::runtime::formulas
 
+namespace tensord::runtime {
+// The formula of an op defined at run time with a declared derivative
+// (tensord/meta/declared_derivative.h): runs it, one op per call
+// (declared_formula.cc).
+std::vector<Tensor> DeclaredFormula(FormulaContext& c);
+}  // namespace tensord::runtime
+
 #endif  // TENSORD_RUNTIME_SRC_AUTOGRAD_FORMULA_UTIL_H_

@@ -739,6 +739,7 @@ const FormulaFn kFormulaOf[] = {
 }  // namespace
 
 FormulaFn FindFormula(const OpEntry& op) {
+  if (op.declared_derivative != nullptr) return &DeclaredFormula;
   const OpTable& table = OpTable::Get();
   // Both come from the same records; a mismatch is a build bug.
   static const bool same_size = [&] {

@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "tensord/meta/autograd_rules.h"
+#include "tensord/meta/op_registry.h"
 #include "tensord/meta/op_table.h"
 #include "tensord/meta/tensor_meta.h"
 #include "tensord/meta/value.h"
@@ -313,6 +314,9 @@ class FormulaContext {
   // a default meta plus a recorded InternalErr when `name` is not one tensor).
   const TensorMeta& meta(absl::string_view name) const;
   const TensorMeta& slot_meta(size_t slot) const { return node_->input_metas[slot]; }
+  // Metadata of forward output `i` (never freed, never checked; `i` must
+  // be below the number of outputs).
+  const TensorMeta& out_meta(size_t i) const { return node_->output_metas[i]; }
   size_t num_slots() const { return node_->next.size(); }
   // The input slots of argument `name` (one for a tensor, n for a list; empty
   // plus a recorded InternalErr when the schema lacks `name`).
@@ -336,9 +340,15 @@ class FormulaContext {
   // tensord::PredictSavedReads must predict for this node.
   const std::vector<SavedRead>& reads() const { return reads_; }
 
+  // The session's ops defined at run time (what a declared derivative may
+  // call by name), or nullptr for none.
+  const ExtensionOps* extension_ops() const { return extension_ops_; }
+  void set_extension_ops(const ExtensionOps* ops) { extension_ops_ = ops; }
+
   // Runs an op and returns its first / all outputs. When an error is already
   // recorded, runs nothing and returns an undefined Tensor / no tensors; when
   // the op fails, records its status (with the formula named) and returns the same.
+  // `full_name` is a built-in op's, or one defined at run time ("mylib::f").
   Tensor call(absl::string_view full_name, std::vector<Arg> args) const;
   std::vector<Tensor> call_all(absl::string_view full_name, std::vector<Arg> args) const;
 
@@ -351,6 +361,7 @@ class FormulaContext {
   std::shared_ptr<Node> self_;
   std::vector<Tensor> grads_;
   OpRunnerFn run_;
+  const ExtensionOps* extension_ops_ = nullptr;
   mutable absl::Status status_;
   mutable std::vector<SavedRead> reads_;
 };
@@ -361,8 +372,10 @@ class FormulaContext {
 // reports failure through ctx.status() (the gradients are then ignored).
 using FormulaFn = std::vector<Tensor> (*)(FormulaContext& ctx);
 
-// The formula its record (tensord/meta/ops.inl) names for `op`, or nullptr:
-// for a TD_OP_ND op, and for an op defined at run time or of another table.
+// The formula its record (tensord/meta/ops.inl) names for `op`; for an op
+// defined at run time with a declared derivative, the one that runs it
+// (declared_derivative.h); else nullptr: for a TD_OP_ND op, an op defined
+// at run time without one, and an op of another table.
 FormulaFn FindFormula(const OpEntry& op);
 
 // The op `full_name` of the table, or nullptr when the table lacks it; then an

@@ -119,6 +119,10 @@ class Dispatcher {
   // Where the session's ops from kernel artifacts find their kernels; the
   // session keeps those artifacts loaded while the dispatcher may call them.
   void SetArtifactKernels(ArtifactKernelLookup lookup) { artifact_kernels_ = std::move(lookup); }
+  // The session's ops defined at run time, which RunOp finds by name (a
+  // declared derivative calls them); `ops` outlives the dispatcher.
+  void SetExtensionOps(const ExtensionOps* ops) { extension_ops_ = ops; }
+  const ExtensionOps* extension_ops() const { return extension_ops_; }
   // Ops run so far; may be read from any thread while an op runs.
   uint64_t ops_executed() const { return ops_executed_.load(std::memory_order_relaxed); }
 
@@ -138,6 +142,7 @@ class Dispatcher {
   uint64_t next_seq_ = 0;
   std::function<absl::Status(const std::shared_ptr<OpError>&)> failed_input_;
   ArtifactKernelLookup artifact_kernels_;
+  const ExtensionOps* extension_ops_ = nullptr;
 };
 
 // NotImplementedError for an op that names device `d` which no backend of
