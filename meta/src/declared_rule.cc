@@ -589,12 +589,13 @@ absl::Status CheckNames(const Node& n, const std::vector<std::string>& known, bo
 // ---- values -------------------------------------------------------------------
 
 struct Val {
-  enum class T { kNone, kInt, kFloat, kBool, kList, kTensor, kDtype, kStr, kOut, kLayout };
+  enum class T { kNone, kInt, kFloat, kBool, kList, kTensor, kTensors, kDtype, kStr, kOut, kLayout };
   T t = T::kNone;
   int64_t i = 0;
   double d = 0;
   Shape l;
   const TensorMeta* tensor = nullptr;
+  std::vector<const TensorMeta*> tensors;  // kTensors; nullptr for a None element of a Tensor?[]
   ScalarType dtype = ScalarType::kFloat32;
   bool has_dtype = false;  // kOut
   std::string s;
@@ -615,6 +616,7 @@ absl::string_view TypeName(const Val& v) {
     case Val::T::kBool: return "a bool";
     case Val::T::kList: return "a shape";
     case Val::T::kTensor: return "a Tensor";
+    case Val::T::kTensors: return "a list of Tensors";
     case Val::T::kDtype: return "a dtype";
     case Val::T::kStr: return "a str";
     case Val::T::kOut: return "an output";
@@ -631,6 +633,11 @@ std::string Show(const Val& v) {
     case Val::T::kBool: return v.i ? "True" : "False";
     case Val::T::kList: return ShapeToString(v.l);
     case Val::T::kTensor: return absl::StrCat("Tensor", ShapeToString(v.tensor->sizes));
+    case Val::T::kTensors: {
+      std::vector<std::string> parts;
+      for (const TensorMeta* t : v.tensors) parts.push_back(t == nullptr ? "None" : absl::StrCat("Tensor", ShapeToString(t->sizes)));
+      return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+    }
     case Val::T::kDtype: return std::string(DtypeName(v.dtype));
     case Val::T::kStr: return v.s;
     case Val::T::kOut: return absl::StrCat("empty(", ShapeToString(v.l), ")");
@@ -645,6 +652,11 @@ class Eval {
     for (size_t i = 0; i < p.arg_names.size() && i < args.size(); ++i) vars_[p.arg_names[i]] = FromArg(args[i]);
     for (const Value& a : args) {
       if (a.is_tensor()) tensors_.push_back(a.tensor_ptr());
+      if (a.kind() == Value::Kind::kTensorList) {
+        for (const TensorMeta* t : a.tensor_list()) {
+          if (t != nullptr) tensors_.push_back(t);
+        }
+      }
     }
   }
 
@@ -682,6 +694,10 @@ class Eval {
     Val v;
     switch (a.kind()) {
       case Value::Kind::kTensor: v.t = Val::T::kTensor; v.tensor = a.tensor_ptr(); break;
+      case Value::Kind::kTensorList:
+        v.t = Val::T::kTensors;
+        v.tensors.assign(a.tensor_list().begin(), a.tensor_list().end());
+        break;
       case Value::Kind::kInt: v = Val::Int(a.to_int()); break;
       case Value::Kind::kBool: v = Val::Bool(a.to_bool()); break;
       case Value::Kind::kFloat: v.t = Val::T::kFloat; v.d = a.to_double(); break;
@@ -785,6 +801,19 @@ class Eval {
       case Node::K::kSplat: return Err(n, "'*' splices a shape into a list: [*s, n]");
       case Node::K::kIndex: {
         TD_ASSIGN_OR_RETURN(Val sv, E(*n.c[0]));
+        if (sv.t == Val::T::kTensors) {  // ts[i]: a Tensor (None for an absent element of a Tensor?[])
+          TD_ASSIGN_OR_RETURN(Val iv, E(*n.c[1]));
+          TD_ASSIGN_OR_RETURN(int64_t i, AsInt(n, iv, "an index"));
+          const int64_t size = static_cast<int64_t>(sv.tensors.size());
+          if (i < -size || i >= size) {
+            return IndexErr(absl::StrCat(op_, ": shape rule line ", n.line, ": index ", i,
+                                         " is out of range for a list of ", size, " Tensors"));
+          }
+          Val t;
+          t.tensor = sv.tensors[static_cast<size_t>(i < 0 ? i + size : i)];
+          t.t = t.tensor != nullptr ? Val::T::kTensor : Val::T::kNone;
+          return t;
+        }
         TD_ASSIGN_OR_RETURN(Shape s, AsShape(n, sv, "the indexed value"));
         TD_ASSIGN_OR_RETURN(Val iv, E(*n.c[1]));
         TD_ASSIGN_OR_RETURN(int64_t i, AsInt(n, iv, "an index"));
@@ -941,6 +970,7 @@ class Eval {
     constexpr size_t kMany = 64;
     if (f == "len") {
       TD_RETURN_IF_ERROR(want(1, 1));
+      if (args[0].t == Val::T::kTensors) return Val::Int(static_cast<int64_t>(args[0].tensors.size()));
       TD_ASSIGN_OR_RETURN(Shape s, AsShape(n, args[0], "len()'s argument"));
       return Val::Int(static_cast<int64_t>(s.size()));
     }
@@ -971,9 +1001,16 @@ class Eval {
       TD_RETURN_IF_ERROR(want(1, kMany));
       std::vector<Shape> shapes;
       for (const Val& a : args) {
+        if (a.t == Val::T::kTensors) {  // every tensor of a list
+          for (const TensorMeta* t : a.tensors) {
+            if (t != nullptr) shapes.push_back(t->sizes);
+          }
+          continue;
+        }
         TD_ASSIGN_OR_RETURN(Shape s, AsShape(n, a, "broadcast()'s argument"));
         shapes.push_back(std::move(s));
       }
+      if (shapes.empty()) return Err(n, "broadcast() of no tensor");
       TD_ASSIGN_OR_RETURN(Shape out, BroadcastShapes(op_, shapes));
       return Val::List(std::move(out));
     }
@@ -1020,6 +1057,12 @@ class Eval {
       std::vector<PromotionOperand> ops;
       for (const Val& a : args) {
         PromotionOperand o;
+        if (a.t == Val::T::kTensors) {  // every tensor of a list
+          for (const TensorMeta* t : a.tensors) {
+            if (t != nullptr) ops.push_back(PromotionOperand{t, nullptr});
+          }
+          continue;
+        }
         if (a.t == Val::T::kTensor) {
           o.tensor = a.tensor;
         } else if (a.t == Val::T::kInt || a.t == Val::T::kFloat || a.t == Val::T::kBool) {
@@ -1162,8 +1205,7 @@ absl::StatusOr<std::shared_ptr<const DeclaredShapeRule>> DeclaredShapeRule::Comp
     known.push_back(a.name);
   }
   for (const Argument& a : schema.arguments) {
-    if (a.type == ArgType::kTensorList || a.type == ArgType::kOptionalTensorList || a.type == ArgType::kFloatList ||
-        a.type == ArgType::kDevice) {
+    if (a.type == ArgType::kFloatList || a.type == ArgType::kDevice) {
       // Readable only when the rule does not name it: checked below.
       known.erase(std::remove(known.begin(), known.end(), a.name), known.end());
     }
@@ -1179,12 +1221,10 @@ absl::StatusOr<std::shared_ptr<const DeclaredShapeRule>> DeclaredShapeRule::Comp
     for (const NodeP& e : s.exprs) {
       absl::Status names = CheckNames(*e, known);
       if (!names.ok()) {
-        // A Tensor[] / float[] / Device argument named: say why it is refused.
+        // A float[] / Device argument named: say why it is refused.
         for (const Argument& a : schema.arguments) {
           if (absl::StrContains(names.message(), absl::StrCat("'", a.name, "' is not an argument"))) {
-            const absl::string_view type = a.type == ArgType::kFloatList ? "float[]"
-                                           : a.type == ArgType::kDevice  ? "Device"
-                                                                         : "Tensor[]";
+            const absl::string_view type = a.type == ArgType::kFloatList ? "float[]" : "Device";
             return SyntaxError(s.line, 1, absl::StrCat("argument '", a.name, "' is a ", type,
                                                        ", which a shape rule cannot read"));
           }

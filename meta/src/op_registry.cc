@@ -98,7 +98,10 @@ absl::StatusOr<const OpEntry*> ExtensionOps::Define(absl::string_view schema_tex
   std::shared_ptr<const DeclaredShapeRule> declared;
   if (absl::StartsWith(shape_rule, kRule)) {
     bool any_tensor = false;
-    for (const Argument& a : schema.arguments) any_tensor |= a.type == ArgType::kTensor;
+    for (const Argument& a : schema.arguments) {
+      any_tensor |= a.type == ArgType::kTensor || a.type == ArgType::kTensorList ||
+                    a.type == ArgType::kOptionalTensorList;
+    }
     if (!any_tensor) {
       return fail("a declared shape rule needs a Tensor argument (a factory takes the rule of one, like='zeros')");
     }

@@ -194,8 +194,8 @@ TEST(DeclaredShapeRule, CompileRefusesWhatCannotRun) {
   ExpectErrorContains(CompileError(x, "return empty(shape=\"x)"), ErrorKind::kRuntime, "a string that does not end");
   ExpectErrorContains(CompileError(x, "return broadcast"), ErrorKind::kRuntime, "'broadcast' is a function: call it");
   ExpectErrorContains(CompileError(x, "return frobnicate(x)"), ErrorKind::kRuntime, "'frobnicate' is not an argument");
-  ExpectErrorContains(CompileError("(Tensor[] xs) -> Tensor", "return empty(xs[0].shape)"), ErrorKind::kRuntime,
-                      "argument 'xs' is a Tensor[], which a shape rule cannot read");
+  ExpectErrorContains(CompileError("(Tensor x, float[] fs) -> Tensor", "return empty([len(fs)])"),
+                      ErrorKind::kRuntime, "argument 'fs' is a float[], which a shape rule cannot read");
   ExpectErrorContains(CompileError(x, "check x.dim() == 1, \"unbalanced {\"\nreturn empty(x.shape)"),
                       ErrorKind::kRuntime, "a '{' without '}'");
   ExpectErrorContains(CompileError(x, std::string(kMaxDeclaredRuleBytes + 1, ' ')), ErrorKind::kRuntime,
@@ -243,6 +243,38 @@ TEST(DeclaredShapeRule, ExtensionOpsTakeARuleAndTravelIt) {
   ExpectErrorContains(bad_rule.status(), ErrorKind::kRuntime, "a declared shape rule needs a Tensor argument");
   bad_rule = ext.Define("mylib::k(Tensor x) -> Tensor", "shape:whatever");
   ExpectErrorContains(bad_rule.status(), ErrorKind::kRuntime, "'rule:<a declared shape rule>'");
+}
+
+// A Tensor[] argument: its length, its elements, and the list in
+// broadcast() and promote() (and in the outputs' device and default dtype).
+TEST(DeclaredShapeRule, ReadsTensorLists) {
+  const TensorMeta a = Dense({2, 1}), b = Dense({1, 3}, ScalarType::kFloat64), c = Dense({2, 3}, ScalarType::kInt64);
+  const TensorList l = {&a, &b, &c};
+  absl::StatusOr<MetaResult> r =
+      RunRule("(Tensor[] ts, int k) -> Tensor",
+              "check len(ts) >= 2, \"need two, got {len(ts)}\"\n"
+              "return empty([len(ts), *broadcast(ts), ts[-1].size(1) * k])",
+              {Value(l), Value(int64_t{2})});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outputs[0].sizes, (Shape{3, 2, 3, 6}));
+  EXPECT_EQ(r->outputs[0].dtype, ScalarType::kFloat64);  // the promotion of every tensor, the list's too
+  r = RunRule("(Tensor[] ts) -> Tensor", "return empty(ts[0].shape, dtype=promote(ts))", {Value(TensorList{&c, &a})});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outputs[0].dtype, ScalarType::kFloat32);
+  ExpectErrorContains(RunRule("(Tensor[] ts) -> Tensor", "check len(ts) >= 2, \"need two, got {len(ts)}\"\n"
+                              "return empty(ts[0].shape)", {Value(TensorList{&a})}),
+                      ErrorKind::kRuntime, "mylib::f: need two, got 1");
+  ExpectErrorContains(RunRule("(Tensor[] ts) -> Tensor", "return empty(ts[2].shape)", {Value(TensorList{&a})}),
+                      ErrorKind::kIndex, "index 2 is out of range for a list of 1 Tensors");
+  // Tensor?[]: an absent element is None.
+  r = RunRule("(Tensor?[] ts) -> Tensor", "return empty([1 if ts[1] is None else 2])", {Value(TensorList{&a, nullptr})});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outputs[0].sizes, (Shape{1}));
+  // Tensors on two devices, one of them in the list: PyTorch's error.
+  const TensorMeta m = Dense({2, 3}, ScalarType::kFloat32, kMetaDevice);
+  ExpectErrorContains(RunRule("(Tensor x, Tensor[] ts) -> Tensor", "return empty(x.shape)",
+                              {Value(&m), Value(TensorList{&c})}),
+                      ErrorKind::kRuntime, "Expected all tensors to be on the same device");
 }
 
 }  // namespace

@@ -15,17 +15,18 @@
 //   return OUT, ...          the outputs, one per return of the schema; the
 //                            rule's last statement
 // Expressions, evaluated with Python's meaning:
-//   ints, True, False, None; the op's arguments by name (a Tensor, int,
-//   float, bool, Scalar, int[], ScalarType or str argument); dtype names
+//   ints, True, False, None; the op's arguments by name (a Tensor, Tensor[],
+//   int, float, bool, Scalar, int[], ScalarType or str argument); dtype names
 //   (float32, int64, bool, ...); + - * // % on ints, + on shapes (concatenation);
 //   == != < <= > >=, `is None`, `is not None`, and/or/not, A if C else B;
 //   [a, b, *shape] (lists of ints, * splices a shape), s[i], s[i:j];
 //   t.shape, t.dtype, t.ndim, t.dim(), t.size(), t.size(d), t.numel();
-//   len(s), prod(s), min(a, b, ...), max(a, b, ...),
-//   broadcast(t or shape, ...)       NumPy broadcasting (PyTorch's error text),
+//   len(s), prod(s), min(a, b, ...), max(a, b, ...); a Tensor[] ts: len(ts),
+//   ts[i] (None for an absent element of a Tensor?[]);
+//   broadcast(t or shape or ts, ...) NumPy broadcasting (PyTorch's error text),
 //   matmul(a, b)                     torch.matmul's output shape and checks,
 //   reduce(t or shape, dims, keepdim=False)   dims an int, a list or None (all),
-//   promote(t or number, ...)        torch.result_type,
+//   promote(t or number or ts, ...)  torch.result_type,
 //   is_floating_point(t or dtype),
 //   empty(shape, dtype=..., layout=...)   an output: dtype by default the
 //       promotion of every tensor argument; layout `contiguous` (the default),
@@ -64,7 +65,7 @@ class DeclaredShapeRule {
   // argument of the schema, a local defined above, a dtype nor a function of
   // the language; for a rule that does not end with `return` or returns
   // other than one output per return of the schema; for an argument type the
-  // language does not read (Tensor[], float[], Device); for text over
+  // language does not read (float[], Device); for text over
   // kMaxDeclaredRuleBytes.
   static absl::StatusOr<std::shared_ptr<const DeclaredShapeRule>> Compile(const FunctionSchema& schema,
                                                                           absl::string_view text);
