@@ -1,5 +1,6 @@
 #include "tensord/meta/declared_derivative.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -56,6 +57,7 @@ struct Expr {
   int tuple_size = 0;      // kTuple: how many outputs
   std::vector<std::unique_ptr<Expr>> c;  // kCall: one per schema argument (null: the default); operands
   int line = 1, col = 1;
+  int depth = 1;  // how deep Run recurses to evaluate it, through the locals it reads too
 };
 using ExprP = std::unique_ptr<Expr>;
 
@@ -201,8 +203,11 @@ absl::StatusOr<std::vector<Tok>> Lex(absl::string_view src) {
 
 // ---- parsing and checking, in one pass ---------------------------------------------
 
-// Far beyond any real derivative, far below what a thread's stack holds.
+// Far beyond any real derivative, far below what a thread's stack holds:
+// the parser's nesting, and the depth of a tree Run walks (a chain
+// a * a * ... is as deep as it is long; a local adds its own depth).
 constexpr int kMaxNesting = 64;
+constexpr int kMaxTreeDepth = 256;
 
 class Compiler {
  public:
@@ -232,6 +237,7 @@ class Compiler {
         locals_[name.text] = l.local;
         local_types_.push_back(l.e->ty);
         local_tuple_sizes_.push_back(l.e->tuple_size);
+        local_depths_.push_back(l.e->depth);
       } else {
         l.k = Line::K::kGrad;
         while (true) {
@@ -313,6 +319,17 @@ class Compiler {
     e->col = at.col;
     return e;
   }
+  // Sets e's depth from its operands'; refuses one past kMaxTreeDepth.
+  static absl::StatusOr<ExprP> Deepen(ExprP e) {
+    for (const ExprP& c : e->c) {
+      if (c != nullptr) e->depth = std::max(e->depth, c->depth + 1);
+    }
+    if (e->depth > kMaxTreeDepth) {
+      return Error(e->line, e->col, absl::StrCat("an expression more than ", kMaxTreeDepth,
+                                                 " operations deep (counting the locals it reads)"));
+    }
+    return e;
+  }
   static ExprP Const(Value v, Ty ty, const Tok& at) {
     ExprP e = Make(Expr::K::kConst, ty, at);
     e->value = std::move(v);
@@ -357,7 +374,7 @@ class Compiler {
     if (!IsNumber((*a)->ty)) return Error(at.line, at.col, absl::StrCat("unary '-' of ", TyName((*a)->ty)));
     ExprP n = Make(Expr::K::kNumNeg, (*a)->ty == Ty::kBool ? Ty::kInt : (*a)->ty, at);
     n->c.push_back(*std::move(a));
-    return n;
+    return Deepen(std::move(n));
   }
   static std::vector<std::pair<std::string, ExprP>> Args1(ExprP a) {
     std::vector<std::pair<std::string, ExprP>> v;
@@ -410,7 +427,7 @@ class Compiler {
       n->bin = op;
       n->c.push_back(std::move(a));
       n->c.push_back(std::move(b));
-      return n;
+      return Deepen(std::move(n));
     }
     return Error(at.line, at.col,
                  absl::StrCat("'", at.text, "' between ", TyName(a->ty), " and ", TyName(b->ty)));
@@ -451,7 +468,7 @@ class Compiler {
       ExprP n = Make(Expr::K::kIndex, Ty::kTensor, at);
       n->index = static_cast<int>(i);
       n->c.push_back(std::move(a));
-      a = std::move(n);
+      TD_ASSIGN_OR_RETURN(a, Deepen(std::move(n)));
     }
     return a;
   }
@@ -493,7 +510,7 @@ class Compiler {
         ++pos_;
       }
       TD_RETURN_IF_ERROR(Eat("]"));
-      return n;
+      return Deepen(std::move(n));
     }
     return Expected("a value");
   }
@@ -524,6 +541,7 @@ class Compiler {
       ExprP e = Make(Expr::K::kLocal, local_types_[it->second], t);
       e->index = it->second;
       e->tuple_size = local_tuple_sizes_[it->second];
+      e->depth = local_depths_[it->second];  // Run evaluates the local where it is first read
       return e;
     }
     if (const int a = schema_.ArgIndex(s); a >= 0) {
@@ -584,7 +602,7 @@ class Compiler {
       bool seen = false;
       for (const std::string& c : ext_calls_) seen = seen || c == callee;
       if (!seen) ext_calls_.push_back(callee);
-      return n;
+      return Deepen(std::move(n));
     }
     return BuiltinCall(at, callee, std::move(args));
   }
@@ -618,7 +636,7 @@ class Compiler {
       n->tuple_size = static_cast<int>(op->schema.returns.size());
       n->c.resize(op->schema.arguments.size());
       for (size_t i = 0; i < args.size(); ++i) n->c[(*slots)[i]] = std::move(args[i].second);
-      return n;
+      return Deepen(std::move(n));
     }
     std::vector<std::string> shown;
     for (Ty t : types) shown.emplace_back(TyName(t));
@@ -710,13 +728,16 @@ class Compiler {
   absl::flat_hash_map<std::string, int> locals_;
   std::vector<Ty> local_types_;
   std::vector<int> local_tuple_sizes_;
+  std::vector<int> local_depths_;
   std::vector<std::string> ext_calls_;
 };
 
-// The saved tensors `e` reads, in the order Run reads them (locals
-// inlined: their first use reads them; later uses read them again, which
-// PredictSavedReads drops as repeats).
-void CollectReads(const Expr& e, const DeclaredDerivative::Program& p, int when,
+// The saved tensors `e` reads, in the order Run reads them: a local's reads
+// where a line first reads it (later reads of it read nothing new, and a
+// line that runs after another read it reads nothing new either:
+// PredictSavedReads drops repeats). `expanded`: the locals this line has
+// expanded already (each once, so a chain of locals stays linear).
+void CollectReads(const Expr& e, const DeclaredDerivative::Program& p, int when, std::vector<bool>& expanded,
                   std::vector<SavedReadsItem>& out) {
   switch (e.k) {
     case Expr::K::kInput:
@@ -726,13 +747,15 @@ void CollectReads(const Expr& e, const DeclaredDerivative::Program& p, int when,
       out.push_back(SavedReadsItem{false, when, SavedRead::Kind::kOutput, e.index});
       return;
     case Expr::K::kLocal:
+      if (expanded[e.index]) return;
+      expanded[e.index] = true;
       for (const Line& l : p.lines) {
-        if (l.k == Line::K::kLet && l.local == e.index) CollectReads(*l.e, p, when, out);
+        if (l.k == Line::K::kLet && l.local == e.index) CollectReads(*l.e, p, when, expanded, out);
       }
       return;
     default:
       for (const ExprP& c : e.c) {
-        if (c != nullptr) CollectReads(*c, p, when, out);
+        if (c != nullptr) CollectReads(*c, p, when, expanded, out);
       }
   }
 }
@@ -997,7 +1020,8 @@ absl::StatusOr<std::shared_ptr<const DeclaredDerivative>> DeclaredDerivative::Co
     if (l.k != Line::K::kGrad) continue;
     for (int a : l.targets) {
       given[a] = true;
-      CollectReads(*l.e, *d->program_, a, d->reads_);
+      std::vector<bool> expanded(d->program_->n_locals, false);
+      CollectReads(*l.e, *d->program_, a, expanded, d->reads_);
     }
   }
   for (size_t a = 0; a < schema.arguments.size(); ++a) {

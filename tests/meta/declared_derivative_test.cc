@@ -56,6 +56,24 @@ TEST(DeclaredDerivative, CompileRefusesWithLineAndColumn) {
   ExpectRefused(kXY, std::string(kMaxDeclaredDerivativeBytes + 1, ' '), "at most");
   ExpectRefused(kXY, "x: " + std::string(200, '(') + "grad" + std::string(200, ')'), "nested too deep");
   ExpectRefused(kXY, "x: " + std::string(200, '-') + "grad", "nested too deep");
+  // Trees deep enough to exhaust a stack when run: a long chain, or locals
+  // each reading the one before.
+  std::string chain = "x: grad";
+  for (int i = 0; i < 300; ++i) chain += " * 2";
+  ExpectRefused(kXY, chain, "an expression more than 256 operations deep");
+  std::string locals = "a0 = grad\n";
+  for (int i = 1; i < 300; ++i) locals += absl::StrCat("a", i, " = a", i - 1, " * 2\n");
+  ExpectRefused(kXY, locals + "x: a299", "more than 256 operations deep (counting the locals it reads)");
+}
+
+// Locals that each read the one before twice: what the client predicts is
+// computed once per local, not once per path (2^40 here).
+TEST(DeclaredDerivative, LocalChainsStayLinear) {
+  std::string text = "a0 = x * y\n";
+  for (int i = 1; i <= 40; ++i) text += absl::StrCat("a", i, " = a", i - 1, " * a", i - 1, "\n");
+  auto d = Compile(kXY, text + "x: grad * a40\ny: grad * a40 * result");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_LT((*d)->reads_rule().size(), 10u);
 }
 
 TEST(DeclaredDerivative, ReadsRuleFollowsTheLines) {
