@@ -90,7 +90,7 @@ typedef enum {
   TD_ARG_STRING = 6,   /* str: value.str (UTF-8, NUL-terminated) */
   TD_ARG_DTYPE = 7,    /* ScalarType: value.dtype */
   TD_ARG_SCALAR = 8,   /* Scalar: value.scalar */
-  TD_ARG_TENSORS = 9,  /* Tensor[]: value.tensors */
+  TD_ARG_TENSORS = 9,  /* Tensor[], Tensor?[]: value.tensors (NULL for an absent element) */
   TD_ARG_FLOATS = 10   /* float[]: value.floats */
 } TdArgKind;
 

@@ -271,6 +271,16 @@ bool Convert(const Argument& a, Value& v) {
     case ArgType::kFloat:
       if (v.kind() == K::kScalar && !v.scalar().is_bool()) { v = Value(v.scalar().to_double()); return true; }
       return false;
+    case ArgType::kTensorList:
+    case ArgType::kOptionalTensorList:
+      // An empty Python list carries no element type: [] is an empty list
+      // of Tensors here (PyTorch's parser takes it too: torch.cat([]) gets
+      // as far as cat's own "expected a non-empty list" check).
+      if ((v.kind() == K::kIntList && v.int_list().empty()) || (v.kind() == K::kFloatList && v.float_list().empty())) {
+        v = Value(TensorList{});
+        return true;
+      }
+      return false;
     case ArgType::kFloatList:
       if (v.kind() == K::kIntList) {
         std::vector<double> d(v.int_list().begin(), v.int_list().end());

@@ -533,11 +533,16 @@ absl::Status RunArtifactKernel(const ArtifactKernel& k, KernelContext& ctx) {
   const std::string& op = k.op_name;
   CallState st;
   // Sized up front: TdArg and the lists point into these vectors.
-  size_t n_tensors = 0;
+  size_t n_tensors = 0, n_lists = 0;
   for (const Value& v : ctx.args) {
     if (v.kind() == Value::Kind::kTensor) ++n_tensors;
+    if (v.kind() == Value::Kind::kTensorList) {
+      n_tensors += v.tensor_list().size();
+      ++n_lists;
+    }
   }
   st.inputs.reserve(n_tensors);
+  st.lists.reserve(n_lists);
   st.args.reserve(ctx.args.size());
   for (const Value& v : ctx.args) {
     TdArg a{};
@@ -550,8 +555,22 @@ absl::Status RunArtifactKernel(const ArtifactKernel& k, KernelContext& ctx) {
         a.value.tensor = &st.inputs.back();
         break;
       }
-      case Value::Kind::kTensorList: return NotImplementedErr(absl::StrCat(op, ": Tensor[] arguments cannot cross "
-                                                                           "the kernel ABI yet"));
+      case Value::Kind::kTensorList: {
+        std::vector<const DLTensor*>& views = st.lists.emplace_back();
+        for (const TensorMeta* m : v.tensor_list()) {
+          if (m == nullptr) {  // an absent element of a Tensor?[]
+            views.push_back(nullptr);
+            continue;
+          }
+          TD_ASSIGN_OR_RETURN(DLTensor t, View(ctx.input_base(m), *m, op));
+          st.inputs.push_back(t);
+          views.push_back(&st.inputs.back());
+        }
+        a.kind = TD_ARG_TENSORS;
+        a.value.tensors.data = views.data();
+        a.value.tensors.size = static_cast<int64_t>(views.size());
+        break;
+      }
       case Value::Kind::kInt: a.kind = TD_ARG_INT; a.value.i = v.to_int(); break;
       case Value::Kind::kFloat: a.kind = TD_ARG_FLOAT; a.value.f = v.to_double(); break;
       case Value::Kind::kBool: a.kind = TD_ARG_BOOL; a.value.b = v.to_bool() ? 1 : 0; break;
