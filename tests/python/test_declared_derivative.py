@@ -306,3 +306,27 @@ def test_build_kernel_runs_a_check_before_writing(tmp_path):
     assert "the check failed (" in r.stderr and "was not written" in r.stderr
     assert out.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if "checking" in p.name] == []
+
+
+def test_a_session_closing_does_not_unload_what_another_still_uses(libs):
+    """Two sessions run one artifact; the first closes (its last user could
+    unload the object), while the second's graph still holds a node whose
+    derivative calls the library's backward kernel: the backward runs."""
+    _, gelulib = libs
+    d = Daemon(DAEMON_BIN, extra_args=["--artifacts", "any"])
+    try:
+        a = tensord.connect(d.address, set_default=False)
+        b = tensord.connect(d.address, set_default=False)
+        with a:
+            gelulib.fused_bias_gelu(tensord.ones(2, 3), tensord.ones(3)).numpy()
+        with b:
+            x = tensord.ones(2, 3, requires_grad=True)
+            y = gelulib.fused_bias_gelu(x, tensord.zeros(3))
+        a.close()
+        with b:
+            y.sum().backward()
+            np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 1.0833155, np.float32), rtol=1e-6)
+            np.testing.assert_allclose(y.detach().numpy(), np.full((2, 3), 0.8413447, np.float32), rtol=1e-6)
+        b.close()
+    finally:
+        d.stop()
