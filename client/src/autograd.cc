@@ -225,9 +225,11 @@ absl::StatusOr<std::vector<bool>> RunMetaEngine(const std::vector<Tensor>& roots
         if (!n->no_derivative.empty()) {
           return NotImplementedErr(absl::StrCat(
               "the derivative for '", n->no_derivative,
-              "' is not implemented: an op defined at run time or loaded from a kernel artifact has none yet; wrap "
-              "it in tensord.library.custom_op and give one with register_autograd (docs/shipping-a-kernel.md)"));
+              "' is not implemented: the op was defined at run time or loaded from a kernel artifact without one; "
+              "declare one with it (library.define's derivative=, or the manifest's, docs/custom-ops.md), or wrap "
+              "it in tensord.library.custom_op and give one with register_autograd"));
         }
+        if (!n->backward_error.empty()) return RuntimeErr(n->backward_error);
         if (n->released && n->reads_saved) return SavedTensorsFreedError();
         for (const SavedMeta& s : n->saved_reads) {
           if (s.version_counter != nullptr && *s.version_counter != s.version) {

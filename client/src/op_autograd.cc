@@ -11,6 +11,7 @@
 #include "ops_internal.h"
 #include "tensord/client/autograd.h"
 #include "tensord/meta/autograd_rules.h"
+#include "tensord/meta/declared_derivative.h"
 #include "tensord/meta/errors.h"
 
 namespace tensord::client::internal {
@@ -127,6 +128,23 @@ void PlanMetaSavedReads(const OpEntry& op, const CallRoles& roles, const std::ve
   for (const auto& [a, t] : roles.slots) {
     if (static_cast<size_t>(a) < diff.size() && diff[a]) p.edge_gives.push_back(FormulaGivesGradient(op, a));
   }
+  if (op.declared_derivative != nullptr) {
+    // A line that runs and reads an optional tensor given as None: the
+    // daemon's backward fails there (declared_formula.cc), and so does this one.
+    auto any_slot = [&](int a, bool need) {
+      for (int s : arg_slots[a]) {
+        if (s >= 0 && (!need || slot_needs[s])) return true;
+      }
+      return false;
+    };
+    for (const SavedReadsItem& it : op.declared_derivative->reads_rule()) {
+      if (it.nograd || it.kind != SavedRead::Kind::kInput || any_slot(it.index, false)) continue;
+      if (it.when >= 0 && !any_slot(it.when, true)) continue;
+      p.backward_error = absl::StrCat(op.full_name(), ": the derivative reads argument '",
+                                      op.schema.arguments[it.index].name, "', which is None in this call");
+      break;
+    }
+  }
   const std::vector<SavedRead> reads = PredictSavedReads(op, arg_slots, [&](int s) { return slot_needs[s]; });
   p.reads_saved = !reads.empty();
   for (const SavedRead& r : reads) {
@@ -165,6 +183,7 @@ void ApplyAutograd(const OpEntry& op, AutogradPlan& p, const std::vector<int>& a
     node->reads_saved = p.reads_saved;
     node->edge_gives = std::move(p.edge_gives);
     if (op.id >= kFirstExtensionOpId && op.declared_derivative == nullptr) node->no_derivative = op.full_name();
+    node->backward_error = std::move(p.backward_error);
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     TensorImpl& im = *outs[i].impl();

@@ -79,6 +79,8 @@ struct AutogradPlan {
   std::vector<SavedMeta> saved_reads;
   bool reads_saved = false;
   std::vector<bool> edge_gives;
+  // What the node's backward raises before reading anything (GradNode::backward_error).
+  std::string backward_error;
 };
 
 // The input tensors of a bound call that autograd and aliasing look at, as

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tensord/meta/declared_rule.h"
 #include "tensord/meta/dtype.h"
 #include "tensord/meta/errors.h"
 
@@ -186,7 +187,7 @@ absl::StatusOr<std::vector<Tok>> Lex(absl::string_view src) {
       advance(j + 1 - i);
     } else {
       if (absl::string_view("()[],:=+-*/.").find(ch) == absl::string_view::npos) {
-        return Error(line, col, absl::StrCat("unexpected character '", std::string(1, ch), "'"));
+        return Error(line, col, absl::StrCat("unexpected character ", ShowTextChar(ch)));
       }
       if (ch == '(' || ch == '[') ++depth;
       if ((ch == ')' || ch == ']') && depth > 0) --depth;
@@ -610,9 +611,11 @@ class Compiler {
   absl::StatusOr<ExprP> BuiltinCall(const Tok& at, absl::string_view callee,
                                     std::vector<std::pair<std::string, ExprP>> args) {
     const OpTable& table = OpTable::Get();
+    // A full name ("max.dim") is that overload; a base name ("max") every
+    // overload of it, the one without an overload name among them.
     std::vector<const OpEntry*> candidates;
-    if (const OpEntry* e = table.Find(callee); e != nullptr) {
-      candidates.push_back(e);
+    if (callee.find('.') != absl::string_view::npos) {
+      if (const OpEntry* e = table.Find(callee); e != nullptr) candidates.push_back(e);
     } else {
       candidates = table.Overloads(callee);
     }

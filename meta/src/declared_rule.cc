@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "meta_common.h"
 #include "meta_functions.h"
@@ -125,8 +126,9 @@ absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view src) {
       size_t j = i;
       int64_t v = 0;
       while (j < src.size() && absl::ascii_isdigit(static_cast<unsigned char>(src[j]))) {
-        if (v > (std::numeric_limits<int64_t>::max() - 9) / 10) return SyntaxError(line, col, "an integer too large");
-        v = v * 10 + (src[j] - '0');
+        const int digit = src[j] - '0';
+        if (v > (std::numeric_limits<int64_t>::max() - digit) / 10) return SyntaxError(line, col, "an integer too large");
+        v = v * 10 + digit;
         ++j;
       }
       if (j < src.size() && (src[j] == '.' || absl::ascii_isalpha(static_cast<unsigned char>(src[j])))) {
@@ -159,7 +161,7 @@ absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view src) {
         if (src.substr(i, 2) == two) op = std::string(two);
       }
       if (op.size() == 1 && absl::string_view("()[],:.=<>+-*%").find(ch) == absl::string_view::npos) {
-        return SyntaxError(line, col, absl::StrCat("unexpected character '", std::string(1, ch), "'"));
+        return SyntaxError(line, col, absl::StrCat("unexpected character ", ShowTextChar(ch)));
       }
       if (op == "(" || op == "[") ++depth;
       if ((op == ")" || op == "]") && depth > 0) --depth;
@@ -1187,6 +1189,12 @@ class Eval {
 };
 
 }  // namespace
+
+std::string ShowTextChar(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return absl::StrCat("'", std::string(1, c), "'");
+  return absl::StrFormat("byte 0x%02X", u);
+}
 
 DeclaredShapeRule::~DeclaredShapeRule() = default;
 

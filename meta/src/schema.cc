@@ -1,6 +1,7 @@
 // The schema parser and argument binding/validation shared by client and daemon.
 #include "tensord/meta/schema.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "absl/container/inlined_vector.h"
@@ -485,6 +486,14 @@ absl::StatusOr<std::vector<Value>> BindArgs(const FunctionSchema& schema, std::v
       continue;
     }
     if (!Convert(a, out[i])) {
+      if (a.type == ArgType::kTensorList && out[i].kind() == Value::Kind::kTensorList) {
+        const TensorList& l = out[i].tensor_list();
+        const size_t k = static_cast<size_t>(std::find(l.begin(), l.end(), nullptr) - l.begin());
+        if (k < l.size()) {  // PyTorch's words
+          return TypeErr(absl::StrCat(schema.name, "(): expected Tensor as element ", k, " in argument '", a.name,
+                                      "', but got None"));
+        }
+      }
       return TypeErr(absl::StrCat(schema.name, "(): argument '", a.name, "' must be ", a.optional ? "None or " : "",
                                   ArgTypeName(a.type), ", not ", ValueKindName(out[i].kind())));
     }

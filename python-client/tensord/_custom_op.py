@@ -503,8 +503,10 @@ def _test_schema(op, args, kwargs):
     declared = () if op._mutates == "unknown" else op._mutates
     for name, old in before.items():
         if op._mutates != "unknown" and name not in declared and not _same_values(old, bound.arguments[name]):
+            fix = ("an op defined at run time or loaded from a kernel artifact may not write its arguments: its "
+                   "kernel must leave them as they are" if isinstance(op, _DefinedOp) else "add it to mutates_args")
             raise RuntimeError(f"opcheck({op._name}): test_schema: argument {name} was written to, but its schema "
-                               f"{op._schema} does not say so (add it to mutates_args)")
+                               f"{op._schema} does not say so ({fix})")
     for o in _outputs(out):
         if any(_same(o, t) for t in before.values()):
             raise RuntimeError(f"opcheck({op._name}): test_schema: an output is one of the inputs")
@@ -571,8 +573,13 @@ def _test_autograd_registration(op, args, kwargs, atol, rtol):
             for n in names:
                 values[n] = bound.arguments[n].detach().clone().requires_grad_()
             eps, default_tol = 1e-3, (1e-2, 1e-2)
-    gradcheck(call, tuple(values[n] for n in names), eps=eps, atol=atol if atol is not None else default_tol[0],
-              rtol=rtol if rtol is not None else default_tol[1])
+    from .autograd.gradcheck import GradcheckError
+    try:
+        gradcheck(call, tuple(values[n] for n in names), eps=eps, atol=atol if atol is not None else default_tol[0],
+                  rtol=rtol if rtol is not None else default_tol[1])
+    except GradcheckError as e:
+        raise GradcheckError(f"opcheck({op._name}): test_autograd_registration: the derivative of {names} does "
+                             f"not match finite differences: {e}") from None
 
 
 def opcheck(op, args, kwargs=None, *, test_utils=DEFAULT_TEST_UTILS, raise_exception=True, atol=None, rtol=None):

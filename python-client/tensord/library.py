@@ -77,6 +77,13 @@ def define(qualname, schema, *, like=None, rule=None, derivative=None):
             raise TypeError(f"library.define: {what} must be a str, got {type(v).__name__}")
     if derivative is not None and not isinstance(derivative, str):
         raise TypeError(f"library.define: derivative must be a str, got {type(derivative).__name__}")
+    for what, v in (("qualname", qualname), ("schema", schema), ("rule", rule), ("derivative", derivative)):
+        try:
+            if v is not None:
+                v.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"library.define({qualname!r}): {what} is not valid Unicode text "
+                             f"(character {e.object[e.start]!r} at {e.start})") from None
     schema = schema.strip()
     if not schema.startswith("("):
         raise RuntimeError(f"library.define: schema must start with its arguments, as in '(Tensor x) -> Tensor', "

@@ -708,6 +708,8 @@ constexpr char kBuildKernelUsage[] =
     "                         artifact (a temporary file; tensord.library.opcheck on samples, say);\n"
     "                         a non-zero exit fails the build and leaves OUT as it was. The\n"
     "                         interpreter is $TENSORD_PYTHON, else /usr/bin/python3\n"
+    "  --check-timeout SECS   how long the check may run (default 600); past it, it is killed\n"
+    "                         and the build fails\n"
     "Prints the artifact's path, ops and content hash. Exit status 0; 1 when the build or the\n"
     "check fails (the compiler's output or the check that failed on stderr); 2 for a usage error.\n";
 
@@ -729,21 +731,38 @@ std::vector<std::string> SplitFlags(const std::string& flags) {
 }
 
 // `tensord build-kernel` (kBuildKernelUsage).
-// Runs `python SCRIPT ARTIFACT` (build-kernel --check) and waits for it;
-// OK when it exits 0.
-absl::Status RunCheckScript(const std::string& script, const std::string& artifact) {
+// Runs `python SCRIPT ARTIFACT` (build-kernel --check) in a process group of
+// its own and waits for it, at most `timeout_s` seconds (then the group is
+// killed); OK when it exits 0.
+absl::Status RunCheckScript(const std::string& script, const std::string& artifact, int64_t timeout_s) {
   const char* env_python = std::getenv("TENSORD_PYTHON");
   const std::string python = env_python != nullptr && *env_python != '\0' ? env_python : "/usr/bin/python3";
   std::vector<std::string> argv_s = {python, script, artifact};
   std::vector<char*> argv;
   for (std::string& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = 0;
-  if (int e = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ); e != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot start ", python, ": ", std::strerror(e)));
+  const int spawned = posix_spawnp(&pid, python.c_str(), nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (spawned != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot start ", python, ": ", std::strerror(spawned)));
   }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (true) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(-pid, SIGKILL);  // the script and whatever it started (an embedded daemon)
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return absl::DeadlineExceededError(absl::StrCat(script, " ran past --check-timeout ", timeout_s, " s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
   return absl::FailedPreconditionError(
@@ -753,7 +772,7 @@ absl::Status RunCheckScript(const std::string& script, const std::string& artifa
 
 int BuildKernel(const std::vector<std::string>& args) {
   BuildOptions o;
-  std::string archs, cflags, cuda_cflags, ldflags, dir, check;
+  std::string archs, cflags, cuda_cflags, ldflags, dir, check, check_timeout = "600";
   FlagParser p{args};
   while (p.i < args.size()) {
     const std::string& a = args[p.i];
@@ -775,7 +794,8 @@ int BuildKernel(const std::vector<std::string>& args) {
         p.MatchNonEmpty("--name", &o.name) || p.MatchNonEmpty("--cuda-arch", &archs) ||
         p.Match("--cflags", &cflags) || p.Match("--cuda-cflags", &cuda_cflags) || p.Match("--ldflags", &ldflags) ||
         p.MatchNonEmpty("--cache", &o.cache_dir) || p.MatchNonEmpty("--cxx", &o.cxx) ||
-        p.MatchNonEmpty("--nvcc", &o.nvcc) || p.MatchNonEmpty("--check", &check)) {
+        p.MatchNonEmpty("--nvcc", &o.nvcc) || p.MatchNonEmpty("--check", &check) ||
+        p.MatchNonEmpty("--check-timeout", &check_timeout)) {
       continue;
     }
     if (p.MatchNonEmpty("-I", &dir)) {
@@ -789,6 +809,11 @@ int BuildKernel(const std::vector<std::string>& args) {
   }
   if (o.output.empty()) return UsageError("build-kernel: no output (-o OUT.tdk)");
   if (o.sources.empty()) return UsageError("build-kernel: no sources");
+  int64_t check_timeout_s = 0;
+  if (!absl::SimpleAtoi(check_timeout, &check_timeout_s) || check_timeout_s <= 0 || check_timeout_s > 86400) {
+    return UsageError(absl::StrCat("build-kernel: --check-timeout takes seconds from 1 to 86400, got '",
+                                   check_timeout, "'"));
+  }
   if (o.name.empty()) o.name = std::filesystem::path(o.output).stem().string();
   if (!archs.empty()) o.cuda_archs = absl::StrSplit(archs, ',', absl::SkipWhitespace());
   o.extra_cflags = SplitFlags(cflags);
@@ -805,7 +830,7 @@ int BuildKernel(const std::vector<std::string>& args) {
   }
   if (!check.empty()) {
     std::fflush(stdout);
-    absl::Status s = RunCheckScript(check, o.output);
+    absl::Status s = RunCheckScript(check, o.output, check_timeout_s);
     std::error_code ec;
     if (!s.ok()) {
       std::filesystem::remove(o.output, ec);

@@ -52,6 +52,8 @@ TEST(DeclaredDerivative, CompileRefusesWithLineAndColumn) {
   ExpectRefused(kXY, "h = grad", "no line gives a gradient");
   ExpectRefused(kXY, "", "no line gives a gradient");
   ExpectRefused(kXY, "x: grad @ y", "unexpected character '@'");
+  ExpectRefused(kXY, "x: grad * \xc3\xa9", "column 11: unexpected character byte 0xC3");  // é: the message stays UTF-8
+  ExpectRefused(kXY, std::string("x: grad\0", 8), "unexpected character byte 0x00");
   ExpectRefused("(Tensor grad) -> Tensor", "grad: grad", "argument 'grad' has a name the derivative language keeps");
   ExpectRefused(kXY, std::string(kMaxDeclaredDerivativeBytes + 1, ' '), "at most");
   ExpectRefused(kXY, "x: " + std::string(200, '(') + "grad" + std::string(200, ')'), "nested too deep");
@@ -164,6 +166,15 @@ TEST(DeclaredDerivative, ArithmeticBecomesTableOps) {
   // add.Tensor's default alpha and the numbers folded: y * 0.5 is mul.Scalar.
   EXPECT_EQ(g[1], "add.Tensor(add.Tensor(div.Scalar(g0,4),g0,1),mul.Scalar(in1,0.5),1)");
   EXPECT_EQ(g[2], "-");
+}
+
+TEST(DeclaredDerivative, ABaseNameTriesEveryOverload) {
+  auto d = Compile(kXY, "x: max(grad, 0)[0]\ny: max(grad)");
+  ASSERT_TRUE(d.ok()) << d.status();
+  TextHost h;
+  const std::vector<std::string> g = Grads(**d, h);
+  EXPECT_EQ(g[0], "max.dim(g0,0,0)[0]");
+  EXPECT_EQ(g[1], "max(g0)");
 }
 
 TEST(DeclaredDerivative, OverloadsKeywordsAndDefaults) {

@@ -191,6 +191,10 @@ TEST(DeclaredShapeRule, CompileRefusesWhatCannotRun) {
                       "the rule returns 2 output(s); the op returns 1");
   ExpectErrorContains(CompileError(x, "return empty([1.5])"), ErrorKind::kRuntime, "only integers are numbers");
   ExpectErrorContains(CompileError(x, "return empty([x.size(0)]) $"), ErrorKind::kRuntime, "unexpected character '$'");
+  ExpectErrorContains(CompileError(x, "return empty(\xc3\xa9)"), ErrorKind::kRuntime, "unexpected character byte 0xC3");
+  EXPECT_TRUE(CompileError(x, "check x.dim() < 9223372036854775807, \"x\"\nreturn empty(x.shape)").ok());
+  ExpectErrorContains(CompileError(x, "check x.dim() < 9223372036854775808, \"x\"\nreturn empty(x.shape)"),
+                      ErrorKind::kRuntime, "an integer too large");
   ExpectErrorContains(CompileError(x, "return empty(shape=\"x)"), ErrorKind::kRuntime, "a string that does not end");
   ExpectErrorContains(CompileError(x, "return broadcast"), ErrorKind::kRuntime, "'broadcast' is a function: call it");
   ExpectErrorContains(CompileError(x, "return frobnicate(x)"), ErrorKind::kRuntime, "'frobnicate' is not an argument");

@@ -61,6 +61,14 @@ TD_EXPORT int32_t gradlib_twice32_cpu(TdKernelEnv* env) {
     static_cast<float*>(env->outputs[0].data)[i] = 2 * static_cast<const float*>(x->data)[Off(x, i)];
   return TD_OK;
 }
+TD_EXPORT int32_t gradlib_opt_scale_cpu(TdKernelEnv* env) {
+  const DLTensor* x = env->args[0].value.tensor;
+  const DLTensor* w = env->args[1].kind == TD_ARG_TENSOR ? env->args[1].value.tensor : NULL;
+  float* y = static_cast<float*>(env->outputs[0].data);
+  for (int64_t i = 0; i < Numel(x); ++i)
+    y[i] = static_cast<const float*>(x->data)[Off(x, i)] * (w ? static_cast<const float*>(w->data)[Off(w, i)] : 1.0f);
+  return TD_OK;
+}
 #define FLOATS "check x.dtype == float32 or x.dtype == float64, \"float32 or float64\"\n"
 static const TdOpDecl kOps[] = {
     {"gradlib::scale_sq(Tensor x, float s) -> Tensor", FLOATS "return empty(x.shape, dtype=x.dtype)",
@@ -73,6 +81,8 @@ static const TdOpDecl kOps[] = {
      "x: grad * x * s", "gradlib_scale_sq_cpu", NULL},
     {"gradlib::twice32(Tensor x) -> Tensor", "return empty(x.shape, dtype=x.dtype)", "x: grad * 2",
      "gradlib_twice32_cpu", NULL},
+    {"gradlib::opt_scale(Tensor x, Tensor? w=None) -> Tensor", "return empty(x.shape, dtype=x.dtype)",
+     "x: grad * w\nw: grad * x", "gradlib_opt_scale_cpu", NULL},
 };
 TD_DEFINE_LIBRARY("gradlib", kOps)
 """
@@ -171,7 +181,8 @@ def _tensor(values, device):
     return tensord.tensor(values)
 
 
-@pytest.mark.parametrize("program", ["no_line", "twice", "twice_retained", "inplace_read", "inplace_unread"])
+@pytest.mark.parametrize("program", ["no_line", "twice", "twice_retained", "inplace_read", "inplace_unread",
+                                     "reads_none"])
 def test_meta_and_daemon_agree(libs, session, program):
     gradlib, _ = libs
 
@@ -179,6 +190,8 @@ def test_meta_and_daemon_agree(libs, session, program):
         a = _tensor([1.0, 2.0], device).requires_grad_()
         b = _tensor([3.0, 4.0], device).requires_grad_()
         c = _tensor([5.0, 6.0], device).requires_grad_()
+        if program == "reads_none":  # x's line reads w, an optional tensor left out
+            return _outcome(lambda: gradlib.opt_scale(a, None).sum().backward())
         if program.startswith("inplace"):
             # A non-leaf input changed after the op saved it: only b's line
             # reads a, so it matters only when b needs a gradient.
@@ -205,6 +218,9 @@ def test_meta_and_daemon_agree(libs, session, program):
         assert "modified by an inplace operation" in on_daemon[1]
     if program == "inplace_unread":
         assert on_daemon[0] == "ok"
+    if program == "reads_none":
+        assert on_daemon == ("RuntimeError", "gradlib::opt_scale: the derivative reads argument 'w', which is None in "
+                                             "this call")
 
 
 def test_define_with_a_derivative_on_meta():
@@ -219,6 +235,10 @@ def test_define_with_a_derivative_on_meta():
         tensord.library.define("dlib::bad", "(Tensor x) -> Tensor", like="exp", derivative="x: grad\nz: grad")
     with pytest.raises(RuntimeError, match=r"no overload of 'mul' takes \(Tensor, str\)"):
         tensord.library.define("dlib::bad2", "(Tensor x) -> Tensor", like="exp", derivative="x: mul(grad, 'a')")
+    with pytest.raises(ValueError, match=r"derivative is not valid Unicode text \(character '\\udcff' at 8\)"):
+        tensord.library.define("dlib::bad4", "(Tensor x) -> Tensor", like="exp", derivative="x: grad \udcff")
+    with pytest.raises(RuntimeError, match="derivative line 1, column 11: unexpected character byte 0xC3"):
+        tensord.library.define("dlib::bad5", "(Tensor x) -> Tensor", like="exp", derivative="x: grad * \u00e9")
     with pytest.raises(TypeError, match="derivative must be a str"):
         tensord.library.define("dlib::bad3", "(Tensor x) -> Tensor", like="exp", derivative=3)
     no_derivative = tensord.library.define("dlib::nod", "(Tensor x) -> Tensor", like="exp")
@@ -255,7 +275,9 @@ def test_opcheck_checks_artifact_ops(libs, session):
         # A float32-only kernel: gradcheck in float32.
         assert tensord.library.opcheck(gradlib.twice32, (x,)) == ok
         # A wrong derivative fails gradcheck.
-        with pytest.raises(RuntimeError, match="Jacobian mismatch"):
+        with pytest.raises(RuntimeError, match=r"opcheck\(gradlib::scale_sq_wrong\): test_autograd_registration: the "
+                                               r"derivative of \['x'\] does not match finite differences: Jacobian "
+                                               r"mismatch"):
             tensord.library.opcheck(gradlib.scale_sq_wrong, (x, 1.5))
         res = tensord.library.opcheck(gradlib.scale_sq_wrong, (x, 1.5), raise_exception=False)
         assert res["test_schema"] == "SUCCESS" and res["test_autograd_registration"] != "SUCCESS"
@@ -306,6 +328,13 @@ def test_build_kernel_runs_a_check_before_writing(tmp_path):
     assert "the check failed (" in r.stderr and "was not written" in r.stderr
     assert out.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir() if "checking" in p.name] == []
+    # A check that does not end: killed at --check-timeout, and OUT stays as it was.
+    script.write_text("import time\ntime.sleep(600)\n")
+    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(out), "--check", str(script), "--check-timeout", "2",
+                        str(tmp_path / "chklib.cc")], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 1 and "ran past --check-timeout 2 s" in r.stderr, r.stderr
+    assert out.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if "checking" in p.name] == []
 
 
 def test_a_session_closing_does_not_unload_what_another_still_uses(libs):
@@ -330,3 +359,8 @@ def test_a_session_closing_does_not_unload_what_another_still_uses(libs):
         b.close()
     finally:
         d.stop()
+
+
+def test_none_in_a_tensor_list_names_the_element():
+    with pytest.raises(TypeError, match=r"cat\(\): expected Tensor as element 1 in argument 'tensors', but got None"):
+        tensord.cat([tensord.empty(2, device="meta"), None])

@@ -136,6 +136,10 @@ struct GradNode {
   // The full name of an op with no derivative formula (one defined at run
   // time), whose backward is then NotImplementedError, as the daemon's.
   std::string no_derivative;
+  // The RuntimeError the daemon's backward of this call raises whatever
+  // the saved tensors hold (a declared derivative that reads an optional
+  // tensor argument given as None); "" for none.
+  std::string backward_error;
 };
 
 // The shared state behind Tensor copies. `session` is null for meta tensors

@@ -55,6 +55,11 @@ namespace tensord {
 
 struct MetaResult;
 
+// How an error about the text of a rule or a declared derivative shows
+// character `c`: 'x' for printable ASCII, else its byte ("byte 0xC3"), so
+// that the message stays valid UTF-8 whatever the text holds.
+std::string ShowTextChar(char c);
+
 // A rule's text is at most this long.
 inline constexpr size_t kMaxDeclaredRuleBytes = 16 << 10;
 
