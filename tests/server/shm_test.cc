@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <thread>
 #include <numeric>
@@ -446,7 +447,11 @@ TEST_F(ShmTest, ClosingASessionFreesItsAdoptedStorages) {
   EXPECT_TRUE(s->Sync().empty());
   EXPECT_EQ(MemfdMappings(), 2);  // this test's and the daemon's (in this process)
   ASSERT_TRUE(s->Close().ok());
-  EXPECT_EQ(MemfdMappings(), 1);  // the storages went with the session, and the mapping with them
+  // The storages go with the session, and the mapping with them: once the
+  // last thread that held the session lets go of it, which may be a moment
+  // after Close returns (a stream thread still finishing).
+  for (int i = 0; i < 1000 && MemfdMappings() != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(MemfdMappings(), 1);
   s->Finish();
   // Another session works, and the daemon kept serving.
   RawSession t(stub_.get());
