@@ -69,6 +69,7 @@
 #include "tensord/runtime/memory.h"
 #include "tensord/server/daemon.h"
 #include "tensord/runtime/log.h"
+#include "tensord/runtime/artifact_worker.h"
 #include "tensord/runtime/artifacts.h"
 #include "tensord/server/service.h"
 #include "tensord/transport/socket_stream.h"
@@ -149,6 +150,14 @@ constexpr char kUsage[] =
     "  --artifact-key PEM             an Ed25519 public key whose signatures are allowed under\n"
     "                                 trusted; repeatable\n"
     "  --artifact-max-bytes BYTES     largest artifact file accepted (default 256MiB)\n"
+    "  --artifact-isolation none|process\n"
+    "                                 where artifacts' CPU kernels run: in the daemon (none, the\n"
+    "                                 default) or in a worker process per session (process), where\n"
+    "                                 a crash, an abort or a hang ends only the worker and fails\n"
+    "                                 the call; CUDA kernels run in the daemon either way\n"
+    "  --artifact-call-timeout SECONDS\n"
+    "                                 under process isolation, longest one kernel call may run\n"
+    "                                 before its worker is killed (default 60)"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n"
@@ -259,7 +268,7 @@ int Serve(const std::vector<std::string>& args) {
   DaemonOptions options;
   std::vector<std::string> listen;
   std::string config, memory_limit, cuda_memory_limit, cache_limit, log_level, private_dir, stream_spin, grpc_threads,
-      per_peer, artifacts_mode, artifact_max;
+      per_peer, artifacts_mode, artifact_max, isolation, call_timeout;
   std::vector<std::string> allow_lists, artifact_keys;
   FlagParser p{args};
   while (p.i < args.size()) {
@@ -301,6 +310,10 @@ int Serve(const std::vector<std::string>& args) {
       artifact_keys.push_back(value);
     } else if (p.MatchNonEmpty("--artifact-max-bytes", &value)) {
       artifact_max = value;
+    } else if (p.MatchNonEmpty("--artifact-isolation", &value)) {
+      isolation = value;
+    } else if (p.MatchNonEmpty("--artifact-call-timeout", &value)) {
+      call_timeout = value;
     } else if (!p.error.empty()) {
       return UsageError(p.error);
     } else {
@@ -327,6 +340,20 @@ int Serve(const std::vector<std::string>& args) {
       return UsageError(absl::StrCat("--artifact-max-bytes: ", n.ok() ? "must be positive" : n.status().message()));
     }
     options.artifacts.max_bytes = static_cast<uint64_t>(*n);
+  }
+  if (!isolation.empty()) {
+    absl::StatusOr<runtime::ArtifactPolicy::Isolation> i = runtime::ArtifactPolicy::ParseIsolation(isolation);
+    if (!i.ok()) return UsageError(std::string(i.status().message()));
+    options.artifacts.isolation = *i;
+  }
+  if (!call_timeout.empty()) {
+    double seconds = 0;
+    // A whole day at most: longer is a typo, and absl's durations hold it.
+    if (!absl::SimpleAtod(call_timeout, &seconds) || !(seconds > 0) || seconds > 86400) {
+      return UsageError(absl::StrCat("--artifact-call-timeout must be a number of seconds above 0 and at most "
+                                     "86400, not '", call_timeout, "'"));
+    }
+    options.artifacts.call_timeout = absl::Seconds(seconds);
   }
   if (const char* env = std::getenv("TENSORD_TEST_DEVICE"); env != nullptr && std::string(env) == "1") {
     options.test_device = true;
@@ -1029,6 +1056,15 @@ int main(int argc, char** argv) {
     ReexecWithBlasThreadTimeout(argv);
     KeepChunkSizedAllocationsWarm();
     return Serve(args);
+  }
+  // Hidden: the worker process of --artifact-isolation process, started by
+  // the daemon itself (tensord/runtime/artifact_worker.h).
+  if (cmd == "artifact-worker") {
+    int fd = -1;
+    if (args.size() != 1 || !absl::SimpleAtoi(args[0], &fd) || fd < 3) {
+      return UsageError("artifact-worker is started by the daemon, with its socket's descriptor");
+    }
+    return tensord::runtime::ArtifactWorkerMain(fd);
   }
   if (cmd == "check") return Check(args);
   if (cmd == "devices") return Devices(args);

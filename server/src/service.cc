@@ -297,7 +297,20 @@ TensordService::TensordService(const ServiceOptions& options, Backends backends,
   for (size_t i = 0; i < backends_.size(); ++i) {
     if (backends_[i].device().is_cuda()) capabilities.push_back(backends_[i].capability());
   }
-  artifacts_ = std::make_unique<ArtifactStore>(options_.artifacts, std::move(capabilities));
+  ArtifactPolicy policy = options_.artifacts;
+  if (policy.isolation == ArtifactPolicy::Isolation::kProcess && policy.worker_binary.empty()) {
+    // The workers run this very binary, the daemon's own file even after a
+    // package upgrade replaced the path (then /proc/self/exe still names
+    // the running image): a worker always speaks its daemon's protocol.
+    // It names itself in ps (argv[0] and the thread name).
+    policy.worker_binary = "/proc/self/exe";
+  }
+  if (policy.isolation == ArtifactPolicy::Isolation::kProcess) {
+    Log(LogLevel::kInfo, "artifacts' CPU kernels run in a worker process per session (--artifact-isolation ",
+        ArtifactPolicy::IsolationName(policy.isolation), "), each call for at most ",
+        absl::FormatDuration(policy.call_timeout));
+  }
+  artifacts_ = std::make_unique<ArtifactStore>(std::move(policy), std::move(capabilities));
   // Stream writes byte buffers: install it as the handler of the Stream
   // method, as the generated code's WithStreamedUnaryMethod_ classes install
   // theirs (the method's index is its position in the service).

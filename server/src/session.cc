@@ -58,7 +58,27 @@ Session::Session(uint64_t id, std::string token, std::string client_name, std::s
     mu_.AssertHeld();  // the dispatcher runs only under the session's lock
     const uint32_t i = op_id - kFirstExtensionOpId;
     if (op_id < kFirstExtensionOpId || i >= artifact_ops_.size() || artifact_ops_[i].first == nullptr) return nullptr;
-    return artifact_ops_[i].first->kernel(artifact_ops_[i].second, device);
+    const auto [lib, index] = artifact_ops_[i];
+    if (device != DeviceType::kCPU || artifact_store_->policy().isolation != runtime::ArtifactPolicy::Isolation::kProcess) {
+      return lib->kernel(index, device);
+    }
+    // Process isolation: the session's own kernel, which sends the call to
+    // the session's worker.
+    if (!lib->declares_kernel(index, DeviceType::kCPU)) return nullptr;
+    if (artifact_worker_ == nullptr) {
+      artifact_worker_ = std::make_unique<runtime::ArtifactWorker>(artifact_store_, memory_);
+      artifact_worker_->set_cancelled([this] { return closing_.load(std::memory_order_relaxed); });
+    }
+    if (isolated_kernels_.size() <= i) isolated_kernels_.resize(i + 1);
+    if (isolated_kernels_[i] == nullptr) {
+      auto k = std::make_unique<runtime::ArtifactKernel>();
+      k->op_name = lib->op_name(index);
+      k->worker = artifact_worker_.get();
+      k->artifact = lib;
+      k->op_index = index;
+      isolated_kernels_[i] = std::move(k);
+    }
+    return isolated_kernels_[i].get();
   });
   // A formula's or the engine's op on a tensor that failed earlier fails
   // with that tensor's error, remembered as the cause of the backward's.
@@ -131,6 +151,9 @@ SessionStats Session::CloseLocked() {
       if (auto ag = w.lock()) ag->grad.reset();
     }
     grad_holders_.clear();
+    // The worker process ends with the session (killed and reaped here).
+    isolated_kernels_.clear();
+    artifact_worker_.reset();
     s.ops_executed = ops_executed();
     if (!uploads.empty()) {
       Log(LogLevel::kWarning, "session ", absl::Hex(id_), ": ", uploads.size(),

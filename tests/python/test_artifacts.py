@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -372,3 +373,110 @@ def test_a_signed_artifact_runs_on_a_daemon_that_lists_the_key(artifact, lib, tm
                 assert lib.fused_bias_gelu(tensord.zeros(1, 2), tensord.zeros(2)).tolist() == [[0.0, 0.0]]
         finally:
             s.close()
+
+
+# Kernels that kill or hang their process, beside a good one and the
+# fused bias + GELU of KERNEL (copied in, for a comparison with in-process).
+HOSTILE = KERNEL.replace("TD_DEFINE_LIBRARY(\"mylib\", kOps)", "").replace("mylib", "hostile").replace(
+    "static const TdOpDecl kOps[]", "static const TdOpDecl kUnused[]") + r"""
+#include <cstdlib>
+TD_EXPORT int32_t hostile_segv_cpu(TdKernelEnv*) {
+  volatile int* p = reinterpret_cast<volatile int*>(16);  // not mapped: a real SIGSEGV
+  *p = 1;
+  return TD_OK;
+}
+TD_EXPORT int32_t hostile_abort_cpu(TdKernelEnv*) { std::abort(); }
+TD_EXPORT int32_t hostile_spin_cpu(TdKernelEnv*) {
+  for (volatile unsigned long i = 0;; i = i + 1) {
+  }
+}
+static const TdOpDecl kOps[] = {
+    {"hostile::fused_bias_gelu(Tensor x, Tensor bias) -> Tensor", "return empty(x.shape, dtype=promote(x, bias))",
+     NULL, "hostile_fused_bias_gelu_cpu", NULL},
+    {"hostile::segv(Tensor x) -> Tensor", "like:clone", NULL, "hostile_segv_cpu", NULL},
+    {"hostile::abort(Tensor x) -> Tensor", "like:clone", NULL, "hostile_abort_cpu", NULL},
+    {"hostile::spin(Tensor x) -> Tensor", "like:clone", NULL, "hostile_spin_cpu", NULL},
+    {"hostile::broken(Tensor x) -> Tensor", "like:clone", NULL, "hostile_broken_cpu", NULL},
+};
+TD_DEFINE_LIBRARY("hostile", kOps)
+"""
+
+
+def _children(pid):
+    """Process ids whose parent is `pid` (the daemon's workers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def test_isolation_survives_hostile_kernels(tmp_path):
+    """Under --artifact-isolation process a segfault, an abort and an
+    endless loop in a kernel each fail only their call, naming the op; the
+    session's next call runs in a new worker, another session is
+    unaffected, results equal the in-process ones, and closing the sessions
+    ends their workers."""
+    if not DAEMON_BIN:
+        pytest.skip("no tensord binary: build the `tensord` target or set TENSORD_BIN")
+    (tmp_path / "hostile.cc").write_text(HOSTILE)
+    path = tmp_path / "hostile.tdk"
+    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(path), str(tmp_path / "hostile.cc")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lib = tensord.library.load(path)
+    rng = np.random.default_rng(1)
+    xv = rng.standard_normal((5, 7)).astype(np.float32)
+    bv = rng.standard_normal(5).astype(np.float32)
+    expected = {}
+    with Daemon(DAEMON_BIN, extra_args=["--artifacts", "any"]) as d:  # in-process, for the comparison
+        s = tensord.connect(d.address, set_default=False)
+        with s:
+            expected["t"] = lib.fused_bias_gelu(tensord.tensor(xv).t(), tensord.tensor(bv)).numpy()
+        s.close()
+    with Daemon(DAEMON_BIN, extra_args=["--artifacts", "any", "--artifact-isolation", "process",
+                                        "--artifact-call-timeout", "1"]) as d:
+        s = tensord.connect(d.address, set_default=False)
+        other = tensord.connect(d.address, set_default=False)
+        try:
+            with other:
+                assert lib.fused_bias_gelu(tensord.zeros(1, 2), tensord.zeros(2)).tolist() == [[0.0, 0.0]]
+            with s:
+                # A strided (transposed) input: the same as in the daemon's process.
+                np.testing.assert_array_equal(
+                    lib.fused_bias_gelu(tensord.tensor(xv).t(), tensord.tensor(bv)).numpy(), expected["t"])
+                for op, what in [("segv", r"signal 11 \(Segmentation fault\)"), ("abort", r"signal 6 \(Aborted\)"),
+                                 ("spin", r"ran past the time limit of 1s")]:
+                    with pytest.raises(RuntimeError, match=rf"hostile::{op} \(call \d+ at test_artifacts.py:\d+\): "
+                                                           rf".*{what}"):
+                        getattr(lib, op)(tensord.ones(2)).numpy()
+                    # The next call: a new worker.
+                    assert lib.fused_bias_gelu(tensord.zeros(1, 3), tensord.zeros(3)).tolist() == [[0.0] * 3]
+                # A kernel's own error comes through as in-process.
+                with pytest.raises(RuntimeError, match=r"hostile::broken \(call \d+ at test_artifacts.py:\d+\): the "
+                                                       r"kernel says no \(x has 3 elements\)"):
+                    lib.broken(tensord.ones(3)).numpy()
+                assert (tensord.ones(2) + 1).tolist() == [2.0, 2.0]
+            with other:  # its worker never saw the hostile calls
+                np.testing.assert_array_equal(
+                    lib.fused_bias_gelu(tensord.tensor(xv).t(), tensord.tensor(bv)).numpy(), expected["t"])
+            assert len(_children(d.proc.pid)) == 2  # one worker per session
+        finally:
+            s.close()
+            other.close()
+        deadline = time.monotonic() + 10
+        while _children(d.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _children(d.proc.pid) == []  # closing a session ends (and reaps) its worker
+        assert d.proc.poll() is None  # the daemon still serves
+        s = tensord.connect(d.address, set_default=False)
+        with s:
+            assert (tensord.ones(3) * 2).sum().item() == 6.0
+        s.close()

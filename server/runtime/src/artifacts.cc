@@ -26,6 +26,7 @@
 #include "tensord/artifact/elf_inspect.h"
 #include "tensord/meta/errors.h"
 #include "tensord/meta/op_registry.h"
+#include "tensord/runtime/artifact_worker.h"
 #include "tensord/runtime/log.h"
 
 namespace tensord::runtime {
@@ -92,6 +93,16 @@ absl::StatusOr<ArtifactPolicy::Mode> ArtifactPolicy::ParseMode(absl::string_view
   return absl::InvalidArgumentError(absl::StrCat("--artifacts must be off, trusted or any, not '", text, "'"));
 }
 
+absl::StatusOr<ArtifactPolicy::Isolation> ArtifactPolicy::ParseIsolation(absl::string_view text) {
+  if (text == "none") return Isolation::kNone;
+  if (text == "process") return Isolation::kProcess;
+  return absl::InvalidArgumentError(absl::StrCat("--artifact-isolation must be none or process, not '", text, "'"));
+}
+
+absl::string_view ArtifactPolicy::IsolationName(Isolation i) {
+  return i == Isolation::kProcess ? "process" : "none";
+}
+
 absl::string_view ArtifactPolicy::ModeName(Mode m) {
   switch (m) {
     case Mode::kOff: return "off";
@@ -154,6 +165,18 @@ const ArtifactKernel* LoadedArtifact::kernel(size_t op_index, DeviceType device)
   const std::vector<ArtifactKernel>& v = device == DeviceType::kCUDA ? cuda_ : cpu_;
   if (op_index >= v.size() || v[op_index].fn == nullptr) return nullptr;
   return &v[op_index];
+}
+
+std::string LoadedArtifact::op_name(size_t op_index) const {
+  if (op_index >= manifest_.ops.size()) return "";
+  const std::string& schema = manifest_.ops[op_index].schema;
+  return schema.substr(0, schema.find('('));
+}
+
+bool LoadedArtifact::declares_kernel(size_t op_index, DeviceType device) const {
+  if (op_index >= manifest_.ops.size()) return false;
+  const ArtifactOp& op = manifest_.ops[op_index];
+  return !(device == DeviceType::kCUDA ? op.cuda_symbol : op.cpu_symbol).empty();
 }
 
 // ------------------------------------------------------------------ the store
@@ -351,6 +374,63 @@ absl::StatusOr<std::string> ArtifactStore::Add(absl::string_view file, absl::str
   return hash;
 }
 
+namespace {
+
+// A sealed in-memory file holding `payload`: the object the checks read is
+// the object loaded, and no path on disk can be swapped under the loader.
+// The caller owns the descriptor.
+absl::StatusOr<int> SealedObjectFile(absl::string_view payload, absl::string_view what) {
+  const int fd = memfd_create("tensord-artifact", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return InternalErr(absl::StrCat(what, ": memfd_create: ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < payload.size()) {
+    const ssize_t n = write(fd, payload.data() + done, payload.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      close(fd);
+      return InternalErr(absl::StrCat(what, ": writing the object to memory: ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+  return fd;
+}
+
+// Under process isolation, whether the daemon's own process must load an
+// artifact's object: only for CUDA kernels, which run there (and only with
+// a GPU to run them on).
+bool LoadsInProcess(const ArtifactPolicy& policy, const Manifest& m, bool has_gpu) {
+  if (policy.isolation == ArtifactPolicy::Isolation::kNone) return true;
+  return has_gpu && std::any_of(m.ops.begin(), m.ops.end(), [](const ArtifactOp& o) { return !o.cuda_symbol.empty(); });
+}
+
+// The manifest's ops as ExtensionOps defines them.
+absl::StatusOr<std::vector<ExtensionOpDef>> CanonicalDefinitions(const Manifest& m, absl::string_view what) {
+  ExtensionOps canonical;
+  for (const ArtifactOp& op : m.ops) {
+    absl::StatusOr<const OpEntry*> d =
+        canonical.Define(op.schema, DefineRule(op.shape_rule), /*artifact=*/{}, op.derivative);
+    if (!d.ok()) return RuntimeErr(absl::StrCat(what, ": ", d.status().message()));
+  }
+  return canonical.Defs(0);
+}
+
+}  // namespace
+
+absl::StatusOr<ArtifactStore::ObjectFile> ArtifactStore::MakeObjectFile(absl::string_view hash) const {
+  absl::MutexLock l(&mu_);
+  auto it = entries_.find(hash);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("no artifact with content hash ", hash, " was uploaded to this daemon"));
+  }
+  const Artifact& a = it->second->artifact;
+  ObjectFile f;
+  TD_ASSIGN_OR_RETURN(f.fd, SealedObjectFile(a.payload, Describe(a.manifest, a.content_hash)));
+  f.manifest = a.manifest;
+  return f;
+}
+
 absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::Load(absl::string_view hash) {
   // Loads run under the store's lock: one dlopen at a time, and two
   // sessions loading one artifact get one object.
@@ -364,19 +444,20 @@ absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::Load(absl::string
   const Artifact& a = e.artifact;
   const std::string what = Describe(a.manifest, a.content_hash);
 
-  // A sealed in-memory file: the object the checks read is the object
-  // loaded, and no path on disk can be swapped under the loader.
-  const int fd = memfd_create("tensord-artifact", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return InternalErr(absl::StrCat(what, ": memfd_create: ", std::strerror(errno)));
-  absl::Cleanup close_fd = [fd] { close(fd); };
-  size_t done = 0;
-  while (done < a.payload.size()) {
-    const ssize_t n = write(fd, a.payload.data() + done, a.payload.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return InternalErr(absl::StrCat(what, ": writing the object to memory: ", std::strerror(errno)));
-    done += static_cast<size_t>(n);
+  if (!LoadsInProcess(policy_, a.manifest, !cuda_capabilities_.empty())) {
+    // Its CPU kernels run in the sessions' workers: the daemon keeps the
+    // manifest and its definitions, and runs none of the object's code
+    // (not even its constructors).
+    std::shared_ptr<LoadedArtifact> lib(new LoadedArtifact());
+    lib->manifest_ = a.manifest;
+    lib->hash_ = a.content_hash;  // no kernels: kernel() finds none
+    TD_ASSIGN_OR_RETURN(lib->defs_, CanonicalDefinitions(a.manifest, what));
+    e.loaded = lib;
+    return lib;
   }
-  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+
+  TD_ASSIGN_OR_RETURN(const int fd, SealedObjectFile(a.payload, what));
+  absl::Cleanup close_fd = [fd] { close(fd); };
   // The loader knows an object by the name it was opened under before it
   // looks at the file: "/proc/self/fd/N" again (descriptor numbers are
   // reused) would give back whichever artifact was loaded under that name
@@ -396,17 +477,26 @@ absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::Load(absl::string
   if (symlink(absl::StrCat("/proc/self/fd/", fd).c_str(), path.c_str()) != 0) {
     return InternalErr(absl::StrCat(what, ": cannot link the object for loading (", path, "): ", std::strerror(errno)));
   }
+  absl::StatusOr<std::shared_ptr<LoadedArtifact>> lib = OpenObject(a.manifest, a.content_hash, path);
+  unlink(path.c_str());
+  if (!lib.ok()) return lib.status();
+  e.loaded = *lib;
+  return lib;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::OpenObject(const Manifest& m, absl::string_view hash,
+                                                                          const std::string& path) {
+  const std::string what = Describe(m, hash);
   dlerror();
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  unlink(path.c_str());
   if (handle == nullptr) {
     const char* err = dlerror();
     return RuntimeErr(absl::StrCat(what, ": the loader refused the object: ", err != nullptr ? err : "(no reason)"));
   }
   std::shared_ptr<LoadedArtifact> lib(new LoadedArtifact());
   lib->handle_ = handle;  // dlclose'd by the destructor from here on
-  lib->manifest_ = a.manifest;
-  lib->hash_ = a.content_hash;
+  lib->manifest_ = m;
+  lib->hash_ = std::string(hash);
 
   // The query function must describe exactly the manifest.
   auto query = reinterpret_cast<TdLibraryQueryFn>(dlsym(handle, TD_LIBRARY_QUERY_SYMBOL));
@@ -420,21 +510,21 @@ absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::Load(absl::string
                                    "() does not match the manifest: ", detail));
   };
   if (info == nullptr) return mismatch("it returned NULL");
-  if (info->abi_version != a.manifest.abi_version) {
-    return mismatch(absl::StrCat("ABI version ", info->abi_version, ", the manifest says ", a.manifest.abi_version));
+  if (info->abi_version != m.abi_version) {
+    return mismatch(absl::StrCat("ABI version ", info->abi_version, ", the manifest says ", m.abi_version));
   }
-  if (info->size < sizeof(TdLibrary) || info->name == nullptr || a.manifest.library != info->name) {
+  if (info->size < sizeof(TdLibrary) || info->name == nullptr || m.library != info->name) {
     return mismatch("another library name");
   }
-  if (info->num_ops != static_cast<int64_t>(a.manifest.ops.size()) || (info->num_ops > 0 && info->ops == nullptr)) {
-    return mismatch(absl::StrCat(info->num_ops, " ops, the manifest has ", a.manifest.ops.size()));
+  if (info->num_ops != static_cast<int64_t>(m.ops.size()) || (info->num_ops > 0 && info->ops == nullptr)) {
+    return mismatch(absl::StrCat(info->num_ops, " ops, the manifest has ", m.ops.size()));
   }
   auto same = [](const char* got, const std::string& want) {
     return got == nullptr ? want.empty() : want == got;
   };
-  for (size_t i = 0; i < a.manifest.ops.size(); ++i) {
+  for (size_t i = 0; i < m.ops.size(); ++i) {
     const TdOpDecl& d = info->ops[i];
-    const ArtifactOp& op = a.manifest.ops[i];
+    const ArtifactOp& op = m.ops[i];
     if (!same(d.schema, op.schema) || !same(d.shape_rule, op.shape_rule) || !same(d.derivative, op.derivative) ||
         !same(d.cpu_symbol, op.cpu_symbol) || !same(d.cuda_symbol, op.cuda_symbol)) {
       return mismatch(absl::StrCat("op ", i, " (", op.schema, ") differs"));
@@ -449,13 +539,7 @@ absl::StatusOr<std::shared_ptr<LoadedArtifact>> ArtifactStore::Load(absl::string
     lib->cpu_.push_back(std::move(cpu));
     lib->cuda_.push_back(std::move(cuda));
   }
-  ExtensionOps canonical;
-  for (const ArtifactOp& op : a.manifest.ops) {
-    absl::StatusOr<const OpEntry*> d = canonical.Define(op.schema, DefineRule(op.shape_rule), /*artifact=*/{}, op.derivative);
-    if (!d.ok()) return RuntimeErr(absl::StrCat(what, ": ", d.status().message()));
-  }
-  lib->defs_ = canonical.Defs(0);
-  e.loaded = lib;
+  TD_ASSIGN_OR_RETURN(lib->defs_, CanonicalDefinitions(m, what));
   return lib;
 }
 
@@ -530,7 +614,9 @@ void SetError(TdKernelEnv* env, const char* message) {
 }  // namespace
 
 absl::Status RunArtifactKernel(const ArtifactKernel& k, KernelContext& ctx) {
+  if (k.worker != nullptr) return k.worker->Run(k, ctx);
   const std::string& op = k.op_name;
+  if (k.fn == nullptr) return InternalErr(absl::StrCat(op, ": an artifact kernel without its object"));
   CallState st;
   // Sized up front: TdArg and the lists point into these vectors.
   size_t n_tensors = 0, n_lists = 0;

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "tensord/kernels/registry.h"
+#include "tensord/runtime/artifact_worker.h"
 #include "tensord/runtime/artifacts.h"
 #include "tensord/runtime/autograd.h"
 #include "tensord/runtime/backend.h"
@@ -416,6 +417,12 @@ class Session {
   runtime::ArtifactStore* const artifact_store_;
   absl::flat_hash_map<std::string, std::shared_ptr<runtime::LoadedArtifact>> artifacts_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<const runtime::LoadedArtifact*, size_t>> artifact_ops_ ABSL_GUARDED_BY(mu_);
+  // Under --artifact-isolation process: the session's worker process for
+  // its artifacts' CPU kernels (made at the first such call, ended when
+  // the session closes), and per op of extensions_ the kernel that sends
+  // its calls there (made at its first call).
+  std::unique_ptr<runtime::ArtifactWorker> artifact_worker_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<runtime::ArtifactKernel>> isolated_kernels_ ABSL_GUARDED_BY(mu_);
   // Why the last DefineOps failed ("" when none did): the error of a later
   // call to an op it did not define says so.
   std::string define_failure_ ABSL_GUARDED_BY(mu_);
