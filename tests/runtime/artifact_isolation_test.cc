@@ -380,5 +380,35 @@ TEST(ArtifactIsolationTest, SharedMemoryIsChargedToTheSession) {
   EXPECT_THAT(st.message(), HasSubstr("artifact worker's shared memory"));
 }
 
+TEST(ArtifactIsolationTest, ALargeCallsSharedMemoryIsGivenBackAfterASmallOne) {
+  ArtifactStore store(Policy(ArtifactPolicy::Isolation::kProcess), {});
+  std::shared_ptr<LoadedArtifact> lib = *store.Load(*store.Add(Library(), "test"));
+  std::shared_ptr<MemoryAccount> account = MemoryAccount::Create(0);
+  ArtifactWorker worker(&store, account);
+  ArtifactKernel k;
+  k.op_name = lib->op_name(kScratch);
+  k.worker = &worker;
+  k.artifact = lib.get();
+  k.op_index = kScratch;
+  auto call = [&](int64_t n) {
+    HostTensor x({n}, std::vector<float>(static_cast<size_t>(n), 2)), y({n}, std::vector<float>(static_cast<size_t>(n)));
+    std::vector<Value> args = {Value(&x.meta)};
+    KernelContext ctx;
+    ctx.args = args;
+    ctx.input_base = [&x](const TensorMeta*) -> char* { return x.base(); };
+    ctx.outputs.push_back(TensorRef{y.base(), &y.meta});
+    const absl::Status st = RunArtifactKernel(k, ctx);
+    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_EQ(y.data, x.data);
+  };
+  call(9 << 20);  // 36 MiB in, 36 out
+  EXPECT_GT(account->bookkeeping_bytes(), 64 << 20);
+  call(16);
+  EXPECT_EQ(account->bookkeeping_bytes(), 0);
+  call(16);  // a new, small arena
+  EXPECT_EQ(account->bookkeeping_bytes(), 1 << 20);
+  EXPECT_EQ(worker.starts(), 1);
+}
+
 }  // namespace
 }  // namespace tensord::runtime

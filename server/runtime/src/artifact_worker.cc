@@ -82,6 +82,10 @@ constexpr size_t kMaxReplyMessage = 8192;
 constexpr uint64_t kAlign = 64;
 // The arena grows in whole MiB: a session's calls of one size reuse it.
 constexpr uint64_t kArenaGrain = 1 << 20;
+// An arena past this size is given back after a call that used less than
+// a quarter of it: one large call does not keep its memory charged to the
+// session for the session's life, and calls of one size still reuse it.
+constexpr uint64_t kKeepArenaBytes = 64 << 20;
 // How often a waiting daemon looks at its session's cancellation.
 constexpr int kPollSliceMs = 100;
 
@@ -230,8 +234,7 @@ ArtifactWorker::ArtifactWorker(const ArtifactStore* store, std::shared_ptr<Memor
 
 ArtifactWorker::~ArtifactWorker() {
   Stop();
-  if (arena_ != nullptr) ::munmap(arena_, arena_bytes_);
-  if (arena_fd_ >= 0) ::close(arena_fd_);
+  ReleaseArena();
 }
 
 absl::Status ArtifactWorker::Start(absl::string_view op) {
@@ -307,6 +310,20 @@ std::string ArtifactWorker::Stop() {
   if (r < 0) return "an unknown end";
   if (WIFSIGNALED(status)) return SignalText(WTERMSIG(status));
   return absl::StrCat("exit status ", WEXITSTATUS(status));
+}
+
+void ArtifactWorker::ReleaseArena() {
+  if (arena_ != nullptr) ::munmap(arena_, arena_bytes_);
+  // Truncated, its pages are freed now, though the worker still maps it:
+  // the worker touches its arena only during a request, and the next one
+  // brings the new arena.
+  if (arena_fd_ >= 0) (void)!::ftruncate(arena_fd_, 0);
+  if (arena_fd_ >= 0) ::close(arena_fd_);
+  arena_charge_.Sub(arena_charge_.bytes());
+  arena_ = nullptr;
+  arena_fd_ = -1;
+  arena_bytes_ = 0;
+  arena_sent_ = false;
 }
 
 absl::Status ArtifactWorker::Reserve(uint64_t bytes, absl::string_view op) {
@@ -561,7 +578,8 @@ absl::Status ArtifactWorker::Run(const ArtifactKernel& k, KernelContext& ctx) {
   h.body_bytes = w.out().size();
   h.arena_bytes = arena_bytes_;
   const int64_t limit = memory_->limit_bytes();
-  h.scratch_limit = limit <= 0 ? -1 : std::max<int64_t>(0, limit - memory_->bytes_in_use());
+  h.scratch_limit =
+      limit <= 0 ? -1 : std::max<int64_t>(0, limit - memory_->bytes_in_use() - memory_->bookkeeping_bytes());
   int kind = 0;
   std::string message;
   TD_ASSIGN_OR_RETURN(bool ok, Exchange(&h, -1, op, "the kernel", &kind, &message));
@@ -574,6 +592,7 @@ absl::Status ArtifactWorker::Run(const ArtifactKernel& k, KernelContext& ctx) {
   for (const Region& r : regions) {
     if (r.output && r.bytes > 0) std::memcpy(r.bytes_at, arena_ + r.at, r.bytes);
   }
+  if (arena_bytes_ > kKeepArenaBytes && total < arena_bytes_ / 4) ReleaseArena();
   return absl::OkStatus();
 }
 

@@ -76,8 +76,11 @@ class ArtifactWorker {
   // Kills (SIGKILL) and reaps the worker; "" or what its end was, for
   // messages ("signal 11 (Segmentation fault)", "exit status 3").
   std::string Stop();
-  // Makes the arena at least `bytes` long (a new memfd when it grows).
+  // Makes the arena at least `bytes` long (a new memfd when it grows),
+  // charged to the session; OutOfMemory over its limit.
   absl::Status Reserve(uint64_t bytes, absl::string_view op);
+  // Unmaps and uncharges the arena (the next call makes a new one).
+  void ReleaseArena();
   // Sends request header `header` (a WireRequest; with the arena's
   // descriptor when the worker has not got it yet, and `object_fd` when
   // >= 0), then waits for the reply, at most the time limit. The reply's
