@@ -157,7 +157,7 @@ constexpr char kUsage[] =
     "                                 the call; CUDA kernels run in the daemon either way\n"
     "  --artifact-call-timeout SECONDS\n"
     "                                 under process isolation, longest one kernel call may run\n"
-    "                                 before its worker is killed (default 60)"
+    "                                 before its worker is killed (default 60)\n"
     "  --private-dir DIR              a directory named tensord-* that belongs to this daemon\n"
     "                                 alone (an embedded daemon's: socket and logs); removed\n"
     "                                 with its contents after a clean shutdown\n"

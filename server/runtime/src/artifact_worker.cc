@@ -314,10 +314,11 @@ std::string ArtifactWorker::Stop() {
 
 void ArtifactWorker::ReleaseArena() {
   if (arena_ != nullptr) ::munmap(arena_, arena_bytes_);
-  // Truncated, its pages are freed now, though the worker still maps it:
-  // the worker touches its arena only during a request, and the next one
-  // brings the new arena.
-  if (arena_fd_ >= 0) (void)!::ftruncate(arena_fd_, 0);
+  // Its pages are freed now (a hole punched: it cannot shrink), though the
+  // worker still maps it until the next request brings the new arena.
+  if (arena_fd_ >= 0) {
+    (void)::fallocate(arena_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(arena_bytes_));
+  }
   if (arena_fd_ >= 0) ::close(arena_fd_);
   arena_charge_.Sub(arena_charge_.bytes());
   arena_ = nullptr;
@@ -332,8 +333,13 @@ absl::Status ArtifactWorker::Reserve(uint64_t bytes, absl::string_view op) {
   // Charged before it is made: the arena doubles the call's tensors in memory.
   TD_RETURN_IF_ERROR(arena_charge_.Add(memory_, static_cast<int64_t>(want - arena_bytes_),
                                        absl::StrCat(op, " (the artifact worker's shared memory)")));
-  const int fd = ::memfd_create("tensord-worker-arena", MFD_CLOEXEC);
-  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(want)) != 0) {
+  // Sealed against shrinking once sized: the daemon copies from and to it,
+  // and a file truncated under a mapping faults (SIGBUS) where it is read;
+  // sealed, no process can shrink it (the worker's code could reach the
+  // file through /proc as the daemon's user).
+  const int fd = ::memfd_create("tensord-worker-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(want)) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
     const int err = errno;
     if (fd >= 0) ::close(fd);
     arena_charge_.Sub(static_cast<int64_t>(want - arena_bytes_));
