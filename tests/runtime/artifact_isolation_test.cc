@@ -9,10 +9,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../artifact/test_util.h"
@@ -378,6 +380,24 @@ TEST(ArtifactIsolationTest, SharedMemoryIsChargedToTheSession) {
   const absl::Status st = RunArtifactKernel(k, ctx);
   EXPECT_EQ(tensord::KindOf(st), tensord::ErrorKind::kOutOfMemory) << st;
   EXPECT_THAT(st.message(), HasSubstr("artifact worker's shared memory"));
+}
+
+TEST(ArtifactIsolationTest, AClosingSessionStopsWaitingForItsKernel) {
+  ArtifactPolicy policy = Policy(ArtifactPolicy::Isolation::kProcess);
+  policy.call_timeout = absl::Hours(1);
+  ArtifactStore store(policy, {});
+  Session s(&store);
+  std::atomic<bool> closing{false};
+  s.worker().set_cancelled([&closing] { return closing.load(); });
+  std::thread closer([&closing] {
+    absl::SleepFor(absl::Milliseconds(300));
+    closing.store(true);
+  });
+  HostTensor x({1}, {1}), y({1}, {0});
+  const absl::Status st = s.Call(kSpin, x, y);
+  closer.join();
+  EXPECT_THAT(st.message(), HasSubstr("iso::spin: cancelled (the session is closing)"));
+  EXPECT_EQ(s.worker().pid(), 0);
 }
 
 TEST(ArtifactIsolationTest, ALargeCallsSharedMemoryIsGivenBackAfterASmallOne) {
