@@ -276,6 +276,12 @@ TEST(ArtifactIsolationTest, KernelErrorsReadAsInProcess) {
   }
   HostTensor x({2}, {1, 2}), y({2}, {0, 0});
   EXPECT_THAT(b.Call(kFail, x, y).message(), HasSubstr("iso::fail: x must be positive, got -1"));
+  // What the ABI refuses is refused alike, with its kind (NotImplementedError).
+  HostTensor f8({2}, {0, 0});
+  f8.meta.dtype = ScalarType::kFloat8_e4m3fn;
+  const absl::Status want = a.Call(kScratch, f8, y);
+  EXPECT_EQ(tensord::KindOf(want), tensord::ErrorKind::kNotImplemented);
+  EXPECT_EQ(b.Call(kScratch, f8, y), want);
   EXPECT_EQ(b.worker().starts(), 1);  // a kernel's error leaves its worker running
 }
 

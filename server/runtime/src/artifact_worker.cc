@@ -466,9 +466,6 @@ absl::Status ArtifactWorker::Load(const LoadedArtifact& lib, absl::string_view o
 absl::Status ArtifactWorker::Run(const ArtifactKernel& k, KernelContext& ctx) {
   const std::string& op = k.op_name;
   if (k.artifact == nullptr) return InternalErr(absl::StrCat(op, ": an isolated kernel without its artifact"));
-  if (pid_ == 0) TD_RETURN_IF_ERROR(Start(op));
-  uint32_t lib_id = 0;
-  TD_RETURN_IF_ERROR(Load(*k.artifact, op, &lib_id));
 
   // The layout: the body first, then one region per distinct tensor. An
   // in-place op's output is its self input (the same meta at the same
@@ -568,6 +565,10 @@ absl::Status ArtifactWorker::Run(const ArtifactKernel& k, KernelContext& ctx) {
   }
   Writer w;
   TD_RETURN_IF_ERROR(body(w));
+  // A call the ABI refuses has failed above, before any worker starts.
+  if (pid_ == 0) TD_RETURN_IF_ERROR(Start(op));
+  uint32_t lib_id = 0;
+  TD_RETURN_IF_ERROR(Load(*k.artifact, op, &lib_id));  // its request uses the arena: before the call's
   TD_RETURN_IF_ERROR(Reserve(total, op));
   std::memcpy(arena_, w.out().data(), w.out().size());
   // Inputs (and an in-place op's self) are copied in; outputs are not:
