@@ -102,6 +102,21 @@ def main():
                     np.copyto(src, dst)
                 copies.append((time.perf_counter() - t0) / max(1, calls // 10) * 1e6)
             rows.append((n, a, b, statistics.median(copies)))
+        # A session's first call: in a worker, the worker's start (posix_spawn
+        # and exec of tensord) and the library's load come with it.
+        first = {k: [] for k in daemons}
+        for _ in range(3 if args.quick else 7):
+            for k, d in daemons.items():
+                s = tensord.connect(d.address, set_default=False)
+                with s:
+                    x = tensord.ones(1024)
+                    s.synchronize()
+                    t0 = time.perf_counter()
+                    lib.copy(x)
+                    s.synchronize()
+                    first[k].append((time.perf_counter() - t0) * 1e6)
+                s.close()
+        first_row = (statistics.median(first["in-process"]), statistics.median(first["worker"]))
     finally:
         for s in sessions.values():
             s.close()
@@ -114,6 +129,9 @@ def main():
         size = f"{n // 1024}K floats" if n < (1 << 20) else f"{n >> 20}M floats"
         print(f"| {size} ({n * 4 / 1e6:.3g} MB) | {a:,.1f} | {b:,.1f} | us/call | {b - a:,.1f} us ({b / a:.2f}x) | "
               f"{c:,.1f} us |")
+    a, b = first_row
+    print(f"| a session's first call, 1K floats (with the library's load; in a worker, its start) | {a:,.1f} | "
+          f"{b:,.1f} | us | {b - a:,.1f} us ({b / a:.2f}x) | |")
 
 
 if __name__ == "__main__":
