@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -38,6 +39,7 @@ constexpr char kSource[] = R"SRC(
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <unistd.h>
 
 // (y, z) = (a * x + b, neg ? -x : x) over any strides of x, float32; `dims`
 // must be x's sizes (an int[] argument that crosses too).
@@ -84,6 +86,16 @@ TD_EXPORT int32_t iso_spin_cpu(TdKernelEnv*) {
   for (volatile unsigned long i = 0;; i = i + 1) {
   }
 }
+// Forks a child that keeps the worker's end of the socket open, then
+// crashes: the daemon must see the worker's end all the same.
+TD_EXPORT int32_t iso_forksegv_cpu(TdKernelEnv*) {
+  if (fork() == 0) {
+    for (;;) pause();
+  }
+  volatile int* p = reinterpret_cast<volatile int*>(16);
+  *p = 1;
+  return TD_OK;
+}
 TD_EXPORT int32_t iso_fail_cpu(TdKernelEnv* env) { return td_fail(env, "x must be positive, got -1"); }
 TD_EXPORT int32_t iso_throw_cpu(TdKernelEnv*) { throw std::runtime_error("thrown past the boundary"); }
 // Copies x through scratch memory, which the worker gives.
@@ -106,11 +118,12 @@ static const TdOpDecl kOps[] = {
     {"iso::fail(Tensor x) -> Tensor", "like:clone", NULL, "iso_fail_cpu", NULL},
     {"iso::throws(Tensor x) -> Tensor", "like:clone", NULL, "iso_throw_cpu", NULL},
     {"iso::scratch(Tensor x) -> Tensor", "like:clone", NULL, "iso_scratch_cpu", NULL},
+    {"iso::forksegv(Tensor x) -> Tensor", "like:clone", NULL, "iso_forksegv_cpu", NULL},
 };
 TD_DEFINE_LIBRARY("iso", kOps)
 )SRC";
 
-enum Op : size_t { kAffine, kSegv, kAbort, kSpin, kFail, kThrows, kScratch };
+enum Op : size_t { kAffine, kSegv, kAbort, kSpin, kFail, kThrows, kScratch, kForkSegv };
 
 std::vector<ArtifactOp> DeclaredOps() {
   return {
@@ -122,6 +135,7 @@ std::vector<ArtifactOp> DeclaredOps() {
       {"iso::fail(Tensor x) -> Tensor", "like:clone", "", "iso_fail_cpu", ""},
       {"iso::throws(Tensor x) -> Tensor", "like:clone", "", "iso_throw_cpu", ""},
       {"iso::scratch(Tensor x) -> Tensor", "like:clone", "", "iso_scratch_cpu", ""},
+      {"iso::forksegv(Tensor x) -> Tensor", "like:clone", "", "iso_forksegv_cpu", ""},
   };
 }
 
@@ -166,6 +180,26 @@ ArtifactPolicy Policy(ArtifactPolicy::Isolation isolation) {
 
 // Whether process `pid` is gone: neither running nor a zombie left unreaped.
 bool Gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+// Processes of process group `pgid` that still run (zombies left to an
+// init that does not reap, as in some containers, do not count).
+int LiveInGroup(pid_t pgid) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = testing_util::ReadFile(e.path().string() + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0, pgrp = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+        state != 'Z') {
+      ++n;
+    }
+  }
+  return n;
+}
 
 // A float32 CPU tensor: its storage and metadata.
 struct HostTensor {
@@ -324,6 +358,24 @@ TEST(ArtifactIsolationTest, HostileKernelsEndOnlyTheirWorker) {
   EXPECT_EQ(y.data, (std::vector<float>{3, 6, 9}));
   EXPECT_EQ(z.data, (std::vector<float>{-1, -2, -3}));
   EXPECT_EQ(other.worker().starts(), 1);
+}
+
+TEST(ArtifactIsolationTest, AKernelThatForksCannotHideItsWorkersEnd) {
+  ArtifactPolicy policy = Policy(ArtifactPolicy::Isolation::kProcess);
+  policy.call_timeout = absl::Hours(1);  // the end must be seen, not timed out
+  ArtifactStore store(policy, {});
+  Session s(&store);
+  HostTensor x({1}, {1}), y({1}, {0}), z({1}, {0});
+  ASSERT_TRUE(s.Affine(x, 1, Scalar::Int(0), false, y, z).ok());
+  const pid_t pid = s.worker().pid();
+  const absl::Status st = s.Call(kForkSegv, x, y);
+  EXPECT_THAT(st.message(), HasSubstr("iso::forksegv: the kernel ended its artifact worker process: signal 11"));
+  // Its child was killed with it: SIGKILL to the group, which the child
+  // (not the daemon's to wait for) takes a moment to act on.
+  for (int i = 0; i < 1000 && LiveInGroup(pid) != 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_EQ(LiveInGroup(pid), 0);
+  ASSERT_TRUE(s.Affine(x, 1, Scalar::Int(0), false, y, z).ok());
+  EXPECT_EQ(s.worker().starts(), 2);
 }
 
 TEST(ArtifactIsolationTest, TheWorkerEndsWithItsSession) {

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -288,6 +289,12 @@ absl::Status ArtifactWorker::Start(absl::string_view op) {
   }
   pid_ = pid;
   sock_ = sv[0];
+  // Its end is seen here as well as the socket's hang-up: a kernel that
+  // forked would leave its child holding the worker's end of the socket.
+  // Without pidfds (Linux before 5.3) the socket and the time limit remain.
+  // (The system call: glibc 2.36's <sys/pidfd.h> declares pidfd_open
+  // without C linkage for C++.)
+  pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   ++starts_;
   arena_sent_ = false;
   loaded_.clear();
@@ -296,7 +303,10 @@ absl::Status ArtifactWorker::Start(absl::string_view op) {
 
 std::string ArtifactWorker::Stop() {
   if (pid_ == 0) return "";
-  ::kill(pid_, SIGKILL);  // if it still runs: nothing of it is wanted any more
+  // If it still runs, nothing of it is wanted any more: nor of any process
+  // its kernels started (its process group, unless they left it).
+  ::kill(-pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);
   int status = 0;
   pid_t r;
   do {
@@ -305,6 +315,8 @@ std::string ArtifactWorker::Stop() {
   pid_ = 0;
   ::close(sock_);
   sock_ = -1;
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pidfd_ = -1;
   arena_sent_ = false;
   loaded_.clear();
   if (r < 0) return "an unknown end";
@@ -406,11 +418,12 @@ absl::StatusOr<bool> ArtifactWorker::Exchange(const void* header, int object_fd,
                                      " (--artifact-call-timeout), and its artifact worker process was killed; the "
                                      "session goes on, and its next call of an artifact kernel starts a new worker"));
     }
-    pollfd p{sock_, POLLIN, 0};
+    pollfd p[2] = {{sock_, POLLIN, 0}, {pidfd_, POLLIN, 0}};
     const int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, kPollSliceMs));
-    const int ready = ::poll(&p, 1, ms);
+    const int ready = ::poll(p, pidfd_ >= 0 ? 2 : 1, ms);
     if (ready < 0 && errno != EINTR) return died("waiting for the artifact worker failed");
-    if (ready > 0) break;
+    if (ready > 0 && p[0].revents != 0) break;  // a reply (or the socket's end): read it first
+    if (ready > 0 && p[1].revents != 0) return died(absl::StrCat(doing, " ended its artifact worker process"));
   }
   // The reply: nothing in it is trusted. A message longer than the buffer,
   // a wrong magic or a size past what came is a broken worker.

@@ -96,6 +96,7 @@ class ArtifactWorker {
   std::function<bool()> cancelled_;
   pid_t pid_ = 0;
   int sock_ = -1;
+  int pidfd_ = -1;  // readable once the worker has ended (-1: none)
   int starts_ = 0;
   // The arena: a memfd mapped here and in the worker.
   int arena_fd_ = -1;
