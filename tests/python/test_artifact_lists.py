@@ -72,9 +72,11 @@ def lib(tmp_path_factory):
     return tensord.library.load(out)
 
 
-@pytest.fixture(scope="module")
-def session():
-    d = Daemon(DAEMON_BIN, extra_args=["--artifacts", "any"])
+@pytest.fixture(scope="module", params=["none", "process"])
+def session(request):
+    """A session whose artifact kernels run in the daemon, then in a worker
+    process (--artifact-isolation process: lists cross its protocol too)."""
+    d = Daemon(DAEMON_BIN, extra_args=["--artifacts", "any", "--artifact-isolation", request.param])
     s = tensord.connect(d.address, set_default=False)
     yield s
     s.close()

@@ -513,10 +513,20 @@ absl::Status ArtifactWorker::Run(const ArtifactKernel& k, KernelContext& ctx) {
   };
   // Pass 1: regions, in order of appearance.
   std::vector<size_t> arg_region(ctx.args.size(), 0), out_region(ctx.outputs.size(), 0);
+  std::vector<std::vector<size_t>> list_regions(ctx.args.size());  // per Tensor[] element (absent: unused)
   for (size_t i = 0; i < ctx.args.size(); ++i) {
     const Value& v = ctx.args[i];
     if (v.kind() == Value::Kind::kTensor) {
       TD_ASSIGN_OR_RETURN(arg_region[i], region_of(ctx.input_base(v.tensor_ptr()), v.tensor_ptr(), false));
+    }
+    if (v.kind() == Value::Kind::kTensorList) {
+      for (const TensorMeta* m : v.tensor_list()) {
+        size_t r = 0;
+        if (m != nullptr) {
+          TD_ASSIGN_OR_RETURN(r, region_of(ctx.input_base(m), m, false));
+        }
+        list_regions[i].push_back(r);
+      }
     }
   }
   for (size_t i = 0; i < ctx.outputs.size(); ++i) {
@@ -559,9 +569,18 @@ absl::Status ArtifactWorker::Run(const ArtifactKernel& k, KernelContext& ctx) {
           w.PutBytes(v.str().data(), v.str().size());
           break;
         case Value::Kind::kDtype: w.Put(static_cast<int32_t>(v.dtype())); break;
+        case Value::Kind::kTensorList: {
+          // Each element: present (1, then the tensor) or absent (0, a
+          // Tensor?[]'s None).
+          const TensorList& list = v.tensor_list();
+          w.Put(static_cast<uint64_t>(list.size()));
+          for (size_t j = 0; j < list.size(); ++j) {
+            w.Put(static_cast<uint8_t>(list[j] != nullptr));
+            if (list[j] != nullptr) PutTensor(w, *list[j], regions[list_regions[i][j]].at);
+          }
+          break;
+        }
         // What the ABI cannot take fails as RunArtifactKernel fails it.
-        case Value::Kind::kTensorList:
-          return NotImplementedErr(absl::StrCat(op, ": Tensor[] arguments cannot cross the kernel ABI yet"));
         case Value::Kind::kDevice:
           return NotImplementedErr(absl::StrCat(op, ": Device arguments cannot cross the kernel ABI"));
       }
@@ -578,7 +597,8 @@ absl::Status ArtifactWorker::Run(const ArtifactKernel& k, KernelContext& ctx) {
   }
   Writer w;
   TD_RETURN_IF_ERROR(body(w));
-  // A call the ABI refuses has failed above, before any worker starts.
+  // A call the ABI refuses (a Device argument) has failed above, before
+  // any worker starts.
   if (pid_ == 0) TD_RETURN_IF_ERROR(Start(op));
   uint32_t lib_id = 0;
   TD_RETURN_IF_ERROR(Load(*k.artifact, op, &lib_id));  // its request uses the arena: before the call's
@@ -720,6 +740,20 @@ absl::Status CallInWorker(WorkerState& st, const WireRequest& h) {
         const TensorMeta* m = nullptr;
         TD_RETURN_IF_ERROR(get_tensor(&m));
         args.emplace_back(m);
+        break;
+      }
+      case Value::Kind::kTensorList: {
+        uint64_t n = 0;
+        ok = r.Get(&n) && n <= (uint64_t{1} << 24);
+        TensorList list;
+        for (uint64_t j = 0; ok && j < n; ++j) {
+          uint8_t present = 0;
+          ok = r.Get(&present);
+          const TensorMeta* m = nullptr;
+          if (ok && present != 0) TD_RETURN_IF_ERROR(get_tensor(&m));
+          list.push_back(m);
+        }
+        args.emplace_back(std::move(list));
         break;
       }
       case Value::Kind::kInt: {
