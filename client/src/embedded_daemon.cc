@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -95,6 +96,44 @@ absl::StatusOr<std::string> FindDaemonBinary(const std::string& explicit_path) {
   return RuntimeErr(absl::StrCat("cannot find the tensord daemon binary to spawn an embedded daemon (tried ",
                                  absl::StrJoin(tried, ", "),
                                  "); set TENSORD_BIN, put tensord on PATH, or set TENSORD_ADDRESS to a running daemon"));
+}
+
+namespace {
+
+// The process's running embedded daemons by address, for EmbeddedDaemonEndNote.
+struct Running {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, std::pair<pid_t, std::weak_ptr<ChildState>>> by_address ABSL_GUARDED_BY(mu);
+};
+Running& RunningDaemons() {
+  static Running* r = new Running();
+  return *r;
+}
+
+}  // namespace
+
+std::string EmbeddedDaemonEndNote(const std::string& address) {
+  pid_t pid = 0;
+  std::shared_ptr<ChildState> child;
+  {
+    Running& r = RunningDaemons();
+    absl::MutexLock l(&r.mu);
+    auto it = r.by_address.find(address);
+    if (it == r.by_address.end()) return "";
+    pid = it->second.first;
+    child = it->second.second.lock();
+  }
+  if (child == nullptr || !WaitForExit(*child, 500)) return "";
+  int status = 0;
+  {
+    absl::MutexLock l(&child->mu);
+    status = child->status;
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("the embedded daemon (pid ", pid, ") was ended by signal ", WTERMSIG(status), " (",
+                        strsignal(WTERMSIG(status)), ")");
+  }
+  return absl::StrCat("the embedded daemon (pid ", pid, ") exited with status ", WEXITSTATUS(status));
 }
 
 absl::StatusOr<EmbeddedDaemon> StartEmbeddedDaemon(const std::string& binary, int timeout_ms) {
@@ -194,6 +233,11 @@ absl::StatusOr<EmbeddedDaemon> StartEmbeddedDaemon(const std::string& binary, in
         const size_t sp = addr.find_first_of(" \t\r");
         if (sp != std::string::npos) addr.resize(sp);
         d.address = addr.empty() ? listen : addr;
+        {
+          Running& r = RunningDaemons();
+          absl::MutexLock l(&r.mu);
+          r.by_address[d.address] = {d.pid, d.child};
+        }
         return d;
       }
     }
@@ -224,6 +268,11 @@ absl::StatusOr<EmbeddedDaemon> StartEmbeddedDaemon(const std::string& binary, in
 }
 
 void StopEmbeddedDaemon(EmbeddedDaemon& d) {
+  {
+    Running& r = RunningDaemons();
+    absl::MutexLock l(&r.mu);
+    r.by_address.erase(d.address);
+  }
   if (d.pid > 0 && d.child != nullptr) {
     // The pid stays ours until the reaper has waited for it.
     ::kill(d.pid, SIGTERM);

@@ -38,6 +38,12 @@ absl::StatusOr<EmbeddedDaemon> StartEmbeddedDaemon(const std::string& binary, in
 // SIGTERM, wait up to 5 s, then SIGKILL; removes the private directory.
 void StopEmbeddedDaemon(EmbeddedDaemon& d);
 
+// For a session stream that failed: when `address` is an embedded daemon of
+// this process that has ended (waiting up to 500 ms for its reaper to see
+// it), how it ended ("the embedded daemon (pid 123) was ended by signal 11
+// (Segmentation fault)"); else "".
+std::string EmbeddedDaemonEndNote(const std::string& address);
+
 }  // namespace tensord::client::internal
 
 #endif  // TENSORD_CLIENT_SRC_EMBEDDED_DAEMON_H_

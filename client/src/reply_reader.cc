@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "embedded_daemon.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "fetch_buffers.h"
@@ -130,6 +131,12 @@ void Session::Impl::EndOfStreamLocked(grpc::Status st) {
   } else {
     stream_status =
         internal::GrpcError(absl::StrCat(Session::Label(session_id), ": the session stream failed"), address, st);
+  }
+  if (!stream_status.ok()) {
+    // An embedded daemon that died (a kernel that crashed it, say): say how.
+    if (std::string note = internal::EmbeddedDaemonEndNote(address); !note.empty()) {
+      stream_status = absl::Status(stream_status.code(), absl::StrCat(stream_status.message(), "; ", note));
+    }
   }
   for (auto& [id, w] : waiters) {
     if (!w->done) {

@@ -3,6 +3,7 @@
 on meta tensors with no daemon, in a daemon session (uploaded once by content
 hash), under `tensord check`, and refused by a daemon whose policy says so."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import tensord
-from conftest import DAEMON_BIN, Daemon, run_tensord_check
+from conftest import DAEMON_BIN, Daemon, run_tensord_check, subprocess_env
 
 # bias + GELU (erf form) over the last dim of x, float32, any strides of x.
 KERNEL = r"""
@@ -480,3 +481,32 @@ def test_isolation_survives_hostile_kernels(tmp_path):
         with s:
             assert (tensord.ones(3) * 2).sum().item() == 6.0
         s.close()
+
+
+def test_an_embedded_daemon_a_kernel_crashed_is_named(tmp_path):
+    """Without isolation a crashing kernel takes its daemon with it; for an
+    embedded daemon the client says so, and how it ended, rather than only
+    that the stream broke."""
+    if not DAEMON_BIN:
+        pytest.skip("no tensord binary")
+    (tmp_path / "hostile.cc").write_text(HOSTILE)
+    path = tmp_path / "hostile.tdk"
+    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(path), str(tmp_path / "hostile.cc")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    script = tmp_path / "crash.py"
+    script.write_text(textwrap.dedent(f"""
+        import tensord
+        lib = tensord.library.load({str(path)!r})
+        tensord.connect()  # embedded
+        try:
+            lib.segv(tensord.ones(2)).tolist()
+        except RuntimeError as e:
+            print("ERROR:", e)
+    """))
+    env = subprocess_env()
+    env.pop("TENSORD_ADDRESS", None)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ERROR:" in r.stdout
+    assert re.search(r"the embedded daemon \(pid \d+\) was ended by signal 11 \(Segmentation fault\)", r.stdout), r.stdout
