@@ -25,7 +25,12 @@
 #   6. examples/digits_mlp.py --data PACK/digits.npz --no-torch: on the GPU
 #      (--device cuda, the example's accuracy floor of 0.95), else on the
 #      CPU for two epochs with no floor (a check of the pack);
-#   7. the CUDA benchmarks: bin/cuda_bench (figures 8-10, beside cudaMemcpy
+#   7. examples/custom_kernel/train.py --artifact PACK/mylib.tdk (the
+#      artifact gpu-pack.sh built, with CUDA kernels for sm_80 and sm_90):
+#      its fused kernel against gelu(x + bias) and training through its
+#      declared derivative (the CUDA backward kernel) on the GPU, else one
+#      epoch on the CPU with no floor;
+#   8. the CUDA benchmarks: bin/cuda_bench (figures 8-10, beside cudaMemcpy
 #      and cuBLAS on the same card) and bench/gpu_py_bench.py (11-12, beside
 #      the machine's own PyTorch, found as the first python3 on PATH that
 #      imports torch, or $TORCH_PYTHON), each writing its rows as JSON next
@@ -329,7 +334,33 @@ if [ "$PYOK" = 1 ]; then
   fi
 fi
 
-# ---- 7. the CUDA benchmarks ---------------------------------------------------------------
+# ---- 7. a kernel artifact's CUDA kernels, with the pack's Python ----------------------------
+if [ "$PYOK" = 1 ]; then
+  if [ ! -f "$PACK/mylib.tdk" ]; then
+    fail "custom kernel: the pack has no mylib.tdk (made by scripts/gpu-pack.sh)"
+  else
+    if [ "$GPU" = 1 ]; then KERNEL_ARGS=(--device cuda); else KERNEL_ARGS=(--device cpu --epochs 1 --min-accuracy 0); fi
+    left=$((BUDGET - KEEP_BENCH - $(elapsed)))
+    [ "$left" -gt 90 ] && left=90
+    if [ "$left" -lt 10 ]; then
+      fail "custom kernel: no time left"
+    else
+      say "examples/custom_kernel/train.py --artifact PACK/mylib.tdk ${KERNEL_ARGS[*]} (at most $left s)"
+      run_py "$left" "$PYTHON" examples/custom_kernel/train.py --artifact "$PACK/mylib.tdk" \
+        --data "$PACK/digits.npz" "${KERNEL_ARGS[@]}" 2>&1 | tee "$DIR/custom_kernel.out"
+      rc=${PIPESTATUS[0]}
+      if [ "$rc" -ne 0 ]; then
+        [ "$rc" -eq 124 ] && say "custom kernel: timed out"
+        fail "custom kernel: exit $rc"
+      else
+        say "custom kernel: $(grep -m1 -o 'max |difference| .*' "$DIR/custom_kernel.out"); $(grep -m1 -o 'test accuracy: .*' "$DIR/custom_kernel.out") on ${KERNEL_ARGS[1]}"
+      fi
+      [ "$GPU" = 1 ] || say "SKIP: the artifact's CUDA kernels (no GPU: it ran on the CPU, as a check of the pack)"
+    fi
+  fi
+fi
+
+# ---- 8. the CUDA benchmarks ---------------------------------------------------------------
 # Figures 8-10 (C++, peers in the same process) and 11-12 (Python beside the
 # machine's PyTorch); rows as JSON beside the log. On a GPU a SKIP fails the
 # step; without one a SKIP is what each must say.

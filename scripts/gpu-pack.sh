@@ -132,6 +132,12 @@ find "$PYP" "$PACK/python-client" -depth -name __pycache__ -type d -exec rm -rf 
 # The digits of examples/digits_*.py for --data (the machines lack scikit-learn).
 /usr/bin/python3 -c 'import sys, numpy as np; from sklearn.datasets import load_digits
 d = load_digits(); np.savez_compressed(sys.argv[1], X=d.data, y=d.target)' "$PACK/digits.npz"
+# The custom-kernel example's artifact, its CUDA kernels in (the GPU machines
+# have no compiler: it is built here, as a kernel author builds one for
+# users without nvcc), for gpu-check.sh's examples/custom_kernel/train.py --artifact.
+"$BUILD/bin/tensord" build-kernel -o "$PACK/mylib.tdk" --cuda-arch 80,90 --cflags -DMYLIB_WITH_CUDA \
+  "$SRC/examples/custom_kernel/fused_bias_gelu.cc" "$SRC/examples/custom_kernel/fused_bias_gelu.cu" > /dev/null ||
+  die "tensord build-kernel could not build the custom-kernel example's artifact (nvcc?)"
 # The entry point: the prefix, the packed libraries, and sys.executable set
 # to itself, so that subprocesses of sys.executable take the same way.
 # TENSORD_PACKED_GLIBC=1: through the pack's own glibc and loader, for

@@ -7,6 +7,7 @@ checked by gradcheck, and used as the hidden layer of a digits classifier
 trained in the daemon.
 
     /usr/bin/python3 examples/custom_kernel/train.py [--epochs 8] [--device cuda] [--with-cuda] [--data FILE.npz]
+    /usr/bin/python3 examples/custom_kernel/train.py --artifact mylib.tdk ...   # built elsewhere: no compiler here
 
 docs/shipping-a-kernel.md walks through the pieces. Exits non-zero below
 --min-accuracy (0.95).
@@ -66,14 +67,18 @@ def main(argv=None):
                     help="compile the CUDA kernel into the artifact too (implied by --device cuda; needs nvcc)")
     ap.add_argument("--min-accuracy", type=float, default=0.95)
     ap.add_argument("--data", metavar="FILE.npz", help="the digits as a NumPy archive (X, y) instead of scikit-learn")
+    ap.add_argument("--artifact", metavar="FILE.tdk",
+                    help="load this artifact of the example's sources, built elsewhere (tensord build-kernel), "
+                         "instead of building it here")
     ap.add_argument("-v", "--verbose", action="store_true", help="show the compiler commands")
     args = ap.parse_args(argv)
     with_cuda = args.with_cuda or args.device.startswith("cuda")
 
     start = time.perf_counter()
-    lib = build_library(with_cuda, args.verbose)
+    lib = tensord.library.load(args.artifact) if args.artifact else build_library(with_cuda, args.verbose)
+    kernels = "as built" if args.artifact else "CPU and CUDA" if with_cuda else "CPU"
     print(f"artifact: {lib.path} (library {lib.name}, ops {', '.join(lib.ops)}, sha256 {lib.content_hash[:16]}...,"
-          f" {'CPU and CUDA' if with_cuda else 'CPU'} kernels), ready in {time.perf_counter() - start:.1f} s")
+          f" {kernels} kernels), ready in {time.perf_counter() - start:.1f} s")
 
     # Meta mode: the manifest's shape rule, with no daemon and no data.
     x = tensord.empty(32, 128, device="meta")

@@ -54,3 +54,20 @@ def test_the_cuda_kernel_builds_into_the_artifact(tmp_path):
     assert manifest["ops"][1]["symbols"] == {"cpu": "mylib_fused_bias_gelu_backward_cpu",
                                              "cuda": "mylib_fused_bias_gelu_backward_cuda"}
     assert manifest["ops"][0]["derivative"].startswith("d = mylib::fused_bias_gelu_backward(grad, x, bias)")
+
+
+def test_a_prebuilt_artifact_needs_no_compiler(tmp_path):
+    """--artifact: the artifact built elsewhere (as scripts/gpu-pack.sh does
+    for the GPU machines, which have no compiler) is loaded, not built."""
+    if not DAEMON_BIN:
+        pytest.skip("no tensord binary")
+    here = os.path.join(ROOT, "examples", "custom_kernel")
+    out = tmp_path / "prebuilt" / "mylib.tdk"
+    out.parent.mkdir()
+    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(out), os.path.join(here, "fused_bias_gelu.cc")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    text = run(tmp_path, "--artifact", str(out), "--epochs", "1", "--min-accuracy", "0")
+    assert f"artifact: {out} (library mylib" in text and "as built kernels" in text
+    assert "gradcheck of the declared derivative (cpu, float64): passed" in text
+    assert not (tmp_path / "mylib.tdk").exists()  # nothing built in the extensions directory
