@@ -591,6 +591,55 @@ def test_sequential_containers():
         assert [n for n, _ in ml.named_parameters()] == ["0.weight", "0.bias"]
 
 
+def test_dict_and_parameter_containers():
+    with tensord.device("meta"):
+        d = nn.ModuleDict({"a": nn.Linear(2, 3), "act": nn.ReLU()})
+        d["out"] = nn.Linear(3, 1)
+        d.update([("extra", nn.Tanh())])
+        assert list(d) == ["a", "act", "out", "extra"] and len(d) == 4 and "out" in d
+        assert [n for n, _ in d.named_parameters()] == ["a.weight", "a.bias", "out.weight", "out.bias"]
+        assert isinstance(d.pop("extra"), nn.Tanh) and "extra" not in d
+        with pytest.raises(KeyError, match="attribute 'train' already exists"):
+            d["train"] = nn.ReLU()
+        with pytest.raises(KeyError, match='contain "."'):
+            d["a.b"] = nn.ReLU()
+        pl = nn.ParameterList([nn.Parameter(tensord.zeros(2)), tensord.ones(3)])
+        pl += [tensord.zeros(1)]
+        assert len(pl) == 3 and [n for n, _ in pl.named_parameters()] == ["0", "1", "2"]
+        assert isinstance(pl[1], nn.Parameter) and pl[1].requires_grad and pl[-1].shape == (1,)
+        assert [p.shape for p in pl[1:]] == [(3,), (1,)]
+        with pytest.raises(IndexError, match="index 3 is out of range"):
+            pl[3]
+        pd = nn.ParameterDict({"w": tensord.zeros(2, 2)})
+        pd["b"] = nn.Parameter(tensord.zeros(2))
+        assert list(pd) == ["w", "b"] and [n for n, _ in pd.named_parameters()] == ["w", "b"]
+        assert pd.get("nope") is None and isinstance(pd["w"], nn.Parameter)
+        del pd["w"]
+        assert list(pd.keys()) == ["b"] and [n for n, _ in pd.named_parameters()] == ["b"]
+        with pytest.raises(KeyError):
+            pd["w"]
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleDict({"h": nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])})
+            self.scales = nn.ParameterList([nn.Parameter(tensord.ones(2)) for _ in range(2)])
+            self.extra = nn.ParameterDict({"bias": nn.Parameter(tensord.zeros(2))})
+
+        def forward(self, x):
+            for lin, s in zip(self.blocks["h"], self.scales):
+                x = lin(x) * s
+            return x + self.extra["bias"]
+
+    with tensord.device("meta"):
+        net = Net()
+    assert sorted(net.state_dict()) == ["blocks.h.0.bias", "blocks.h.0.weight", "blocks.h.1.bias",
+                                        "blocks.h.1.weight", "extra.bias", "scales.0", "scales.1"]
+    assert len(list(net.parameters())) == 7
+    y = net(tensord.empty(4, 2, device="meta"))
+    assert y.shape == (4, 2) and y.requires_grad
+
+
 def test_public_names_document_themselves():
     import inspect
 

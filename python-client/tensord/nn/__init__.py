@@ -13,10 +13,11 @@ from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Lin
 from .layers import AvgPool2d, Conv2d, MaxPool2d, RMSNorm
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
                    SmoothL1Loss)
+from .containers import ModuleDict, ParameterDict, ParameterList
 from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Module", "Parameter", "Identity", "Linear", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-           "Flatten", "Sequential", "ModuleList", "Dropout", "Embedding", "LayerNorm", "functional", "init",
+           "Flatten", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Dropout", "Embedding", "LayerNorm", "functional", "init",
            "Conv2d", "MaxPool2d", "AvgPool2d", "RMSNorm", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
            "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss", "utils"]
