@@ -278,6 +278,20 @@ def on_device(request):
                 tensord.backends.cudnn.allow_tf32 = conv_tf32
 
 
+def build_kernel(directory, name, source):
+    """Writes `source` to DIRECTORY/NAME.cc, builds it with `tensord
+    build-kernel` into DIRECTORY/NAME.tdk (library NAME) and returns that
+    path; the build's stderr on failure."""
+    import pathlib
+    directory = pathlib.Path(directory)
+    (directory / f"{name}.cc").write_text(source)
+    out = directory / f"{name}.tdk"
+    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(out), str(directory / f"{name}.cc")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 def run_tensord_check(script):
     """`python -m tensord._check SCRIPT` (what `tensord check` runs) in a child
     process with the in-tree client and no TENSORD_ADDRESS: meta mode, no

@@ -2,13 +2,12 @@
 list (len, elements, broadcast, promote), and the kernel gets every element
 as a DLTensor view through its strides (TD_ARG_TENSORS), a NULL for an
 absent element of a Tensor?[]."""
-import subprocess
 
 import numpy as np
 import pytest
 
 import tensord
-from conftest import DAEMON_BIN, Daemon
+from conftest import DAEMON_BIN, Daemon, build_kernel
 
 # listlib::sum_all(ts) = ts[0] + ts[1] + ..., float32, every element of the
 # output's shape (the rule broadcasts; the kernel refuses what it would have
@@ -63,13 +62,7 @@ TD_DEFINE_LIBRARY("listlib", kOps)
 def lib(tmp_path_factory):
     if not DAEMON_BIN:
         pytest.skip("no tensord binary: build the `tensord` target or set TENSORD_BIN")
-    d = tmp_path_factory.mktemp("lists")
-    (d / "listlib.cc").write_text(KERNEL)
-    out = d / "listlib.tdk"
-    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(out), str(d / "listlib.cc")], capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return tensord.library.load(out)
+    return tensord.library.load(build_kernel(tmp_path_factory.mktemp("lists"), "listlib", KERNEL))
 
 
 @pytest.fixture(scope="module", params=["none", "process"])

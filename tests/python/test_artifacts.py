@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tensord
-from conftest import DAEMON_BIN, Daemon, run_tensord_check, subprocess_env
+from conftest import DAEMON_BIN, Daemon, build_kernel, run_tensord_check, subprocess_env
 
 # bias + GELU (erf form) over the last dim of x, float32, any strides of x.
 KERNEL = r"""
@@ -427,11 +427,7 @@ def test_isolation_survives_hostile_kernels(tmp_path):
     ends their workers."""
     if not DAEMON_BIN:
         pytest.skip("no tensord binary: build the `tensord` target or set TENSORD_BIN")
-    (tmp_path / "hostile.cc").write_text(HOSTILE)
-    path = tmp_path / "hostile.tdk"
-    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(path), str(tmp_path / "hostile.cc")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    path = build_kernel(tmp_path, "hostile", HOSTILE)
     lib = tensord.library.load(path)
     rng = np.random.default_rng(1)
     xv = rng.standard_normal((5, 7)).astype(np.float32)
@@ -489,11 +485,7 @@ def test_an_embedded_daemon_a_kernel_crashed_is_named(tmp_path):
     that the stream broke."""
     if not DAEMON_BIN:
         pytest.skip("no tensord binary")
-    (tmp_path / "hostile.cc").write_text(HOSTILE)
-    path = tmp_path / "hostile.tdk"
-    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(path), str(tmp_path / "hostile.cc")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    path = build_kernel(tmp_path, "hostile", HOSTILE)
     script = tmp_path / "crash.py"
     script.write_text(textwrap.dedent(f"""
         import tensord

@@ -14,7 +14,7 @@ import pytest
 
 import tensord
 import tensord.nn.functional as F
-from conftest import DAEMON_BIN, ROOT, Daemon, subprocess_env
+from conftest import DAEMON_BIN, ROOT, Daemon, build_kernel, subprocess_env
 
 EXAMPLE = os.path.join(ROOT, "examples", "custom_kernel", "fused_bias_gelu.cc")
 
@@ -88,15 +88,6 @@ TD_DEFINE_LIBRARY("gradlib", kOps)
 """
 
 
-def _build(tmp, name, source):
-    (tmp / f"{name}.cc").write_text(source)
-    out = tmp / f"{name}.tdk"
-    r = subprocess.run([DAEMON_BIN, "build-kernel", "-o", str(out), str(tmp / f"{name}.cc")], capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    return tensord.library.load(out)
-
-
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
     if not DAEMON_BIN:
@@ -104,7 +95,8 @@ def libs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("derivatives")
     with open(EXAMPLE) as f:
         gelu_src = f.read().replace("mylib", "gelulib")
-    return _build(tmp, "gradlib", KERNELS), _build(tmp, "gelulib", gelu_src)
+    return (tensord.library.load(build_kernel(tmp, "gradlib", KERNELS)),
+            tensord.library.load(build_kernel(tmp, "gelulib", gelu_src)))
 
 
 @pytest.fixture(scope="module")
